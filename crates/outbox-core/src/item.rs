@@ -1,0 +1,218 @@
+//! The outbox item: an event stored as data next to the change it describes.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+use ulid::Ulid;
+
+use crate::envelope::EventEnvelope;
+use crate::error::{DecodeError, OutboxError};
+use crate::keys::{self, ItemKey};
+use crate::size;
+
+/// An outbox item as stored in the table and as seen in a stream image.
+///
+/// `envelope` holds the exact JSON that is published, written once by the
+/// writer; the publisher and the sweeper never re-encode it, so what was
+/// committed is byte for byte what subscribers receive. The other attributes
+/// are what routing, retries and the indexes need without parsing it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxItem {
+    #[serde(rename = "PK")]
+    pub pk: String,
+    #[serde(rename = "SK")]
+    pub sk: String,
+    pub event_id: Ulid,
+    pub event_type: String,
+    pub aggregate_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The [`EventEnvelope`] as JSON.
+    pub envelope: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// Failed publish attempts recorded by the sweeper.
+    #[serde(default)]
+    pub attempts: u32,
+    /// Pending-index partition key (`OUTBOX#<shard>`); absent once dead-lettered.
+    #[serde(rename = "GSI1PK", default, skip_serializing_if = "Option::is_none")]
+    pub pending_pk: Option<String>,
+    /// Pending-index sort key (the ULID).
+    #[serde(rename = "GSI1SK", default, skip_serializing_if = "Option::is_none")]
+    pub pending_sk: Option<String>,
+    /// Epoch seconds before which the sweeper leaves the item alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_lettered_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter_reason: Option<String>,
+    #[serde(rename = "GSI2PK", default, skip_serializing_if = "Option::is_none")]
+    pub dead_pk: Option<String>,
+    #[serde(rename = "GSI2SK", default, skip_serializing_if = "Option::is_none")]
+    pub dead_sk: Option<String>,
+}
+
+impl OutboxItem {
+    /// Builds the outbox item for `envelope`, stored in the item collection
+    /// `pk`, and checks the size limits: the EventBridge entry (with
+    /// `event_source` as `Source`) must fit in 256 KB and the item in 400 KB.
+    pub fn new(
+        pk: &str,
+        envelope: &EventEnvelope,
+        event_source: &str,
+        shards: u16,
+    ) -> Result<Self, OutboxError> {
+        let json = envelope.to_json()?;
+        let entry = size::eventbridge_entry_size(event_source, &envelope.event_type, &json);
+        if entry > size::MAX_EVENTBRIDGE_BYTES {
+            return Err(OutboxError::EventTooLarge {
+                event_id: envelope.event_id,
+                size: entry,
+                limit: size::MAX_EVENTBRIDGE_BYTES,
+            });
+        }
+        let created_at = envelope
+            .occurred_at
+            .format(&time::format_description::well_known::Rfc3339)
+            .map_err(|e| OutboxError::Serialize(e.to_string()))?;
+        let item = Self {
+            pk: pk.to_owned(),
+            sk: keys::outbox_sk(envelope.event_id),
+            event_id: envelope.event_id,
+            event_type: envelope.event_type.clone(),
+            aggregate_id: envelope.aggregate_id.clone(),
+            traceparent: envelope.traceparent.clone(),
+            envelope: json,
+            created_at,
+            attempts: 0,
+            pending_pk: Some(keys::pending_pk(keys::shard_of(envelope.event_id, shards))),
+            pending_sk: Some(envelope.event_id.to_string()),
+            next_attempt_at: None,
+            last_error: None,
+            dead_lettered_at: None,
+            dead_letter_reason: None,
+            dead_pk: None,
+            dead_sk: None,
+        };
+        let bytes = size::item_size(&item.to_attributes()?);
+        if bytes > size::MAX_ITEM_BYTES {
+            return Err(OutboxError::ItemTooLarge {
+                event_id: envelope.event_id,
+                size: bytes,
+                limit: size::MAX_ITEM_BYTES,
+            });
+        }
+        Ok(item)
+    }
+
+    /// The item's primary key.
+    pub fn key(&self) -> ItemKey {
+        ItemKey::new(self.pk.clone(), self.sk.clone())
+    }
+
+    /// The item as DynamoDB attributes.
+    pub fn to_attributes(&self) -> Result<HashMap<String, AttributeValue>, OutboxError> {
+        serde_dynamo::to_item(self).map_err(|e| OutboxError::Serialize(e.to_string()))
+    }
+
+    /// Decodes an item read through the SDK.
+    pub fn from_attributes(item: HashMap<String, AttributeValue>) -> Result<Self, DecodeError> {
+        Self::from_item(serde_dynamo::Item::from(item))
+    }
+
+    /// Decodes a stream image or any `serde_dynamo` item, and checks that it
+    /// is publishable: the sort key names the same event id and the envelope
+    /// is a JSON object.
+    pub fn from_item(item: serde_dynamo::Item) -> Result<Self, DecodeError> {
+        let decoded: Self =
+            serde_dynamo::from_item(item).map_err(|e| DecodeError(e.to_string()))?;
+        decoded.validate()?;
+        Ok(decoded)
+    }
+
+    fn validate(&self) -> Result<(), DecodeError> {
+        if keys::event_id_from_sk(&self.sk) != Some(self.event_id) {
+            return Err(DecodeError(format!(
+                "sort key {} does not carry event id {}",
+                self.sk, self.event_id
+            )));
+        }
+        if !self.envelope.trim_start().starts_with('{')
+            || serde_json::from_str::<serde::de::IgnoredAny>(&self.envelope).is_err()
+        {
+            return Err(DecodeError("envelope is not a JSON object".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn envelope(payload: serde_json::Value) -> EventEnvelope {
+        EventEnvelope::new("OrderCreated", "Order", "o-1", 1, payload).unwrap()
+    }
+
+    #[test]
+    fn round_trips_through_attributes() {
+        let env = envelope(json!({"total": 10}));
+        let item = OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8).unwrap();
+        assert_eq!(item.sk, format!("OUTBOX#{}", env.event_id));
+        assert_eq!(
+            item.pending_sk.as_deref(),
+            Some(env.event_id.to_string().as_str())
+        );
+        assert!(item.pending_pk.as_deref().unwrap().starts_with("OUTBOX#"));
+        let attrs = item.to_attributes().unwrap();
+        assert!(
+            !attrs.contains_key("lastError"),
+            "absent options are not stored"
+        );
+        assert_eq!(attrs["attempts"], AttributeValue::N("0".into()));
+        let back = OutboxItem::from_attributes(attrs).unwrap();
+        assert_eq!(back, item);
+        let published: EventEnvelope = serde_json::from_str(&back.envelope).unwrap();
+        assert_eq!(published, env);
+    }
+
+    #[test]
+    fn oversized_events_are_refused() {
+        let env = envelope(json!({"blob": "x".repeat(300 * 1024)}));
+        match OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8) {
+            Err(OutboxError::EventTooLarge { size, limit, .. }) => {
+                assert!(size > limit)
+            }
+            other => panic!("expected EventTooLarge, got {other:?}"),
+        }
+        // Just under the EventBridge limit passes.
+        let env = envelope(json!({"blob": "x".repeat(250 * 1024)}));
+        assert!(OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8).is_ok());
+    }
+
+    #[test]
+    fn undecodable_images_are_typed_errors() {
+        let env = envelope(json!({}));
+        let item = OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8).unwrap();
+        let mut attrs = item.to_attributes().unwrap();
+        attrs.remove("envelope");
+        assert!(OutboxItem::from_attributes(attrs).is_err());
+
+        let mut attrs = item.to_attributes().unwrap();
+        attrs.insert("envelope".into(), AttributeValue::S("not json".into()));
+        assert!(OutboxItem::from_attributes(attrs).is_err());
+
+        let mut attrs = item.to_attributes().unwrap();
+        attrs.insert(
+            "SK".into(),
+            AttributeValue::S(format!("OUTBOX#{}", Ulid::new())),
+        );
+        assert!(OutboxItem::from_attributes(attrs).is_err());
+    }
+}

@@ -1,0 +1,186 @@
+//! The key schema, in one place.
+//!
+//! | item            | `PK`                    | `SK`              | pending index (`GSI1PK` / `GSI1SK`) | dead-letter index (`GSI2PK` / `GSI2SK`) |
+//! |-----------------|-------------------------|-------------------|-------------------------------------|-----------------------------------------|
+//! | order           | `ORDER#<order id>`      | `META`            | –                                   | –                                       |
+//! | outbox event    | `ORDER#<order id>`      | `OUTBOX#<ulid>`   | `OUTBOX#<shard>` / `<ulid>`         | –                                       |
+//! | dead letter     | `ORDER#<order id>`      | `OUTBOX#<ulid>`   | – (removed)                         | `DEAD#<shard>` / `<ulid>`               |
+//! | idempotency key | `IDEMPOTENCY#<sha256>`  | `META`            | –                                   | –                                       |
+//!
+//! The outbox item lives in the same item collection as the business item it
+//! describes, so one `TransactWriteItems` covers both. The two indexes are
+//! sparse: only items carrying their key attributes appear in them, so the
+//! sweeper reads outbox items and nothing else. The shard spreads the pending
+//! index over several partitions, because a constant partition key would be
+//! one hot partition whose back-pressure throttles the base table's writes.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use ulid::Ulid;
+
+/// Partition key attribute name.
+pub const PK: &str = "PK";
+/// Sort key attribute name.
+pub const SK: &str = "SK";
+/// Sort key of business items (and of idempotency records).
+pub const META: &str = "META";
+/// Prefix of outbox sort keys.
+pub const OUTBOX_PREFIX: &str = "OUTBOX#";
+/// Prefix of order partition keys.
+pub const ORDER_PREFIX: &str = "ORDER#";
+/// Prefix of idempotency partition keys.
+pub const IDEMPOTENCY_PREFIX: &str = "IDEMPOTENCY#";
+
+/// Sparse, sharded index of pending outbox items.
+pub const PENDING_INDEX: &str = "GSI1";
+/// Partition key of [`PENDING_INDEX`]: `OUTBOX#<shard>`.
+pub const PENDING_PK: &str = "GSI1PK";
+/// Sort key of [`PENDING_INDEX`]: the event's ULID.
+pub const PENDING_SK: &str = "GSI1SK";
+/// Sparse, sharded index of dead-lettered outbox items.
+pub const DEAD_LETTER_INDEX: &str = "GSI2";
+/// Partition key of [`DEAD_LETTER_INDEX`]: `DEAD#<shard>`.
+pub const DEAD_PK: &str = "GSI2PK";
+/// Sort key of [`DEAD_LETTER_INDEX`]: the event's ULID.
+pub const DEAD_SK: &str = "GSI2SK";
+/// TTL attribute (epoch seconds) used by idempotency records.
+pub const TTL_ATTRIBUTE: &str = "expiresAt";
+
+/// `ORDER#<id>`.
+pub fn order_pk(order_id: &str) -> String {
+    format!("{ORDER_PREFIX}{order_id}")
+}
+
+/// `OUTBOX#<ulid>`.
+pub fn outbox_sk(event_id: Ulid) -> String {
+    format!("{OUTBOX_PREFIX}{event_id}")
+}
+
+/// `IDEMPOTENCY#<hash of the caller's key>`. The caller's key is hashed so
+/// that whatever the client sends never becomes part of a key verbatim.
+pub fn idempotency_pk(key_hash: &str) -> String {
+    format!("{IDEMPOTENCY_PREFIX}{key_hash}")
+}
+
+/// Whether a sort key belongs to an outbox item.
+pub fn is_outbox_sk(sk: &str) -> bool {
+    sk.starts_with(OUTBOX_PREFIX)
+}
+
+/// The event id carried by an outbox sort key, if it is one.
+pub fn event_id_from_sk(sk: &str) -> Option<Ulid> {
+    sk.strip_prefix(OUTBOX_PREFIX)
+        .and_then(|s| Ulid::from_string(s).ok())
+}
+
+/// The shard of an event: FNV-1a (64 bit) of the ULID's canonical text modulo
+/// `shards`. FNV is fixed by its definition, unlike `std`'s hasher, so the
+/// shard of an item never changes between releases.
+pub fn shard_of(event_id: Ulid, shards: u16) -> u16 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in event_id.to_string().as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // `shards` is at least 1 (validated by the configuration).
+    (hash % u64::from(shards.max(1))) as u16
+}
+
+/// `OUTBOX#<shard>`: partition key of the pending index.
+pub fn pending_pk(shard: u16) -> String {
+    format!("{OUTBOX_PREFIX}{shard}")
+}
+
+/// `DEAD#<shard>`: partition key of the dead-letter index.
+pub fn dead_pk(shard: u16) -> String {
+    format!("DEAD#{shard}")
+}
+
+/// The primary key of an item, as DynamoDB wants it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ItemKey {
+    pub pk: String,
+    pub sk: String,
+}
+
+impl ItemKey {
+    pub fn new(pk: impl Into<String>, sk: impl Into<String>) -> Self {
+        Self {
+            pk: pk.into(),
+            sk: sk.into(),
+        }
+    }
+
+    /// The key of an order's business item.
+    pub fn order(order_id: &str) -> Self {
+        Self::new(order_pk(order_id), META)
+    }
+
+    /// The key of an outbox item.
+    pub fn outbox(pk: impl Into<String>, event_id: Ulid) -> Self {
+        Self::new(pk, outbox_sk(event_id))
+    }
+
+    /// The key as an attribute map.
+    pub fn to_attributes(&self) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (PK.to_owned(), AttributeValue::S(self.pk.clone())),
+            (SK.to_owned(), AttributeValue::S(self.sk.clone())),
+        ])
+    }
+
+    /// Reads the key out of an item or key map.
+    pub fn from_attributes(item: &HashMap<String, AttributeValue>) -> Option<Self> {
+        let pk = item.get(PK)?.as_s().ok()?;
+        let sk = item.get(SK)?.as_s().ok()?;
+        Some(Self::new(pk.clone(), sk.clone()))
+    }
+}
+
+impl std::fmt::Display for ItemKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.pk, self.sk)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_the_design_card() {
+        let id = Ulid::from_string("01J9ZQ7Y8X4M2N3P5Q6R7S8T9V").unwrap();
+        assert_eq!(order_pk("abc"), "ORDER#abc");
+        assert_eq!(outbox_sk(id), "OUTBOX#01J9ZQ7Y8X4M2N3P5Q6R7S8T9V");
+        assert_eq!(event_id_from_sk(&outbox_sk(id)), Some(id));
+        assert_eq!(event_id_from_sk("META"), None);
+        assert_eq!(event_id_from_sk("OUTBOX#not-a-ulid"), None);
+        assert!(is_outbox_sk("OUTBOX#x") && !is_outbox_sk("META"));
+        assert_eq!(ItemKey::order("abc"), ItemKey::new("ORDER#abc", "META"));
+    }
+
+    #[test]
+    fn shard_is_stable_and_in_range() {
+        let id = Ulid::from_string("01J9ZQ7Y8X4M2N3P5Q6R7S8T9V").unwrap();
+        assert_eq!(shard_of(id, 1), 0);
+        let mut seen = [0u32; 8];
+        for _ in 0..8_000 {
+            let s = shard_of(Ulid::new(), 8);
+            assert!(s < 8);
+            seen[s as usize] += 1;
+        }
+        // Every shard gets a fair share (uniform would be 1,000 each).
+        assert!(seen.iter().all(|n| *n > 700), "{seen:?}");
+    }
+
+    #[test]
+    fn shard_of_a_known_id_never_changes() {
+        let id = Ulid::from_string("01ARZ3NDEKTSV4RRFFQ69G5FAV").unwrap();
+        // Pinned values (computed independently): changing the hash would
+        // move every pending item to another shard.
+        assert_eq!(shard_of(id, 8), 0);
+        assert_eq!(shard_of(id, 7), 2);
+        assert_eq!(shard_of(id, 1000), 560);
+    }
+}

@@ -1,0 +1,112 @@
+//! EventBridge adapter: `PutEvents`, every response entry checked.
+
+use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+
+use super::{
+    classify, sdk_failure, EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError,
+};
+use crate::envelope::xray_trace_header;
+use crate::item::OutboxItem;
+use crate::size;
+
+/// Entry error codes that mean the entry itself can never be accepted.
+const POISON_CODES: &[&str] = &["MalformedDetail", "InvalidArgument", "ValidationException"];
+
+/// Publishes to one event bus: `Source` from configuration, `DetailType` =
+/// event type, `Detail` = the envelope, `TraceHeader` from the traceparent.
+#[derive(Debug, Clone)]
+pub struct EventBridgeSink {
+    client: aws_sdk_eventbridge::Client,
+    bus_name: String,
+    source: String,
+}
+
+impl EventBridgeSink {
+    pub fn new(client: aws_sdk_eventbridge::Client, bus_name: String, source: String) -> Self {
+        Self {
+            client,
+            bus_name,
+            source,
+        }
+    }
+
+    fn entry(&self, item: &OutboxItem) -> PutEventsRequestEntry {
+        PutEventsRequestEntry::builder()
+            .event_bus_name(&self.bus_name)
+            .source(&self.source)
+            .detail_type(&item.event_type)
+            .detail(&item.envelope)
+            .set_trace_header(item.traceparent.as_deref().and_then(xray_trace_header))
+            .build()
+    }
+}
+
+impl EventSink for EventBridgeSink {
+    fn max_entries(&self) -> usize {
+        size::MAX_EVENTBRIDGE_ENTRIES
+    }
+
+    fn max_bytes(&self) -> usize {
+        size::MAX_EVENTBRIDGE_BYTES
+    }
+
+    fn entry_size(&self, item: &OutboxItem) -> usize {
+        size::eventbridge_entry_size(&self.source, &item.event_type, &item.envelope)
+    }
+
+    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+        let entries = items.iter().map(|item| self.entry(item)).collect();
+        let response = match self
+            .client
+            .put_events()
+            .set_entries(Some(entries))
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            Err(err) => {
+                let failure = sdk_failure(&err);
+                return items.iter().map(|_| Err(failure.clone())).collect();
+            }
+        };
+        // The response entries are in request order. Check each one: a 200
+        // with FailedEntryCount > 0 is a partial failure, and an entry with
+        // neither an EventId nor an ErrorCode is not a success either.
+        let results = response.entries();
+        (0..items.len())
+            .map(|i| match results.get(i) {
+                Some(entry) => match (entry.error_code(), entry.event_id()) {
+                    (Some(code), _) => Err(PublishFailure::new(
+                        classify(code, POISON_CODES),
+                        code,
+                        entry.error_message().unwrap_or(""),
+                    )),
+                    (None, Some(_)) => Ok(()),
+                    (None, None) => Err(PublishFailure::new(
+                        FailureKind::Transient,
+                        "NoEventId",
+                        "entry has neither an event id nor an error",
+                    )),
+                },
+                None => Err(PublishFailure::new(
+                    FailureKind::Transient,
+                    "MissingResult",
+                    "PutEvents returned fewer entries than it was sent",
+                )),
+            })
+            .collect()
+    }
+
+    async fn verify(&self) -> Result<(), SinkError> {
+        self.client
+            .describe_event_bus()
+            .name(&self.bus_name)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| SinkError {
+                target: format!("event bus {}", self.bus_name),
+                reason: sdk_failure(&e).to_string(),
+            })
+    }
+}

@@ -1,0 +1,175 @@
+//! SNS adapter: `PublishBatch`; FIFO topics get the aggregate id as message
+//! group and the event id as deduplication id.
+
+use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
+
+use super::{
+    classify, sdk_failure, EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError,
+};
+use crate::item::OutboxItem;
+use crate::size;
+
+/// Entry error codes that mean the entry itself can never be accepted.
+const POISON_CODES: &[&str] = &[
+    "InvalidParameter",
+    "InvalidParameterValue",
+    "ValidationError",
+];
+
+/// Publishes to one SNS topic. Message body = the envelope; attributes
+/// `eventType` and `eventId` let subscriptions filter without parsing it.
+#[derive(Debug, Clone)]
+pub struct SnsSink {
+    client: aws_sdk_sns::Client,
+    topic_arn: String,
+    fifo: bool,
+}
+
+impl SnsSink {
+    pub fn new(client: aws_sdk_sns::Client, topic_arn: String) -> Self {
+        let fifo = topic_arn.ends_with(".fifo");
+        Self {
+            client,
+            topic_arn,
+            fifo,
+        }
+    }
+
+    fn entry(
+        &self,
+        id: usize,
+        item: &OutboxItem,
+    ) -> Result<PublishBatchRequestEntry, PublishFailure> {
+        let attribute = |value: &str| {
+            MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+        };
+        let mut builder = PublishBatchRequestEntry::builder()
+            .id(id.to_string())
+            .message(&item.envelope);
+        for (name, value) in [
+            ("eventType", item.event_type.as_str()),
+            ("eventId", &item.event_id.to_string()),
+        ] {
+            let value = attribute(value).map_err(|e| {
+                PublishFailure::new(FailureKind::Poison, "InvalidAttribute", e.to_string())
+            })?;
+            builder = builder.message_attributes(name, value);
+        }
+        if self.fifo {
+            builder = builder
+                .message_group_id(&item.aggregate_id)
+                .message_deduplication_id(item.event_id.to_string());
+        }
+        builder
+            .build()
+            .map_err(|e| PublishFailure::new(FailureKind::Poison, "InvalidEntry", e.to_string()))
+    }
+}
+
+impl EventSink for SnsSink {
+    fn max_entries(&self) -> usize {
+        size::MAX_SNS_ENTRIES
+    }
+
+    fn max_bytes(&self) -> usize {
+        size::MAX_SNS_BYTES
+    }
+
+    fn entry_size(&self, item: &OutboxItem) -> usize {
+        size::sns_message_size(
+            &item.envelope,
+            &[
+                ("eventType", &item.event_type),
+                ("eventId", &item.event_id.to_string()),
+            ],
+        )
+    }
+
+    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+        let mut outcomes: Vec<Option<EntryOutcome>> = vec![None; items.len()];
+        let mut entries = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            match self.entry(i, item) {
+                Ok(entry) => entries.push(entry),
+                Err(failure) => outcomes[i] = Some(Err(failure)),
+            }
+        }
+        if !entries.is_empty() {
+            match self
+                .client
+                .publish_batch()
+                .topic_arn(&self.topic_arn)
+                .set_publish_batch_request_entries(Some(entries))
+                .send()
+                .await
+            {
+                Ok(response) => {
+                    for ok in response.successful() {
+                        if let Some(slot) = ok
+                            .id()
+                            .and_then(|id| id.parse::<usize>().ok())
+                            .and_then(|i| outcomes.get_mut(i))
+                        {
+                            *slot = Some(Ok(()));
+                        }
+                    }
+                    for failed in response.failed() {
+                        if let Some(slot) = failed
+                            .id()
+                            .parse::<usize>()
+                            .ok()
+                            .and_then(|i| outcomes.get_mut(i))
+                        {
+                            let kind = match classify(failed.code(), POISON_CODES) {
+                                // A poison code the caller did not cause is not poison.
+                                FailureKind::Poison if !failed.sender_fault() => {
+                                    FailureKind::Rejected
+                                }
+                                other => other,
+                            };
+                            *slot = Some(Err(PublishFailure::new(
+                                kind,
+                                failed.code(),
+                                failed.message().unwrap_or(""),
+                            )));
+                        }
+                    }
+                }
+                Err(err) => {
+                    let failure = sdk_failure(&err);
+                    for slot in outcomes.iter_mut().filter(|o| o.is_none()) {
+                        *slot = Some(Err(failure.clone()));
+                    }
+                }
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(PublishFailure::new(
+                        FailureKind::Transient,
+                        "MissingResult",
+                        "PublishBatch returned no result for this entry",
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    async fn verify(&self) -> Result<(), SinkError> {
+        self.client
+            .get_topic_attributes()
+            .topic_arn(&self.topic_arn)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| SinkError {
+                target: format!("topic {}", self.topic_arn),
+                reason: sdk_failure(&e).to_string(),
+            })
+    }
+}

@@ -1,1 +1,302 @@
+//! Test harness shared by the workspace's integration tests.
+//!
+//! # Layout
+//! - [`Stack`]: a uniquely named table (and, on demand, bus, subscriber
+//!   queue and SNS FIFO topic) on the local AWS API, so tests run in parallel.
+//! - [`CallCounter`]: an SDK interceptor that counts calls per operation.
+//! - [`api_request`]: an API Gateway sample event from `events/` as a
+//!   `lambda_http::Request`.
+//!
+//! Everything goes through `outboxctl::local::sdk_config`, which refuses any
+//! endpoint outside 127.0.0.0/8.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+use outbox_core::{Config, OutboxItem};
+use outboxctl::stack::{self, Subscriber};
+
+pub type Item = HashMap<String, AttributeValue>;
+
+/// A name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", ulid::Ulid::new().to_string().to_lowercase())
+}
+
+/// The local SDK configuration (loopback only).
+pub async fn sdk() -> SdkConfig {
+    match outboxctl::local::sdk_config().await {
+        Ok(sdk) => sdk,
+        Err(e) => panic!("{e} (run the tests through `make test`)"),
+    }
+}
+
+/// Counts SDK calls (HTTP attempts) per operation name.
+#[derive(Debug, Clone, Default)]
+pub struct CallCounter(Arc<Mutex<Vec<String>>>);
+
+impl CallCounter {
+    /// How many calls of `operation` were sent.
+    pub fn count(&self, operation: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|o| *o == operation)
+            .count()
+    }
+
+    /// Every call, in order.
+    pub fn calls(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn reset(&self) {
+        self.0.lock().unwrap().clear();
+    }
+}
+
+impl Intercept for CallCounter {
+    fn name(&self) -> &'static str {
+        "CallCounter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let name = cfg
+            .load::<Metadata>()
+            .map(|m| m.name().to_owned())
+            .unwrap_or_else(|| "unknown".into());
+        self.0.lock().unwrap().push(name);
+        Ok(())
+    }
+}
+
+/// One test's resources on the local AWS API.
+pub struct Stack {
+    pub sdk: SdkConfig,
+    pub table: String,
+    pub stream_arn: String,
+    pub ddb: aws_sdk_dynamodb::Client,
+    /// DynamoDB client whose calls are counted in `calls`.
+    pub counted_ddb: aws_sdk_dynamodb::Client,
+    pub calls: CallCounter,
+    pub bus: Option<(String, Subscriber)>,
+}
+
+impl Stack {
+    /// A fresh table.
+    pub async fn new() -> Self {
+        let sdk = sdk().await;
+        let table = unique("outbox");
+        let stream_arn = stack::create_table(&sdk, &table)
+            .await
+            .expect("create table");
+        let calls = CallCounter::default();
+        let counted_ddb = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(&sdk)
+                .interceptor(calls.clone())
+                .build(),
+        );
+        Self {
+            ddb: aws_sdk_dynamodb::Client::new(&sdk),
+            sdk,
+            table,
+            stream_arn,
+            counted_ddb,
+            calls,
+            bus: None,
+        }
+    }
+
+    /// A fresh table, bus and subscriber queue (a rule on `outbox.orders`).
+    pub async fn with_bus() -> Self {
+        let mut stack = Self::new().await;
+        let bus = unique("bus");
+        let subscriber = stack::create_bus(&stack.sdk, &bus, "outbox.orders")
+            .await
+            .expect("create bus");
+        stack.bus = Some((bus, subscriber));
+        stack
+    }
+
+    /// The configuration the functions would read, for this stack.
+    pub fn config(&self, extra: &[(&str, &str)]) -> Config {
+        let mut vars: HashMap<String, String> =
+            HashMap::from([("TABLE_NAME".into(), self.table.clone())]);
+        if let Some((bus, _)) = &self.bus {
+            vars.insert("EVENT_BUS_NAME".into(), bus.clone());
+        }
+        for (k, v) in extra {
+            vars.insert((*k).into(), (*v).into());
+        }
+        Config::from_lookup(|k| vars.get(k).cloned()).expect("test config")
+    }
+
+    /// Every item in the table.
+    pub async fn items(&self) -> Vec<Item> {
+        let mut pages = self
+            .ddb
+            .scan()
+            .table_name(&self.table)
+            .into_paginator()
+            .items()
+            .send();
+        let mut items = Vec::new();
+        while let Some(item) = pages.next().await {
+            items.push(item.expect("scan"));
+        }
+        items
+    }
+
+    /// Every outbox item, decoded.
+    pub async fn outbox_items(&self) -> Vec<OutboxItem> {
+        let mut out: Vec<OutboxItem> = self
+            .items()
+            .await
+            .into_iter()
+            .filter(|i| {
+                i.get("SK")
+                    .and_then(|v| v.as_s().ok())
+                    .is_some_and(|s| s.starts_with("OUTBOX#"))
+            })
+            .map(|i| OutboxItem::from_attributes(i).expect("outbox item decodes"))
+            .collect();
+        out.sort_by_key(|i| i.event_id);
+        out
+    }
+
+    /// One item by key.
+    pub async fn get(&self, pk: &str, sk: &str) -> Option<Item> {
+        self.ddb
+            .get_item()
+            .table_name(&self.table)
+            .key("PK", AttributeValue::S(pk.into()))
+            .key("SK", AttributeValue::S(sk.into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("get item")
+            .item
+    }
+
+    /// Receives everything currently in the subscriber queue (bodies).
+    pub async fn drain_subscriber(&self) -> Vec<serde_json::Value> {
+        let (_, subscriber) = self.bus.as_ref().expect("stack has a bus");
+        drain_queue(&self.sdk, &subscriber.queue_url).await
+    }
+}
+
+/// Receives every message from a queue until it stays empty, deleting them.
+pub async fn drain_queue(sdk: &SdkConfig, queue_url: &str) -> Vec<serde_json::Value> {
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let mut bodies = Vec::new();
+    let mut empty_polls = 0;
+    while empty_polls < 2 {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .expect("receive");
+        let messages = out.messages.unwrap_or_default();
+        if messages.is_empty() {
+            empty_polls += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        for m in messages {
+            let body = m.body().unwrap_or_default();
+            let mut value: serde_json::Value =
+                serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_owned()));
+            if let Some(attrs) = m.attributes() {
+                let system: serde_json::Map<String, serde_json::Value> = attrs
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), serde_json::Value::String(v.clone())))
+                    .collect();
+                if let serde_json::Value::Object(map) = &mut value {
+                    map.insert("__sqs".into(), serde_json::Value::Object(system));
+                }
+            }
+            bodies.push(value);
+            if let Some(handle) = m.receipt_handle() {
+                sqs.delete_message()
+                    .queue_url(queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await
+                    .expect("delete message");
+            }
+        }
+    }
+    bodies
+}
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A sample file from `events/`.
+pub fn sample(name: &str) -> String {
+    let path = root().join("events").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// An API Gateway (HTTP API, payload v2) sample as a `lambda_http::Request`.
+pub fn api_request(name: &str) -> lambda_http::Request {
+    lambda_http::request::from_str(&sample(name)).expect("sample is an API Gateway event")
+}
+
+/// An API Gateway request built in code: `method`, `path`, headers, body.
+pub fn request(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> lambda_http::Request {
+    let mut event = serde_json::json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "local",
+            "domainName": "local.execute-api.us-east-1.amazonaws.com",
+            "domainPrefix": "local",
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "tests"},
+            "requestId": "test",
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "29/Nov/2026:12:00:00 +0000",
+            "timeEpoch": 1_796_040_000_000u64
+        },
+        "isBase64Encoded": false
+    });
+    for (k, v) in headers {
+        event["headers"][k.to_lowercase()] = serde_json::json!(v);
+    }
+    if let Some(body) = body {
+        event["body"] = serde_json::json!(body);
+    }
+    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway event")
+}

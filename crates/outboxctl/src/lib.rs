@@ -1,0 +1,11 @@
+//! Local operations for the outbox: the local stack that tests and the demo
+//! provision on the moto server, mirroring `template.yaml`.
+//!
+//! # Layout
+//! - [`stack`]: the table (keys, stream, sparse indexes, TTL), the event bus
+//!   with a rule to a subscriber queue, and an SNS FIFO topic to an SQS FIFO
+//!   queue.
+//! - [`local`]: AWS configuration for loopback only, refusing anything else.
+
+pub mod local;
+pub mod stack;

@@ -1,0 +1,74 @@
+//! AWS configuration for local runs: loopback endpoint, dummy credentials.
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+
+/// The local run is misconfigured.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error("AWS_ENDPOINT_URL is not set: start the local AWS API with `make moto-start` or run through `make test`")]
+    NoEndpoint,
+    #[error(
+        "AWS_ENDPOINT_URL={0} is not a loopback address; local runs may only reach 127.0.0.0/8"
+    )]
+    NotLoopback(String),
+}
+
+/// Whether `url` points at 127.0.0.0/8, `localhost` or `[::1]`.
+pub fn is_loopback(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        authority.split(':').next().unwrap_or("")
+    };
+    host == "localhost"
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The endpoint of the local AWS API, checked to be loopback.
+pub fn endpoint() -> Result<String, LocalError> {
+    let url = std::env::var("AWS_ENDPOINT_URL").map_err(|_| LocalError::NoEndpoint)?;
+    if !is_loopback(&url) {
+        return Err(LocalError::NotLoopback(url));
+    }
+    Ok(url)
+}
+
+/// An SDK configuration that can only reach the local endpoint: explicit
+/// endpoint, static dummy credentials and a region, so no credential
+/// provider ever probes an instance-metadata address.
+pub async fn sdk_config() -> Result<SdkConfig, LocalError> {
+    let endpoint = endpoint()?;
+    Ok(aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "local",
+        ))
+        .load()
+        .await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_is_accepted() {
+        assert!(is_loopback("http://127.0.0.1:5000"));
+        assert!(is_loopback("http://127.8.9.10:1/x"));
+        assert!(is_loopback("http://localhost:5000"));
+        assert!(is_loopback("http://[::1]:5000"));
+        assert!(!is_loopback("http://10.0.0.1:5000"));
+        assert!(!is_loopback("https://dynamodb.us-east-1.amazonaws.com"));
+        assert!(!is_loopback("http://127.0.0.1.example.com"));
+        assert!(!is_loopback("http://169.254.169.254"));
+    }
+}

@@ -1,0 +1,342 @@
+//! The orders HTTP API behind API Gateway (HTTP API, payload v2).
+//!
+//! | route | success | errors |
+//! |---|---|---|
+//! | `POST /orders` | 201 + order | 400, 413, 415, 422, 503, 500 |
+//! | `POST /orders/{id}/payment` | 200 + order | 400, 404, 409, 422, 503, 500 |
+//! | `GET /orders/{id}` | 200 + order | 404, 503, 500 |
+//!
+//! Every error is `{"error":{"code":…,"message":…}}` (plus `field` when one
+//! field is at fault); no error leaks AWS internals. A replayed response
+//! carries `Idempotent-Replayed: true`.
+
+use lambda_http::http::{header, HeaderMap, Method, StatusCode};
+use lambda_http::{Body, Request, Response};
+use serde_json::json;
+
+use crate::orders::{CreateOrderRequest, NewOrder, Order};
+use crate::service::{
+    CreateOrderError, GetOrderError, IdempotencyKey, OrderService, Outcome, PayOrderError,
+};
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+const RETRY_AFTER_SECONDS: u32 = 1;
+
+/// An error response: status, stable machine code, human message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    fn field(code: &'static str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: Some(field.into()),
+            ..Self::new(StatusCode::BAD_REQUEST, code, message)
+        }
+    }
+
+    fn throttled() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "throttled",
+            "the service is busy; retry later",
+        )
+    }
+
+    fn internal(detail: &str) -> Self {
+        // The detail goes to the log, never to the client.
+        tracing::error!(detail, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
+    }
+
+    /// The JSON response.
+    pub fn into_response(self) -> Response<Body> {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(field) = self.field {
+            error["field"] = json!(field);
+        }
+        let mut response = json_response(self.status, json!({ "error": error }).to_string());
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, RETRY_AFTER_SECONDS.into());
+        }
+        response
+    }
+}
+
+impl From<CreateOrderError> for ApiError {
+    fn from(e: CreateOrderError) -> Self {
+        match e {
+            CreateOrderError::KeyReused => key_reused(),
+            CreateOrderError::Conflict => Self::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                "a request with this idempotency key is in progress; retry",
+            ),
+            CreateOrderError::Throttled => Self::throttled(),
+            CreateOrderError::Internal(detail) => Self::internal(&detail),
+        }
+    }
+}
+
+impl From<PayOrderError> for ApiError {
+    fn from(e: PayOrderError) -> Self {
+        match e {
+            PayOrderError::NotFound => not_found(),
+            PayOrderError::NotPending(status) => Self::new(
+                StatusCode::CONFLICT,
+                "order_not_pending",
+                format!("order is {status}; only PENDING orders can be paid"),
+            ),
+            PayOrderError::KeyReused => key_reused(),
+            PayOrderError::Conflict => Self::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                "the order is being changed concurrently; retry",
+            ),
+            PayOrderError::Throttled => Self::throttled(),
+            PayOrderError::Internal(detail) => Self::internal(&detail),
+        }
+    }
+}
+
+impl From<GetOrderError> for ApiError {
+    fn from(e: GetOrderError) -> Self {
+        match e {
+            GetOrderError::NotFound => not_found(),
+            GetOrderError::Throttled => Self::throttled(),
+            GetOrderError::Internal(detail) => Self::internal(&detail),
+        }
+    }
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "order_not_found", "no such order")
+}
+
+fn key_reused() -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency_key_reused",
+        "this Idempotency-Key was used for a different request",
+    )
+}
+
+/// Routes one request. Never fails: every error is a response.
+pub async fn handle(service: &OrderService, request: Request) -> Response<Body> {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let traceparent = header_str(request.headers(), "traceparent").map(str::to_owned);
+    let traceparent = traceparent.as_deref();
+    // Match on the end of the path, so a stage prefix does not matter.
+    let result = match segments.as_slice() {
+        [.., "orders"] if method == Method::POST => create(service, &request, traceparent).await,
+        [.., "orders", id, "payment"] if method == Method::POST => {
+            pay(service, &request, id, traceparent).await
+        }
+        [.., "orders", id] if method == Method::GET => get(service, id).await,
+        [.., "orders"] | [.., "orders", _, "payment"] | [.., "orders", _] => Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{method} is not allowed here"),
+        )),
+        _ => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "route_not_found",
+            "no such route",
+        )),
+    };
+    let response = result.unwrap_or_else(ApiError::into_response);
+    tracing::info!(method = %method, status = response.status().as_u16(), "request handled");
+    response
+}
+
+async fn create(
+    service: &OrderService,
+    request: &Request,
+    traceparent: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let key = idempotency_key(request.headers())?;
+    let body: CreateOrderRequest = json_body(request)?;
+    let new = NewOrder::try_from(body)
+        .map_err(|e| ApiError::field("invalid_field", &e.field, e.to_string()))?;
+    let outcome = service.create(new, key.as_ref(), traceparent).await?;
+    Ok(outcome_response(outcome, StatusCode::CREATED))
+}
+
+async fn pay(
+    service: &OrderService,
+    request: &Request,
+    id: &str,
+    traceparent: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let key = idempotency_key(request.headers())?;
+    // The payment takes no body; one that is sent must still be JSON.
+    if !body_bytes(request.body()).is_empty() {
+        let _: serde_json::Map<String, serde_json::Value> = json_body(request)?;
+    }
+    let outcome = service.pay(id, key.as_ref(), traceparent).await?;
+    Ok(outcome_response(outcome, StatusCode::OK))
+}
+
+async fn get(service: &OrderService, id: &str) -> Result<Response<Body>, ApiError> {
+    let order = service.get(id).await?;
+    Ok(order_response(StatusCode::OK, &order))
+}
+
+fn outcome_response(outcome: Outcome, status: StatusCode) -> Response<Body> {
+    match outcome {
+        Outcome::Done(order) => {
+            tracing::info!(order_id = %order.order_id, version = order.version, "order written");
+            order_response(status, &order)
+        }
+        Outcome::Replayed(stored) => {
+            let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+            let mut response = json_response(status, stored.body);
+            response.headers_mut().insert(
+                "idempotent-replayed",
+                header::HeaderValue::from_static("true"),
+            );
+            response
+        }
+    }
+}
+
+fn order_response(status: StatusCode, order: &Order) -> Response<Body> {
+    match serde_json::to_string(order) {
+        Ok(body) => json_response(status, body),
+        Err(e) => ApiError::internal(&e.to_string()).into_response(),
+    }
+}
+
+fn json_response(status: StatusCode, body: String) -> Response<Body> {
+    let mut response = Response::new(Body::Text(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, ApiError> {
+    match headers.get(IDEMPOTENCY_HEADER) {
+        None => Ok(None),
+        Some(value) => {
+            let raw = value
+                .to_str()
+                .map_err(|_| invalid_key("Idempotency-Key must be printable ASCII"))?;
+            IdempotencyKey::parse(raw).map(Some).map_err(invalid_key)
+        }
+    }
+}
+
+fn invalid_key(message: &str) -> ApiError {
+    ApiError {
+        field: Some("Idempotency-Key".into()),
+        ..ApiError::new(StatusCode::BAD_REQUEST, "invalid_idempotency_key", message)
+    }
+}
+
+fn body_bytes(body: &Body) -> &[u8] {
+    match body {
+        Body::Empty => &[],
+        Body::Text(text) => text.as_bytes(),
+        Body::Binary(bytes) => bytes,
+        // `Body` is non-exhaustive upstream; treat anything new as empty.
+        #[allow(unreachable_patterns)]
+        _ => &[],
+    }
+}
+
+/// Checks size and content type, then parses JSON into `T`, naming the
+/// field at fault for type, range, missing and unknown-field errors.
+fn json_body<T: serde::de::DeserializeOwned>(request: &Request) -> Result<T, ApiError> {
+    let bytes = body_bytes(request.body());
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("body must be at most {MAX_BODY_BYTES} bytes"),
+        ));
+    }
+    let json_type = header_str(request.headers(), "content-type")
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "Content-Type must be application/json",
+        ));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            "a JSON body is required",
+        ));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        match inner.classify() {
+            serde_json::error::Category::Data => {
+                let message = strip_position(&inner.to_string());
+                // A missing field is reported at its parent: name it.
+                let field = match (message.split('`').nth(1), path.as_str()) {
+                    (Some(name), ".") if message.starts_with("missing field") => name.to_owned(),
+                    (Some(name), parent) if message.starts_with("missing field") => {
+                        format!("{parent}.{name}")
+                    }
+                    _ => path,
+                };
+                ApiError::field("invalid_field", &field, format!("{field}: {message}"))
+            }
+            _ => invalid_json(&inner),
+        }
+    })?;
+    deserializer.end().map_err(|e| invalid_json(&e))?;
+    Ok(value)
+}
+
+fn invalid_json(e: &serde_json::Error) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_json",
+        format!("body is not valid JSON: {}", strip_position(&e.to_string())),
+    )
+}
+
+fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}

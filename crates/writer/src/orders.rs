@@ -1,0 +1,214 @@
+//! The order domain: requests parsed into valid values at the edge, and the
+//! order as stored, returned and carried by its events.
+
+use serde::{Deserialize, Serialize};
+
+/// Most lines in one order.
+pub const MAX_LINES: usize = 100;
+
+/// An order as stored in its `META` item, returned by the API and carried in
+/// full by `OrderCreated` and `OrderPaid`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Order {
+    pub order_id: String,
+    pub customer_id: String,
+    pub currency: String,
+    pub items: Vec<OrderLine>,
+    pub total_cents: u64,
+    pub status: OrderStatus,
+    pub version: u64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// One line of an order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrderLine {
+    pub sku: String,
+    pub quantity: u32,
+    pub unit_price_cents: u64,
+}
+
+/// Where an order is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OrderStatus {
+    Pending,
+    Paid,
+}
+
+impl OrderStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Paid => "PAID",
+        }
+    }
+}
+
+/// The body of `POST /orders`, as received.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateOrderRequest {
+    pub customer_id: String,
+    pub currency: String,
+    pub items: Vec<OrderLine>,
+}
+
+/// A field of a request that is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `items[2].quantity`.
+    pub field: String,
+    pub message: String,
+}
+
+fn field_error(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// A valid new order: everything `POST /orders` needs, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOrder {
+    pub customer_id: String,
+    pub currency: String,
+    pub items: Vec<OrderLine>,
+    pub total_cents: u64,
+}
+
+impl TryFrom<CreateOrderRequest> for NewOrder {
+    type Error = FieldError;
+
+    fn try_from(req: CreateOrderRequest) -> Result<Self, FieldError> {
+        let chars = req.customer_id.chars().count();
+        if chars == 0 || chars > 128 {
+            return Err(field_error("customerId", "must be 1 to 128 characters"));
+        }
+        if req.customer_id.chars().any(char::is_control) {
+            return Err(field_error(
+                "customerId",
+                "must not contain control characters",
+            ));
+        }
+        if req.currency.len() != 3 || !req.currency.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(field_error(
+                "currency",
+                "must be an ISO 4217 code: three upper-case letters",
+            ));
+        }
+        if req.items.is_empty() || req.items.len() > MAX_LINES {
+            return Err(field_error(
+                "items",
+                format!("must have 1 to {MAX_LINES} lines"),
+            ));
+        }
+        let mut total: u64 = 0;
+        for (i, line) in req.items.iter().enumerate() {
+            let sku_len = line.sku.chars().count();
+            if sku_len == 0
+                || sku_len > 64
+                || line
+                    .sku
+                    .chars()
+                    .any(|c| c.is_control() || c.is_whitespace())
+            {
+                return Err(field_error(
+                    format!("items[{i}].sku"),
+                    "must be 1 to 64 characters without spaces or control characters",
+                ));
+            }
+            if line.quantity == 0 {
+                return Err(field_error(
+                    format!("items[{i}].quantity"),
+                    "must be at least 1",
+                ));
+            }
+            total = u64::from(line.quantity)
+                .checked_mul(line.unit_price_cents)
+                .and_then(|line_total| total.checked_add(line_total))
+                .ok_or_else(|| {
+                    field_error(
+                        format!("items[{i}].unitPriceCents"),
+                        "order total overflows",
+                    )
+                })?;
+        }
+        Ok(Self {
+            customer_id: req.customer_id,
+            currency: req.currency,
+            items: req.items,
+            total_cents: total,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(json: serde_json::Value) -> Result<NewOrder, FieldError> {
+        NewOrder::try_from(serde_json::from_value::<CreateOrderRequest>(json).unwrap())
+    }
+
+    #[test]
+    fn valid_order_and_total() {
+        let order = request(serde_json::json!({
+            "customerId": "c-1", "currency": "EUR",
+            "items": [{"sku": "A", "quantity": 2, "unitPriceCents": 150}, {"sku": "B", "quantity": 1, "unitPriceCents": 0}]
+        }))
+        .unwrap();
+        assert_eq!(order.total_cents, 300);
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
+        let base = |customer: &str, currency: &str, items: serde_json::Value| {
+            request(
+                serde_json::json!({"customerId": customer, "currency": currency, "items": items}),
+            )
+            .unwrap_err()
+            .field
+        };
+        let line = serde_json::json!([{"sku": "A", "quantity": 1, "unitPriceCents": 1}]);
+        assert_eq!(base("", "EUR", line.clone()), "customerId");
+        assert_eq!(base(&"c".repeat(129), "EUR", line.clone()), "customerId");
+        assert_eq!(base("c", "eur", line.clone()), "currency");
+        assert_eq!(base("c", "EURO", line.clone()), "currency");
+        assert_eq!(base("c", "EUR", serde_json::json!([])), "items");
+        let lines: Vec<_> = (0..101).map(|_| line[0].clone()).collect();
+        assert_eq!(base("c", "EUR", serde_json::json!(lines)), "items");
+        assert_eq!(
+            base(
+                "c",
+                "EUR",
+                serde_json::json!([{"sku": "A", "quantity": 0, "unitPriceCents": 1}])
+            ),
+            "items[0].quantity"
+        );
+        assert_eq!(
+            base(
+                "c",
+                "EUR",
+                serde_json::json!([{"sku": "", "quantity": 1, "unitPriceCents": 1}])
+            ),
+            "items[0].sku"
+        );
+        assert_eq!(
+            base(
+                "c",
+                "EUR",
+                serde_json::json!([
+                    {"sku": "A", "quantity": 1, "unitPriceCents": 1},
+                    {"sku": "B", "quantity": 4_000_000_000u32, "unitPriceCents": u64::MAX / 2}
+                ])
+            ),
+            "items[1].unitPriceCents"
+        );
+    }
+}

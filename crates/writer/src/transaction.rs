@@ -1,0 +1,634 @@
+//! [`OutboxTransaction`]: the caller's writes and their outbox events in one
+//! `TransactWriteItems`.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
+use aws_smithy_runtime_api::client::result::SdkError;
+use outbox_core::size::{self, MAX_TRANSACTION_ACTIONS, MAX_TRANSACTION_BYTES};
+use outbox_core::{keys, EventEnvelope, OutboxError, OutboxItem};
+use ulid::Ulid;
+
+/// Where outbox items go and how they are shaped.
+#[derive(Debug, Clone)]
+pub struct OutboxSettings {
+    /// The table holding the outbox items (the business items' table).
+    pub table: String,
+    /// The EventBridge `Source` the publisher will use (for the size check).
+    pub event_source: String,
+    /// Shards of the pending index.
+    pub shards: u16,
+    /// Key attribute names of the tables the caller writes to, used to find
+    /// two actions on one item. Defaults to `PK` and `SK`.
+    pub key_attributes: Vec<String>,
+}
+
+impl OutboxSettings {
+    pub fn new(table: impl Into<String>, event_source: impl Into<String>, shards: u16) -> Self {
+        Self {
+            table: table.into(),
+            event_source: event_source.into(),
+            shards,
+            key_attributes: vec![keys::PK.to_owned(), keys::SK.to_owned()],
+        }
+    }
+}
+
+impl From<&outbox_core::Config> for OutboxSettings {
+    fn from(config: &outbox_core::Config) -> Self {
+        Self::new(
+            &config.table_name,
+            &config.event_source,
+            config.outbox_shards,
+        )
+    }
+}
+
+/// One condition that failed, with the item as it was (`ALL_OLD`), when it
+/// existed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedCondition {
+    /// Position of the action in the transaction.
+    pub index: usize,
+    /// The label the caller gave the action.
+    pub label: String,
+    /// The item that failed the check, without an extra read; `None` when
+    /// the item did not exist.
+    pub item: Option<HashMap<String, AttributeValue>>,
+}
+
+/// Why a transaction was not committed. Nothing was written in any case.
+#[derive(Debug, thiserror::Error)]
+pub enum TransactionError {
+    #[error("the transaction has no actions")]
+    Empty,
+    #[error("the transaction has {count} actions; DynamoDB allows {limit}")]
+    TooManyActions { count: usize, limit: usize },
+    #[error("the transaction is about {size} bytes; DynamoDB allows {limit}")]
+    TooLarge { size: usize, limit: usize },
+    #[error("actions `{first}` and `{second}` write the same item")]
+    DuplicateItem { first: String, second: String },
+    #[error("idempotency token must be 1 to 36 characters")]
+    InvalidToken,
+    #[error(transparent)]
+    Event(#[from] OutboxError),
+    #[error("condition failed on {}", .0.iter().map(|c| c.label.as_str()).collect::<Vec<_>>().join(", "))]
+    ConditionFailed(Vec<FailedCondition>),
+    #[error("transaction conflicted with another one on `{label}`; retry")]
+    Conflict { label: String },
+    #[error("request was throttled; retry later")]
+    Throttled,
+    #[error("the idempotency token was used with different parameters")]
+    IdempotentParameterMismatch,
+    #[error("a transaction with this idempotency token is still in progress")]
+    InProgress,
+    #[error("DynamoDB rejected the transaction: {code}: {message}")]
+    Rejected { code: String, message: String },
+    #[error("DynamoDB call failed: {0}")]
+    Aws(String),
+}
+
+impl TransactionError {
+    /// The failed condition of the action labelled `label`, if that is why
+    /// the transaction was cancelled.
+    pub fn failed_condition(&self, label: &str) -> Option<&FailedCondition> {
+        match self {
+            Self::ConditionFailed(failed) => failed.iter().find(|c| c.label == label),
+            _ => None,
+        }
+    }
+
+    /// Whether retrying the same transaction later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Conflict { .. } | Self::Throttled | Self::InProgress | Self::Aws(_)
+        )
+    }
+}
+
+/// A committed transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The ids of the events written, in the order they were added.
+    pub event_ids: Vec<Ulid>,
+}
+
+#[derive(Debug, Clone)]
+struct Action {
+    label: String,
+    item: TransactWriteItem,
+    identity: Option<String>,
+    size: usize,
+}
+
+/// Builds one `TransactWriteItems` from the caller's puts, updates, condition
+/// checks and deletes plus one or more outbox events, and sends it. Limits
+/// are checked before the call (100 actions, 4 MB, one action per item, the
+/// event and item size limits); every action returns the old item when its
+/// condition fails (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), so the
+/// error says which condition failed and on what, without another read.
+///
+/// Errors from the builder methods are kept and returned by
+/// [`build`](Self::build) and [`send`](Self::send), so calls chain.
+///
+/// # Example
+///
+/// ```
+/// use aws_sdk_dynamodb::types::{AttributeValue, Put};
+/// use outbox_core::EventEnvelope;
+/// use writer::{OutboxSettings, OutboxTransaction, TransactionError};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let settings = OutboxSettings::new("orders", "outbox.orders", 8);
+/// let invoice = Put::builder()
+///     .table_name("orders")
+///     .item("PK", AttributeValue::S("INVOICE#42".into()))
+///     .item("SK", AttributeValue::S("META".into()))
+///     .condition_expression("attribute_not_exists(PK)")
+///     .build()?;
+/// let event = EventEnvelope::new(
+///     "InvoiceIssued", "Invoice", "42", 1,
+///     serde_json::json!({"invoiceId": "42", "amountCents": 1200}),
+/// )?;
+///
+/// let tx = OutboxTransaction::new(&settings)
+///     .put("invoice", invoice)
+///     .event("INVOICE#42", &event)
+///     .idempotency_token("invoice-42-issue");
+/// // `build` checks the limits and returns what `send(&client)` would send.
+/// let actions = tx.build()?;
+/// assert_eq!(actions.len(), 2);
+///
+/// // Two actions on one item are refused before any call.
+/// let same = Put::builder()
+///     .table_name("orders")
+///     .item("PK", AttributeValue::S("INVOICE#42".into()))
+///     .item("SK", AttributeValue::S("META".into()))
+///     .build()?;
+/// let twice = OutboxTransaction::new(&settings)
+///     .put("a", same.clone())
+///     .put("b", same);
+/// assert!(matches!(twice.build(), Err(TransactionError::DuplicateItem { .. })));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Sending it is one call: `let committed = tx.send(&client).await?;`.
+#[derive(Debug, Clone)]
+pub struct OutboxTransaction {
+    settings: OutboxSettings,
+    actions: Vec<Action>,
+    event_ids: Vec<Ulid>,
+    token: Option<String>,
+    error: Option<TransactionErrorSeed>,
+}
+
+// `TransactionError` is not `Clone` (it may wrap SDK text); the builder keeps
+// only the kinds it can produce itself.
+#[derive(Debug, Clone)]
+enum TransactionErrorSeed {
+    Event(OutboxError),
+    InvalidToken,
+}
+
+impl OutboxTransaction {
+    pub fn new(settings: &OutboxSettings) -> Self {
+        Self {
+            settings: settings.clone(),
+            actions: Vec::new(),
+            event_ids: Vec::new(),
+            token: None,
+            error: None,
+        }
+    }
+
+    /// Adds a put.
+    pub fn put(self, label: &str, mut put: Put) -> Self {
+        put.return_values_on_condition_check_failure
+            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
+        let identity = self.identity(&put.table_name, &put.item);
+        let size = size::item_size(&put.item)
+            + expression_size(
+                put.condition_expression.as_deref(),
+                &put.expression_attribute_values,
+            );
+        self.push(
+            label,
+            TransactWriteItem::builder().put(put).build(),
+            identity,
+            size,
+        )
+    }
+
+    /// Adds an update.
+    pub fn update(self, label: &str, mut update: Update) -> Self {
+        update
+            .return_values_on_condition_check_failure
+            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
+        let identity = self.identity(&update.table_name, &update.key);
+        let size = size::item_size(&update.key)
+            + update.update_expression.len()
+            + expression_size(
+                update.condition_expression.as_deref(),
+                &update.expression_attribute_values,
+            );
+        self.push(
+            label,
+            TransactWriteItem::builder().update(update).build(),
+            identity,
+            size,
+        )
+    }
+
+    /// Adds a condition check.
+    pub fn condition_check(self, label: &str, mut check: ConditionCheck) -> Self {
+        check
+            .return_values_on_condition_check_failure
+            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
+        let identity = self.identity(&check.table_name, &check.key);
+        let size = size::item_size(&check.key)
+            + expression_size(
+                Some(&check.condition_expression),
+                &check.expression_attribute_values,
+            );
+        self.push(
+            label,
+            TransactWriteItem::builder().condition_check(check).build(),
+            identity,
+            size,
+        )
+    }
+
+    /// Adds a delete.
+    pub fn delete(self, label: &str, mut delete: Delete) -> Self {
+        delete
+            .return_values_on_condition_check_failure
+            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
+        let identity = self.identity(&delete.table_name, &delete.key);
+        let size = size::item_size(&delete.key)
+            + expression_size(
+                delete.condition_expression.as_deref(),
+                &delete.expression_attribute_values,
+            );
+        self.push(
+            label,
+            TransactWriteItem::builder().delete(delete).build(),
+            identity,
+            size,
+        )
+    }
+
+    /// Adds an outbox event, stored in the item collection `pk` (the
+    /// aggregate's partition key) as `SK=OUTBOX#<event id>`. Its label is
+    /// `event:<event id>`.
+    pub fn event(mut self, pk: &str, envelope: &EventEnvelope) -> Self {
+        let item = match OutboxItem::new(
+            pk,
+            envelope,
+            &self.settings.event_source,
+            self.settings.shards,
+        )
+        .and_then(|item| item.to_attributes())
+        {
+            Ok(item) => item,
+            Err(e) => {
+                self.error.get_or_insert(TransactionErrorSeed::Event(e));
+                return self;
+            }
+        };
+        let put = match Put::builder()
+            .table_name(&self.settings.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(SK)")
+            .build()
+        {
+            Ok(put) => put,
+            Err(e) => {
+                let e = OutboxError::Serialize(e.to_string());
+                self.error.get_or_insert(TransactionErrorSeed::Event(e));
+                return self;
+            }
+        };
+        self.event_ids.push(envelope.event_id);
+        self.put(&format!("event:{}", envelope.event_id), put)
+    }
+
+    /// Makes the call idempotent for ten minutes (`ClientRequestToken`): a
+    /// retry after an ambiguous failure (a timeout after the commit) returns
+    /// success instead of writing twice.
+    pub fn idempotency_token(mut self, token: impl Into<String>) -> Self {
+        let token = token.into();
+        if token.is_empty() || token.chars().count() > 36 {
+            self.error.get_or_insert(TransactionErrorSeed::InvalidToken);
+        } else {
+            self.token = Some(token);
+        }
+        self
+    }
+
+    /// Number of actions so far.
+    pub fn len(&self) -> usize {
+        self.actions.len()
+    }
+
+    /// Whether no action was added.
+    pub fn is_empty(&self) -> bool {
+        self.actions.is_empty()
+    }
+
+    /// Checks every limit and returns the actions that would be sent.
+    pub fn build(&self) -> Result<Vec<TransactWriteItem>, TransactionError> {
+        match &self.error {
+            Some(TransactionErrorSeed::Event(e)) => return Err(TransactionError::Event(e.clone())),
+            Some(TransactionErrorSeed::InvalidToken) => return Err(TransactionError::InvalidToken),
+            None => {}
+        }
+        if self.actions.is_empty() {
+            return Err(TransactionError::Empty);
+        }
+        if self.actions.len() > MAX_TRANSACTION_ACTIONS {
+            return Err(TransactionError::TooManyActions {
+                count: self.actions.len(),
+                limit: MAX_TRANSACTION_ACTIONS,
+            });
+        }
+        let total: usize = self.actions.iter().map(|a| a.size).sum();
+        if total > MAX_TRANSACTION_BYTES {
+            return Err(TransactionError::TooLarge {
+                size: total,
+                limit: MAX_TRANSACTION_BYTES,
+            });
+        }
+        let mut seen: HashMap<&str, &str> = HashMap::new();
+        for action in &self.actions {
+            if let Some(identity) = &action.identity {
+                if let Some(first) = seen.insert(identity, &action.label) {
+                    return Err(TransactionError::DuplicateItem {
+                        first: first.to_owned(),
+                        second: action.label.clone(),
+                    });
+                }
+            }
+        }
+        Ok(self.actions.iter().map(|a| a.item.clone()).collect())
+    }
+
+    /// Sends the transaction: one `TransactWriteItems` call.
+    pub async fn send(
+        self,
+        client: &aws_sdk_dynamodb::Client,
+    ) -> Result<Committed, TransactionError> {
+        let items = self.build()?;
+        let result = client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .set_client_request_token(self.token.clone())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Committed {
+                event_ids: self.event_ids,
+            }),
+            Err(err) => Err(self.map_error(err)),
+        }
+    }
+
+    fn map_error<R>(&self, err: SdkError<TransactWriteItemsError, R>) -> TransactionError
+    where
+        R: std::fmt::Debug,
+    {
+        use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+        let service = match err {
+            SdkError::ServiceError(service) => service.into_err(),
+            other => return TransactionError::Aws(other.to_string()),
+        };
+        match service {
+            TransactWriteItemsError::TransactionCanceledException(cancelled) => {
+                let reasons = cancelled.cancellation_reasons();
+                let label = |i: usize| {
+                    self.actions
+                        .get(i)
+                        .map(|a| a.label.clone())
+                        .unwrap_or_default()
+                };
+                let failed: Vec<FailedCondition> = reasons
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.code() == Some("ConditionalCheckFailed"))
+                    .map(|(index, r)| FailedCondition {
+                        index,
+                        label: label(index),
+                        item: r.item().cloned().filter(|item| !item.is_empty()),
+                    })
+                    .collect();
+                if !failed.is_empty() {
+                    return TransactionError::ConditionFailed(failed);
+                }
+                for (index, reason) in reasons.iter().enumerate() {
+                    match reason.code() {
+                        Some("TransactionConflict") => {
+                            return TransactionError::Conflict {
+                                label: label(index),
+                            }
+                        }
+                        Some("ThrottlingError") | Some("ProvisionedThroughputExceeded") => {
+                            return TransactionError::Throttled
+                        }
+                        Some("None") | None => {}
+                        Some(code) => {
+                            return TransactionError::Rejected {
+                                code: code.to_owned(),
+                                message: format!(
+                                    "action `{}`: {}",
+                                    label(index),
+                                    reason.message().unwrap_or("")
+                                ),
+                            }
+                        }
+                    }
+                }
+                TransactionError::Rejected {
+                    code: "TransactionCanceled".into(),
+                    message: cancelled.message().unwrap_or("").to_owned(),
+                }
+            }
+            TransactWriteItemsError::IdempotentParameterMismatchException(_) => {
+                TransactionError::IdempotentParameterMismatch
+            }
+            TransactWriteItemsError::TransactionInProgressException(_) => {
+                TransactionError::InProgress
+            }
+            TransactWriteItemsError::ProvisionedThroughputExceededException(_)
+            | TransactWriteItemsError::RequestLimitExceeded(_)
+            | TransactWriteItemsError::ThrottlingException(_) => TransactionError::Throttled,
+            other => match other.code() {
+                Some("ValidationException") => TransactionError::Rejected {
+                    code: "ValidationException".into(),
+                    message: other.message().unwrap_or("").to_owned(),
+                },
+                code => TransactionError::Aws(code.unwrap_or("Unknown").to_owned()),
+            },
+        }
+    }
+
+    fn push(
+        mut self,
+        label: &str,
+        item: TransactWriteItem,
+        identity: Option<String>,
+        size: usize,
+    ) -> Self {
+        self.actions.push(Action {
+            label: label.to_owned(),
+            item,
+            identity,
+            size,
+        });
+        self
+    }
+
+    /// `table` plus the key attributes' values, when all are present.
+    fn identity(&self, table: &str, item: &HashMap<String, AttributeValue>) -> Option<String> {
+        let mut identity = table.to_owned();
+        for name in &self.settings.key_attributes {
+            let value = item.get(name)?;
+            identity.push('\u{0}');
+            identity.push_str(&format!("{value:?}"));
+        }
+        Some(identity)
+    }
+}
+
+fn expression_size(
+    condition: Option<&str>,
+    values: &Option<HashMap<String, AttributeValue>>,
+) -> usize {
+    condition.map_or(0, str::len) + values.as_ref().map_or(0, size::item_size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn settings() -> OutboxSettings {
+        OutboxSettings::new("t", "outbox.orders", 8)
+    }
+
+    fn put(pk: &str, sk: &str, extra: usize) -> Put {
+        Put::builder()
+            .table_name("t")
+            .item("PK", AttributeValue::S(pk.into()))
+            .item("SK", AttributeValue::S(sk.into()))
+            .item("blob", AttributeValue::S("x".repeat(extra)))
+            .build()
+            .unwrap()
+    }
+
+    fn event(id: &str) -> EventEnvelope {
+        EventEnvelope::new("OrderCreated", "Order", id, 1, json!({})).unwrap()
+    }
+
+    #[test]
+    fn actions_and_events() {
+        let tx = OutboxTransaction::new(&settings())
+            .put("order", put("ORDER#1", "META", 0))
+            .event("ORDER#1", &event("1"))
+            .event("ORDER#1", &event("1"));
+        let items = tx.build().unwrap();
+        assert_eq!(items.len(), 3);
+        for item in &items {
+            let put = item.put.as_ref().unwrap();
+            assert_eq!(
+                put.return_values_on_condition_check_failure,
+                Some(ReturnValuesOnConditionCheckFailure::AllOld)
+            );
+        }
+        let outbox = items[1].put.as_ref().unwrap();
+        assert!(outbox.item["SK"].as_s().unwrap().starts_with("OUTBOX#"));
+        assert_eq!(
+            outbox.condition_expression.as_deref(),
+            Some("attribute_not_exists(SK)")
+        );
+    }
+
+    #[test]
+    fn limits_are_enforced_before_any_call() {
+        let empty = OutboxTransaction::new(&settings());
+        assert!(matches!(empty.build(), Err(TransactionError::Empty)));
+
+        let mut many = OutboxTransaction::new(&settings());
+        for i in 0..101 {
+            many = many.put(&format!("p{i}"), put(&format!("A#{i}"), "META", 0));
+        }
+        assert!(matches!(
+            many.build(),
+            Err(TransactionError::TooManyActions {
+                count: 101,
+                limit: 100
+            })
+        ));
+
+        let mut large = OutboxTransaction::new(&settings());
+        for i in 0..11 {
+            large = large.put(&format!("p{i}"), put(&format!("A#{i}"), "META", 390 * 1024));
+        }
+        assert!(matches!(
+            large.build(),
+            Err(TransactionError::TooLarge { .. })
+        ));
+
+        let twice = OutboxTransaction::new(&settings())
+            .put("first", put("A#1", "META", 0))
+            .update(
+                "second",
+                Update::builder()
+                    .table_name("t")
+                    .key("PK", AttributeValue::S("A#1".into()))
+                    .key("SK", AttributeValue::S("META".into()))
+                    .update_expression("SET x = :x")
+                    .build()
+                    .unwrap(),
+            );
+        match twice.build() {
+            Err(TransactionError::DuplicateItem { first, second }) => {
+                assert_eq!((first.as_str(), second.as_str()), ("first", "second"))
+            }
+            other => panic!("{other:?}"),
+        }
+        // Same key in another table is another item.
+        let mut other_table = put("A#1", "META", 0);
+        other_table.table_name = "u".into();
+        assert!(OutboxTransaction::new(&settings())
+            .put("a", put("A#1", "META", 0))
+            .put("b", other_table)
+            .build()
+            .is_ok());
+    }
+
+    #[test]
+    fn oversized_events_and_bad_tokens_are_refused() {
+        let big = EventEnvelope::new(
+            "OrderCreated",
+            "Order",
+            "1",
+            1,
+            json!({"x": "y".repeat(300 * 1024)}),
+        )
+        .unwrap();
+        let tx = OutboxTransaction::new(&settings()).event("ORDER#1", &big);
+        assert!(matches!(
+            tx.build(),
+            Err(TransactionError::Event(OutboxError::EventTooLarge { .. }))
+        ));
+        let tx = OutboxTransaction::new(&settings())
+            .put("p", put("A#1", "META", 0))
+            .idempotency_token("x".repeat(37));
+        assert!(matches!(tx.build(), Err(TransactionError::InvalidToken)));
+    }
+}

@@ -340,3 +340,32 @@ fn strip_position(message: &str) -> String {
         None => message.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttling_is_503_with_retry_after() {
+        for error in [
+            ApiError::from(CreateOrderError::Throttled),
+            ApiError::from(PayOrderError::Throttled),
+            ApiError::from(GetOrderError::Throttled),
+        ] {
+            let response = error.into_response();
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        }
+    }
+
+    #[test]
+    fn internal_errors_hide_their_detail() {
+        let response = ApiError::from(CreateOrderError::Internal("arn:aws:dynamodb:secret".into()))
+            .into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        match response.body() {
+            Body::Text(text) => assert!(!text.contains("secret")),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! - [`Stack`]: a uniquely named table (and, on demand, bus, subscriber
 //!   queue and SNS FIFO topic) on the local AWS API, so tests run in parallel.
 //! - [`CallCounter`]: an SDK interceptor that counts calls per operation.
+//! - [`FaultySink`]: injects sink failures in front of a real adapter.
 //! - [`api_request`]: an API Gateway sample event from `events/` as a
 //!   `lambda_http::Request`.
 //!
@@ -23,8 +24,13 @@ use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
+use outbox_core::publish::eventbridge::EventBridgeSink;
+use outbox_core::publish::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
+use outbox_core::retry::{Deadline, RetryPolicy};
+use outbox_core::store::DynamoStore;
 use outbox_core::{Config, OutboxItem};
 use outboxctl::stack::{self, Subscriber};
+use outboxctl::stream::StreamCursor;
 
 pub type Item = HashMap<String, AttributeValue>;
 
@@ -299,4 +305,158 @@ pub fn request(
         event["body"] = serde_json::json!(body);
     }
     lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway event")
+}
+
+/// A sink that fails the entries a rule picks, before they reach the real
+/// sink behind it; every other entry goes to the real sink, in order.
+pub struct FaultySink<S> {
+    inner: S,
+    rule: Box<dyn Fn(&OutboxItem, usize) -> Option<PublishFailure> + Send + Sync>,
+    attempts: Mutex<HashMap<ulid::Ulid, usize>>,
+}
+
+impl<S> FaultySink<S> {
+    /// `rule(item, attempt)` (attempt counts from 1 per event) returns the
+    /// failure to inject, or `None` to pass the entry on.
+    pub fn new(
+        inner: S,
+        rule: impl Fn(&OutboxItem, usize) -> Option<PublishFailure> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            inner,
+            rule: Box::new(rule),
+            attempts: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// A transient failure as a throttled sink reports it.
+pub fn throttled() -> PublishFailure {
+    PublishFailure::new(FailureKind::Transient, "ThrottlingException", "injected")
+}
+
+impl<S: EventSink> EventSink for FaultySink<S> {
+    fn max_entries(&self) -> usize {
+        self.inner.max_entries()
+    }
+    fn max_bytes(&self) -> usize {
+        self.inner.max_bytes()
+    }
+    fn entry_size(&self, item: &OutboxItem) -> usize {
+        self.inner.entry_size(item)
+    }
+    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+        let injected: Vec<Option<PublishFailure>> = items
+            .iter()
+            .map(|item| {
+                let attempt = {
+                    let mut attempts = self.attempts.lock().unwrap();
+                    let n = attempts.entry(item.event_id).or_insert(0);
+                    *n += 1;
+                    *n
+                };
+                (self.rule)(item, attempt)
+            })
+            .collect();
+        let passed: Vec<&OutboxItem> = items
+            .iter()
+            .zip(&injected)
+            .filter(|(_, f)| f.is_none())
+            .map(|(i, _)| *i)
+            .collect();
+        let mut real = if passed.is_empty() {
+            Vec::new().into_iter()
+        } else {
+            self.inner.publish_batch(&passed).await.into_iter()
+        };
+        injected
+            .into_iter()
+            .map(|f| match f {
+                Some(failure) => Err(failure),
+                None => real.next().unwrap_or_else(|| Err(throttled())),
+            })
+            .collect()
+    }
+    async fn verify(&self) -> Result<(), SinkError> {
+        self.inner.verify().await
+    }
+}
+
+impl Stack {
+    /// An EventBridge sink on this stack's bus, its calls counted in the
+    /// returned counter.
+    pub fn eventbridge_sink(&self) -> (EventBridgeSink, CallCounter) {
+        let (bus, _) = self.bus.as_ref().expect("stack has a bus");
+        let calls = CallCounter::default();
+        let client = aws_sdk_eventbridge::Client::from_conf(
+            aws_sdk_eventbridge::config::Builder::from(&self.sdk)
+                .interceptor(calls.clone())
+                .build(),
+        );
+        (
+            EventBridgeSink::new(client, bus.clone(), "outbox.orders".into()),
+            calls,
+        )
+    }
+
+    /// The DynamoDB store of this stack, its calls counted in `self.calls`.
+    pub fn store(&self) -> DynamoStore {
+        DynamoStore::new(self.counted_ddb.clone(), &self.table, 8)
+    }
+
+    /// A cursor at the start of this table's stream.
+    pub fn stream(&self) -> StreamCursor {
+        StreamCursor::new(&self.sdk, &self.stream_arn)
+    }
+
+    /// Writes `n` orders through the writer library (one `OrderCreated` each).
+    pub async fn create_orders(&self, n: usize) -> Vec<writer::orders::Order> {
+        let service = writer::OrderService::from_config(self.ddb.clone(), &self.config(&[]));
+        let mut orders = Vec::new();
+        for i in 0..n {
+            let new = writer::orders::NewOrder::try_from(
+                serde_json::from_value::<writer::orders::CreateOrderRequest>(serde_json::json!({
+                    "customerId": format!("c-{i}"),
+                    "currency": "EUR",
+                    "items": [{"sku": "A-1", "quantity": i + 1, "unitPriceCents": 100}]
+                }))
+                .expect("request"),
+            )
+            .expect("valid order");
+            match service
+                .create(new, None, None)
+                .await
+                .expect("order created")
+            {
+                writer::Outcome::Done(order) => orders.push(order),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        orders
+    }
+
+    /// Puts a raw item (for poison and hand-made records).
+    pub async fn put_raw(&self, item: Item) {
+        self.ddb
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .expect("put item");
+    }
+}
+
+/// A deadline far enough away for any test.
+pub fn far_deadline() -> Deadline {
+    Deadline::after(Duration::from_secs(120))
+}
+
+/// A retry policy with tiny delays for tests.
+pub fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 3,
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(5),
+    }
 }

@@ -5,7 +5,9 @@
 //! - [`stack`]: the table (keys, stream, sparse indexes, TTL), the event bus
 //!   with a rule to a subscriber queue, and an SNS FIFO topic to an SQS FIFO
 //!   queue.
+//! - [`stream`]: reading a table's stream as an event source mapping does.
 //! - [`local`]: AWS configuration for loopback only, refusing anything else.
 
 pub mod local;
 pub mod stack;
+pub mod stream;

@@ -1,1 +1,28 @@
-fn main() {}
+//! The `publisher` Lambda: wires the configured sink and the DynamoDB store
+//! to the handler. The sink's target is verified once, at cold start.
+
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+use outbox_core::publish::{AnySink, EventSink};
+use outbox_core::store::DynamoStore;
+use outbox_core::{telemetry, Config};
+use publisher::{handler, Publisher};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init_logging();
+    let config = Config::from_env()?;
+    let sdk = telemetry::aws_config().await;
+    let sink = AnySink::from_config(&config, &sdk);
+    sink.verify().await?;
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &config.table_name,
+        config.outbox_shards,
+    );
+    let publisher = Publisher::new(sink, store);
+    let publisher = &publisher;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
+        handler(publisher, event)
+    }))
+    .await
+}

@@ -1,0 +1,151 @@
+//! Reading a table's stream the way an event source mapping does:
+//! DescribeStream, a `TRIM_HORIZON` iterator per shard, GetRecords, and the
+//! records turned into the exact JSON Lambda delivers.
+
+use std::collections::BTreeMap;
+
+use aws_config::SdkConfig;
+use aws_lambda_events::event::dynamodb::EventRecord;
+use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+use serde_json::{json, Value};
+
+/// A stream call failed.
+#[derive(Debug, thiserror::Error)]
+#[error("stream {operation} failed: {message}")]
+pub struct StreamError {
+    pub operation: &'static str,
+    pub message: String,
+}
+
+fn err(operation: &'static str) -> impl Fn(String) -> StreamError {
+    move |message| StreamError { operation, message }
+}
+
+/// A position in every shard of one stream, advancing as records are read.
+#[derive(Debug)]
+pub struct StreamCursor {
+    client: aws_sdk_dynamodbstreams::Client,
+    stream_arn: String,
+    region: String,
+    /// Next iterator per shard (`None` once a closed shard is exhausted).
+    iterators: BTreeMap<String, Option<String>>,
+}
+
+impl StreamCursor {
+    /// A cursor at `TRIM_HORIZON` of every shard.
+    pub fn new(sdk: &SdkConfig, stream_arn: &str) -> Self {
+        Self {
+            client: aws_sdk_dynamodbstreams::Client::new(sdk),
+            stream_arn: stream_arn.to_owned(),
+            region: sdk
+                .region()
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| "us-east-1".into()),
+            iterators: BTreeMap::new(),
+        }
+    }
+
+    async fn discover(&mut self) -> Result<(), StreamError> {
+        let description = self
+            .client
+            .describe_stream()
+            .stream_arn(&self.stream_arn)
+            .send()
+            .await
+            .map_err(|e| err("DescribeStream")(format!("{e:?}")))?;
+        let shards = description
+            .stream_description()
+            .map(|d| d.shards().to_vec())
+            .unwrap_or_default();
+        for shard in shards {
+            let Some(id) = shard.shard_id() else { continue };
+            if self.iterators.contains_key(id) {
+                continue;
+            }
+            let iterator = self
+                .client
+                .get_shard_iterator()
+                .stream_arn(&self.stream_arn)
+                .shard_id(id)
+                .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .map_err(|e| err("GetShardIterator")(format!("{e:?}")))?
+                .shard_iterator;
+            self.iterators.insert(id.to_owned(), iterator);
+        }
+        Ok(())
+    }
+
+    /// Every record written since the last call, per shard in stream order,
+    /// as Lambda would deliver them.
+    pub async fn read(&mut self) -> Result<Vec<EventRecord>, StreamError> {
+        self.discover().await?;
+        let mut out = Vec::new();
+        let shards: Vec<String> = self.iterators.keys().cloned().collect();
+        for shard in shards {
+            loop {
+                let Some(Some(iterator)) = self.iterators.get(&shard).cloned() else {
+                    break;
+                };
+                let page = self
+                    .client
+                    .get_records()
+                    .shard_iterator(iterator)
+                    .limit(1000)
+                    .send()
+                    .await
+                    .map_err(|e| err("GetRecords")(format!("{e:?}")))?;
+                let records = page.records();
+                let empty = records.is_empty();
+                for record in records {
+                    out.push(self.to_lambda(record)?);
+                }
+                self.iterators
+                    .insert(shard.clone(), page.next_shard_iterator().map(str::to_owned));
+                if empty {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One stream record in the shape of a Lambda DynamoDB event record.
+    fn to_lambda(&self, record: &Record) -> Result<EventRecord, StreamError> {
+        let change = record.dynamodb();
+        let image = |m: Option<
+            &std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>,
+        >| {
+            m.map(|m| {
+                serde_json::to_value(serde_dynamo::Item::from(m.clone())).unwrap_or(Value::Null)
+            })
+        };
+        let mut dynamodb = json!({
+            "ApproximateCreationDateTime": change
+                .and_then(|c| c.approximate_creation_date_time())
+                .map(|t| t.secs())
+                .unwrap_or(0),
+            "Keys": image(change.and_then(|c| c.keys.as_ref())),
+            "SequenceNumber": change.and_then(|c| c.sequence_number()),
+            "SizeBytes": change.and_then(|c| c.size_bytes()).unwrap_or(0),
+            "StreamViewType": change.and_then(|c| c.stream_view_type()).map(|v| v.as_str().to_owned()),
+        });
+        if let Some(new) = image(change.and_then(|c| c.new_image.as_ref())) {
+            dynamodb["NewImage"] = new;
+        }
+        if let Some(old) = image(change.and_then(|c| c.old_image.as_ref())) {
+            dynamodb["OldImage"] = old;
+        }
+        let value = json!({
+            "eventID": record.event_id(),
+            "eventName": record.event_name().map(|n| n.as_str().to_owned()),
+            "eventVersion": record.event_version().unwrap_or("1.1"),
+            "eventSource": "aws:dynamodb",
+            "awsRegion": self.region,
+            "dynamodb": dynamodb,
+            "eventSourceARN": self.stream_arn,
+        });
+        serde_json::from_value(value).map_err(|e| err("decode")(e.to_string()))
+    }
+}

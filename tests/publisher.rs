@@ -1,0 +1,425 @@
+//! The publisher against the local AWS API: real stream records from the
+//! table's stream, the real EventBridge and SNS adapters, a subscriber queue.
+
+use std::collections::HashSet;
+
+use aws_lambda_events::event::dynamodb::Event;
+use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_runtime::{Context, LambdaEvent};
+use outbox_core::publish::sns::SnsSink;
+use outbox_core::publish::{EventSink, FailureKind, PublishFailure};
+use outbox_core::{EventEnvelope, OutboxItem};
+use publisher::{handler, Publisher};
+use serde_json::Value;
+use testkit::{far_deadline, fast_retry, throttled, FaultySink, Stack};
+
+fn publisher<S: EventSink>(
+    sink: S,
+    stack: &Stack,
+) -> Publisher<S, outbox_core::store::DynamoStore> {
+    let mut publisher = Publisher::new(sink, stack.store());
+    publisher.retry = fast_retry();
+    publisher
+}
+
+fn sequence(record: &aws_lambda_events::event::dynamodb::EventRecord) -> String {
+    record.change.sequence_number.clone().unwrap()
+}
+
+#[tokio::test]
+async fn outbox_inserts_are_delivered_and_deleted() {
+    let stack = Stack::with_bus().await;
+    let orders = stack.create_orders(3).await;
+    let records = stack.stream().read().await.unwrap();
+    let (sink, calls) = stack.eventbridge_sink();
+    sink.verify().await.expect("bus exists");
+
+    let mut context = Context::default();
+    context.deadline = (std::time::SystemTime::now() + std::time::Duration::from_secs(60))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let mut event = Event::default();
+    event.records = records;
+    let response = handler(&publisher(sink, &stack), LambdaEvent::new(event, context))
+        .await
+        .unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(calls.count("PutEvents"), 1);
+
+    // What a subscriber receives: detail = the envelope, detail-type = type.
+    let delivered = stack.drain_subscriber().await;
+    assert_eq!(delivered.len(), 3);
+    for message in &delivered {
+        assert_eq!(message["source"], "outbox.orders");
+        assert_eq!(message["detail-type"], "OrderCreated");
+        let envelope: EventEnvelope =
+            serde_json::from_value(message["detail"].clone()).expect("detail is the envelope");
+        let order = orders
+            .iter()
+            .find(|o| o.order_id == envelope.aggregate_id)
+            .expect("an order of ours");
+        assert_eq!(envelope.payload, serde_json::to_value(order).unwrap());
+    }
+    // The outbox items are gone; the orders stay.
+    assert!(stack.outbox_items().await.is_empty());
+    for order in &orders {
+        assert!(stack
+            .get(&format!("ORDER#{}", order.order_id), "META")
+            .await
+            .is_some());
+    }
+}
+
+#[tokio::test]
+async fn meta_remove_and_modify_records_are_ignored() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(2).await;
+    let mut stream = stack.stream();
+    let first = stream.read().await.unwrap();
+    let (sink, calls) = stack.eventbridge_sink();
+    let publisher = publisher(sink, &stack);
+    let report = publisher.process(&first, &far_deadline()).await.unwrap();
+    assert_eq!(report.published, 2);
+    assert_eq!(report.skipped, 2, "the two META inserts");
+
+    // Now the stream holds the publisher's own REMOVEs; add a MODIFY.
+    let meta = stack.items().await.into_iter().next().unwrap();
+    let mut modified = meta.clone();
+    modified.insert("status".into(), AttributeValue::S("PAID".into()));
+    stack.put_raw(modified).await;
+    let second = stream.read().await.unwrap();
+    let names: HashSet<&str> = second.iter().map(|r| r.event_name.as_str()).collect();
+    assert_eq!(names, HashSet::from(["REMOVE", "MODIFY"]));
+    calls.reset();
+    let report = publisher.process(&second, &far_deadline()).await.unwrap();
+    assert_eq!(report.skipped, 3);
+    assert_eq!(report.published, 0);
+    assert!(calls.calls().is_empty(), "no sink call for ignored records");
+    assert_eq!(stack.drain_subscriber().await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_batch_of_25_takes_3_put_events_and_1_batch_write() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(25).await;
+    let records = stack.stream().read().await.unwrap();
+    let (sink, calls) = stack.eventbridge_sink();
+    stack.calls.reset();
+    let report = publisher(sink, &stack)
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.published, 25);
+    assert_eq!(calls.count("PutEvents"), 3);
+    assert_eq!(stack.calls.count("BatchWriteItem"), 1);
+    assert_eq!(stack.calls.calls().len(), 1, "{:?}", stack.calls.calls());
+    assert_eq!(stack.drain_subscriber().await.len(), 25);
+    assert!(stack.outbox_items().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_sink_outage_from_record_k_reports_exactly_k_and_keeps_the_rest() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(12).await;
+    let records = stack.stream().read().await.unwrap();
+    let outbox: Vec<_> = records
+        .iter()
+        .filter(|r| OutboxItem::from_item(r.change.new_image.clone()).is_ok())
+        .cloned()
+        .collect();
+    let k = 7;
+    let failing: HashSet<ulid::Ulid> = outbox[k..]
+        .iter()
+        .map(|r| {
+            OutboxItem::from_item(r.change.new_image.clone())
+                .unwrap()
+                .event_id
+        })
+        .collect();
+    let (real, _) = stack.eventbridge_sink();
+    let sink = FaultySink::new(real, move |item, _| {
+        failing.contains(&item.event_id).then(throttled)
+    });
+    let report = publisher(sink, &stack)
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
+
+    assert_eq!(report.first_failure, Some(sequence(&outbox[k])));
+    assert_eq!(report.response().batch_item_failures.len(), 1);
+    assert_eq!(
+        report.response().batch_item_failures[0].item_identifier,
+        Some(sequence(&outbox[k]))
+    );
+    assert_eq!(report.published, k);
+    assert_eq!(
+        stack.drain_subscriber().await.len(),
+        k,
+        "nothing after k was published"
+    );
+    let left: Vec<String> = stack
+        .outbox_items()
+        .await
+        .iter()
+        .map(|i| i.sk.clone())
+        .collect();
+    let expected: Vec<String> = outbox[k..]
+        .iter()
+        .map(|r| {
+            OutboxItem::from_item(r.change.new_image.clone())
+                .unwrap()
+                .sk
+        })
+        .collect();
+    assert_eq!(left, expected, "items k… stay in the table");
+}
+
+#[tokio::test]
+async fn a_lone_failed_entry_costs_at_most_its_call_mates_as_duplicates() {
+    // Entry 3 of a 10-entry call fails for good; entries 4..9 went out in the
+    // same call. They are deleted; the retry from 3 will send them again.
+    let stack = Stack::with_bus().await;
+    stack.create_orders(10).await;
+    let records: Vec<_> = stack
+        .stream()
+        .read()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| OutboxItem::from_item(r.change.new_image.clone()).is_ok())
+        .collect();
+    let bad = OutboxItem::from_item(records[3].change.new_image.clone())
+        .unwrap()
+        .event_id;
+    let (real, _) = stack.eventbridge_sink();
+    let sink = FaultySink::new(real, move |item, _| (item.event_id == bad).then(throttled));
+    let report = publisher(sink, &stack)
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.first_failure, Some(sequence(&records[3])));
+    assert_eq!(report.published, 9);
+    assert_eq!(
+        stack.outbox_items().await.len(),
+        1,
+        "only the failed event's item stays"
+    );
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_within_the_invocation() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(3).await;
+    let records = stack.stream().read().await.unwrap();
+    let (real, calls) = stack.eventbridge_sink();
+    let sink = FaultySink::new(real, |_, attempt| (attempt < 3).then(throttled));
+    let report = publisher(sink, &stack)
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.first_failure, None);
+    assert_eq!(report.published, 3);
+    assert_eq!(
+        calls.count("PutEvents"),
+        1,
+        "the first two attempts failed before the real call"
+    );
+    assert_eq!(stack.drain_subscriber().await.len(), 3);
+}
+
+fn poison_item(
+    stack: &Stack,
+    order: &str,
+    mutate: impl FnOnce(&mut testkit::Item),
+) -> testkit::Item {
+    let envelope = EventEnvelope::new(
+        "OrderCreated",
+        "Order",
+        order,
+        1,
+        serde_json::json!({"orderId": order}),
+    )
+    .unwrap();
+    let item = OutboxItem::new(&format!("ORDER#{order}"), &envelope, "outbox.orders", 8).unwrap();
+    let mut attrs = item.to_attributes().unwrap();
+    mutate(&mut attrs);
+    let _ = stack;
+    attrs
+}
+
+#[tokio::test]
+async fn poison_records_are_dead_lettered_and_do_not_block() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(1).await;
+    // An image that does not decode (no envelope), and one EventBridge
+    // rejects (empty DetailType: InvalidArgument).
+    stack
+        .put_raw(poison_item(&stack, "p1", |a| {
+            a.remove("envelope");
+        }))
+        .await;
+    stack
+        .put_raw(poison_item(&stack, "p2", |a| {
+            a.insert("eventType".into(), AttributeValue::S(String::new()));
+        }))
+        .await;
+    stack.create_orders(1).await;
+    let records = stack.stream().read().await.unwrap();
+    let (sink, _) = stack.eventbridge_sink();
+    let report = publisher(sink, &stack)
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.first_failure, None, "poison does not fail the batch");
+    assert_eq!(report.dead_lettered, 2);
+    assert_eq!(report.published, 2);
+    assert_eq!(stack.drain_subscriber().await.len(), 2);
+
+    let dead: Vec<testkit::Item> = stack
+        .items()
+        .await
+        .into_iter()
+        .filter(|i| i.contains_key("deadLetteredAt"))
+        .collect();
+    assert_eq!(dead.len(), 2);
+    for item in dead {
+        assert!(item["deadLetterReason"].as_s().unwrap().len() > 3);
+        assert!(item["GSI2PK"].as_s().unwrap().starts_with("DEAD#"));
+        assert!(!item.contains_key("GSI1PK"), "left the pending index");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_bus_fails_verification_and_keeps_everything() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(2).await;
+    let records = stack.stream().read().await.unwrap();
+    let client = aws_sdk_eventbridge::Client::new(&stack.sdk);
+    let sink = outbox_core::publish::eventbridge::EventBridgeSink::new(
+        client,
+        "no-such-bus".into(),
+        "outbox.orders".into(),
+    );
+    assert!(
+        sink.verify().await.is_err(),
+        "cold-start verification catches it"
+    );
+    let report = publisher(sink, &stack)
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
+    assert!(report.first_failure.is_some());
+    assert_eq!(report.published, 0);
+    assert_eq!(
+        report.dead_lettered, 0,
+        "a missing bus is not the event's fault"
+    );
+    assert_eq!(stack.outbox_items().await.len(), 2);
+}
+
+#[tokio::test]
+async fn sample_events_decode_and_are_classified() {
+    let stack = Stack::with_bus().await;
+    let (sink, calls) = stack.eventbridge_sink();
+    let publisher = publisher(sink, &stack);
+    for (sample, published, skipped, dead) in [
+        ("publisher-single-insert.json", 1, 0, 0),
+        ("publisher-mixed-batch.json", 2, 3, 0),
+        ("publisher-malformed-outbox.json", 0, 0, 1),
+    ] {
+        let event: Event = serde_json::from_str(&testkit::sample(sample)).expect(sample);
+        // The malformed sample's item must exist to be dead-lettered.
+        for record in &event.records {
+            if record.event_name == "INSERT" {
+                let keys: std::collections::HashMap<String, AttributeValue> =
+                    record.change.keys.clone().into();
+                stack.put_raw(keys).await;
+            }
+        }
+        let report = publisher
+            .process(&event.records, &far_deadline())
+            .await
+            .unwrap();
+        assert_eq!(
+            (report.published, report.skipped, report.dead_lettered),
+            (published, skipped, dead),
+            "{sample}"
+        );
+        assert_eq!(report.first_failure, None, "{sample}");
+    }
+    assert_eq!(calls.count("PutEvents"), 2);
+}
+
+#[tokio::test]
+async fn sns_fifo_delivers_with_group_and_dedup_ids() {
+    let stack = Stack::new().await;
+    let (topic_arn, queue) =
+        outboxctl::stack::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+            .await
+            .unwrap();
+    let orders = stack.create_orders(3).await;
+    let records = stack.stream().read().await.unwrap();
+    let sink = SnsSink::new(aws_sdk_sns::Client::new(&stack.sdk), topic_arn);
+    sink.verify().await.unwrap();
+    let report = publisher(sink, &stack)
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.published, 3);
+    let delivered: Vec<Value> = testkit::drain_queue(&stack.sdk, &queue.queue_url).await;
+    assert_eq!(delivered.len(), 3);
+    for message in delivered {
+        let envelope: EventEnvelope = serde_json::from_value({
+            let mut m = message.clone();
+            m.as_object_mut().unwrap().remove("__sqs");
+            m
+        })
+        .unwrap();
+        assert!(orders.iter().any(|o| o.order_id == envelope.aggregate_id));
+        assert_eq!(message["__sqs"]["MessageGroupId"], envelope.aggregate_id);
+        assert_eq!(
+            message["__sqs"]["MessageDeduplicationId"],
+            envelope.event_id.to_string()
+        );
+    }
+    assert!(stack.outbox_items().await.is_empty());
+}
+
+#[tokio::test]
+async fn permanent_sink_rejections_dead_letter_through_the_fault_sink() {
+    // A sink-level poison verdict on one entry (what EventBridge says of a
+    // malformed or oversized entry) dead-letters that item and goes on.
+    let stack = Stack::with_bus().await;
+    stack.create_orders(3).await;
+    let records = stack.stream().read().await.unwrap();
+    let outbox: Vec<OutboxItem> = records
+        .iter()
+        .filter_map(|r| OutboxItem::from_item(r.change.new_image.clone()).ok())
+        .collect();
+    let bad = outbox[1].event_id;
+    let (real, _) = stack.eventbridge_sink();
+    let sink = FaultySink::new(real, move |item, _| {
+        (item.event_id == bad).then(|| {
+            PublishFailure::new(
+                FailureKind::Poison,
+                "MalformedDetail",
+                "Detail is malformed.",
+            )
+        })
+    });
+    let report = publisher(sink, &stack)
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.first_failure, None);
+    assert_eq!((report.published, report.dead_lettered), (2, 1));
+    let left = stack.outbox_items().await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].event_id, bad);
+    assert!(left[0].dead_lettered_at.is_some());
+    assert_eq!(
+        left[0].dead_letter_reason.as_deref(),
+        Some("MalformedDetail: Detail is malformed.")
+    );
+}

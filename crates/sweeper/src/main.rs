@@ -1,1 +1,28 @@
-fn main() {}
+//! The `sweeper` Lambda, run on a schedule: wires the configured sink and
+//! the DynamoDB store to the handler; the sink is verified at cold start.
+
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+use outbox_core::publish::{AnySink, EventSink};
+use outbox_core::store::DynamoStore;
+use outbox_core::{telemetry, Config};
+use sweeper::{handler, SweepSettings, Sweeper};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init_logging();
+    let config = Config::from_env()?;
+    let sdk = telemetry::aws_config().await;
+    let sink = AnySink::from_config(&config, &sdk);
+    sink.verify().await?;
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &config.table_name,
+        config.outbox_shards,
+    );
+    let sweeper = Sweeper::new(sink, store, SweepSettings::from(&config));
+    let sweeper = &sweeper;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
+        handler(sweeper, event)
+    }))
+    .await
+}

@@ -1,0 +1,320 @@
+//! The sweeper against the local AWS API: the sparse sharded pending index,
+//! republishing through the real EventBridge adapter, persisted backoff,
+//! dead letters, lag metrics and read cost.
+
+use std::time::Duration;
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use lambda_runtime::{Context, LambdaEvent};
+use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
+use outbox_core::{EventEnvelope, OutboxItem};
+use sweeper::{handler, SweepReport, SweepSettings, Sweeper};
+use testkit::{far_deadline, fast_retry, throttled, FaultySink, Stack};
+use time::OffsetDateTime;
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn sweeper<S: EventSink>(sink: S, stack: &Stack, max_attempts: u32) -> Sweeper<S> {
+    let config = stack.config(&[("MAX_ATTEMPTS", &max_attempts.to_string())]);
+    let mut sweeper = Sweeper::new(sink, stack.store(), SweepSettings::from(&config));
+    sweeper.retry = fast_retry();
+    sweeper
+}
+
+/// An outbox item created `age` ago (its ULID carries that time).
+async fn put_event_aged(stack: &Stack, age: Duration) -> OutboxItem {
+    let order = ulid::Ulid::new().to_string();
+    let mut envelope = EventEnvelope::new(
+        "OrderCreated",
+        "Order",
+        &order,
+        1,
+        serde_json::json!({"orderId": order}),
+    )
+    .unwrap();
+    let at = OffsetDateTime::now_utc() - age;
+    envelope.occurred_at = at
+        .replace_nanosecond(at.nanosecond() / 1_000_000 * 1_000_000)
+        .unwrap();
+    envelope.event_id = ulid::Ulid::from_parts(
+        (at.unix_timestamp_nanos() / 1_000_000) as u64,
+        fastrand::u128(..),
+    );
+    let item = OutboxItem::new(&format!("ORDER#{order}"), &envelope, "outbox.orders", 8).unwrap();
+    stack.put_raw(item.to_attributes().unwrap()).await;
+    item
+}
+
+async fn sweep<S: EventSink>(sweeper: &Sweeper<S>, at: OffsetDateTime) -> SweepReport {
+    sweeper.sweep(at, &far_deadline()).await
+}
+
+#[tokio::test]
+async fn stranded_items_are_republished_and_fresh_ones_left_alone() {
+    let stack = Stack::with_bus().await;
+    let old = put_event_aged(&stack, DAY + Duration::from_secs(3600)).await;
+    let fresh = put_event_aged(&stack, Duration::from_secs(60)).await;
+    let (sink, calls) = stack.eventbridge_sink();
+    let report = sweep(&sweeper(sink, &stack, 12), OffsetDateTime::now_utc()).await;
+    assert_eq!((report.stranded, report.republished), (1, 1));
+    assert_eq!(calls.count("PutEvents"), 1);
+
+    let delivered = stack.drain_subscriber().await;
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(delivered[0]["detail"]["eventId"], old.event_id.to_string());
+    let left = stack.outbox_items().await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].event_id, fresh.event_id);
+    assert_eq!(report.pending, 1, "the fresh item is still pending");
+}
+
+#[tokio::test]
+async fn failures_are_counted_and_backed_off_then_dead_lettered() {
+    let stack = Stack::with_bus().await;
+    let item = put_event_aged(&stack, DAY * 2).await;
+    let (real, _) = stack.eventbridge_sink();
+    let sweeper = sweeper(FaultySink::new(real, |_, _| Some(throttled())), &stack, 3);
+    let t0 = OffsetDateTime::now_utc();
+
+    let report = sweep(&sweeper, t0).await;
+    assert_eq!(
+        (report.stranded, report.failed, report.dead_lettered),
+        (1, 1, 0)
+    );
+    let stored = &stack.outbox_items().await[0];
+    assert_eq!(stored.attempts, 1);
+    assert!(stored
+        .last_error
+        .as_deref()
+        .unwrap()
+        .contains("ThrottlingException"));
+    let next = stored.next_attempt_at.unwrap();
+    assert!(
+        next >= t0.unix_timestamp() + 30 && next <= t0.unix_timestamp() + 60,
+        "{next}"
+    );
+
+    // Not due yet: the same moment finds nothing to do.
+    let report = sweep(&sweeper, t0).await;
+    assert_eq!(report.stranded, 0);
+    assert_eq!(report.pending, 1);
+
+    let report = sweep(&sweeper, t0 + Duration::from_secs(3600)).await;
+    assert_eq!(report.failed, 1);
+    assert_eq!(stack.outbox_items().await[0].attempts, 2);
+
+    // Third failure reaches MAX_ATTEMPTS=3: dead-lettered, kept, visible.
+    let report = sweep(&sweeper, t0 + DAY).await;
+    assert_eq!((report.failed, report.dead_lettered), (0, 1));
+    assert_eq!(report.dead_letter_count, 1);
+    assert_eq!(report.pending, 0);
+    let dead = &stack.outbox_items().await[0];
+    assert_eq!(dead.event_id, item.event_id);
+    assert_eq!(dead.attempts, 3);
+    assert!(dead.dead_lettered_at.is_some());
+    assert!(dead
+        .dead_letter_reason
+        .as_deref()
+        .unwrap()
+        .contains("gave up after 3 attempts"));
+    assert!(dead.pending_pk.is_none() && dead.dead_pk.is_some());
+
+    // And it is never retried again.
+    let report = sweep(&sweeper, t0 + DAY * 30).await;
+    assert_eq!(report.stranded, 0);
+    assert_eq!(report.dead_letter_count, 1);
+}
+
+/// A sink that lets the publisher "win the race": it deletes the item (as the
+/// publisher would after publishing it) before failing the sweeper's attempt.
+struct PublisherWinsRace {
+    ddb: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+impl EventSink for PublisherWinsRace {
+    fn max_entries(&self) -> usize {
+        10
+    }
+    fn max_bytes(&self) -> usize {
+        256 * 1024
+    }
+    fn entry_size(&self, item: &OutboxItem) -> usize {
+        item.envelope.len()
+    }
+    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+        for item in items {
+            self.ddb
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(item.key().to_attributes()))
+                .send()
+                .await
+                .unwrap();
+        }
+        items.iter().map(|_| Err(throttled())).collect()
+    }
+    async fn verify(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_concurrent_publisher_delete_is_never_undone() {
+    let stack = Stack::new().await;
+    put_event_aged(&stack, DAY * 2).await;
+    put_event_aged(&stack, DAY * 3).await;
+    let sink = PublisherWinsRace {
+        ddb: stack.ddb.clone(),
+        table: stack.table.clone(),
+    };
+    // With max attempts 1 the sweeper would dead-letter; with 12 it records
+    // a failure. Neither may bring the deleted items back.
+    for max in [12, 1] {
+        let report = sweep(
+            &sweeper(sink_clone(&sink), &stack, max),
+            OffsetDateTime::now_utc(),
+        )
+        .await;
+        assert!(report.stranded <= 2);
+        assert!(
+            stack.items().await.is_empty(),
+            "nothing resurrected (max attempts {max})"
+        );
+        put_event_aged(&stack, DAY * 2).await;
+    }
+}
+
+fn sink_clone(sink: &PublisherWinsRace) -> PublisherWinsRace {
+    PublisherWinsRace {
+        ddb: sink.ddb.clone(),
+        table: sink.table.clone(),
+    }
+}
+
+#[tokio::test]
+async fn emf_reports_the_oldest_pending_age() {
+    let stack = Stack::with_bus().await;
+    put_event_aged(&stack, Duration::from_secs(7200)).await;
+    put_event_aged(&stack, Duration::from_secs(60)).await;
+    let (sink, _) = stack.eventbridge_sink();
+    let now = OffsetDateTime::now_utc();
+    let report = sweep(&sweeper(sink, &stack, 12), now).await;
+    assert_eq!(report.stranded, 0, "neither is past 24 hours");
+    assert_eq!(report.pending, 2);
+    let emf: serde_json::Value = serde_json::from_str(&report.emf()).expect("EMF is JSON");
+    let definitions = &emf["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(definitions["Namespace"], "DynamoDbOutbox");
+    let names: Vec<&str> = definitions["Metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["Name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "PendingCount",
+        "OldestPendingAgeSeconds",
+        "Republished",
+        "Failed",
+        "DeadLettered",
+        "DeadLetterCount",
+    ] {
+        assert!(names.contains(&name), "{name} missing");
+        assert!(emf[name].is_number(), "{name} has a value");
+    }
+    let age = emf["OldestPendingAgeSeconds"].as_f64().unwrap();
+    assert!((7195.0..7210.0).contains(&age), "oldest age {age}");
+    assert_eq!(emf["PendingCount"], 2.0);
+}
+
+async fn fill_unrelated(stack: &Stack, n: usize) {
+    let requests: Vec<WriteRequest> = (0..n)
+        .map(|i| {
+            let item = std::collections::HashMap::from([
+                ("PK".to_owned(), AttributeValue::S(format!("ORDER#{i}"))),
+                ("SK".to_owned(), AttributeValue::S("META".into())),
+                ("status".to_owned(), AttributeValue::S("PENDING".into())),
+            ]);
+            WriteRequest::builder()
+                .put_request(PutRequest::builder().set_item(Some(item)).build().unwrap())
+                .build()
+        })
+        .collect();
+    for chunk in requests.chunks(25) {
+        stack
+            .ddb
+            .batch_write_item()
+            .request_items(&stack.table, chunk.to_vec())
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn read_cost_does_not_grow_with_the_table() {
+    // Two tables with the same backlog (3 stranded, 1 fresh); one also holds
+    // 3,000 unrelated items.
+    let mut reports = Vec::new();
+    for unrelated in [0, 3000] {
+        let stack = Stack::with_bus().await;
+        fill_unrelated(&stack, unrelated).await;
+        for _ in 0..3 {
+            put_event_aged(&stack, DAY * 2).await;
+        }
+        put_event_aged(&stack, Duration::from_secs(10)).await;
+        let (sink, _) = stack.eventbridge_sink();
+        let report = sweep(&sweeper(sink, &stack, 12), OffsetDateTime::now_utc()).await;
+        assert_eq!((report.republished, report.pending), (3, 1));
+        reports.push(report);
+    }
+    let (small, large) = (&reports[0], &reports[1]);
+    assert_eq!(
+        large.items_read, small.items_read,
+        "reads are the same with 3,000 more items"
+    );
+    assert_eq!(large.queries, small.queries);
+    // 3 stranded read by the stranded query, 1 left pending read by the
+    // statistics query: the backlog and nothing else.
+    assert_eq!(small.items_read, 4);
+}
+
+#[tokio::test]
+async fn the_scheduled_sample_runs_the_handler() {
+    let stack = Stack::with_bus().await;
+    put_event_aged(&stack, DAY * 2).await;
+    let event: EventBridgeEvent<serde_json::Value> =
+        serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap();
+    let mut context = Context::default();
+    context.deadline = (std::time::SystemTime::now() + Duration::from_secs(60))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let (sink, _) = stack.eventbridge_sink();
+    let report = handler(&sweeper(sink, &stack, 12), LambdaEvent::new(event, context))
+        .await
+        .unwrap();
+    assert_eq!(report.republished, 1);
+    assert_eq!(stack.drain_subscriber().await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_sweep_past_its_deadline_starts_nothing() {
+    let stack = Stack::with_bus().await;
+    put_event_aged(&stack, DAY * 2).await;
+    let (sink, calls) = stack.eventbridge_sink();
+    let report = sweeper(sink, &stack, 12)
+        .sweep(
+            OffsetDateTime::now_utc(),
+            &outbox_core::retry::Deadline::after(Duration::ZERO),
+        )
+        .await;
+    assert!(report.stopped_early);
+    assert_eq!(calls.count("PutEvents"), 0);
+    assert_eq!(
+        stack.outbox_items().await.len(),
+        1,
+        "left consistent for the next run"
+    );
+}

@@ -215,13 +215,22 @@ async fn idempotent_pay_replays_and_rejects_another_use() {
     assert_eq!(stack.outbox_items().await.len(), 2);
 }
 
+/// Headers, body, expected status, error code and field.
+type BadInput<'a> = (
+    Vec<(&'a str, &'a str)>,
+    String,
+    StatusCode,
+    &'a str,
+    Option<&'a str>,
+);
+
 #[tokio::test]
 async fn bad_input_gets_a_clear_error_and_writes_nothing() {
     let stack = Stack::new().await;
     let service = service(&stack);
     let json_ct = [("content-type", "application/json")];
     let big = format!("{{\"customerId\":\"{}\"}}", "x".repeat(70 * 1024));
-    let cases: Vec<(Vec<(&str, &str)>, String, StatusCode, &str, Option<&str>)> = vec![
+    let cases: Vec<BadInput> = vec![
         (json_ct.to_vec(), "{\"customerId\": ".into(), StatusCode::BAD_REQUEST, "invalid_json", None),
         (json_ct.to_vec(), "".into(), StatusCode::BAD_REQUEST, "invalid_json", None),
         (json_ct.to_vec(), "[]".into(), StatusCode::BAD_REQUEST, "invalid_field", Some(".")),

@@ -307,11 +307,14 @@ pub fn request(
     lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway event")
 }
 
+/// Picks the failure to inject for an entry and its attempt number.
+pub type FaultRule = dyn Fn(&OutboxItem, usize) -> Option<PublishFailure> + Send + Sync;
+
 /// A sink that fails the entries a rule picks, before they reach the real
 /// sink behind it; every other entry goes to the real sink, in order.
 pub struct FaultySink<S> {
     inner: S,
-    rule: Box<dyn Fn(&OutboxItem, usize) -> Option<PublishFailure> + Send + Sync>,
+    rule: Box<FaultRule>,
     attempts: Mutex<HashMap<ulid::Ulid, usize>>,
 }
 

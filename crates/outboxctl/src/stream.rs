@@ -84,10 +84,7 @@ impl StreamCursor {
         let mut out = Vec::new();
         let shards: Vec<String> = self.iterators.keys().cloned().collect();
         for shard in shards {
-            loop {
-                let Some(Some(iterator)) = self.iterators.get(&shard).cloned() else {
-                    break;
-                };
+            while let Some(Some(iterator)) = self.iterators.get(&shard).cloned() {
                 let page = self
                     .client
                     .get_records()

@@ -8,12 +8,16 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 WITH_MOTO := infra/local/with-moto.sh
 
-.PHONY: help venv test lint unit demo clean
+INFRA_STAMP := .venv-infra/.installed
+CHECKOV_STAMP := .venv-checkov/.installed
+
+.PHONY: help venv venv-infra test lint demo check-template build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (moto server + writer under cargo lambda watch)"
 	@echo "make test   - lint, unit, adapter and end-to-end tests against moto"
 	@echo "make lint   - cargo fmt --check and clippy -D warnings"
+	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 	python3 -m venv $(VENV)
@@ -22,11 +26,28 @@ $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 
 venv: $(STAMP)
 
+$(INFRA_STAMP): infra/checks/requirements.txt infra/checks/constraints.txt
+	python3 -m venv .venv-infra
+	.venv-infra/bin/pip install --quiet --disable-pip-version-check -r infra/checks/requirements.txt -c infra/checks/constraints.txt
+	touch $@
+
+$(CHECKOV_STAMP): infra/checks/requirements-checkov.txt infra/checks/constraints-checkov.txt
+	python3 -m venv .venv-checkov
+	.venv-checkov/bin/pip install --quiet --disable-pip-version-check -r infra/checks/requirements-checkov.txt -c infra/checks/constraints-checkov.txt
+	touch $@
+
+venv-infra: $(INFRA_STAMP) $(CHECKOV_STAMP)
+
+# Lint, translate and scan template.yaml; prove the checks on broken copies.
+check-template: venv-infra
+	infra/checks/check-template.sh
+	infra/checks/broken-copies.sh
+
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 
-test: venv lint
+test: venv lint check-template
 	$(WITH_MOTO) cargo test --workspace --locked
 
 demo: venv

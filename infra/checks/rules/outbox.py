@@ -1,0 +1,135 @@
+"""cfn-lint rules for the settings where outbox bugs live.
+
+They run on the *translated* template (infra/checks/translate.py), where the
+stream mapping is a real AWS::Lambda::EventSourceMapping. Each is proven by
+infra/checks/broken-copies.sh, which feeds a copy of template.yaml with one
+setting broken and expects the check to fail.
+"""
+import json
+
+from cfnlint.rules import CloudFormationLintRule, RuleMatch
+
+OUTBOX_PATTERN = {"eventName": ["INSERT"], "dynamodb": {"Keys": {"SK": {"S": [{"prefix": "OUTBOX#"}]}}}}
+
+
+def _is_stream_mapping(props):
+    arn = props.get("EventSourceArn")
+    return isinstance(arn, dict) and "Fn::GetAtt" in arn and arn["Fn::GetAtt"][1] == "StreamArn"
+
+
+def _parameter_bounds(cfn, value):
+    """A literal, or a Ref to a parameter: (default, min) of what it can be."""
+    if isinstance(value, dict) and "Ref" in value:
+        param = cfn.template.get("Parameters", {}).get(value["Ref"], {})
+        return param.get("Default"), param.get("MinValue")
+    return value, value
+
+
+class OutboxStreamMapping(CloudFormationLintRule):
+    id = "E9101"
+    shortdesc = "Outbox stream mapping"
+    description = (
+        "The publisher's DynamoDB stream mapping starts at TRIM_HORIZON, reports partial batch "
+        "failures, bisects, has bounded retries and record age, an OnFailure destination, and "
+        "filters on INSERT of OUTBOX# keys only"
+    )
+    tags = ["outbox"]
+
+    def match(self, cfn):
+        matches = []
+        mappings = {
+            name: res.get("Properties", {})
+            for name, res in cfn.get_resources(["AWS::Lambda::EventSourceMapping"]).items()
+            if _is_stream_mapping(res.get("Properties", {}))
+        }
+        if not mappings:
+            matches.append(RuleMatch(["Resources"], "no DynamoDB stream mapping for the publisher"))
+        for name, props in mappings.items():
+            path = ["Resources", name, "Properties"]
+
+            def fail(key, message):
+                matches.append(RuleMatch(path + [key], f"{name}: {message}"))
+
+            if props.get("StartingPosition") != "TRIM_HORIZON":
+                fail("StartingPosition", "StartingPosition must be TRIM_HORIZON (LATEST can miss records written while the mapping starts)")
+            if "ReportBatchItemFailures" not in (props.get("FunctionResponseTypes") or []):
+                fail("FunctionResponseTypes", "FunctionResponseTypes must include ReportBatchItemFailures (otherwise the partial batch response is ignored)")
+            if props.get("BisectBatchOnFunctionError") is not True:
+                fail("BisectBatchOnFunctionError", "BisectBatchOnFunctionError must be true")
+            for key, lowest in (("MaximumRetryAttempts", 0), ("MaximumRecordAgeInSeconds", 60)):
+                if key not in props:
+                    fail(key, f"{key} must be set (the default, -1, retries a bad record for 24 hours)")
+                    continue
+                default, minimum = _parameter_bounds(cfn, props[key])
+                for v in (default, minimum):
+                    if v is None or int(v) < lowest:
+                        fail(key, f"{key} must be bounded (at least {lowest}, never -1)")
+                        break
+            if not (props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")):
+                fail("DestinationConfig", "an OnFailure destination is required")
+            filters = (props.get("FilterCriteria") or {}).get("Filters") or []
+            if not filters:
+                fail("FilterCriteria", "FilterCriteria must only let outbox INSERTs through")
+            for f in filters:
+                try:
+                    pattern = json.loads(f.get("Pattern", ""))
+                except (TypeError, ValueError):
+                    fail("FilterCriteria", "a filter pattern is not JSON")
+                    continue
+                if pattern != OUTBOX_PATTERN:
+                    fail("FilterCriteria", f"filter pattern must be {json.dumps(OUTBOX_PATTERN)} (INSERT only: the publisher's own deletes share the keys)")
+        return matches
+
+
+class NoWildcardActions(CloudFormationLintRule):
+    id = "E9102"
+    shortdesc = "Least-privilege IAM"
+    description = "No IAM statement allows '*' or 'service:*' actions"
+    tags = ["outbox", "iam"]
+
+    def match(self, cfn):
+        matches = []
+        for name, res in cfn.get_resources(["AWS::IAM::Role", "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"]).items():
+            props = res.get("Properties", {})
+            documents = [p.get("PolicyDocument", {}) for p in props.get("Policies", [])]
+            if "PolicyDocument" in props:
+                documents.append(props["PolicyDocument"])
+            for document in documents:
+                for statement in document.get("Statement", []):
+                    actions = statement.get("Action", [])
+                    actions = actions if isinstance(actions, list) else [actions]
+                    for action in actions:
+                        if isinstance(action, str) and (action == "*" or action.endswith(":*")):
+                            matches.append(RuleMatch(["Resources", name], f"{name}: wildcard action {action}"))
+                    if statement.get("NotAction"):
+                        matches.append(RuleMatch(["Resources", name], f"{name}: NotAction grants everything else"))
+            if props.get("ManagedPolicyArns"):
+                matches.append(RuleMatch(["Resources", name], f"{name}: managed policies are broader than the function needs"))
+        return matches
+
+
+class StrandedThresholdAgrees(CloudFormationLintRule):
+    id = "E9103"
+    shortdesc = "One threshold for the mapping and the sweeper"
+    description = "The mapping's MaximumRecordAgeInSeconds and the sweeper's STRANDED_AFTER_SECONDS come from the same parameter"
+    tags = ["outbox"]
+
+    def match(self, cfn):
+        matches = []
+        ages = [
+            res.get("Properties", {}).get("MaximumRecordAgeInSeconds")
+            for res in cfn.get_resources(["AWS::Lambda::EventSourceMapping"]).values()
+            if _is_stream_mapping(res.get("Properties", {}))
+        ]
+        stranded = [
+            (name, res.get("Properties", {}).get("Environment", {}).get("Variables", {}).get("STRANDED_AFTER_SECONDS"))
+            for name, res in cfn.get_resources(["AWS::Lambda::Function"]).items()
+            if "STRANDED_AFTER_SECONDS" in res.get("Properties", {}).get("Environment", {}).get("Variables", {})
+        ]
+        if not stranded:
+            matches.append(RuleMatch(["Resources"], "no function sets STRANDED_AFTER_SECONDS (the sweeper)"))
+        for name, value in stranded:
+            for age in ages:
+                if value != age or not (isinstance(value, dict) and "Ref" in value):
+                    matches.append(RuleMatch(["Resources", name], f"{name}: STRANDED_AFTER_SECONDS ({value}) and MaximumRecordAgeInSeconds ({age}) must be one parameter"))
+        return matches

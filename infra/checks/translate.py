@@ -1,0 +1,50 @@
+"""Translates template.yaml (SAM) into plain CloudFormation, offline.
+
+cfn-lint no longer expands SAM resources, so a wrong StartingPosition inside
+an AWS::Serverless::Function event passes it. The translated template has the
+real AWS::Lambda::EventSourceMapping, which our rules and cfn-lint then check.
+
+usage: translate.py TEMPLATE OUT.json
+"""
+import json
+import os
+import sys
+
+# The translator asks a boto session for the region; no call is made.
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+
+class NoManagedPolicies:
+    """The stack gives every function an explicit role: no managed policy is
+    looked up, so no IAM call (and no network) is needed."""
+
+    def load(self):
+        return {}
+
+
+def main(template_path, out_path):
+    with open(template_path) as f:
+        template = yaml_parse(f.read())
+    # What `sam package` does: local code becomes an S3 object.
+    for resource in template.get("Resources", {}).values():
+        props = resource.get("Properties") or {}
+        if resource.get("Type") == "AWS::Serverless::Function" and not str(props.get("CodeUri", "")).startswith("s3://"):
+            props["CodeUri"] = "s3://packaged-code/function.zip"
+    parameters = {
+        "AWS::Region": "us-east-1",
+        "AWS::AccountId": "123456789012",
+        "AWS::Partition": "aws",
+        "AWS::StackName": "outbox",
+        "AWS::URLSuffix": "amazonaws.com",
+    }
+    translated = transform(template, parameters, NoManagedPolicies())
+    with open(out_path, "w") as f:
+        json.dump(translated, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

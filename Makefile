@@ -11,7 +11,7 @@ WITH_MOTO := infra/local/with-moto.sh
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 
-.PHONY: help venv venv-infra test lint demo check-template build deploy clean
+.PHONY: help venv venv-infra test lint demo check-template sam-build-check build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (moto server + writer under cargo lambda watch)"
@@ -47,11 +47,29 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 
-test: venv lint check-template
+# `sam build` as a user runs it (BuildMethod rust-cargolambda calls cargo
+# lambda build --release), offline, for this machine's architecture: an arm64
+# build needs `rustup target add aarch64-unknown-linux-gnu`.
+sam-build-check: venv venv-infra
+	cargo fetch --locked
+	source infra/checks/env.sh && CARGO_NET_OFFLINE=true offline .venv-infra/bin/sam build \
+	  --parameter-overrides Architecture=x86_64 --build-dir .local/sam-build-check
+	@ls -l .local/sam-build-check/*/bootstrap
+
+test: venv lint check-template sam-build-check
 	$(WITH_MOTO) cargo test --workspace --locked
 
 demo: venv
 	$(WITH_MOTO) infra/local/demo.sh
+
+ARCH ?= arm64
+
+# Deploy path (see docs/deploy.md): sam build, then sam deploy.
+build: venv venv-infra
+	.venv-infra/bin/sam build --parameter-overrides Architecture=$(ARCH)
+
+deploy: build
+	.venv-infra/bin/sam deploy --parameter-overrides Architecture=$(ARCH)
 
 clean:
 	rm -rf .local target/lambda

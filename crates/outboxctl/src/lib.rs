@@ -6,8 +6,12 @@
 //!   with a rule to a subscriber queue, and an SNS FIFO topic to an SQS FIFO
 //!   queue.
 //! - [`stream`]: reading a table's stream as an event source mapping does.
+//! - [`filter`]: Lambda event filtering (the mapping's `FilterCriteria`).
+//! - [`template`]: the mapping's settings read from `template.yaml`.
 //! - [`local`]: AWS configuration for loopback only, refusing anything else.
 
+pub mod filter;
 pub mod local;
 pub mod stack;
 pub mod stream;
+pub mod template;

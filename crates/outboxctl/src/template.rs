@@ -1,0 +1,116 @@
+//! Reads the publisher's event source mapping from `template.yaml`, so that
+//! the template is the single source of truth for the filter and the
+//! mapping's settings, in tests and in the local pipeline alike.
+
+use std::path::Path;
+
+use serde_yaml_ng::Value;
+
+use crate::filter::{Filters, PatternError};
+
+/// The template cannot be read or has no usable mapping.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("cannot read {0}: {1}")]
+    Read(String, String),
+    #[error("template: {0}")]
+    Shape(String),
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+}
+
+/// The settings of the DynamoDB stream mapping, parameters resolved to
+/// their defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MappingSettings {
+    pub function: String,
+    pub starting_position: String,
+    pub batch_size: usize,
+    pub batching_window_seconds: u64,
+    pub maximum_retry_attempts: i64,
+    pub maximum_record_age_seconds: i64,
+    pub bisect_on_error: bool,
+    pub report_batch_item_failures: bool,
+    pub patterns: Vec<String>,
+}
+
+impl MappingSettings {
+    /// The compiled filter patterns.
+    pub fn filters(&self) -> Result<Filters, PatternError> {
+        Filters::parse(&self.patterns)
+    }
+
+    /// Reads the first `DynamoDB` event of a function in the template.
+    pub fn from_template(path: &Path) -> Result<Self, TemplateError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TemplateError::Read(path.display().to_string(), e.to_string()))?;
+        let doc: Value = serde_yaml_ng::from_str(&text).map_err(|e| TemplateError::Read(path.display().to_string(), e.to_string()))?;
+        let shape = |m: &str| TemplateError::Shape(m.to_owned());
+        let resources = doc.get("Resources").and_then(Value::as_mapping).ok_or_else(|| shape("no Resources"))?;
+        for (name, resource) in resources {
+            let Some(events) = resource.get("Properties").and_then(|p| p.get("Events")).and_then(Value::as_mapping) else {
+                continue;
+            };
+            for event in events.values() {
+                if event.get("Type").and_then(Value::as_str) != Some("DynamoDB") {
+                    continue;
+                }
+                let props = event.get("Properties").ok_or_else(|| shape("DynamoDB event without Properties"))?;
+                let number = |key: &str, default: i64| -> Result<i64, TemplateError> {
+                    match props.get(key) {
+                        None => Ok(default),
+                        Some(v) => resolve(&doc, v)
+                            .and_then(|v| v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+                            .ok_or_else(|| TemplateError::Shape(format!("{key} is not a number"))),
+                    }
+                };
+                let patterns = props
+                    .get("FilterCriteria")
+                    .and_then(|f| f.get("Filters"))
+                    .and_then(Value::as_sequence)
+                    .map(|filters| {
+                        filters
+                            .iter()
+                            .filter_map(|f| f.get("Pattern").and_then(Value::as_str).map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let settings = Self {
+                    function: name.as_str().unwrap_or_default().to_owned(),
+                    starting_position: props
+                        .get("StartingPosition")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    batch_size: number("BatchSize", 100)? as usize,
+                    batching_window_seconds: number("MaximumBatchingWindowInSeconds", 0)? as u64,
+                    maximum_retry_attempts: number("MaximumRetryAttempts", -1)?,
+                    maximum_record_age_seconds: number("MaximumRecordAgeInSeconds", -1)?,
+                    bisect_on_error: props.get("BisectBatchOnFunctionError").and_then(Value::as_bool).unwrap_or(false),
+                    report_batch_item_failures: props
+                        .get("FunctionResponseTypes")
+                        .and_then(Value::as_sequence)
+                        .is_some_and(|t| t.iter().any(|v| v.as_str() == Some("ReportBatchItemFailures"))),
+                    patterns,
+                };
+                settings.filters()?;
+                return Ok(settings);
+            }
+        }
+        Err(shape("no function has a DynamoDB event"))
+    }
+}
+
+/// A literal, or `!Ref Parameter` resolved to the parameter's default.
+fn resolve<'a>(doc: &'a Value, value: &'a Value) -> Option<&'a Value> {
+    match value {
+        Value::Tagged(tagged) if tagged.tag == "!Ref" => {
+            let name = tagged.value.as_str()?;
+            doc.get("Parameters")?.get(name)?.get("Default")
+        }
+        Value::Mapping(m) if m.len() == 1 && m.contains_key("Ref") => {
+            let name = m.get("Ref")?.as_str()?;
+            doc.get("Parameters")?.get(name)?.get("Default")
+        }
+        other => Some(other),
+    }
+}

@@ -23,8 +23,12 @@ fn mapping_settings_are_the_safe_ones() {
     assert!(m.maximum_retry_attempts >= 0, "bounded retries");
     assert!(m.maximum_record_age_seconds > 0, "bounded record age");
     // One parameter feeds both; its default is the sweeper's default too.
-    let config = outbox_core::Config::from_lookup(|k| (k == "TABLE_NAME").then(|| "t".to_owned())).unwrap();
-    assert_eq!(m.maximum_record_age_seconds as u64, config.stranded_after.as_secs());
+    let config =
+        outbox_core::Config::from_lookup(|k| (k == "TABLE_NAME").then(|| "t".to_owned())).unwrap();
+    assert_eq!(
+        m.maximum_record_age_seconds as u64,
+        config.stranded_after.as_secs()
+    );
     assert_eq!(m.patterns.len(), 1);
 }
 
@@ -37,13 +41,33 @@ fn the_pattern_passes_only_outbox_inserts_of_the_samples() {
         .unwrap()
         .iter()
         .filter(|r| filters.matches(r))
-        .map(|r| (r["eventName"].as_str().unwrap().to_owned(), r["dynamodb"]["Keys"]["SK"]["S"].as_str().unwrap().to_owned()))
+        .map(|r| {
+            (
+                r["eventName"].as_str().unwrap().to_owned(),
+                r["dynamodb"]["Keys"]["SK"]["S"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            )
+        })
         .collect();
     assert_eq!(passed.len(), 2, "{passed:?}");
-    assert!(passed.iter().all(|(name, sk)| name == "INSERT" && sk.starts_with("OUTBOX#")));
-    for name in ["publisher-single-insert.json", "publisher-malformed-outbox.json"] {
+    assert!(passed
+        .iter()
+        .all(|(name, sk)| name == "INSERT" && sk.starts_with("OUTBOX#")));
+    for name in [
+        "publisher-single-insert.json",
+        "publisher-malformed-outbox.json",
+    ] {
         let event: Value = serde_json::from_str(&sample(name)).unwrap();
-        assert!(event["Records"].as_array().unwrap().iter().all(|r| filters.matches(r)), "{name}");
+        assert!(
+            event["Records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| filters.matches(r)),
+            "{name}"
+        );
     }
 }
 
@@ -55,7 +79,10 @@ async fn the_pattern_against_real_stream_records() {
     let inserts = stream.read().await.unwrap();
     // Publish (the publisher's deletes become REMOVE records) and modify a META.
     let (sink, _) = stack.eventbridge_sink();
-    publisher::Publisher::new(sink, stack.store()).process(&inserts, &far_deadline()).await.unwrap();
+    publisher::Publisher::new(sink, stack.store())
+        .process(&inserts, &far_deadline())
+        .await
+        .unwrap();
     let mut meta = stack.items().await.into_iter().next().unwrap();
     meta.insert("status".into(), AttributeValue::S("PAID".into()));
     stack.put_raw(meta).await;
@@ -69,11 +96,24 @@ async fn the_pattern_against_real_stream_records() {
         let sk = record.change.keys.get("SK").cloned();
         let sk: String = serde_dynamo::from_attribute_value(sk.unwrap()).unwrap();
         let outbox_insert = record.event_name == "INSERT" && sk.starts_with("OUTBOX#");
-        assert_eq!(filters.matches(&json), outbox_insert, "{} {sk}", record.event_name);
+        assert_eq!(
+            filters.matches(&json),
+            outbox_insert,
+            "{} {sk}",
+            record.event_name
+        );
         seen.insert((record.event_name.clone(), sk.starts_with("OUTBOX#")));
     }
     // Every kind of record was seen: outbox INSERT and REMOVE, META INSERT and MODIFY.
-    for kind in [("INSERT", true), ("REMOVE", true), ("INSERT", false), ("MODIFY", false)] {
-        assert!(seen.contains(&(kind.0.to_owned(), kind.1)), "{kind:?} missing from {seen:?}");
+    for kind in [
+        ("INSERT", true),
+        ("REMOVE", true),
+        ("INSERT", false),
+        ("MODIFY", false),
+    ] {
+        assert!(
+            seen.contains(&(kind.0.to_owned(), kind.1)),
+            "{kind:?} missing from {seen:?}"
+        );
     }
 }

@@ -5,6 +5,8 @@
 //!   queue and SNS FIFO topic) on the local AWS API, so tests run in parallel.
 //! - [`CallCounter`]: an SDK interceptor that counts calls per operation.
 //! - [`FaultySink`]: injects sink failures in front of a real adapter.
+//! - [`InProcessPublisher`] and [`Stack::pump`]: the mapping emulator feeding
+//!   the publisher in-process.
 //! - [`api_request`]: an API Gateway sample event from `events/` as a
 //!   `lambda_http::Request`.
 //!
@@ -27,10 +29,12 @@ use aws_smithy_types::config_bag::ConfigBag;
 use outbox_core::publish::eventbridge::EventBridgeSink;
 use outbox_core::publish::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
 use outbox_core::retry::{Deadline, RetryPolicy};
-use outbox_core::store::DynamoStore;
+use outbox_core::store::{DynamoStore, OutboxStore};
 use outbox_core::{Config, OutboxItem};
+use outboxctl::pump::{Invoker, OnFailure, Pump};
 use outboxctl::stack::{self, Subscriber};
 use outboxctl::stream::StreamCursor;
+use outboxctl::template::MappingSettings;
 
 pub type Item = HashMap<String, AttributeValue>;
 
@@ -461,5 +465,64 @@ pub fn fast_retry() -> RetryPolicy {
         max_attempts: 3,
         base: Duration::from_millis(1),
         cap: Duration::from_millis(5),
+    }
+}
+
+/// Invokes the publisher in-process, as the pump's function.
+pub struct InProcessPublisher<S: EventSink, T: OutboxStore> {
+    pub publisher: publisher::Publisher<S, T>,
+    /// Every record the function was given, in order.
+    pub seen: Mutex<Vec<aws_lambda_events::event::dynamodb::EventRecord>>,
+}
+
+impl<S: EventSink, T: OutboxStore> InProcessPublisher<S, T> {
+    pub fn new(sink: S, store: T) -> Self {
+        let mut publisher = publisher::Publisher::new(sink, store);
+        publisher.retry = fast_retry();
+        Self {
+            publisher,
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// A Lambda context whose deadline is a minute away.
+pub fn context() -> lambda_runtime::Context {
+    let mut context = lambda_runtime::Context::default();
+    context.deadline = (std::time::SystemTime::now() + Duration::from_secs(60))
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    context
+}
+
+impl<S: EventSink, T: OutboxStore> Invoker for InProcessPublisher<S, T> {
+    async fn invoke(
+        &self,
+        event: aws_lambda_events::event::dynamodb::Event,
+    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .extend(event.records.iter().cloned());
+        publisher::handler(
+            &self.publisher,
+            lambda_runtime::LambdaEvent::new(event, context()),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+}
+
+impl Stack {
+    /// The mapping of `template.yaml`, fed by this stack's stream into `invoker`.
+    pub fn pump<I: Invoker>(&self, invoker: I, on_failure: Option<&str>) -> Pump<I> {
+        let mapping = MappingSettings::from_template(&root().join("template.yaml"))
+            .expect("template mapping");
+        let on_failure = on_failure.map(|url| OnFailure {
+            sqs: aws_sdk_sqs::Client::new(&self.sdk),
+            queue_url: url.to_owned(),
+        });
+        Pump::new(self.stream(), mapping, invoker, on_failure).expect("filters compile")
     }
 }

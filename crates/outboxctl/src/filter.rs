@@ -27,7 +27,11 @@ pub struct Filters(pub Vec<FilterPattern>);
 
 impl Filters {
     pub fn parse<S: AsRef<str>>(patterns: &[S]) -> Result<Self, PatternError> {
-        patterns.iter().map(|p| FilterPattern::parse(p.as_ref())).collect::<Result<_, _>>().map(Self)
+        patterns
+            .iter()
+            .map(|p| FilterPattern::parse(p.as_ref()))
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
 
     pub fn matches(&self, record: &Value) -> bool {
@@ -63,14 +67,28 @@ fn validate(pattern: &Map<String, Value>) -> Result<(), PatternError> {
                     if let Value::Object(op) = rule {
                         let name = op.keys().next().map(String::as_str).unwrap_or("");
                         if op.len() != 1
-                            || !matches!(name, "prefix" | "suffix" | "equals-ignore-case" | "anything-but" | "exists" | "numeric")
+                            || !matches!(
+                                name,
+                                "prefix"
+                                    | "suffix"
+                                    | "equals-ignore-case"
+                                    | "anything-but"
+                                    | "exists"
+                                    | "numeric"
+                            )
                         {
-                            return Err(PatternError(format!("unsupported operator {rule} under {key}")));
+                            return Err(PatternError(format!(
+                                "unsupported operator {rule} under {key}"
+                            )));
                         }
                     }
                 }
             }
-            other => return Err(PatternError(format!("{key}: expected an array or an object, got {other}"))),
+            other => {
+                return Err(PatternError(format!(
+                    "{key}: expected an array or an object, got {other}"
+                )))
+            }
         }
     }
     Ok(())
@@ -105,12 +123,18 @@ fn rule_matches(rule: &Value, field: Option<&Value>) -> bool {
 fn value_matches(rule: &Value, value: &Value) -> bool {
     match rule {
         Value::Object(op) => {
-            let Some((name, arg)) = op.iter().next() else { return false };
+            let Some((name, arg)) = op.iter().next() else {
+                return false;
+            };
             match (name.as_str(), arg, value) {
                 ("prefix", Value::String(p), Value::String(v)) => v.starts_with(p.as_str()),
                 ("suffix", Value::String(p), Value::String(v)) => v.ends_with(p.as_str()),
-                ("equals-ignore-case", Value::String(p), Value::String(v)) => v.eq_ignore_ascii_case(p),
-                ("anything-but", Value::Array(items), v) => !items.iter().any(|i| value_matches(i, v)),
+                ("equals-ignore-case", Value::String(p), Value::String(v)) => {
+                    v.eq_ignore_ascii_case(p)
+                }
+                ("anything-but", Value::Array(items), v) => {
+                    !items.iter().any(|i| value_matches(i, v))
+                }
                 ("anything-but", Value::Object(_), v) => !value_matches(arg, v),
                 ("anything-but", single, v) => !value_matches(single, v),
                 ("numeric", Value::Array(conds), Value::Number(n)) => numeric(conds, n.as_f64()),
@@ -124,13 +148,18 @@ fn value_matches(rule: &Value, value: &Value) -> bool {
 
 fn numeric(conditions: &[Value], value: Option<f64>) -> bool {
     let Some(value) = value else { return false };
-    conditions.chunks(2).all(|pair| match (pair.first().and_then(Value::as_str), pair.get(1).and_then(Value::as_f64)) {
-        (Some("="), Some(x)) => value == x,
-        (Some("<"), Some(x)) => value < x,
-        (Some("<="), Some(x)) => value <= x,
-        (Some(">"), Some(x)) => value > x,
-        (Some(">="), Some(x)) => value >= x,
-        _ => false,
+    conditions.chunks(2).all(|pair| {
+        match (
+            pair.first().and_then(Value::as_str),
+            pair.get(1).and_then(Value::as_f64),
+        ) {
+            (Some("="), Some(x)) => value == x,
+            (Some("<"), Some(x)) => value < x,
+            (Some("<="), Some(x)) => value <= x,
+            (Some(">"), Some(x)) => value > x,
+            (Some(">="), Some(x)) => value >= x,
+            _ => false,
+        }
     })
 }
 
@@ -139,7 +168,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const OUTBOX: &str = r#"{"eventName":["INSERT"],"dynamodb":{"Keys":{"SK":{"S":[{"prefix":"OUTBOX#"}]}}}}"#;
+    const OUTBOX: &str =
+        r#"{"eventName":["INSERT"],"dynamodb":{"Keys":{"SK":{"S":[{"prefix":"OUTBOX#"}]}}}}"#;
 
     fn record(name: &str, sk: &str) -> Value {
         json!({"eventName": name, "dynamodb": {"Keys": {"PK": {"S": "ORDER#1"}, "SK": {"S": sk}}, "SequenceNumber": "1"}})
@@ -163,13 +193,19 @@ mod tests {
         assert!(m(r#"{"a":[{"suffix":".png"}]}"#, json!({"a": "f.png"})));
         assert!(m(r#"{"a":[{"anything-but":["x"]}]}"#, json!({"a": "y"})));
         assert!(!m(r#"{"a":[{"anything-but":"x"}]}"#, json!({"a": "x"})));
-        assert!(m(r#"{"a":[{"anything-but":{"prefix":"OUT"}}]}"#, json!({"a": "META"})));
+        assert!(m(
+            r#"{"a":[{"anything-but":{"prefix":"OUT"}}]}"#,
+            json!({"a": "META"})
+        ));
         assert!(m(r#"{"a":[{"exists":false}]}"#, json!({"b": 1})));
         assert!(m(r#"{"a":[{"exists":true}]}"#, json!({"a": 1})));
         assert!(m(r#"{"a":[{"numeric":[">",1,"<=",5]}]}"#, json!({"a": 5})));
         assert!(!m(r#"{"a":[{"numeric":[">",1,"<=",5]}]}"#, json!({"a": 6})));
         assert!(m(r#"{"a":["x"]}"#, json!({"a": ["z", "x"]})));
-        assert!(m(r#"{"a":[{"equals-ignore-case":"ABC"}]}"#, json!({"a": "abc"})));
+        assert!(m(
+            r#"{"a":[{"equals-ignore-case":"ABC"}]}"#,
+            json!({"a": "abc"})
+        ));
     }
 
     #[test]

@@ -8,10 +8,14 @@
 //! - [`stream`]: reading a table's stream as an event source mapping does.
 //! - [`filter`]: Lambda event filtering (the mapping's `FilterCriteria`).
 //! - [`template`]: the mapping's settings read from `template.yaml`.
+//! - [`pump`]: the event source mapping emulator (`outboxctl pump`).
+//! - [`invoke`]: invoking a function under `cargo lambda watch` (loopback).
 //! - [`local`]: AWS configuration for loopback only, refusing anything else.
 
 pub mod filter;
+pub mod invoke;
 pub mod local;
+pub mod pump;
 pub mod stack;
 pub mod stream;
 pub mod template;

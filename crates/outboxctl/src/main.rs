@@ -1,12 +1,26 @@
 //! `outboxctl`: local operations on the outbox stack (loopback only).
 //!
 //! ```text
-//! outboxctl provision <table> <bus> <source>   create the local stack
-//! outboxctl items <table>                      print every item (keys, type, status)
+//! outboxctl provision <table> <bus> <source>        create the local stack; prints the queue URLs
+//! outboxctl items <table>                           print every item (keys, type, status)
+//! outboxctl pump <table> <port> [<function>]        the event source mapping: stream → function
+//!                                                   under `cargo lambda watch` on 127.0.0.1:<port>
+//! outboxctl receive <queue-url>                     print (and delete) the events a subscriber got
 //! ```
+//!
+//! `pump` reads the mapping's settings and filter from `template.yaml`,
+//! sends OnFailure messages to `$ON_FAILURE_QUEUE_URL` when set, and keeps
+//! its position in `.local/pump-<table>.json` so that the next run resumes.
 
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use aws_sdk_dynamodb::types::AttributeValue;
+use outboxctl::invoke::HttpInvoker;
+use outboxctl::pump::{OnFailure, Pump};
+use outboxctl::stream::StreamCursor;
+use outboxctl::template::MappingSettings;
 use outboxctl::{local, stack};
 
 #[tokio::main]
@@ -20,6 +34,8 @@ async fn main() -> ExitCode {
         }
     }
 }
+
+const USAGE: &str = "usage: outboxctl provision <table> <bus> <source> | items <table> | pump <table> <port> [<function>] | receive <queue-url>";
 
 async fn run(args: &[String]) -> Result<(), String> {
     let sdk = local::sdk_config().await.map_err(|e| e.to_string())?;
@@ -36,19 +52,136 @@ async fn run(args: &[String]) -> Result<(), String> {
             let subscriber = stack::create_bus(&sdk, bus, source)
                 .await
                 .map_err(|e| e.to_string())?;
+            let on_failure =
+                stack::create_queue(&sdk, &format!("{table}-publisher-failures"), false)
+                    .await
+                    .map_err(|e| e.to_string())?;
             println!(
-                "table      {table}\nstream     {stream}\nbus        {bus}\nsubscriber {}",
-                subscriber.queue_url
+                "table={table}\nstream={stream}\nbus={bus}\nsubscriber={}\non_failure={}",
+                subscriber.queue_url, on_failure.queue_url
             );
             Ok(())
         }
         ["items", table] => print_items(&sdk, table).await,
-        _ => Err("usage: outboxctl provision <table> <bus> <source> | items <table>".into()),
+        ["pump", table, port] => pump(&sdk, table, port, "publisher").await,
+        ["pump", table, port, function] => pump(&sdk, table, port, function).await,
+        ["receive", queue_url] => receive(&sdk, queue_url).await,
+        _ => Err(USAGE.into()),
     }
 }
 
+async fn pump(
+    sdk: &aws_config::SdkConfig,
+    table: &str,
+    port: &str,
+    function: &str,
+) -> Result<(), String> {
+    let port: u16 = port.parse().map_err(|_| format!("invalid port {port}"))?;
+    let ddb = aws_sdk_dynamodb::Client::new(sdk);
+    let stream_arn = ddb
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| format!("DescribeTable {table}: {e:?}"))?
+        .table
+        .and_then(|t| t.latest_stream_arn)
+        .ok_or_else(|| format!("table {table} has no stream"))?;
+    let state = PathBuf::from(".local").join(format!("pump-{table}.json"));
+    let positions: BTreeMap<String, String> = std::fs::read_to_string(&state)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    let mapping = MappingSettings::from_template(&PathBuf::from("template.yaml"))
+        .map_err(|e| e.to_string())?;
+    let on_failure = std::env::var("ON_FAILURE_QUEUE_URL")
+        .ok()
+        .map(|queue_url| OnFailure {
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            queue_url,
+        });
+    let invoker = HttpInvoker {
+        port,
+        function: function.to_owned(),
+    };
+    let cursor = StreamCursor::resume(sdk, &stream_arn, positions);
+    let mut pump = Pump::new(cursor, mapping, invoker, on_failure).map_err(|e| e.to_string())?;
+    pump.run_until_idle().await.map_err(|e| e.to_string())?;
+    let _ = std::fs::create_dir_all(".local");
+    std::fs::write(
+        &state,
+        serde_json::to_string(pump.cursor().positions()).unwrap_or_default(),
+    )
+    .map_err(|e| format!("cannot save {}: {e}", state.display()))?;
+    let s = &pump.stats;
+    println!(
+        "pump: {} records read, {} filtered out, {} invocations, {} partial failures, {} function errors, {} sent to OnFailure",
+        s.records_read, s.filtered_out, s.invocations, s.partial_failures, s.function_errors, s.on_failure_messages
+    );
+    Ok(())
+}
+
+async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), String> {
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let mut total = 0;
+    let mut distinct = HashSet::new();
+    let mut empty = 0;
+    while empty < 2 {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .map_err(|e| format!("ReceiveMessage: {e:?}"))?;
+        let messages = out.messages.unwrap_or_default();
+        if messages.is_empty() {
+            empty += 1;
+            continue;
+        }
+        for m in messages {
+            let body: serde_json::Value =
+                serde_json::from_str(m.body().unwrap_or("{}")).unwrap_or_default();
+            total += 1;
+            if let Some(info) = body.get("DDBStreamBatchInfo") {
+                println!(
+                    "  OnFailure  {}  batch of {} from {} ({})",
+                    body["requestContext"]["condition"].as_str().unwrap_or(""),
+                    info["batchSize"],
+                    info["startSequenceNumber"].as_str().unwrap_or(""),
+                    info["shardId"].as_str().unwrap_or("")
+                );
+            } else {
+                let detail = body.get("detail").unwrap_or(&body);
+                let id = detail["eventId"].as_str().unwrap_or("").to_owned();
+                let first = distinct.insert(id.clone());
+                println!(
+                    "  {id}  {:<13} order {}  v{}{}",
+                    detail["eventType"].as_str().unwrap_or(""),
+                    detail["aggregateId"].as_str().unwrap_or(""),
+                    detail["aggregateVersion"],
+                    if first {
+                        ""
+                    } else {
+                        "  (duplicate: same eventId)"
+                    }
+                );
+            }
+            if let Some(handle) = m.receipt_handle() {
+                let _ = sqs
+                    .delete_message()
+                    .queue_url(queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await;
+            }
+        }
+    }
+    println!("received={total} distinct={}", distinct.len());
+    Ok(())
+}
+
 async fn print_items(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), String> {
-    use aws_sdk_dynamodb::types::AttributeValue;
     let client = aws_sdk_dynamodb::Client::new(sdk);
     let mut pages = client
         .scan()
@@ -65,19 +198,30 @@ async fn print_items(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), Str
             Some(other) => format!("{other:?}"),
             None => String::new(),
         };
+        let pk = get("PK");
+        let pk = if pk.len() > 34 {
+            format!("{}…", &pk[..33])
+        } else {
+            pk
+        };
         rows.push(format!(
-            "{:<34} {:<34} {:<13} {:<8} {}",
-            get("PK"),
+            "{:<34} {:<34} {:<13} {:<8} {:<7} {}",
+            pk,
             get("SK"),
             get("eventType"),
             get("status"),
-            get("version")
+            get("version"),
+            if item.contains_key("deadLetteredAt") {
+                "dead-lettered"
+            } else {
+                ""
+            }
         ));
     }
     rows.sort();
     println!(
-        "{:<34} {:<34} {:<13} {:<8} version",
-        "PK", "SK", "eventType", "status"
+        "{:<34} {:<34} {:<13} {:<8} {:<7}",
+        "PK", "SK", "eventType", "status", "version"
     );
     for row in rows {
         println!("{row}");

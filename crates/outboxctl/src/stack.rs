@@ -123,7 +123,12 @@ pub struct Subscriber {
     pub queue_arn: String,
 }
 
-async fn create_queue(sdk: &SdkConfig, name: &str, fifo: bool) -> Result<Subscriber, StackError> {
+/// Creates an SQS queue (FIFO when `fifo`).
+pub async fn create_queue(
+    sdk: &SdkConfig,
+    name: &str,
+    fifo: bool,
+) -> Result<Subscriber, StackError> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let mut request = sqs.create_queue().queue_name(name);
     if fifo {

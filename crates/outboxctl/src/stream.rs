@@ -29,6 +29,8 @@ pub struct StreamCursor {
     region: String,
     /// Next iterator per shard (`None` once a closed shard is exhausted).
     iterators: BTreeMap<String, Option<String>>,
+    /// Last sequence number read per shard: where a new cursor resumes.
+    positions: BTreeMap<String, String>,
 }
 
 impl StreamCursor {
@@ -42,7 +44,21 @@ impl StreamCursor {
                 .map(|r| r.to_string())
                 .unwrap_or_else(|| "us-east-1".into()),
             iterators: BTreeMap::new(),
+            positions: BTreeMap::new(),
         }
+    }
+
+    /// A cursor resuming after the given positions (shard → last sequence
+    /// number read); shards not named start at `TRIM_HORIZON`.
+    pub fn resume(sdk: &SdkConfig, stream_arn: &str, positions: BTreeMap<String, String>) -> Self {
+        let mut cursor = Self::new(sdk, stream_arn);
+        cursor.positions = positions;
+        cursor
+    }
+
+    /// Last sequence number read per shard.
+    pub fn positions(&self) -> &BTreeMap<String, String> {
+        &self.positions
     }
 
     async fn discover(&mut self) -> Result<(), StreamError> {
@@ -62,12 +78,18 @@ impl StreamCursor {
             if self.iterators.contains_key(id) {
                 continue;
             }
-            let iterator = self
+            let mut request = self
                 .client
                 .get_shard_iterator()
                 .stream_arn(&self.stream_arn)
-                .shard_id(id)
-                .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                .shard_id(id);
+            request = match self.positions.get(id) {
+                Some(sequence) => request
+                    .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                    .sequence_number(sequence),
+                None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+            };
+            let iterator = request
                 .send()
                 .await
                 .map_err(|e| err("GetShardIterator")(format!("{e:?}")))?
@@ -77,13 +99,30 @@ impl StreamCursor {
         Ok(())
     }
 
-    /// Every record written since the last call, per shard in stream order,
-    /// as Lambda would deliver them.
+    /// Every record written since the last call, in stream order, as Lambda
+    /// would deliver them.
     pub async fn read(&mut self) -> Result<Vec<EventRecord>, StreamError> {
+        Ok(self
+            .read_by_shard()
+            .await?
+            .into_iter()
+            .flat_map(|(_, records)| records)
+            .collect())
+    }
+
+    /// The stream's ARN.
+    pub fn stream_arn(&self) -> &str {
+        &self.stream_arn
+    }
+
+    /// Every record written since the last call, by shard, each shard in
+    /// stream order.
+    pub async fn read_by_shard(&mut self) -> Result<Vec<(String, Vec<EventRecord>)>, StreamError> {
         self.discover().await?;
         let mut out = Vec::new();
         let shards: Vec<String> = self.iterators.keys().cloned().collect();
         for shard in shards {
+            let mut records_of_shard = Vec::new();
             while let Some(Some(iterator)) = self.iterators.get(&shard).cloned() {
                 let page = self
                     .client
@@ -96,7 +135,10 @@ impl StreamCursor {
                 let records = page.records();
                 let empty = records.is_empty();
                 for record in records {
-                    out.push(self.to_lambda(record)?);
+                    if let Some(sequence) = record.dynamodb().and_then(|c| c.sequence_number()) {
+                        self.positions.insert(shard.clone(), sequence.to_owned());
+                    }
+                    records_of_shard.push(self.to_lambda(record)?);
                 }
                 self.iterators
                     .insert(shard.clone(), page.next_shard_iterator().map(str::to_owned));
@@ -104,6 +146,7 @@ impl StreamCursor {
                     break;
                 }
             }
+            out.push((shard, records_of_shard));
         }
         Ok(out)
     }

@@ -42,24 +42,38 @@ impl MappingSettings {
 
     /// Reads the first `DynamoDB` event of a function in the template.
     pub fn from_template(path: &Path) -> Result<Self, TemplateError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TemplateError::Read(path.display().to_string(), e.to_string()))?;
-        let doc: Value = serde_yaml_ng::from_str(&text).map_err(|e| TemplateError::Read(path.display().to_string(), e.to_string()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TemplateError::Read(path.display().to_string(), e.to_string()))?;
+        let doc: Value = serde_yaml_ng::from_str(&text)
+            .map_err(|e| TemplateError::Read(path.display().to_string(), e.to_string()))?;
         let shape = |m: &str| TemplateError::Shape(m.to_owned());
-        let resources = doc.get("Resources").and_then(Value::as_mapping).ok_or_else(|| shape("no Resources"))?;
+        let resources = doc
+            .get("Resources")
+            .and_then(Value::as_mapping)
+            .ok_or_else(|| shape("no Resources"))?;
         for (name, resource) in resources {
-            let Some(events) = resource.get("Properties").and_then(|p| p.get("Events")).and_then(Value::as_mapping) else {
+            let Some(events) = resource
+                .get("Properties")
+                .and_then(|p| p.get("Events"))
+                .and_then(Value::as_mapping)
+            else {
                 continue;
             };
             for event in events.values() {
                 if event.get("Type").and_then(Value::as_str) != Some("DynamoDB") {
                     continue;
                 }
-                let props = event.get("Properties").ok_or_else(|| shape("DynamoDB event without Properties"))?;
+                let props = event
+                    .get("Properties")
+                    .ok_or_else(|| shape("DynamoDB event without Properties"))?;
                 let number = |key: &str, default: i64| -> Result<i64, TemplateError> {
                     match props.get(key) {
                         None => Ok(default),
                         Some(v) => resolve(&doc, v)
-                            .and_then(|v| v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+                            .and_then(|v| {
+                                v.as_i64()
+                                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                            })
                             .ok_or_else(|| TemplateError::Shape(format!("{key} is not a number"))),
                     }
                 };
@@ -70,7 +84,9 @@ impl MappingSettings {
                     .map(|filters| {
                         filters
                             .iter()
-                            .filter_map(|f| f.get("Pattern").and_then(Value::as_str).map(str::to_owned))
+                            .filter_map(|f| {
+                                f.get("Pattern").and_then(Value::as_str).map(str::to_owned)
+                            })
                             .collect()
                     })
                     .unwrap_or_default();
@@ -85,11 +101,17 @@ impl MappingSettings {
                     batching_window_seconds: number("MaximumBatchingWindowInSeconds", 0)? as u64,
                     maximum_retry_attempts: number("MaximumRetryAttempts", -1)?,
                     maximum_record_age_seconds: number("MaximumRecordAgeInSeconds", -1)?,
-                    bisect_on_error: props.get("BisectBatchOnFunctionError").and_then(Value::as_bool).unwrap_or(false),
+                    bisect_on_error: props
+                        .get("BisectBatchOnFunctionError")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
                     report_batch_item_failures: props
                         .get("FunctionResponseTypes")
                         .and_then(Value::as_sequence)
-                        .is_some_and(|t| t.iter().any(|v| v.as_str() == Some("ReportBatchItemFailures"))),
+                        .is_some_and(|t| {
+                            t.iter()
+                                .any(|v| v.as_str() == Some("ReportBatchItemFailures"))
+                        }),
                     patterns,
                 };
                 settings.filters()?;

@@ -1,0 +1,418 @@
+//! End to end on the local AWS API: writer → table → stream → the mapping
+//! emulator (settings and filter from template.yaml) → publisher →
+//! EventBridge → subscriber queue, with faults injected.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_core::keys::ItemKey;
+use outbox_core::publish::eventbridge::EventBridgeSink;
+use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
+use outbox_core::retry::Deadline;
+use outbox_core::store::{DynamoStore, Marked, OutboxStore, StoreError};
+use outbox_core::{EventEnvelope, OutboxItem};
+use serde_json::Value;
+use sweeper::{SweepSettings, Sweeper};
+use testkit::{drain_queue, far_deadline, throttled, InProcessPublisher, Stack};
+use writer::orders::{CreateOrderRequest, NewOrder};
+use writer::{OrderService, Outcome};
+
+fn envelopes(messages: &[Value]) -> Vec<EventEnvelope> {
+    messages
+        .iter()
+        .map(|m| serde_json::from_value(m["detail"].clone()).expect("detail is an envelope"))
+        .collect()
+}
+
+async fn on_failure_queue(stack: &Stack) -> String {
+    outboxctl::stack::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
+        .await
+        .unwrap()
+        .queue_url
+}
+
+#[tokio::test]
+async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
+    let stack = Stack::with_bus().await;
+    // moto's TransactWriteItems is not thread-safe on one table: a race
+    // there answers 500 before anything is applied. The SDK retries 5xx; give
+    // it room (docs/local.md, deviations).
+    let patient = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&stack.sdk)
+            .retry_config(
+                aws_sdk_dynamodb::config::retry::RetryConfig::standard().with_max_attempts(10),
+            )
+            .build(),
+    );
+    let service = OrderService::from_config(patient, &stack.config(&[]));
+    let n = 300;
+    let permits = Arc::new(tokio::sync::Semaphore::new(8));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let service = service.clone();
+        let permits = permits.clone();
+        tasks.spawn(async move {
+            let _permit = permits.acquire_owned().await.unwrap();
+            let request: CreateOrderRequest = serde_json::from_value(serde_json::json!({
+                "customerId": format!("c-{i}"), "currency": "EUR",
+                "items": [{"sku": format!("SKU-{i}"), "quantity": 1 + i % 5, "unitPriceCents": 100 + i}]
+            }))
+            .unwrap();
+            match service.create(NewOrder::try_from(request).unwrap(), None, None).await.unwrap() {
+                Outcome::Done(order) => order,
+                other => panic!("{other:?}"),
+            }
+        });
+    }
+    let mut orders = HashMap::new();
+    while let Some(order) = tasks.join_next().await {
+        let order = order.unwrap();
+        orders.insert(order.order_id.clone(), order);
+    }
+    assert_eq!(orders.len(), n);
+
+    let (sink, _) = stack.eventbridge_sink();
+    let mut pump = stack.pump(InProcessPublisher::new(sink, stack.store()), None);
+    pump.run_until_idle().await.unwrap();
+
+    let delivered = envelopes(&stack.drain_subscriber().await);
+    assert_eq!(
+        delivered.len(),
+        n,
+        "exactly N deliveries, no duplicates without faults"
+    );
+    let ids: HashSet<_> = delivered.iter().map(|e| e.event_id).collect();
+    assert_eq!(ids.len(), n, "N distinct event ids");
+    for envelope in &delivered {
+        let order = &orders[&envelope.aggregate_id];
+        assert_eq!(envelope.event_type, "OrderCreated");
+        assert_eq!(
+            envelope.payload,
+            serde_json::to_value(order).unwrap(),
+            "envelope matches its order"
+        );
+    }
+    assert!(stack.outbox_items().await.is_empty());
+    assert_eq!(
+        pump.stats.filtered_out,
+        2 * n,
+        "the META inserts and the publisher's own REMOVEs never reached the function"
+    );
+}
+
+/// The sink is down for a stretch of calls, and in some calls one entry fails
+/// for good while its call-mates go through.
+struct FlakySink {
+    inner: EventBridgeSink,
+    calls: AtomicUsize,
+}
+
+impl EventSink for FlakySink {
+    fn max_entries(&self) -> usize {
+        self.inner.max_entries()
+    }
+    fn max_bytes(&self) -> usize {
+        self.inner.max_bytes()
+    }
+    fn entry_size(&self, item: &OutboxItem) -> usize {
+        self.inner.entry_size(item)
+    }
+    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        if (3..20).contains(&call) {
+            return items.iter().map(|_| Err(throttled())).collect();
+        }
+        if call % 7 == 0 && items.len() > 5 {
+            // Entry 2 fails; the others go out in this very call.
+            let mut outcomes = Vec::new();
+            let passed: Vec<&OutboxItem> = items
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != 2)
+                .map(|(_, i)| *i)
+                .collect();
+            let mut real = self.inner.publish_batch(&passed).await.into_iter();
+            for i in 0..items.len() {
+                outcomes.push(if i == 2 {
+                    Err(throttled())
+                } else {
+                    real.next().unwrap_or_else(|| Err(throttled()))
+                });
+            }
+            return outcomes;
+        }
+        self.inner.publish_batch(items).await
+    }
+    async fn verify(&self) -> Result<(), SinkError> {
+        self.inner.verify().await
+    }
+}
+
+#[tokio::test]
+async fn a_sink_outage_loses_nothing_and_duplicates_stay_within_bounds() {
+    let stack = Stack::with_bus().await;
+    let orders = stack.create_orders(120).await;
+    let (inner, _) = stack.eventbridge_sink();
+    let sink = FlakySink {
+        inner,
+        calls: AtomicUsize::new(0),
+    };
+    let on_failure = on_failure_queue(&stack).await;
+    let mut pump = stack.pump(
+        InProcessPublisher::new(sink, stack.store()),
+        Some(&on_failure),
+    );
+    pump.mapping_mut().batch_size = 25;
+    pump.run_until_idle().await.unwrap();
+
+    let delivered = envelopes(&stack.drain_subscriber().await);
+    let distinct: HashSet<_> = delivered.iter().map(|e| e.event_id).collect();
+    let expected: HashSet<String> = orders.iter().map(|o| o.order_id.clone()).collect();
+    let got: HashSet<String> = delivered.iter().map(|e| e.aggregate_id.clone()).collect();
+    assert_eq!(got, expected, "after recovery every event was delivered");
+    assert_eq!(distinct.len(), orders.len());
+    let duplicates = delivered.len() - distinct.len();
+    // docs/publisher.md: a failed entry costs at most its 9 call-mates per retry.
+    assert!(
+        pump.stats.partial_failures > 0,
+        "the outage made the publisher report failures"
+    );
+    assert!(
+        duplicates <= 9 * pump.stats.partial_failures,
+        "{duplicates} duplicates for {} reported failures",
+        pump.stats.partial_failures
+    );
+    assert_eq!(pump.stats.on_failure_messages, 0);
+    assert!(stack.outbox_items().await.is_empty());
+    println!(
+        "outage: {} deliveries, {duplicates} duplicates, {} partial failures",
+        delivered.len(),
+        pump.stats.partial_failures
+    );
+}
+
+/// A store that "crashes" before deleting: the invocation dies after
+/// publishing.
+struct CrashBeforeDelete {
+    inner: DynamoStore,
+    crashes_left: AtomicUsize,
+    crashed: Arc<AtomicUsize>,
+}
+
+impl OutboxStore for CrashBeforeDelete {
+    async fn delete_published(&self, keys: &[ItemKey], deadline: &Deadline) -> Vec<ItemKey> {
+        if self.crashes_left.load(Ordering::SeqCst) > 0 {
+            self.crashes_left.fetch_sub(1, Ordering::SeqCst);
+            self.crashed.fetch_add(1, Ordering::SeqCst);
+            return keys.to_vec();
+        }
+        self.inner.delete_published(keys, deadline).await
+    }
+    async fn dead_letter(
+        &self,
+        key: &ItemKey,
+        reason: &str,
+        attempts: Option<u32>,
+    ) -> Result<Marked, StoreError> {
+        self.inner.dead_letter(key, reason, attempts).await
+    }
+    async fn record_failure(
+        &self,
+        key: &ItemKey,
+        attempts: u32,
+        next: i64,
+        error: &str,
+    ) -> Result<Marked, StoreError> {
+        self.inner.record_failure(key, attempts, next, error).await
+    }
+}
+
+/// Fails the invocation (as a crash would) whenever the store "crashed".
+struct Crashing<S: EventSink> {
+    inner: InProcessPublisher<S, CrashBeforeDelete>,
+    crashed: Arc<AtomicUsize>,
+}
+
+impl<S: EventSink> outboxctl::pump::Invoker for Crashing<S> {
+    async fn invoke(
+        &self,
+        event: aws_lambda_events::event::dynamodb::Event,
+    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
+        let before = self.crashed.load(Ordering::SeqCst);
+        let response = self.inner.invoke(event).await;
+        if self.crashed.load(Ordering::SeqCst) > before {
+            return Err("Runtime.ExitError: the process died after publishing".into());
+        }
+        response
+    }
+}
+
+#[tokio::test]
+async fn a_crash_between_publish_and_delete_redelivers_the_same_event() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(1).await;
+    let (sink, _) = stack.eventbridge_sink();
+    let crashed = Arc::new(AtomicUsize::new(0));
+    let store = CrashBeforeDelete {
+        inner: stack.store(),
+        crashes_left: AtomicUsize::new(1),
+        crashed: crashed.clone(),
+    };
+    let invoker = Crashing {
+        inner: InProcessPublisher::new(sink, store),
+        crashed,
+    };
+    let mut pump = stack.pump(invoker, None);
+    pump.run_until_idle().await.unwrap();
+    assert_eq!(pump.stats.function_errors, 1);
+
+    let delivered = envelopes(&stack.drain_subscriber().await);
+    assert_eq!(delivered.len(), 2, "delivered again after the crash");
+    assert_eq!(
+        delivered[0].event_id, delivered[1].event_id,
+        "with the same event id"
+    );
+    // An idempotent consumer sees it once.
+    let mut processed = HashSet::new();
+    let effects = delivered
+        .iter()
+        .filter(|e| processed.insert(e.event_id))
+        .count();
+    assert_eq!(effects, 1);
+    assert!(
+        stack.outbox_items().await.is_empty(),
+        "deleted on the retry"
+    );
+}
+
+#[tokio::test]
+async fn retry_exhaustion_sends_on_failure_and_the_sweeper_recovers() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(3).await;
+    // A bus that does not exist: every publish fails, not the events' fault.
+    let missing = EventBridgeSink::new(
+        aws_sdk_eventbridge::Client::new(&stack.sdk),
+        "no-such-bus".into(),
+        "outbox.orders".into(),
+    );
+    let on_failure = on_failure_queue(&stack).await;
+    let mut pump = stack.pump(
+        InProcessPublisher::new(missing, stack.store()),
+        Some(&on_failure),
+    );
+    pump.mapping_mut().maximum_retry_attempts = 2;
+    pump.run_until_idle().await.unwrap();
+    assert_eq!(pump.stats.on_failure_messages, 1);
+    assert_eq!(pump.stats.invocations, 3, "first delivery and two retries");
+
+    let messages = drain_queue(&stack.sdk, &on_failure).await;
+    assert_eq!(messages.len(), 1);
+    let message = &messages[0];
+    assert_eq!(
+        message["requestContext"]["condition"],
+        "RetryAttemptsExhausted"
+    );
+    assert_eq!(message["requestContext"]["approximateInvokeCount"], 3);
+    let info = &message["DDBStreamBatchInfo"];
+    assert_eq!(info["batchSize"], 3);
+    assert!(info["startSequenceNumber"].is_string() && info["endSequenceNumber"].is_string());
+    assert!(info["shardId"].is_string());
+    assert_eq!(info["streamArn"], stack.stream_arn.as_str());
+    assert!(message.get("Records").is_none(), "metadata only, like AWS");
+
+    // The items stay; the sweeper publishes them once they are stranded.
+    assert_eq!(stack.outbox_items().await.len(), 3);
+    let (sink, _) = stack.eventbridge_sink();
+    let sweeper = Sweeper::new(sink, stack.store(), SweepSettings::from(&stack.config(&[])));
+    let later = time::OffsetDateTime::now_utc() + Duration::from_secs(86_400 + 60);
+    let report = sweeper.sweep(later, &far_deadline()).await;
+    assert_eq!(report.republished, 3);
+    assert_eq!(envelopes(&stack.drain_subscriber().await).len(), 3);
+    assert!(stack.outbox_items().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_poison_record_is_dead_lettered_and_the_rest_flows() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(3).await;
+    let envelope =
+        EventEnvelope::new("OrderCreated", "Order", "poison", 1, serde_json::json!({})).unwrap();
+    let mut poison = OutboxItem::new("ORDER#poison", &envelope, "outbox.orders", 8)
+        .unwrap()
+        .to_attributes()
+        .unwrap();
+    poison.remove("envelope");
+    stack.put_raw(poison).await;
+    stack.create_orders(3).await;
+
+    let (sink, _) = stack.eventbridge_sink();
+    let on_failure = on_failure_queue(&stack).await;
+    let mut pump = stack.pump(
+        InProcessPublisher::new(sink, stack.store()),
+        Some(&on_failure),
+    );
+    pump.run_until_idle().await.unwrap();
+    assert_eq!(
+        envelopes(&stack.drain_subscriber().await).len(),
+        6,
+        "the records after it still flow"
+    );
+    assert_eq!(pump.stats.on_failure_messages, 0);
+    assert_eq!(pump.stats.function_errors + pump.stats.partial_failures, 0);
+    let left = stack.items().await;
+    let dead: Vec<_> = left
+        .iter()
+        .filter(|i| i.contains_key("deadLetteredAt"))
+        .collect();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0]["PK"].as_s().unwrap(), "ORDER#poison");
+}
+
+#[tokio::test]
+async fn meta_writes_and_the_publishers_deletes_never_invoke_it() {
+    let stack = Stack::with_bus().await;
+    let service = OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));
+    let orders = stack.create_orders(4).await;
+    let (sink, _) = stack.eventbridge_sink();
+    let mut pump = stack.pump(InProcessPublisher::new(sink, stack.store()), None);
+    pump.run_until_idle().await.unwrap();
+    // Pay two orders (META MODIFY + outbox INSERT each), then pump again: the
+    // stream now also holds the publisher's REMOVEs.
+    for order in &orders[..2] {
+        service.pay(&order.order_id, None, None).await.unwrap();
+    }
+    pump.run_until_idle().await.unwrap();
+
+    let seen = pump_invoker_seen(&pump);
+    assert_eq!(
+        seen.len(),
+        6,
+        "4 OrderCreated + 2 OrderPaid inserts, nothing else"
+    );
+    for (name, sk) in &seen {
+        assert_eq!(name, "INSERT");
+        assert!(sk.starts_with("OUTBOX#"), "{sk}");
+    }
+    // Filtered out: 4 META inserts, 2 META modifies, 6 outbox REMOVEs.
+    assert_eq!(pump.stats.filtered_out, 12);
+    assert_eq!(envelopes(&stack.drain_subscriber().await).len(), 6);
+}
+
+fn pump_invoker_seen<S: EventSink>(
+    pump: &outboxctl::pump::Pump<InProcessPublisher<S, DynamoStore>>,
+) -> Vec<(String, String)> {
+    pump.invoker()
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let sk: String =
+                serde_dynamo::from_attribute_value(r.change.keys.get("SK").cloned().unwrap())
+                    .unwrap();
+            (r.event_name.clone(), sk)
+        })
+        .collect()
+}

@@ -124,7 +124,7 @@ impl EventSink for FlakySink {
         if (3..20).contains(&call) {
             return items.iter().map(|_| Err(throttled())).collect();
         }
-        if call % 7 == 0 && items.len() > 5 {
+        if call.is_multiple_of(7) && items.len() > 5 {
             // Entry 2 fails; the others go out in this very call.
             let mut outcomes = Vec::new();
             let passed: Vec<&OutboxItem> = items

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The local end-to-end demo. Run it through `make demo`, which starts a moto
 # server on 127.0.0.1 and exports the loopback environment first.
+#
+#   writer (HTTP route) → table → stream → outboxctl pump (the event source
+#   mapping, settings and filter from template.yaml) → publisher → EventBridge
+#   → subscriber queue; then a stranded event recovered by the sweeper.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -11,54 +15,96 @@ mkdir -p "$state"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+outboxctl() { target/debug/outboxctl "$@"; }
 
-table="demo-orders-$(date +%s)"
-bus="demo-bus-$(date +%s)"
-export TABLE_NAME="$table" EVENT_BUS_NAME="$bus" EVENT_SOURCE=outbox.orders OUTBOX_SHARDS=8 RUST_LOG=warn
-
-say "Building the functions and outboxctl (first run compiles the AWS SDK: a few minutes)"
+suffix=$(date +%s)
+say "Building the functions and outboxctl (the first run compiles the AWS SDK: a few minutes)"
 cargo build --quiet --locked --bins
 
 say "Provisioning the local stack on $AWS_ENDPOINT_URL"
-target/debug/outboxctl provision "$table" "$bus" outbox.orders
+eval "$(outboxctl provision "demo-orders-$suffix" "demo-bus-$suffix" outbox.orders | tee /dev/stderr)"
+export ON_FAILURE_QUEUE_URL="$on_failure"
 
-say "Starting the functions under cargo lambda watch (loopback only)"
+say "Starting writer, publisher and sweeper under cargo lambda watch (127.0.0.1 only)"
 port=$(free_port)
-cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$port" --ignore-changes \
-  --env-var "TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true" \
+env_vars="TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,STRANDED_AFTER_SECONDS=0,RUST_LOG=warn"
+env_vars+=",AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true"
+cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$port" --ignore-changes --env-var "$env_vars" \
   >"$state/watch.log" 2>&1 &
 watch_pid=$!
 trap 'kill "$watch_pid" 2>/dev/null || true; wait "$watch_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
-  "$python" -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null && break
+  "$python" -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null && break
   sleep 0.3
 done
 
-invoke() { cargo lambda invoke "$1" --invoke-address 127.0.0.1 --invoke-port "$port" --data-file "$2" --output-format json; }
-field() { "$python" -c "import json,sys; r=json.load(sys.stdin); print(json.loads(r['body'])$1)"; }
-show() { "$python" -c "import json,sys; r=json.load(sys.stdin); print(r['statusCode'], r['body'])"; }
+# HTTP to the writer's function URL on cargo lambda watch: METHOD PATH [BODY] [IDEMPOTENCY-KEY]
+http() {
+  "$python" - "$port" "$@" <<'PY'
+import json, sys, urllib.request, urllib.error
+port, method, path = sys.argv[1], sys.argv[2], sys.argv[3]
+body = sys.argv[4].encode() if len(sys.argv) > 4 and sys.argv[4] else None
+req = urllib.request.Request(f"http://127.0.0.1:{port}/lambda-url/writer{path}", data=body, method=method)
+req.add_header("Content-Type", "application/json")
+if len(sys.argv) > 5:
+    req.add_header("Idempotency-Key", sys.argv[5])
+try:
+    with urllib.request.urlopen(req, timeout=60) as r:
+        status, text = r.status, r.read().decode()
+except urllib.error.HTTPError as e:
+    status, text = e.code, e.read().decode()
+print(status, text)
+PY
+}
+order() { printf '{"customerId":"cust-%s","currency":"EUR","items":[{"sku":"BOOK-%s","quantity":%s,"unitPriceCents":1500}]}' "$1" "$1" "$1"; }
 
-say "POST /orders (events/writer-create-order-idempotent.json)"
-created=$(invoke writer events/writer-create-order-idempotent.json)
-echo "$created" | show
-order_id=$(echo "$created" | field "['orderId']")
+say "Creating three orders through the writer's HTTP route (POST /orders)"
+ids=()
+for i in 1 2 3; do
+  response=$(http POST /orders "$(order "$i")" "demo-$suffix-$i")
+  echo "$response" | cut -c1-160
+  ids+=("$(echo "$response" | cut -d' ' -f2- | "$python" -c 'import json,sys; print(json.load(sys.stdin)["orderId"])')")
+done
+say "Retrying the first request with the same Idempotency-Key: the stored response, nothing new"
+http POST /orders "$(order 1)" "demo-$suffix-1" | cut -c1-160
+say "Bad input: 400, the field named, nothing written"
+http POST /orders '{"customerId":"c","currency":"EUR","items":[{"sku":"A","quantity":0,"unitPriceCents":1}]}'
+say "Paying two of them (POST /orders/{id}/payment)"
+for id in "${ids[@]:0:2}"; do http POST "/orders/$id/payment" | cut -c1-160; done
 
-say "The same request again, same Idempotency-Key: replayed, nothing new written"
-invoke writer events/writer-create-order-idempotent.json | show
+say "The table: orders, their outbox events (not published yet), idempotency records"
+outboxctl items "$table"
 
-say "The same key with a different body: 422"
-invoke writer events/writer-create-order-key-reused.json | show
+say "Pumping the stream into the publisher (outboxctl pump: the event source mapping)"
+outboxctl pump "$table" "$port"
+say "What the subscriber's queue received"
+outboxctl receive "$subscriber" | tee "$state/received-1.txt"
+say "The outbox items are gone; the orders stay"
+outboxctl items "$table"
 
-say "Bad input: 400 with the field named, nothing written"
-invoke writer events/writer-create-order-invalid.json | show
+say "Publisher unavailable: a new order's event strands"
+response=$(http POST /orders "$(order 4)")
+echo "$response" | cut -c1-160
+dead_port=$(free_port)   # nothing listens there
+outboxctl pump "$table" "$dead_port" || true
+say "The mapping gave up after its retries: the OnFailure message (metadata only)"
+outboxctl receive "$on_failure"
+say "The outbox item is still in the table"
+outboxctl items "$table" | grep -E "^PK|OUTBOX#"
+outboxctl pump "$table" "$port" >/dev/null   # the mapping moved on: nothing left to deliver
 
-say "POST /orders/$order_id/payment"
-sed "s/01JDQ3V7X8KZ4M2N5P6R7S8T9V/$order_id/g" events/writer-pay-order.json >"$state/pay.json"
-invoke writer "$state/pay.json" | show
+say "The scheduled sweeper finds it and publishes it (STRANDED_AFTER_SECONDS=0 for the demo)"
+cargo lambda invoke sweeper --invoke-address 127.0.0.1 --invoke-port "$port" --data-file events/sweeper-scheduled.json
+echo
+outboxctl receive "$subscriber" | tee "$state/received-2.txt"
 
-say "GET /orders/$order_id"
-sed "s/01JDQ3V7X8KZ4M2N5P6R7S8T9V/$order_id/g" events/writer-get-order.json >"$state/get.json"
-invoke writer "$state/get.json" | show
-
-say "Items in $table: the order, its two outbox events, the idempotency records"
-target/debug/outboxctl items "$table"
+say "Summary"
+delivered=$( (grep -ohE '^  [0-9A-Z]{26}' "$state"/received-*.txt || true) | wc -l)
+distinct=$( (grep -ohE '^  [0-9A-Z]{26}' "$state"/received-*.txt || true) | sort -u | wc -l)
+dead=$(outboxctl items "$table" | grep -c "dead-lettered" || true)
+left=$(outboxctl items "$table" | grep -c "OUTBOX#" || true)
+echo "orders written:      4 (3 created and 2 paid through the API, 1 stranded)"
+echo "events delivered:    $delivered ($distinct distinct event ids)"
+echo "duplicates:          $((delivered - distinct))"
+echo "dead letters:        $dead"
+echo "outbox items left:   $left"

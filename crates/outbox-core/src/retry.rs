@@ -17,14 +17,25 @@ impl Deadline {
     }
 
     /// The Lambda deadline (epoch milliseconds, as in the invocation context)
-    /// less a safety margin for the work that follows (deletes, the response).
+    /// less a safety margin for the work that follows (deletes, the
+    /// response). The margin is at most a quarter of the time left, so a
+    /// short function timeout still leaves time to work.
+    ///
+    /// `cargo lambda watch` (1.9) sends the function timeout itself (e.g.
+    /// `600000`) instead of an epoch time; a value before 2001 is read as
+    /// that: milliseconds from now.
     pub fn from_epoch_millis(deadline_ms: u64, margin: Duration) -> Self {
+        const EPOCH_2001_MS: u64 = 978_307_200_000;
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
-        Self::after(left.saturating_sub(margin))
+        let left = if deadline_ms < EPOCH_2001_MS {
+            Duration::from_millis(deadline_ms)
+        } else {
+            Duration::from_millis(deadline_ms.saturating_sub(now_ms))
+        };
+        Self::after(left.saturating_sub(margin.min(left / 4)))
     }
 
     /// Time left before the deadline.

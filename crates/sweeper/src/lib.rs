@@ -300,6 +300,11 @@ pub async fn handler<S: EventSink>(
     event: LambdaEvent<EventBridgeEvent<serde_json::Value>>,
 ) -> Result<SweepReport, Error> {
     let deadline = Deadline::from_epoch_millis(event.context.deadline, DEADLINE_MARGIN);
+    tracing::info!(
+        deadline_ms = event.context.deadline,
+        remaining_ms = deadline.remaining().as_millis() as u64,
+        "sweep starting"
+    );
     let report = sweeper.sweep(OffsetDateTime::now_utc(), &deadline).await;
     println!("{}", report.emf());
     tracing::info!(

@@ -11,12 +11,13 @@ WITH_MOTO := infra/local/with-moto.sh
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 
-.PHONY: help venv venv-infra test lint demo check-template sam-build-check build deploy clean
+.PHONY: help venv venv-infra test lint demo check-template sam-build-check bench build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (moto server + writer under cargo lambda watch)"
 	@echo "make test   - lint, unit, adapter and end-to-end tests against moto"
 	@echo "make lint   - cargo fmt --check and clippy -D warnings"
+	@echo "make bench  - the measurements of docs/performance.md"
 	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
@@ -56,8 +57,16 @@ sam-build-check: venv venv-infra
 	  --parameter-overrides Architecture=x86_64 --build-dir .local/sam-build-check
 	@ls -l .local/sam-build-check/*/bootstrap
 
+# Unit, adapter and end-to-end tests; the benches run once in a quick mode
+# (criterion's test mode, the AWS-call counts on small inputs) so they keep
+# working. No test asserts a time.
 test: venv lint check-template sam-build-check
 	$(WITH_MOTO) cargo test --workspace --locked
+	BENCH_QUICK=1 $(WITH_MOTO) cargo test --workspace --locked --benches
+
+# docs/performance.md: calls per event, handler CPU, artifacts, cold start, sweep cost.
+bench: venv
+	infra/bench/run.sh
 
 demo: venv
 	$(WITH_MOTO) infra/local/demo.sh

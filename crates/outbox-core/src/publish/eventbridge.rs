@@ -30,7 +30,8 @@ impl EventBridgeSink {
         }
     }
 
-    fn entry(&self, item: &OutboxItem) -> PutEventsRequestEntry {
+    /// The `PutEvents` entry of an item.
+    pub fn entry(&self, item: &OutboxItem) -> PutEventsRequestEntry {
         PutEventsRequestEntry::builder()
             .event_bus_name(&self.bus_name)
             .source(&self.source)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# `make bench`: every measurement of docs/performance.md, the same way every
+# time. Counts (AWS calls, items read) are exact; times are medians on this
+# machine. Nothing here asserts a time.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+export PATH="$root/.venv/bin:$PATH"
+mkdir -p .local/bench
+
+echo "# 1, 3, 6. AWS calls, writer round trips, sweep cost"
+infra/local/with-moto.sh cargo bench --locked --bench aws_calls | tee .local/bench/aws_calls.md
+
+echo "# 2. Handler CPU per record (criterion)"
+cargo bench --locked -p outbox-publisher --bench decode -- --warm-up-time 2 --measurement-time 5 | tee .local/bench/decode.txt
+cargo bench --locked -p outbox-writer --bench transaction -- --warm-up-time 2 --measurement-time 5 | tee .local/bench/transaction.txt
+
+echo "# 4. Artifacts"
+infra/bench/artifacts.sh | tee .local/bench/artifacts.md
+
+echo "# 5. Cold-start proxy"
+infra/local/with-moto.sh bash -c '
+  set -euo pipefail
+  eval "$(target/debug/outboxctl provision bench-orders bench-bus outbox.orders 2>/dev/null || cargo run -q --locked -p outboxctl -- provision bench-orders bench-bus outbox.orders)"
+  export TABLE_NAME=bench-orders EVENT_BUS_NAME=bench-bus
+  .venv/bin/python infra/bench/coldstart.py 15 \
+    writer=target/lambda/writer/bootstrap:events/writer-get-order.json \
+    publisher=target/lambda/publisher/bootstrap:events/publisher-mixed-batch.json \
+    sweeper=target/lambda/sweeper/bootstrap:events/sweeper-scheduled.json
+' | tee .local/bench/coldstart.md
+echo "Results are in .local/bench/; docs/performance.md records them with the method."

@@ -1,0 +1,189 @@
+//! `make bench`, the parts that need the local AWS API: calls per 1,000
+//! published events, writer round trips, and sweep cost versus table size.
+//! Counts, not times: they are the same on every run. Run through
+//! `infra/local/with-moto.sh cargo bench --bench aws_calls`.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use sweeper::{SweepSettings, Sweeper};
+use testkit::{far_deadline, request, InProcessPublisher, Stack};
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick") || std::env::var("BENCH_QUICK").is_ok();
+    println!("# AWS calls (counted by an SDK interceptor against the moto server)\n");
+    publisher_calls(if quick { 100 } else { 1000 }).await;
+    writer_round_trips().await;
+    let sizes: &[usize] = if quick {
+        &[1_000]
+    } else {
+        &[1_000, 10_000, 100_000]
+    };
+    sweep_cost(sizes).await;
+}
+
+async fn publisher_calls(n: usize) {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(n).await;
+    let (sink, events_calls) = stack.eventbridge_sink();
+    stack.calls.reset();
+    let mut pump = stack.pump(InProcessPublisher::new(sink, stack.store()), None);
+    pump.run_until_idle().await.expect("pump");
+    let put_events = events_calls.count("PutEvents");
+    let batch_write = stack.calls.count("BatchWriteItem");
+    let other: Vec<String> = stack
+        .calls
+        .calls()
+        .into_iter()
+        .filter(|c| c != "BatchWriteItem")
+        .collect();
+    let per_1000 = |x: usize| x as f64 * 1000.0 / n as f64;
+    println!(
+        "## Publisher, {n} events, mapping BatchSize {}\n",
+        pump.mapping().batch_size
+    );
+    println!(
+        "| call | count | per 1,000 events | naive design (1 PutEvents + 1 DeleteItem per event) |"
+    );
+    println!("|---|---|---|---|");
+    println!(
+        "| PutEvents | {put_events} | {:.0} | 1,000 |",
+        per_1000(put_events)
+    );
+    println!(
+        "| BatchWriteItem (deletes) | {batch_write} | {:.0} | – |",
+        per_1000(batch_write)
+    );
+    println!("| DeleteItem | 0 | 0 | 1,000 |");
+    println!(
+        "| other DynamoDB calls | {} | {:.0} | – |",
+        other.len(),
+        per_1000(other.len())
+    );
+    println!(
+        "| **total** | {} | **{:.0}** | **2,000** |",
+        put_events + batch_write + other.len(),
+        per_1000(put_events + batch_write + other.len())
+    );
+    println!(
+        "| function invocations | {} | {:.0} | – |\n",
+        pump.stats.invocations,
+        per_1000(pump.stats.invocations)
+    );
+}
+
+async fn writer_round_trips() {
+    let stack = Stack::new().await;
+    let service = writer::OrderService::from_config(stack.counted_ddb.clone(), &stack.config(&[]));
+    let body = r#"{"customerId":"c","currency":"EUR","items":[{"sku":"A","quantity":1,"unitPriceCents":1}]}"#;
+    let create = |key: &'static str| {
+        request(
+            "POST",
+            "/orders",
+            &[
+                ("content-type", "application/json"),
+                ("idempotency-key", key),
+            ],
+            Some(body),
+        )
+    };
+    let mut rows = Vec::new();
+    stack.calls.reset();
+    let created = writer::api::handle(&service, create("k1")).await;
+    rows.push(("create", stack.calls.calls()));
+    let id = match created.body() {
+        lambda_http::Body::Text(t) => serde_json::from_str::<serde_json::Value>(t).unwrap()
+            ["orderId"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        _ => unreachable!(),
+    };
+    stack.calls.reset();
+    writer::api::handle(&service, create("k1")).await;
+    rows.push(("create, replayed", stack.calls.calls()));
+    let pay = || {
+        request(
+            "POST",
+            &format!("/orders/{id}/payment"),
+            &[("idempotency-key", "p1")],
+            None,
+        )
+    };
+    stack.calls.reset();
+    writer::api::handle(&service, pay()).await;
+    rows.push(("pay", stack.calls.calls()));
+    stack.calls.reset();
+    writer::api::handle(&service, pay()).await;
+    rows.push(("pay, replayed", stack.calls.calls()));
+    stack.calls.reset();
+    writer::api::handle(
+        &service,
+        request("GET", &format!("/orders/{id}"), &[], None),
+    )
+    .await;
+    rows.push(("get", stack.calls.calls()));
+    println!("## Writer round trips per command\n");
+    println!("| command | calls | reads | which |");
+    println!("|---|---|---|---|");
+    for (name, calls) in rows {
+        let reads = calls
+            .iter()
+            .filter(|c| c.starts_with("Get") || c.starts_with("BatchGet") || c.starts_with("Query"))
+            .count();
+        println!(
+            "| {name} | {} | {reads} | {} |",
+            calls.len(),
+            calls.join(", ")
+        );
+    }
+    println!();
+}
+
+async fn sweep_cost(sizes: &[usize]) {
+    println!("## Sweep cost versus table size (10 stranded items, 8 shards)\n");
+    println!("| unrelated items | items read | Query calls | all calls | republished |");
+    println!("|---|---|---|---|---|");
+    for &size in sizes {
+        let stack = Stack::with_bus().await;
+        let requests: Vec<WriteRequest> = (0..size)
+            .map(|i| {
+                let item = std::collections::HashMap::from([
+                    ("PK".to_owned(), AttributeValue::S(format!("CUSTOMER#{i}"))),
+                    ("SK".to_owned(), AttributeValue::S("META".into())),
+                    (
+                        "name".to_owned(),
+                        AttributeValue::S(format!("customer {i}")),
+                    ),
+                ]);
+                WriteRequest::builder()
+                    .put_request(PutRequest::builder().set_item(Some(item)).build().unwrap())
+                    .build()
+            })
+            .collect();
+        for chunk in requests.chunks(25) {
+            stack
+                .ddb
+                .batch_write_item()
+                .request_items(&stack.table, chunk.to_vec())
+                .send()
+                .await
+                .unwrap();
+        }
+        stack.create_orders(10).await;
+        let (sink, _) = stack.eventbridge_sink();
+        let sweeper = Sweeper::new(sink, stack.store(), SweepSettings::from(&stack.config(&[])));
+        stack.calls.reset();
+        let later = time::OffsetDateTime::now_utc() + Duration::from_secs(86_400 + 60);
+        let report = sweeper.sweep(later, &far_deadline()).await;
+        println!(
+            "| {size} | {} | {} | {} | {} |",
+            report.items_read,
+            stack.calls.count("Query"),
+            stack.calls.calls().len(),
+            report.republished
+        );
+    }
+    println!();
+}

@@ -5,10 +5,9 @@
 use std::time::Duration;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use lambda_runtime::{Context, LambdaEvent};
 use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
-use outbox_core::{EventEnvelope, OutboxItem};
+use outbox_core::OutboxItem;
 use sweeper::{handler, SweepReport, SweepSettings, Sweeper};
 use testkit::{far_deadline, fast_retry, throttled, FaultySink, Stack};
 use time::OffsetDateTime;
@@ -22,30 +21,6 @@ fn sweeper<S: EventSink>(sink: S, stack: &Stack, max_attempts: u32) -> Sweeper<S
     sweeper
 }
 
-/// An outbox item created `age` ago (its ULID carries that time).
-async fn put_event_aged(stack: &Stack, age: Duration) -> OutboxItem {
-    let order = ulid::Ulid::new().to_string();
-    let mut envelope = EventEnvelope::new(
-        "OrderCreated",
-        "Order",
-        &order,
-        1,
-        serde_json::json!({"orderId": order}),
-    )
-    .unwrap();
-    let at = OffsetDateTime::now_utc() - age;
-    envelope.occurred_at = at
-        .replace_nanosecond(at.nanosecond() / 1_000_000 * 1_000_000)
-        .unwrap();
-    envelope.event_id = ulid::Ulid::from_parts(
-        (at.unix_timestamp_nanos() / 1_000_000) as u64,
-        fastrand::u128(..),
-    );
-    let item = OutboxItem::new(&format!("ORDER#{order}"), &envelope, "outbox.orders", 8).unwrap();
-    stack.put_raw(item.to_attributes().unwrap()).await;
-    item
-}
-
 async fn sweep<S: EventSink>(sweeper: &Sweeper<S>, at: OffsetDateTime) -> SweepReport {
     sweeper.sweep(at, &far_deadline()).await
 }
@@ -53,8 +28,8 @@ async fn sweep<S: EventSink>(sweeper: &Sweeper<S>, at: OffsetDateTime) -> SweepR
 #[tokio::test]
 async fn stranded_items_are_republished_and_fresh_ones_left_alone() {
     let stack = Stack::with_bus().await;
-    let old = put_event_aged(&stack, DAY + Duration::from_secs(3600)).await;
-    let fresh = put_event_aged(&stack, Duration::from_secs(60)).await;
+    let old = stack.put_event_aged(DAY + Duration::from_secs(3600)).await;
+    let fresh = stack.put_event_aged(Duration::from_secs(60)).await;
     let (sink, calls) = stack.eventbridge_sink();
     let report = sweep(&sweeper(sink, &stack, 12), OffsetDateTime::now_utc()).await;
     assert_eq!((report.stranded, report.republished), (1, 1));
@@ -72,7 +47,7 @@ async fn stranded_items_are_republished_and_fresh_ones_left_alone() {
 #[tokio::test]
 async fn failures_are_counted_and_backed_off_then_dead_lettered() {
     let stack = Stack::with_bus().await;
-    let item = put_event_aged(&stack, DAY * 2).await;
+    let item = stack.put_event_aged(DAY * 2).await;
     let (real, _) = stack.eventbridge_sink();
     let sweeper = sweeper(FaultySink::new(real, |_, _| Some(throttled())), &stack, 3);
     let t0 = OffsetDateTime::now_utc();
@@ -163,8 +138,8 @@ impl EventSink for PublisherWinsRace {
 #[tokio::test]
 async fn a_concurrent_publisher_delete_is_never_undone() {
     let stack = Stack::new().await;
-    put_event_aged(&stack, DAY * 2).await;
-    put_event_aged(&stack, DAY * 3).await;
+    stack.put_event_aged(DAY * 2).await;
+    stack.put_event_aged(DAY * 3).await;
     let sink = PublisherWinsRace {
         ddb: stack.ddb.clone(),
         table: stack.table.clone(),
@@ -182,7 +157,7 @@ async fn a_concurrent_publisher_delete_is_never_undone() {
             stack.items().await.is_empty(),
             "nothing resurrected (max attempts {max})"
         );
-        put_event_aged(&stack, DAY * 2).await;
+        stack.put_event_aged(DAY * 2).await;
     }
 }
 
@@ -196,8 +171,8 @@ fn sink_clone(sink: &PublisherWinsRace) -> PublisherWinsRace {
 #[tokio::test]
 async fn emf_reports_the_oldest_pending_age() {
     let stack = Stack::with_bus().await;
-    put_event_aged(&stack, Duration::from_secs(7200)).await;
-    put_event_aged(&stack, Duration::from_secs(60)).await;
+    stack.put_event_aged(Duration::from_secs(7200)).await;
+    stack.put_event_aged(Duration::from_secs(60)).await;
     let (sink, _) = stack.eventbridge_sink();
     let now = OffsetDateTime::now_utc();
     let report = sweep(&sweeper(sink, &stack, 12), now).await;
@@ -228,30 +203,6 @@ async fn emf_reports_the_oldest_pending_age() {
     assert_eq!(emf["PendingCount"], 2.0);
 }
 
-async fn fill_unrelated(stack: &Stack, n: usize) {
-    let requests: Vec<WriteRequest> = (0..n)
-        .map(|i| {
-            let item = std::collections::HashMap::from([
-                ("PK".to_owned(), AttributeValue::S(format!("ORDER#{i}"))),
-                ("SK".to_owned(), AttributeValue::S("META".into())),
-                ("status".to_owned(), AttributeValue::S("PENDING".into())),
-            ]);
-            WriteRequest::builder()
-                .put_request(PutRequest::builder().set_item(Some(item)).build().unwrap())
-                .build()
-        })
-        .collect();
-    for chunk in requests.chunks(25) {
-        stack
-            .ddb
-            .batch_write_item()
-            .request_items(&stack.table, chunk.to_vec())
-            .send()
-            .await
-            .unwrap();
-    }
-}
-
 #[tokio::test]
 async fn read_cost_does_not_grow_with_the_table() {
     // Two tables with the same backlog (3 stranded, 1 fresh); one also holds
@@ -259,11 +210,11 @@ async fn read_cost_does_not_grow_with_the_table() {
     let mut reports = Vec::new();
     for unrelated in [0, 3000] {
         let stack = Stack::with_bus().await;
-        fill_unrelated(&stack, unrelated).await;
+        stack.fill_unrelated("ORDER", unrelated).await;
         for _ in 0..3 {
-            put_event_aged(&stack, DAY * 2).await;
+            stack.put_event_aged(DAY * 2).await;
         }
-        put_event_aged(&stack, Duration::from_secs(10)).await;
+        stack.put_event_aged(Duration::from_secs(10)).await;
         let (sink, _) = stack.eventbridge_sink();
         let report = sweep(&sweeper(sink, &stack, 12), OffsetDateTime::now_utc()).await;
         assert_eq!((report.republished, report.pending), (3, 1));
@@ -283,7 +234,7 @@ async fn read_cost_does_not_grow_with_the_table() {
 #[tokio::test]
 async fn the_scheduled_sample_runs_the_handler() {
     let stack = Stack::with_bus().await;
-    put_event_aged(&stack, DAY * 2).await;
+    stack.put_event_aged(DAY * 2).await;
     let event: EventBridgeEvent<serde_json::Value> =
         serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap();
     let mut context = Context::default();
@@ -302,7 +253,7 @@ async fn the_scheduled_sample_runs_the_handler() {
 #[tokio::test]
 async fn a_sweep_past_its_deadline_starts_nothing() {
     let stack = Stack::with_bus().await;
-    put_event_aged(&stack, DAY * 2).await;
+    stack.put_event_aged(DAY * 2).await;
     let (sink, calls) = stack.eventbridge_sink();
     let report = sweeper(sink, &stack, 12)
         .sweep(

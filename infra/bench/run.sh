@@ -9,7 +9,7 @@ export PATH="$root/.venv/bin:$PATH"
 mkdir -p .local/bench
 
 echo "# 1, 3, 6. AWS calls, writer round trips, sweep cost"
-infra/local/with-moto.sh cargo bench --locked --bench aws_calls | tee .local/bench/aws_calls.md
+infra/local/with-moto.sh cargo bench --locked --bench aws_calls | grep -v "^{" | tee .local/bench/aws_calls.md
 
 echo "# 2. Handler CPU per record (criterion)"
 cargo bench --locked -p outbox-publisher --bench decode -- --warm-up-time 2 --measurement-time 5 | tee .local/bench/decode.txt

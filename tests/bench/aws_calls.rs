@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use sweeper::{SweepSettings, Sweeper};
 use testkit::{far_deadline, request, InProcessPublisher, Stack};
 
@@ -147,36 +146,16 @@ async fn sweep_cost(sizes: &[usize]) {
     println!("|---|---|---|---|---|");
     for &size in sizes {
         let stack = Stack::with_bus().await;
-        let requests: Vec<WriteRequest> = (0..size)
-            .map(|i| {
-                let item = std::collections::HashMap::from([
-                    ("PK".to_owned(), AttributeValue::S(format!("CUSTOMER#{i}"))),
-                    ("SK".to_owned(), AttributeValue::S("META".into())),
-                    (
-                        "name".to_owned(),
-                        AttributeValue::S(format!("customer {i}")),
-                    ),
-                ]);
-                WriteRequest::builder()
-                    .put_request(PutRequest::builder().set_item(Some(item)).build().unwrap())
-                    .build()
-            })
-            .collect();
-        for chunk in requests.chunks(25) {
-            stack
-                .ddb
-                .batch_write_item()
-                .request_items(&stack.table, chunk.to_vec())
-                .send()
-                .await
-                .unwrap();
+        stack.fill_unrelated("CUSTOMER", size).await;
+        for _ in 0..10 {
+            stack.put_event_aged(Duration::from_secs(2 * 86_400)).await;
         }
-        stack.create_orders(10).await;
         let (sink, _) = stack.eventbridge_sink();
         let sweeper = Sweeper::new(sink, stack.store(), SweepSettings::from(&stack.config(&[])));
         stack.calls.reset();
-        let later = time::OffsetDateTime::now_utc() + Duration::from_secs(86_400 + 60);
-        let report = sweeper.sweep(later, &far_deadline()).await;
+        let report = sweeper
+            .sweep(time::OffsetDateTime::now_utc(), &far_deadline())
+            .await;
         println!(
             "| {size} | {} | {} | {} | {} |",
             report.items_read,

@@ -442,6 +442,61 @@ impl Stack {
         orders
     }
 
+    /// Writes `n` items that are not outbox items (`PK=<prefix>#<i>`,
+    /// `SK=META`), 25 per `BatchWriteItem`.
+    pub async fn fill_unrelated(&self, prefix: &str, n: usize) {
+        use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+        let requests: Vec<WriteRequest> = (0..n)
+            .map(|i| {
+                let item = HashMap::from([
+                    ("PK".to_owned(), AttributeValue::S(format!("{prefix}#{i}"))),
+                    ("SK".to_owned(), AttributeValue::S("META".into())),
+                    ("status".to_owned(), AttributeValue::S("ACTIVE".into())),
+                ]);
+                let put = PutRequest::builder()
+                    .set_item(Some(item))
+                    .build()
+                    .expect("put request");
+                WriteRequest::builder().put_request(put).build()
+            })
+            .collect();
+        for chunk in requests.chunks(25) {
+            self.ddb
+                .batch_write_item()
+                .request_items(&self.table, chunk.to_vec())
+                .send()
+                .await
+                .expect("batch write");
+        }
+    }
+
+    /// Puts an outbox item created `age` ago (its ULID and `occurredAt` carry
+    /// that time), without a transaction.
+    pub async fn put_event_aged(&self, age: Duration) -> OutboxItem {
+        let order = ulid::Ulid::new().to_string();
+        let mut envelope = outbox_core::EventEnvelope::new(
+            "OrderCreated",
+            "Order",
+            &order,
+            1,
+            serde_json::json!({"orderId": order}),
+        )
+        .expect("envelope");
+        let at = time::OffsetDateTime::now_utc() - age;
+        envelope.occurred_at = at
+            .replace_nanosecond(at.nanosecond() / 1_000_000 * 1_000_000)
+            .expect("millisecond");
+        envelope.event_id = ulid::Ulid::from_parts(
+            (at.unix_timestamp_nanos() / 1_000_000) as u64,
+            fastrand::u128(..),
+        );
+        let item = OutboxItem::new(&format!("ORDER#{order}"), &envelope, "outbox.orders", 8)
+            .expect("outbox item");
+        self.put_raw(item.to_attributes().expect("attributes"))
+            .await;
+        item
+    }
+
     /// Puts a raw item (for poison and hand-made records).
     pub async fn put_raw(&self, item: Item) {
         self.ddb

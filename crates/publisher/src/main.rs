@@ -2,9 +2,7 @@
 //! to the handler. The sink's target is verified once, at cold start.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_core::publish::{AnySink, EventSink};
-use outbox_core::store::DynamoStore;
-use outbox_core::{telemetry, Config};
+use outbox_core::{publish, telemetry, Config};
 use publisher::{handler, Publisher};
 
 #[tokio::main]
@@ -12,13 +10,7 @@ async fn main() -> Result<(), Error> {
     telemetry::init_logging();
     let config = Config::from_env()?;
     let sdk = telemetry::aws_config().await;
-    let sink = AnySink::from_config(&config, &sdk);
-    sink.verify().await?;
-    let store = DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(&sdk),
-        &config.table_name,
-        config.outbox_shards,
-    );
+    let (sink, store) = publish::connect(&config, &sdk).await?;
     let publisher = Publisher::new(sink, store);
     let publisher = &publisher;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

@@ -44,6 +44,14 @@ pub struct Stats {
     pub queries: usize,
 }
 
+#[derive(Debug, Default)]
+struct Walk {
+    count: usize,
+    scanned: usize,
+    queries: usize,
+    first_sort_key: Option<String>,
+}
+
 /// The queries of one shard.
 pub struct Query<'a> {
     store: &'a DynamoStore,
@@ -117,77 +125,89 @@ impl<'a> Query<'a> {
     /// Counts pending items and finds the oldest (keys only), and counts
     /// dead letters.
     pub async fn stats(&self, now: OffsetDateTime) -> Result<Stats, QueryError> {
-        let mut stats = Stats::default();
-        let mut oldest: Option<Ulid> = None;
+        let pending = self
+            .walk(
+                keys::PENDING_INDEX,
+                keys::PENDING_PK,
+                keys::pending_pk(self.shard),
+                Some(keys::PENDING_SK),
+            )
+            .await?;
+        let dead = self
+            .walk(
+                keys::DEAD_LETTER_INDEX,
+                keys::DEAD_PK,
+                keys::dead_pk(self.shard),
+                None,
+            )
+            .await?;
+        let oldest_age_seconds = pending
+            .first_sort_key
+            .and_then(|s| Ulid::from_string(&s).ok())
+            .map(|oldest| {
+                let now_ms = (now.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
+                now_ms.saturating_sub(oldest.timestamp_ms()) as f64 / 1000.0
+            })
+            .unwrap_or(0.0);
+        Ok(Stats {
+            pending: pending.count,
+            oldest_age_seconds,
+            dead_letters: dead.count,
+            scanned: pending.scanned + dead.scanned,
+            queries: pending.queries + dead.queries,
+        })
+    }
+
+    /// Pages through one partition of an index: counts its items and, when
+    /// `sort_key` is given, returns the first (smallest) sort key, reading
+    /// only that attribute; otherwise it only counts (`Select: COUNT`).
+    async fn walk(
+        &self,
+        index: &'static str,
+        pk_name: &str,
+        pk_value: String,
+        sort_key: Option<&str>,
+    ) -> Result<Walk, QueryError> {
+        let mut walk = Walk::default();
         let mut start = None;
         loop {
-            let out = self
+            let mut query = self
                 .store
                 .client()
                 .query()
                 .table_name(self.store.table())
-                .index_name(keys::PENDING_INDEX)
+                .index_name(index)
                 .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", keys::PENDING_PK)
-                .expression_attribute_names("#sk", keys::PENDING_SK)
-                .expression_attribute_values(":pk", AttributeValue::S(keys::pending_pk(self.shard)))
-                .projection_expression("#sk")
+                .expression_attribute_names("#pk", pk_name)
+                .expression_attribute_values(":pk", AttributeValue::S(pk_value.clone()))
                 .scan_index_forward(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| QueryError {
-                    index: keys::PENDING_INDEX,
-                    code: e.code().unwrap_or("Unknown").to_owned(),
-                })?;
-            stats.queries += 1;
-            stats.scanned += out.scanned_count().max(0) as usize;
-            stats.pending += out.count().max(0) as usize;
-            if oldest.is_none() {
-                oldest = out
+                .set_exclusive_start_key(start);
+            query = match sort_key {
+                Some(name) => query
+                    .expression_attribute_names("#sk", name)
+                    .projection_expression("#sk"),
+                None => query.select(Select::Count),
+            };
+            let out = query.send().await.map_err(|e| QueryError {
+                index,
+                code: e.code().unwrap_or("Unknown").to_owned(),
+            })?;
+            walk.queries += 1;
+            walk.scanned += out.scanned_count().max(0) as usize;
+            walk.count += out.count().max(0) as usize;
+            if let (None, Some(name)) = (&walk.first_sort_key, sort_key) {
+                walk.first_sort_key = out
                     .items()
                     .first()
-                    .and_then(|i| i.get(keys::PENDING_SK))
+                    .and_then(|i| i.get(name))
                     .and_then(|v| v.as_s().ok())
-                    .and_then(|s| Ulid::from_string(s).ok());
+                    .cloned();
             }
             start = out.last_evaluated_key().cloned();
             if start.is_none() {
-                break;
+                return Ok(walk);
             }
         }
-        if let Some(oldest) = oldest {
-            let now_ms = (now.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
-            stats.oldest_age_seconds = now_ms.saturating_sub(oldest.timestamp_ms()) as f64 / 1000.0;
-        }
-        let mut start = None;
-        loop {
-            let out = self
-                .store
-                .client()
-                .query()
-                .table_name(self.store.table())
-                .index_name(keys::DEAD_LETTER_INDEX)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", keys::DEAD_PK)
-                .expression_attribute_values(":pk", AttributeValue::S(keys::dead_pk(self.shard)))
-                .select(Select::Count)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| QueryError {
-                    index: keys::DEAD_LETTER_INDEX,
-                    code: e.code().unwrap_or("Unknown").to_owned(),
-                })?;
-            stats.queries += 1;
-            stats.scanned += out.scanned_count().max(0) as usize;
-            stats.dead_letters += out.count().max(0) as usize;
-            start = out.last_evaluated_key().cloned();
-            if start.is_none() {
-                break;
-            }
-        }
-        Ok(stats)
     }
 }
 

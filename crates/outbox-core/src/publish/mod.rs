@@ -127,6 +127,22 @@ impl AnySink {
     }
 }
 
+/// What the publisher and the sweeper build once per cold start: the
+/// configured sink, its target verified, and the DynamoDB store.
+pub async fn connect(
+    config: &Config,
+    sdk: &aws_config::SdkConfig,
+) -> Result<(AnySink, crate::store::DynamoStore), SinkError> {
+    let sink = AnySink::from_config(config, sdk);
+    sink.verify().await?;
+    let store = crate::store::DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(sdk),
+        &config.table_name,
+        config.outbox_shards,
+    );
+    Ok((sink, store))
+}
+
 impl EventSink for AnySink {
     fn max_entries(&self) -> usize {
         match self {

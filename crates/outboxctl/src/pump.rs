@@ -238,7 +238,9 @@ impl<I: Invoker> Pump<I> {
                     Some(usize::MAX)
                 }
             };
-            let shard = self.shards.get_mut(shard_id).expect("shard exists");
+            let Some(shard) = self.shards.get_mut(shard_id) else {
+                return Ok(());
+            };
             match first_failed {
                 None => {
                     shard.pending.drain(..batch.len());
@@ -286,7 +288,9 @@ impl<I: Invoker> Pump<I> {
         condition: &str,
         invocations: i64,
     ) -> Result<(), PumpError> {
-        let shard = self.shards.get_mut(shard_id).expect("shard exists");
+        let Some(shard) = self.shards.get_mut(shard_id) else {
+            return Ok(());
+        };
         let batch: Vec<EventRecord> = shard
             .pending
             .drain(..size.min(shard.pending.len()))

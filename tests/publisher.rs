@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
-use lambda_runtime::{Context, LambdaEvent};
+use lambda_runtime::LambdaEvent;
 use outbox_core::publish::sns::SnsSink;
 use outbox_core::publish::{EventSink, FailureKind, PublishFailure};
 use outbox_core::{EventEnvelope, OutboxItem};
@@ -34,11 +34,7 @@ async fn outbox_inserts_are_delivered_and_deleted() {
     let (sink, calls) = stack.eventbridge_sink();
     sink.verify().await.expect("bus exists");
 
-    let mut context = Context::default();
-    context.deadline = (std::time::SystemTime::now() + std::time::Duration::from_secs(60))
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let context = testkit::context();
     let mut event = Event::default();
     event.records = records;
     let response = handler(&publisher(sink, &stack), LambdaEvent::new(event, context))
@@ -228,11 +224,7 @@ async fn transient_failures_are_retried_within_the_invocation() {
     assert_eq!(stack.drain_subscriber().await.len(), 3);
 }
 
-fn poison_item(
-    stack: &Stack,
-    order: &str,
-    mutate: impl FnOnce(&mut testkit::Item),
-) -> testkit::Item {
+fn poison_item(order: &str, mutate: impl FnOnce(&mut testkit::Item)) -> testkit::Item {
     let envelope = EventEnvelope::new(
         "OrderCreated",
         "Order",
@@ -244,7 +236,6 @@ fn poison_item(
     let item = OutboxItem::new(&format!("ORDER#{order}"), &envelope, "outbox.orders", 8).unwrap();
     let mut attrs = item.to_attributes().unwrap();
     mutate(&mut attrs);
-    let _ = stack;
     attrs
 }
 
@@ -255,12 +246,12 @@ async fn poison_records_are_dead_lettered_and_do_not_block() {
     // An image that does not decode (no envelope), and one EventBridge
     // rejects (empty DetailType: InvalidArgument).
     stack
-        .put_raw(poison_item(&stack, "p1", |a| {
+        .put_raw(poison_item("p1", |a| {
             a.remove("envelope");
         }))
         .await;
     stack
-        .put_raw(poison_item(&stack, "p2", |a| {
+        .put_raw(poison_item("p2", |a| {
             a.insert("eventType".into(), AttributeValue::S(String::new()));
         }))
         .await;

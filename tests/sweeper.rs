@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use lambda_runtime::{Context, LambdaEvent};
+use lambda_runtime::LambdaEvent;
 use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
 use outbox_core::OutboxItem;
 use sweeper::{handler, SweepReport, SweepSettings, Sweeper};
@@ -237,11 +237,7 @@ async fn the_scheduled_sample_runs_the_handler() {
     stack.put_event_aged(DAY * 2).await;
     let event: EventBridgeEvent<serde_json::Value> =
         serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap();
-    let mut context = Context::default();
-    context.deadline = (std::time::SystemTime::now() + Duration::from_secs(60))
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let context = testkit::context();
     let (sink, _) = stack.eventbridge_sink();
     let report = handler(&sweeper(sink, &stack, 12), LambdaEvent::new(event, context))
         .await

@@ -11,7 +11,10 @@ use outbox_core::keys::ItemKey;
 use outbox_core::publish::eventbridge::EventBridgeSink;
 use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
 use outbox_core::retry::Deadline;
-use outbox_core::store::{DynamoStore, Marked, OutboxStore, StoreError};
+use outbox_core::store::{
+    Cursor, DeadLetter, DynamoStore, Marked, OutboxStore, Page, PendingQuery, ShardStats,
+    StoreError,
+};
 use outbox_core::{EventEnvelope, OutboxItem};
 use serde_json::Value;
 use sweeper::{SweepSettings, Sweeper};
@@ -212,11 +215,10 @@ impl OutboxStore for CrashBeforeDelete {
     }
     async fn dead_letter(
         &self,
-        key: &ItemKey,
-        reason: &str,
-        attempts: Option<u32>,
+        letter: DeadLetter<'_>,
+        deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
-        self.inner.dead_letter(key, reason, attempts).await
+        self.inner.dead_letter(letter, deadline).await
     }
     async fn record_failure(
         &self,
@@ -224,8 +226,33 @@ impl OutboxStore for CrashBeforeDelete {
         attempts: u32,
         next: i64,
         error: &str,
+        deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
-        self.inner.record_failure(key, attempts, next, error).await
+        self.inner
+            .record_failure(key, attempts, next, error, deadline)
+            .await
+    }
+    fn configured_shards(&self) -> u16 {
+        self.inner.configured_shards()
+    }
+    async fn shard_count(&self, deadline: &Deadline) -> Result<u16, StoreError> {
+        self.inner.shard_count(deadline).await
+    }
+    async fn pending_page(
+        &self,
+        query: &PendingQuery,
+        cursor: Option<Cursor>,
+        deadline: &Deadline,
+    ) -> Result<Page, StoreError> {
+        self.inner.pending_page(query, cursor, deadline).await
+    }
+    async fn shard_stats(
+        &self,
+        shard: u16,
+        limit: i32,
+        deadline: &Deadline,
+    ) -> Result<ShardStats, StoreError> {
+        self.inner.shard_stats(shard, limit, deadline).await
     }
 }
 

@@ -4,24 +4,24 @@
 
 use std::time::Duration;
 
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::LambdaEvent;
 use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
+use outbox_core::store::DynamoStore;
 use outbox_core::OutboxItem;
-use sweeper::{handler, SweepReport, SweepSettings, Sweeper};
+use sweeper::{handler, Response, SweepReport, SweepSettings, Sweeper};
 use testkit::{far_deadline, fast_retry, throttled, FaultySink, Stack};
 use time::OffsetDateTime;
 
 const DAY: Duration = Duration::from_secs(86_400);
 
-fn sweeper<S: EventSink>(sink: S, stack: &Stack, max_attempts: u32) -> Sweeper<S> {
+fn sweeper<S: EventSink>(sink: S, stack: &Stack, max_attempts: u32) -> Sweeper<S, DynamoStore> {
     let config = stack.config(&[("MAX_ATTEMPTS", &max_attempts.to_string())]);
     let mut sweeper = Sweeper::new(sink, stack.store(), SweepSettings::from(&config));
     sweeper.retry = fast_retry();
     sweeper
 }
 
-async fn sweep<S: EventSink>(sweeper: &Sweeper<S>, at: OffsetDateTime) -> SweepReport {
+async fn sweep<S: EventSink>(sweeper: &Sweeper<S, DynamoStore>, at: OffsetDateTime) -> SweepReport {
     sweeper.sweep(at, &far_deadline()).await
 }
 
@@ -235,13 +235,16 @@ async fn read_cost_does_not_grow_with_the_table() {
 async fn the_scheduled_sample_runs_the_handler() {
     let stack = Stack::with_bus().await;
     stack.put_event_aged(DAY * 2).await;
-    let event: EventBridgeEvent<serde_json::Value> =
+    let event: serde_json::Value =
         serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap();
     let context = testkit::context();
     let (sink, _) = stack.eventbridge_sink();
-    let report = handler(&sweeper(sink, &stack, 12), LambdaEvent::new(event, context))
+    let response = handler(&sweeper(sink, &stack, 12), LambdaEvent::new(event, context))
         .await
         .unwrap();
+    let Response::Sweep(report) = response else {
+        panic!("a scheduled event is a sweep: {response:?}")
+    };
     assert_eq!(report.republished, 1);
     assert_eq!(stack.drain_subscriber().await.len(), 1);
 }

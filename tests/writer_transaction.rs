@@ -194,7 +194,7 @@ async fn many_events_in_one_transaction_decode_and_shard() {
     let items: Vec<OutboxItem> = stack.outbox_items().await;
     assert_eq!(items.len(), 20);
     for item in items {
-        let shard = outbox_core::keys::shard_of(item.event_id, 4);
+        let shard = outbox_core::keys::shard_of(&item.aggregate_id, 4);
         assert_eq!(
             item.pending_pk.as_deref(),
             Some(format!("OUTBOX#{shard}").as_str())

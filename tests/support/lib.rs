@@ -4,7 +4,10 @@
 //! - [`Stack`]: a uniquely named table (and, on demand, bus, subscriber
 //!   queue and SNS FIFO topic) on the local AWS API, so tests run in parallel.
 //! - [`CallCounter`]: an SDK interceptor that counts calls per operation.
-//! - [`FaultySink`]: injects sink failures in front of a real adapter.
+//! - [`proxy::FaultProxy`]: faults on the wire between the SDK clients and
+//!   the local API (throttles, 5xx, partial `PutEvents`, hangs, resets).
+//! - [`FaultySink`]: injects sink failures in front of a real adapter (for
+//!   the few cases the wire cannot express, such as a crash).
 //! - [`InProcessPublisher`] and [`Stack::pump`]: the mapping emulator feeding
 //!   the publisher in-process.
 //! - [`api_request`]: an API Gateway sample event from `events/` as a
@@ -35,6 +38,8 @@ use outboxctl::pump::{Invoker, OnFailure, Pump};
 use outboxctl::stack::{self, Subscriber};
 use outboxctl::stream::StreamCursor;
 use outboxctl::template::MappingSettings;
+
+pub mod proxy;
 
 pub type Item = HashMap<String, AttributeValue>;
 
@@ -518,8 +523,11 @@ pub fn far_deadline() -> Deadline {
 pub fn fast_retry() -> RetryPolicy {
     RetryPolicy {
         max_attempts: 3,
-        base: Duration::from_millis(1),
-        cap: Duration::from_millis(5),
+        backoff: outbox_core::retry::Backoff {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(5),
+            jitter: outbox_core::retry::Jitter::Full,
+        },
     }
 }
 

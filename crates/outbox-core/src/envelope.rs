@@ -1,9 +1,12 @@
 //! The event envelope: what subscribers receive as the EventBridge `Detail`
 //! (or the SNS message body).
 
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
-use ulid::Ulid;
+use ulid::{Generator, Ulid};
 
 use crate::error::OutboxError;
 
@@ -47,14 +50,15 @@ impl EventEnvelope {
                 "aggregateId must be 1 to 256 bytes".into(),
             ));
         }
+        let event_id = next_event_id();
         Ok(Self {
-            event_id: Ulid::new(),
+            event_id,
             event_type: event_type.to_owned(),
             schema_version: 1,
             aggregate_type: aggregate_type.to_owned(),
             aggregate_id: aggregate_id.to_owned(),
             aggregate_version,
-            occurred_at: now_utc_millis(),
+            occurred_at: ulid_time(event_id),
             traceparent: None,
             payload,
         })
@@ -81,6 +85,32 @@ impl EventEnvelope {
     pub fn to_json(&self) -> Result<String, OutboxError> {
         serde_json::to_string(self).map_err(|e| OutboxError::Serialize(e.to_string()))
     }
+}
+
+/// The process's event ids: monotonic, so events created in one millisecond
+/// (several events of one transaction, a burst of one process) still get
+/// strictly increasing ids, and the pending index returns them in creation
+/// order.
+static EVENT_IDS: Mutex<Generator> = Mutex::new(Generator::new());
+
+/// A new event id, strictly greater than every id this process made before.
+pub fn next_event_id() -> Ulid {
+    // A poisoned lock only means another thread panicked mid-call; the
+    // generator's state (the last id) is still valid.
+    let mut ids = EVENT_IDS.lock().unwrap_or_else(|p| p.into_inner());
+    match ids.generate() {
+        Ok(id) => id,
+        // 2^80 ids in one millisecond: move on to the next millisecond.
+        Err(_) => ids
+            .generate_from_datetime(SystemTime::now() + Duration::from_millis(1))
+            .unwrap_or_else(|_| Ulid::new()),
+    }
+}
+
+/// The creation time an event id carries (millisecond precision).
+pub fn ulid_time(id: Ulid) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(id.timestamp_ms()) * 1_000_000)
+        .unwrap_or_else(|_| now_utc_millis())
 }
 
 /// The current time in UTC truncated to milliseconds (the precision of the
@@ -167,6 +197,15 @@ mod tests {
         assert!(v["occurredAt"].as_str().unwrap().ends_with('Z'));
         let back: EventEnvelope = serde_json::from_value(v).unwrap();
         assert_eq!(back, env);
+    }
+
+    #[test]
+    fn ids_made_together_strictly_increase_and_carry_the_time() {
+        let ids: Vec<Ulid> = (0..10_000).map(|_| next_event_id()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        let env = EventEnvelope::new("OrderCreated", "Order", "1", 1, json!({})).unwrap();
+        assert!(env.event_id > ids[ids.len() - 1]);
+        assert_eq!(ulid_time(env.event_id), env.occurred_at);
     }
 
     #[test]

@@ -90,7 +90,10 @@ impl OutboxItem {
             envelope: json,
             created_at,
             attempts: 0,
-            pending_pk: Some(keys::pending_pk(keys::shard_of(envelope.event_id, shards))),
+            pending_pk: Some(keys::pending_pk(keys::shard_of(
+                &envelope.aggregate_id,
+                shards,
+            ))),
             pending_sk: Some(envelope.event_id.to_string()),
             next_attempt_at: None,
             last_error: None,
@@ -180,6 +183,49 @@ mod tests {
         assert_eq!(back, item);
         let published: EventEnvelope = serde_json::from_str(&back.envelope).unwrap();
         assert_eq!(published, env);
+    }
+
+    #[test]
+    fn attribute_names_are_the_keys_module_constants() {
+        use crate::keys::attr;
+        let env = envelope(json!({}))
+            .with_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .unwrap();
+        let mut item = OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8).unwrap();
+        item.next_attempt_at = Some(1);
+        item.last_error = Some("e".into());
+        item.dead_lettered_at = Some("t".into());
+        item.dead_letter_reason = Some("r".into());
+        item.dead_pk = Some("DEAD#0".into());
+        item.dead_sk = Some("x".into());
+        let mut names: Vec<String> = item.to_attributes().unwrap().into_keys().collect();
+        names.sort();
+        let mut expected = vec![
+            keys::PK,
+            keys::SK,
+            attr::EVENT_ID,
+            attr::EVENT_TYPE,
+            attr::AGGREGATE_ID,
+            attr::TRACEPARENT,
+            attr::ENVELOPE,
+            attr::CREATED_AT,
+            attr::ATTEMPTS,
+            keys::PENDING_PK,
+            keys::PENDING_SK,
+            attr::NEXT_ATTEMPT_AT,
+            attr::LAST_ERROR,
+            attr::DEAD_LETTERED_AT,
+            attr::DEAD_LETTER_REASON,
+            keys::DEAD_PK,
+            keys::DEAD_SK,
+        ];
+        expected.sort();
+        assert_eq!(names, expected);
+        // The shard follows the aggregate, not the event.
+        assert_eq!(
+            item.pending_pk.as_deref(),
+            Some(keys::pending_pk(keys::shard_of("o-1", 8)).as_str())
+        );
     }
 
     #[test]

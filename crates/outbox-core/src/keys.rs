@@ -6,6 +6,7 @@
 //! | outbox event    | `ORDER#<order id>`      | `OUTBOX#<ulid>`   | `OUTBOX#<shard>` / `<ulid>`         | –                                       |
 //! | dead letter     | `ORDER#<order id>`      | `OUTBOX#<ulid>`   | – (removed)                         | `DEAD#<shard>` / `<ulid>`               |
 //! | idempotency key | `IDEMPOTENCY#<sha256>`  | `META`            | –                                   | –                                       |
+//! | shard settings  | `OUTBOX_SETTINGS`       | `META`            | –                                   | –                                       |
 //!
 //! The outbox item lives in the same item collection as the business item it
 //! describes, so one `TransactWriteItems` covers both. The two indexes are
@@ -13,6 +14,15 @@
 //! sweeper reads outbox items and nothing else. The shard spreads the pending
 //! index over several partitions, because a constant partition key would be
 //! one hot partition whose back-pressure throttles the base table's writes.
+//!
+//! The shard is a hash of the **aggregate id**, so all events of one
+//! aggregate share a shard and the pending index returns them in ULID order:
+//! the sweeper can republish each aggregate's events in order. The shard
+//! settings item records the highest shard count ever used
+//! ([`attr::SHARDS_HIGH_WATER`]), so lowering `OUTBOX_SHARDS` strands nothing:
+//! the sweeper reads every shard up to that mark.
+//!
+//! Attribute names are constants in [`attr`]; nothing else spells them.
 
 use std::collections::HashMap;
 
@@ -46,6 +56,28 @@ pub const DEAD_PK: &str = "GSI2PK";
 pub const DEAD_SK: &str = "GSI2SK";
 /// TTL attribute (epoch seconds) used by idempotency records.
 pub const TTL_ATTRIBUTE: &str = "expiresAt";
+/// Partition key of the shard settings item (its sort key is [`META`]).
+pub const SETTINGS_PK: &str = "OUTBOX_SETTINGS";
+
+/// Attribute names of outbox items (as `OutboxItem` serializes them) and of
+/// the settings item. Update expressions and filters use these constants.
+pub mod attr {
+    pub const EVENT_ID: &str = "eventId";
+    pub const EVENT_TYPE: &str = "eventType";
+    pub const AGGREGATE_ID: &str = "aggregateId";
+    pub const ENVELOPE: &str = "envelope";
+    pub const CREATED_AT: &str = "createdAt";
+    pub const TRACEPARENT: &str = "traceparent";
+    /// Failed publish attempts recorded by the sweeper.
+    pub const ATTEMPTS: &str = "attempts";
+    /// Epoch seconds before which the sweeper leaves the item alone.
+    pub const NEXT_ATTEMPT_AT: &str = "nextAttemptAt";
+    pub const LAST_ERROR: &str = "lastError";
+    pub const DEAD_LETTERED_AT: &str = "deadLetteredAt";
+    pub const DEAD_LETTER_REASON: &str = "deadLetterReason";
+    /// On the settings item: the highest `OUTBOX_SHARDS` ever used.
+    pub const SHARDS_HIGH_WATER: &str = "shardsHighWater";
+}
 
 /// `ORDER#<id>`.
 pub fn order_pk(order_id: &str) -> String {
@@ -74,12 +106,12 @@ pub fn event_id_from_sk(sk: &str) -> Option<Ulid> {
         .and_then(|s| Ulid::from_string(s).ok())
 }
 
-/// The shard of an event: FNV-1a (64 bit) of the ULID's canonical text modulo
-/// `shards`. FNV is fixed by its definition, unlike `std`'s hasher, so the
-/// shard of an item never changes between releases.
-pub fn shard_of(event_id: Ulid, shards: u16) -> u16 {
+/// The shard of an aggregate's events: FNV-1a (64 bit) of the aggregate id's
+/// UTF-8 bytes modulo `shards`. FNV is fixed by its definition, unlike
+/// `std`'s hasher, so the shard of an item never changes between releases.
+pub fn shard_of(aggregate_id: &str, shards: u16) -> u16 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in event_id.to_string().as_bytes() {
+    for byte in aggregate_id.as_bytes() {
         hash ^= u64::from(*byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -95,6 +127,11 @@ pub fn pending_pk(shard: u16) -> String {
 /// `DEAD#<shard>`: partition key of the dead-letter index.
 pub fn dead_pk(shard: u16) -> String {
     format!("DEAD#{shard}")
+}
+
+/// The key of the shard settings item.
+pub fn settings_key() -> ItemKey {
+    ItemKey::new(SETTINGS_PK, META)
 }
 
 /// The primary key of an item, as DynamoDB wants it.
@@ -162,11 +199,10 @@ mod tests {
 
     #[test]
     fn shard_is_stable_and_in_range() {
-        let id = Ulid::from_string("01J9ZQ7Y8X4M2N3P5Q6R7S8T9V").unwrap();
-        assert_eq!(shard_of(id, 1), 0);
+        assert_eq!(shard_of("any", 1), 0);
         let mut seen = [0u32; 8];
         for _ in 0..8_000 {
-            let s = shard_of(Ulid::new(), 8);
+            let s = shard_of(&Ulid::new().to_string(), 8);
             assert!(s < 8);
             seen[s as usize] += 1;
         }
@@ -176,11 +212,12 @@ mod tests {
 
     #[test]
     fn shard_of_a_known_id_never_changes() {
-        let id = Ulid::from_string("01ARZ3NDEKTSV4RRFFQ69G5FAV").unwrap();
-        // Pinned values (computed independently): changing the hash would
-        // move every pending item to another shard.
+        // Pinned values (FNV-1a 64, computed independently): changing the
+        // hash would move every pending item to another shard.
+        let id = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
         assert_eq!(shard_of(id, 8), 0);
         assert_eq!(shard_of(id, 7), 2);
         assert_eq!(shard_of(id, 1000), 560);
+        assert_eq!(shard_of("order-42", 8), 4);
     }
 }

@@ -11,11 +11,16 @@
 //! - [`size`]: service limits and size arithmetic.
 //! - [`config`]: [`Config`] from the environment.
 //! - [`publish`]: the one publishing module (sink port, EventBridge and SNS
-//!   adapters, ordered relay with retries).
-//! - [`store`]: deletes, dead letters and failure records (port + DynamoDB).
-//! - [`retry`]: backoff with jitter, bounded by the Lambda deadline.
+//!   adapters, and [`publish::relay`]: publishing and the handling of every
+//!   outcome, for the publisher and the sweeper alike).
+//! - [`store`]: the store port and its DynamoDB adapter: deletes, dead
+//!   letters, failure records, the pending and dead-letter indexes, the
+//!   shard high-water mark.
+//! - [`retry`]: the one backoff type, the deadline that bounds every call,
+//!   and the classification of retryable error codes.
 //! - [`metrics`]: CloudWatch Embedded Metric Format lines.
-//! - [`telemetry`]: JSON logs and AWS configuration for the binaries.
+//! - [`telemetry`]: JSON logs and the AWS configuration (explicit retry and
+//!   timeout settings) for the binaries.
 
 pub mod config;
 pub mod envelope;

@@ -1,5 +1,13 @@
-//! Exponential backoff with full jitter, bounded by a deadline.
+//! Retrying: the one backoff type, the Lambda deadline that bounds every
+//! call, and the one classification of error codes worth retrying.
+//!
+//! [`Backoff`] serves both the in-call retries of the publishing module
+//! ([`Backoff::IN_CALL`]: milliseconds, full jitter) and the sweeper's
+//! persisted schedule ([`Backoff::PERSISTED`]: minutes to hours, equal
+//! jitter). [`Deadline::bound`] cuts any call that would outlive the
+//! invocation, so a hung request ends in a normal response, not a timeout.
 
+use std::future::Future;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// When the current invocation must have finished its work.
@@ -47,6 +55,76 @@ impl Deadline {
     pub fn allows(&self, needed: Duration) -> bool {
         self.remaining() > needed
     }
+
+    /// Runs `call` until it finishes or the deadline passes, whichever comes
+    /// first; `None` when the deadline cut it (the request is dropped).
+    pub async fn bound<F: Future>(&self, call: F) -> Option<F::Output> {
+        tokio::time::timeout(self.remaining(), call).await.ok()
+    }
+
+    /// A deadline no later than this one and no further than `limit` away.
+    pub fn within(&self, limit: Duration) -> Self {
+        Self {
+            at: self.at.min(Instant::now() + limit),
+        }
+    }
+}
+
+/// How a delay is drawn below its exponential ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jitter {
+    /// Uniform in `[0, ceiling]`: the least contention for in-call retries.
+    Full,
+    /// Uniform in `[ceiling / 2, ceiling]`: delays always grow, and
+    /// sweepers never retry in lockstep.
+    Equal,
+}
+
+/// Exponential backoff: the delay after failed attempt `n` (1-based) is
+/// drawn below `min(cap, base * 2^(n-1))`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub cap: Duration,
+    pub jitter: Jitter,
+}
+
+impl Backoff {
+    /// Retries inside one invocation: 50 ms doubling to 2 s, full jitter.
+    pub const IN_CALL: Self = Self {
+        base: Duration::from_millis(50),
+        cap: Duration::from_secs(2),
+        jitter: Jitter::Full,
+    };
+
+    /// The sweeper's persisted schedule: 1 minute doubling to 6 hours, equal
+    /// jitter. With 12 attempts an item gets about 20 hours of retries after
+    /// it was first found stranded before it is dead-lettered.
+    pub const PERSISTED: Self = Self {
+        base: Duration::from_secs(60),
+        cap: Duration::from_secs(6 * 3600),
+        jitter: Jitter::Equal,
+    };
+
+    /// The largest delay after failed attempt `attempt` (1-based).
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let exponent = attempt.saturating_sub(1).min(31);
+        self.base
+            .checked_mul(1u32 << exponent)
+            .unwrap_or(self.cap)
+            .min(self.cap)
+    }
+
+    /// The delay after failed attempt `attempt` (1-based), jittered.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let ceiling = self.ceiling(attempt);
+        let floor = match self.jitter {
+            Jitter::Full => Duration::ZERO,
+            Jitter::Equal => ceiling / 2,
+        };
+        let spread = ceiling.saturating_sub(floor).as_millis() as u64;
+        floor + Duration::from_millis(fastrand::u64(0..=spread))
+    }
 }
 
 /// How often and how patiently a transient failure is retried in-process.
@@ -54,35 +132,28 @@ impl Deadline {
 pub struct RetryPolicy {
     /// Attempts in all, the first included.
     pub max_attempts: u32,
-    pub base: Duration,
-    pub cap: Duration,
+    pub backoff: Backoff,
 }
 
 impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
             max_attempts: 4,
-            base: Duration::from_millis(50),
-            cap: Duration::from_secs(2),
+            backoff: Backoff::IN_CALL,
         }
     }
 }
 
 impl RetryPolicy {
-    /// Full-jitter delay before retry number `retry` (1 for the first retry):
-    /// uniform in `[0, min(cap, base * 2^(retry-1))]`.
-    pub fn delay(&self, retry: u32) -> Duration {
-        jittered(self.base, self.cap, retry.saturating_sub(1))
-    }
-
-    /// Sleeps before retry number `retry` if another attempt is allowed and
-    /// the delay fits before `deadline`; returns whether to try again.
+    /// Sleeps before retry number `retry` (1 for the first retry) if another
+    /// attempt is allowed and the delay fits before `deadline`; returns
+    /// whether to try again.
     pub async fn wait(&self, retry: u32, deadline: &Deadline) -> bool {
         if retry >= self.max_attempts {
             return false;
         }
-        let delay = self.delay(retry);
-        if !deadline.allows(delay) {
+        let delay = self.backoff.delay(retry);
+        if !deadline.allows(delay + self.backoff.base) {
             return false;
         }
         tokio::time::sleep(delay).await;
@@ -90,14 +161,42 @@ impl RetryPolicy {
     }
 }
 
-/// `uniform(0, min(cap, base * 2^exponent))`.
-pub fn jittered(base: Duration, cap: Duration, exponent: u32) -> Duration {
-    let ceiling = base
-        .checked_mul(1u32.checked_shl(exponent.min(31)).unwrap_or(u32::MAX))
-        .unwrap_or(cap)
-        .min(cap);
-    let millis = ceiling.as_millis() as u64;
-    Duration::from_millis(fastrand::u64(0..=millis))
+/// Throttling codes of DynamoDB, EventBridge, SNS and SQS (whole-call errors
+/// and per-entry or cancellation-reason codes).
+const THROTTLING_CODES: &[&str] = &[
+    "ThrottlingException",
+    "Throttling",
+    "Throttled",
+    "ThrottlingError",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "ProvisionedThroughputExceeded",
+    "ProvisionedThroughputExceededException",
+    "KMSThrottlingException",
+];
+
+/// Server-side failures that a retry may clear.
+const SERVER_CODES: &[&str] = &[
+    "InternalFailure",
+    "InternalException",
+    "InternalError",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "RequestTimeout",
+    "RequestTimeoutException",
+];
+
+/// Whether `code` says the caller is being throttled.
+pub fn is_throttling(code: &str) -> bool {
+    THROTTLING_CODES.contains(&code)
+}
+
+/// Whether a failure with `code` is worth retrying: throttling or a
+/// server-side fault. The one classification used by the publishing module,
+/// the store and the writer.
+pub fn is_transient(code: &str) -> bool {
+    is_throttling(code) || SERVER_CODES.contains(&code)
 }
 
 #[cfg(test)]
@@ -105,16 +204,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn delays_grow_and_are_capped() {
-        let p = RetryPolicy {
-            max_attempts: 10,
+    fn in_call_delays_grow_and_are_capped() {
+        let b = Backoff {
             base: Duration::from_millis(100),
             cap: Duration::from_millis(1_000),
+            jitter: Jitter::Full,
         };
         for _ in 0..200 {
-            assert!(p.delay(1) <= Duration::from_millis(100));
-            assert!(p.delay(3) <= Duration::from_millis(400));
-            assert!(p.delay(30) <= Duration::from_millis(1_000));
+            assert!(b.delay(1) <= Duration::from_millis(100));
+            assert!(b.delay(3) <= Duration::from_millis(400));
+            assert!(b.delay(30) <= Duration::from_millis(1_000));
+        }
+    }
+
+    #[test]
+    fn persisted_delays_grow_within_bounds() {
+        let b = Backoff::PERSISTED;
+        for _ in 0..100 {
+            let d1 = b.delay(1);
+            assert!(d1 >= Duration::from_secs(30) && d1 <= Duration::from_secs(60));
+            let d3 = b.delay(3);
+            assert!(d3 >= Duration::from_secs(120) && d3 <= Duration::from_secs(240));
+            let d40 = b.delay(40);
+            assert!(d40 >= Duration::from_secs(3 * 3600) && d40 <= Duration::from_secs(6 * 3600));
         }
     }
 
@@ -122,14 +234,24 @@ mod tests {
     async fn wait_respects_attempts_and_deadline() {
         let p = RetryPolicy {
             max_attempts: 2,
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(1),
+            backoff: Backoff {
+                base: Duration::from_millis(1),
+                cap: Duration::from_millis(1),
+                jitter: Jitter::Full,
+            },
         };
         let far = Deadline::after(Duration::from_secs(60));
         assert!(p.wait(1, &far).await);
         assert!(!p.wait(2, &far).await);
         let past = Deadline::after(Duration::ZERO);
         assert!(!p.wait(1, &past).await);
+    }
+
+    #[tokio::test]
+    async fn bound_cuts_a_call_that_never_ends() {
+        let d = Deadline::after(Duration::from_millis(20));
+        assert_eq!(d.bound(std::future::pending::<()>()).await, None);
+        assert_eq!(d.bound(async { 7 }).await, Some(7));
     }
 
     #[test]
@@ -145,5 +267,13 @@ mod tests {
             Deadline::from_epoch_millis(0, Duration::ZERO).remaining(),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn codes_are_classified_once() {
+        assert!(is_throttling("ThrottlingException") && is_transient("ThrottlingException"));
+        assert!(is_transient("InternalFailure") && !is_throttling("InternalFailure"));
+        assert!(!is_transient("AccessDeniedException"));
+        assert!(!is_transient("MalformedDetail"));
     }
 }

@@ -45,15 +45,26 @@ pub fn endpoint() -> Result<String, LocalError> {
 /// endpoint, static dummy credentials and a region, so no credential
 /// provider ever probes an instance-metadata address.
 pub async fn sdk_config() -> Result<SdkConfig, LocalError> {
-    let endpoint = endpoint()?;
-    Ok(aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test", "test", None, None, "local",
-        ))
-        .load()
-        .await)
+    sdk_config_at(&endpoint()?).await
+}
+
+/// [`sdk_config`] for an explicit loopback endpoint (a fault proxy in
+/// front of the local API, say), with the functions' retry and timeout
+/// settings.
+pub async fn sdk_config_at(endpoint: &str) -> Result<SdkConfig, LocalError> {
+    if !is_loopback(endpoint) {
+        return Err(LocalError::NotLoopback(endpoint.to_owned()));
+    }
+    Ok(
+        outbox_core::telemetry::sdk_settings(aws_config::defaults(BehaviorVersion::latest()))
+            .endpoint_url(endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "local",
+            ))
+            .load()
+            .await,
+    )
 }
 
 #[cfg(test)]

@@ -12,12 +12,16 @@
 //! # Rules
 //! - Only `INSERT` records whose `SK` starts with `OUTBOX#` are published
 //!   (the mapping filters too; this is the defensive second check).
-//! - Records are handled in order. The first record that cannot be published
-//!   is reported by its `dynamodb.SequenceNumber`, and nothing after it is
-//!   published in this invocation: Lambda retries from that record anyway.
-//! - A record that can never be published (an image that does not decode, an
-//!   entry the sink rejects as malformed or too large) is dead-lettered in
-//!   the table and counts as handled, so it does not block its shard.
+//! - Records are relayed in order through [`outbox_core::publish::relay`] in
+//!   [`Mode::Stream`]: the first record that is not handled is reported by
+//!   its `dynamodb.SequenceNumber`, and **nothing after it is sent** in this
+//!   invocation, whatever made it unhandled (a failure after retries, a
+//!   poison record whose dead-letter write failed, the deadline).
+//! - A record whose image does not decode is poison: dead-lettered before
+//!   anything after it is sent, so it does not block its shard.
+//! - An `INSERT` without a `NewImage` is a configuration error (the stream
+//!   is not `NEW_IMAGE`), never poison: it is reported, with an error that
+//!   names the stream view type, and never dead-lettered.
 
 use std::time::Duration;
 
@@ -26,7 +30,8 @@ use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventR
 use lambda_runtime::{Error, LambdaEvent};
 use outbox_core::keys::{self, ItemKey};
 use outbox_core::metrics::{self, Unit};
-use outbox_core::publish::{publish_in_order, EventSink, ItemOutcome, Ordering};
+use outbox_core::publish::relay::{Entry, Mode, Relay};
+use outbox_core::publish::EventSink;
 use outbox_core::retry::{Deadline, RetryPolicy};
 use outbox_core::store::OutboxStore;
 use outbox_core::OutboxItem;
@@ -54,6 +59,9 @@ pub struct Report {
     /// Published events whose outbox item could not be deleted (the sweeper
     /// will republish them later: a duplicate with the same event id).
     pub delete_failed: usize,
+    /// Poison found by the sink whose dead-letter write failed: left
+    /// pending for the sweeper (not reported, see the relay's rules).
+    pub deferred: usize,
     /// Sequence number of the first record not handled, if any.
     pub first_failure: Option<String>,
     /// Records not handled in this invocation (the first failure and all
@@ -82,22 +90,11 @@ impl Report {
                 ("Skipped", self.skipped as f64, Unit::Count),
                 ("DeadLettered", self.dead_lettered as f64, Unit::Count),
                 ("DeleteFailed", self.delete_failed as f64, Unit::Count),
+                ("DeadLetterDeferred", self.deferred as f64, Unit::Count),
                 ("Unhandled", self.unhandled as f64, Unit::Count),
             ],
         );
     }
-}
-
-/// A record's part in this invocation.
-enum Work {
-    Publish(usize),
-    Poison(ItemKey, String),
-}
-
-/// An outbox insert to handle, in stream order.
-struct Pending {
-    sequence: Option<String>,
-    work: Work,
 }
 
 impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
@@ -120,91 +117,66 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
         deadline: &Deadline,
     ) -> Result<Report, Error> {
         let mut report = Report::default();
-        let mut pending = Vec::new();
-        let mut items = Vec::new();
+        let mut sequences = Vec::new();
+        let mut entries = Vec::new();
         for record in records {
             let Some(key) = outbox_insert(record) else {
                 report.skipped += 1;
                 continue;
             };
-            let sequence = record.change.sequence_number.clone();
-            let work = match OutboxItem::from_item(record.change.new_image.clone()) {
-                Ok(item) => {
-                    items.push(item);
-                    Work::Publish(items.len() - 1)
-                }
-                Err(e) => Work::Poison(key, e.to_string()),
-            };
-            pending.push(Pending { sequence, work });
+            sequences.push(record.change.sequence_number.clone());
+            entries.push(entry(key, record));
         }
 
-        let outcomes = publish_in_order(
-            &self.sink,
-            &items,
-            Ordering::StopAtFirstFailure,
-            &self.retry,
-            deadline,
-        )
-        .await;
-
-        for (position, record) in pending.iter().enumerate() {
-            let handled = match &record.work {
-                Work::Publish(i) => match &outcomes[*i] {
-                    ItemOutcome::Published => true,
-                    ItemOutcome::Poison(failure) => {
-                        self.dead_letter(&items[*i].key(), &failure.to_string(), &mut report)
-                            .await
-                    }
-                    ItemOutcome::Failed(failure) => {
-                        tracing::error!(
-                            event_id = %items[*i].event_id,
-                            code = %failure.code,
-                            kind = ?failure.kind,
-                            "event not published; reporting the record for retry"
-                        );
-                        false
-                    }
-                    ItemOutcome::NotAttempted => false,
-                },
-                Work::Poison(key, reason) => self.dead_letter(key, reason, &mut report).await,
-            };
-            if !handled {
-                report.unhandled = pending.len() - position;
-                report.first_failure = Some(record.sequence.clone().ok_or_else(|| {
-                    Error::from("a stream record to retry has no dynamodb.SequenceNumber; failing the whole batch")
-                })?);
-                break;
-            }
+        let relay = Relay {
+            sink: &self.sink,
+            store: &self.store,
+            retry: &self.retry,
+        };
+        let relayed = relay
+            .run(&entries, Mode::Stream, &mut Default::default(), deadline)
+            .await;
+        report.published = relayed.published;
+        report.dead_lettered = relayed.dead_lettered;
+        report.delete_failed = relayed.delete_failed;
+        report.deferred = relayed.deferred;
+        if let Some(first) = relayed.first_unhandled() {
+            report.unhandled = entries.len() - first;
+            report.first_failure = Some(sequences[first].clone().ok_or_else(|| {
+                Error::from("a stream record to retry has no dynamodb.SequenceNumber; failing the whole batch")
+            })?);
         }
-        // Every accepted event's item is deleted, including those after the
-        // first failure that went out in the same sink call: the retry from
-        // the reported record will publish them again (a duplicate with the
-        // same event id), but they must not linger for the sweeper too.
-        let published: Vec<ItemKey> = items
-            .iter()
-            .zip(&outcomes)
-            .filter(|(_, outcome)| **outcome == ItemOutcome::Published)
-            .map(|(item, _)| item.key())
-            .collect();
-        report.published = published.len();
-        let undeleted = self.store.delete_published(&published, deadline).await;
-        for key in &undeleted {
-            tracing::error!(key = %key, "published event's outbox item not deleted; the sweeper will republish it");
-        }
-        report.delete_failed = undeleted.len();
         Ok(report)
     }
+}
 
-    async fn dead_letter(&self, key: &ItemKey, reason: &str, report: &mut Report) -> bool {
-        match self.store.dead_letter(key, reason, None).await {
-            Ok(marked) => {
-                tracing::error!(key = %key, reason, outcome = ?marked, "poison outbox record dead-lettered");
-                report.dead_lettered += 1;
-                true
-            }
-            Err(e) => {
-                tracing::error!(key = %key, error = %e, "could not dead-letter a poison record; reporting it for retry");
-                false
+/// What the relay makes of an outbox insert.
+fn entry(key: ItemKey, record: &EventRecord) -> Entry {
+    if record.change.new_image.is_empty() {
+        let view = serde_json::to_value(&record.change.stream_view_type)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "unknown".to_owned());
+        return Entry::Unusable {
+            key,
+            reason: format!(
+                "the stream record has no NewImage (stream view type {view}); the table's stream must be NEW_IMAGE or NEW_AND_OLD_IMAGES"
+            ),
+        };
+    }
+    match OutboxItem::from_item(record.change.new_image.clone()) {
+        Ok(item) => Entry::Item(item),
+        Err(e) => {
+            let aggregate_id = record
+                .change
+                .new_image
+                .get(outbox_core::keys::attr::AGGREGATE_ID)
+                .and_then(|v| serde_json::to_value(v).ok())
+                .and_then(|v| v.get("S").and_then(|s| s.as_str()).map(str::to_owned));
+            Entry::Poison {
+                key,
+                aggregate_id,
+                reason: e.to_string(),
             }
         }
     }
@@ -240,6 +212,7 @@ pub async fn handler<S: EventSink, T: OutboxStore>(
         skipped = report.skipped,
         dead_lettered = report.dead_lettered,
         delete_failed = report.delete_failed,
+        dead_letter_deferred = report.deferred,
         unhandled = report.unhandled,
         first_failure = report.first_failure.as_deref().unwrap_or(""),
         "batch handled"

@@ -11,7 +11,17 @@ async fn main() -> Result<(), Error> {
     telemetry::init_logging();
     let config = Config::from_env()?;
     let sdk = telemetry::aws_config().await;
-    let service = OrderService::from_config(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    // Record the shard count this writer uses before it writes any event, so
+    // that a later, lower OUTBOX_SHARDS never hides the higher shards from
+    // the sweeper. A failure only delays that: the sweeper records it too.
+    if let Err(e) =
+        outbox_core::store::record_shard_count(&client, &config.table_name, config.outbox_shards)
+            .await
+    {
+        tracing::warn!(error = %e, "shard count not recorded at cold start");
+    }
+    let service = OrderService::from_config(client, &config);
     let service = &service;
     lambda_http::run(service_fn(move |request: Request| async move {
         Ok::<_, Infallible>(api::handle(service, request).await)

@@ -441,14 +441,7 @@ fn timestamp(at: OffsetDateTime) -> String {
 }
 
 fn is_throttling(code: Option<&str>) -> bool {
-    matches!(
-        code,
-        Some(
-            "ProvisionedThroughputExceededException"
-                | "ThrottlingException"
-                | "RequestLimitExceeded"
-        )
-    )
+    code.is_some_and(outbox_core::retry::is_throttling)
 }
 
 fn internal(e: impl ToString) -> String {

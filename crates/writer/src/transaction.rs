@@ -436,7 +436,7 @@ impl OutboxTransaction {
                                 label: label(index),
                             }
                         }
-                        Some("ThrottlingError") | Some("ProvisionedThroughputExceeded") => {
+                        Some(code) if outbox_core::retry::is_throttling(code) => {
                             return TransactionError::Throttled
                         }
                         Some("None") | None => {}

@@ -6,12 +6,15 @@
 //!   the sink's limits and says, per entry and in order, what happened.
 //! - [`eventbridge::EventBridgeSink`] and [`sns::SnsSink`]: the adapters;
 //!   [`AnySink`] picks one from the configuration.
-//! - [`publish_in_order`]: batching, in-invocation retries of transient
-//!   failures, and the stop-at-first-failure rule the stream mapping needs.
+//! - [`relay`]: the one place that publishes and handles what happened:
+//!   batching, in-call retries, deleting the published, dead-lettering the
+//!   poison, recording (or reporting) the failed, per-aggregate order. The
+//!   publisher and the sweeper differ only in its [`relay::Mode`].
 //! - [`classify`]: which failures are transient, which are the event's own
 //!   fault (poison) and which are neither.
 
 pub mod eventbridge;
+pub mod relay;
 pub mod sns;
 
 use std::future::Future;
@@ -22,7 +25,6 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use crate::config::{Config, SinkConfig};
 use crate::item::OutboxItem;
-use crate::retry::{Deadline, RetryPolicy};
 
 /// What kind of failure an entry met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,156 +178,11 @@ impl EventSink for AnySink {
     }
 }
 
-/// Whether to go on after an item could not be published.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ordering {
-    /// Stream mapping: Lambda redelivers every record from the first reported
-    /// failure, so publishing anything after it would only make duplicates.
-    StopAtFirstFailure,
-    /// Sweeper: items are independent; record each failure and go on.
-    Independent,
-}
-
-/// What became of one item.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ItemOutcome {
-    /// Accepted by the sink: delete the outbox item.
-    Published,
-    /// Can never be published: dead-letter it.
-    Poison(PublishFailure),
-    /// Not published (retries exhausted, or rejected): keep the item.
-    Failed(PublishFailure),
-    /// Not tried: after the first failure, or too close to the deadline.
-    NotAttempted,
-}
-
-/// Publishes `items` in order: batches of at most `sink.max_entries()`
-/// entries and `sink.max_bytes()` bytes, transient entry failures retried
-/// (only the failed entries) with backoff while `deadline` allows. Returns
-/// one outcome per item, in order.
-pub async fn publish_in_order<S: EventSink>(
-    sink: &S,
-    items: &[OutboxItem],
-    ordering: Ordering,
-    policy: &RetryPolicy,
-    deadline: &Deadline,
-) -> Vec<ItemOutcome> {
-    let mut outcomes = vec![ItemOutcome::NotAttempted; items.len()];
-    let mut start = 0;
-    while start < items.len() {
-        // Too close to the deadline to start a call: leave the rest.
-        if !deadline.allows(policy.base) {
-            break;
-        }
-        let mut end = start;
-        let mut bytes = 0;
-        while end < items.len() && end - start < sink.max_entries() {
-            let size = sink.entry_size(&items[end]);
-            if size > sink.max_bytes() {
-                if end == start {
-                    outcomes[end] = ItemOutcome::Poison(PublishFailure::new(
-                        FailureKind::Poison,
-                        "EntryTooLarge",
-                        format!(
-                            "entry is {size} bytes; the sink accepts {}",
-                            sink.max_bytes()
-                        ),
-                    ));
-                    end += 1;
-                }
-                break;
-            }
-            if bytes + size > sink.max_bytes() {
-                break;
-            }
-            bytes += size;
-            end += 1;
-        }
-        let batch: Vec<usize> = (start..end)
-            .filter(|i| outcomes[*i] == ItemOutcome::NotAttempted)
-            .collect();
-        start = end;
-        if batch.is_empty() {
-            continue;
-        }
-        publish_batch_with_retries(sink, items, &batch, policy, deadline, &mut outcomes).await;
-        let failed = batch
-            .iter()
-            .any(|i| matches!(outcomes[*i], ItemOutcome::Failed(_)));
-        if failed && ordering == Ordering::StopAtFirstFailure {
-            break;
-        }
-    }
-    outcomes
-}
-
-async fn publish_batch_with_retries<S: EventSink>(
-    sink: &S,
-    items: &[OutboxItem],
-    batch: &[usize],
-    policy: &RetryPolicy,
-    deadline: &Deadline,
-    outcomes: &mut [ItemOutcome],
-) {
-    let mut pending: Vec<usize> = batch.to_vec();
-    let mut attempt = 1;
-    loop {
-        let refs: Vec<&OutboxItem> = pending.iter().map(|i| &items[*i]).collect();
-        let mut results = sink.publish_batch(&refs).await.into_iter();
-        let mut retry = Vec::new();
-        for index in pending {
-            // A sink that answers for fewer entries than it was given leaves
-            // the rest unknown: treat them as transient failures.
-            let result = results.next().unwrap_or_else(|| {
-                Err(PublishFailure::new(
-                    FailureKind::Transient,
-                    "MissingResult",
-                    "the sink returned no result for this entry",
-                ))
-            });
-            outcomes[index] = match result {
-                Ok(()) => ItemOutcome::Published,
-                Err(f) if f.kind == FailureKind::Poison => ItemOutcome::Poison(f),
-                Err(f) => {
-                    if f.kind == FailureKind::Transient {
-                        retry.push(index);
-                    }
-                    ItemOutcome::Failed(f)
-                }
-            };
-        }
-        if retry.is_empty() || !policy.wait(attempt, deadline).await {
-            return;
-        }
-        attempt += 1;
-        pending = retry;
-    }
-}
-
-/// Error codes (whole-call or per-entry) that are worth retrying.
-const TRANSIENT_CODES: &[&str] = &[
-    "ThrottlingException",
-    "Throttling",
-    "Throttled",
-    "TooManyRequestsException",
-    "RequestLimitExceeded",
-    "ProvisionedThroughputExceededException",
-    "InternalFailure",
-    "InternalException",
-    "InternalError",
-    "InternalServerError",
-    "ServiceUnavailable",
-    "ServiceUnavailableException",
-    "KMSThrottlingException",
-    "RequestTimeout",
-    "RequestTimeoutException",
-];
-
 /// Classifies an error code. `poison` lists the codes that mean "this entry
 /// can never be accepted" for the sink at hand; anything unknown is
 /// [`FailureKind::Rejected`]: kept and reported, never silently dropped.
 pub fn classify(code: &str, poison: &[&str]) -> FailureKind {
-    if TRANSIENT_CODES.contains(&code) {
+    if crate::retry::is_transient(code) {
         FailureKind::Transient
     } else if poison.contains(&code) {
         FailureKind::Poison
@@ -356,7 +213,7 @@ where
         SdkError::ServiceError(service) => {
             let code = service.err().code().unwrap_or("Unknown").to_owned();
             let message = service.err().message().unwrap_or("").to_owned();
-            let kind = if service.raw().status().as_u16() >= 500 {
+            let kind = if service.raw().status().is_server_error() {
                 FailureKind::Transient
             } else {
                 // A whole call is never the fault of one entry: no poison here.

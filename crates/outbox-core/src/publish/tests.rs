@@ -1,13 +1,21 @@
 //! Logic tests of the relay with an in-memory sink. The adapters themselves
 //! are tested against the local AWS API in the workspace's `tests/`.
 
+use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::json;
+use time::OffsetDateTime;
 
+use super::relay::{Entry, Mode, Outcome, Relay, RelayReport};
 use super::*;
 use crate::envelope::EventEnvelope;
+use crate::keys::ItemKey;
+use crate::retry::{Backoff, Deadline, Jitter, RetryPolicy};
+use crate::store::{
+    Cursor, DeadLetter, Marked, OutboxStore, Page, PendingQuery, ShardStats, StoreError,
+};
 
 /// Fails entries by position in the overall stream of entries it has been
 /// given, and records every call.
@@ -17,6 +25,7 @@ struct ScriptedSink {
     script: Mutex<Vec<(String, PublishFailure, u32)>>,
     max_entries: usize,
     max_bytes: usize,
+    hang: bool,
 }
 
 impl ScriptedSink {
@@ -26,6 +35,7 @@ impl ScriptedSink {
             script: Mutex::new(Vec::new()),
             max_entries: 10,
             max_bytes: 256 * 1024,
+            hang: false,
         }
     }
     fn fail(self, event_type: &str, kind: FailureKind, times: u32) -> Self {
@@ -56,6 +66,9 @@ impl EventSink for ScriptedSink {
             .lock()
             .unwrap()
             .push(items.iter().map(|i| i.event_type.clone()).collect());
+        if self.hang {
+            std::future::pending::<()>().await;
+        }
         let mut script = self.script.lock().unwrap();
         items
             .iter()
@@ -75,20 +88,88 @@ impl EventSink for ScriptedSink {
     }
 }
 
-fn items(n: usize) -> Vec<OutboxItem> {
+/// An in-memory store: records what the relay asked of it.
+#[derive(Default)]
+struct MemStore {
+    deleted: Mutex<Vec<ItemKey>>,
+    dead: Mutex<Vec<ItemKey>>,
+    failures: Mutex<Vec<(ItemKey, u32)>>,
+    fail_dead_letters: bool,
+}
+
+impl OutboxStore for MemStore {
+    async fn delete_published(&self, keys: &[ItemKey], _: &Deadline) -> Vec<ItemKey> {
+        self.deleted.lock().unwrap().extend_from_slice(keys);
+        Vec::new()
+    }
+    async fn dead_letter(
+        &self,
+        letter: DeadLetter<'_>,
+        _: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        if self.fail_dead_letters {
+            return Err(StoreError {
+                operation: "dead_letter",
+                code: "ThrottlingException".into(),
+            });
+        }
+        self.dead.lock().unwrap().push(letter.key.clone());
+        Ok(Marked::Updated)
+    }
+    async fn record_failure(
+        &self,
+        key: &ItemKey,
+        attempts: u32,
+        _: i64,
+        _: &str,
+        _: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        self.failures.lock().unwrap().push((key.clone(), attempts));
+        Ok(Marked::Updated)
+    }
+    fn configured_shards(&self) -> u16 {
+        1
+    }
+    async fn shard_count(&self, _: &Deadline) -> Result<u16, StoreError> {
+        Ok(1)
+    }
+    async fn pending_page(
+        &self,
+        _: &PendingQuery,
+        _: Option<Cursor>,
+        _: &Deadline,
+    ) -> Result<Page, StoreError> {
+        Ok(Page::default())
+    }
+    async fn shard_stats(&self, _: u16, _: i32, _: &Deadline) -> Result<ShardStats, StoreError> {
+        Ok(ShardStats::default())
+    }
+}
+
+/// `E<i>` events; `aggregates` distinct aggregates, round robin.
+fn items_of(n: usize, aggregates: usize) -> Vec<OutboxItem> {
     (0..n)
         .map(|i| {
-            let env = EventEnvelope::new(&format!("E{i}"), "Order", "o", 1, json!({})).unwrap();
-            OutboxItem::new("ORDER#o", &env, "src", 8).unwrap()
+            let aggregate = format!("o{}", i % aggregates);
+            let env =
+                EventEnvelope::new(&format!("E{i}"), "Order", &aggregate, 1, json!({})).unwrap();
+            OutboxItem::new(&format!("ORDER#{aggregate}"), &env, "src", 8).unwrap()
         })
         .collect()
+}
+
+fn items(n: usize) -> Vec<Entry> {
+    items_of(n, n).into_iter().map(Entry::Item).collect()
 }
 
 fn fast() -> RetryPolicy {
     RetryPolicy {
         max_attempts: 3,
-        base: Duration::from_millis(1),
-        cap: Duration::from_millis(2),
+        backoff: Backoff {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(2),
+            jitter: Jitter::Full,
+        },
     }
 }
 
@@ -96,29 +177,60 @@ fn far() -> Deadline {
     Deadline::after(Duration::from_secs(60))
 }
 
+fn sweep_mode() -> Mode {
+    Mode::Sweep {
+        now: OffsetDateTime::now_utc(),
+        max_attempts: 5,
+        backoff: Backoff::PERSISTED,
+    }
+}
+
+async fn run(sink: &ScriptedSink, store: &MemStore, entries: &[Entry], mode: Mode) -> RelayReport {
+    run_until(sink, store, entries, mode, &far()).await
+}
+
+async fn run_until(
+    sink: &ScriptedSink,
+    store: &MemStore,
+    entries: &[Entry],
+    mode: Mode,
+    deadline: &Deadline,
+) -> RelayReport {
+    let relay = Relay {
+        sink,
+        store,
+        retry: &fast(),
+    };
+    relay
+        .run(entries, mode, &mut HashSet::new(), deadline)
+        .await
+}
+
+fn all_published(report: &RelayReport) -> bool {
+    report.outcomes.iter().all(|o| *o == Outcome::Published)
+}
+
 #[tokio::test]
-async fn batches_of_ten() {
-    let sink = ScriptedSink::new();
-    let out = publish_in_order(
-        &sink,
-        &items(25),
-        Ordering::StopAtFirstFailure,
-        &fast(),
-        &far(),
-    )
-    .await;
-    assert!(out.iter().all(|o| *o == ItemOutcome::Published));
+async fn batches_of_ten_and_one_delete_list() {
+    let (sink, store) = (ScriptedSink::new(), MemStore::default());
+    let report = run(&sink, &store, &items(25), Mode::Stream).await;
+    assert!(all_published(&report));
     let sizes: Vec<usize> = sink.calls().iter().map(Vec::len).collect();
     assert_eq!(sizes, vec![10, 10, 5]);
+    assert_eq!(store.deleted.lock().unwrap().len(), 25);
+    assert_eq!(report.first_unhandled(), None);
 }
 
 #[tokio::test]
 async fn batches_respect_the_byte_limit() {
     let mut sink = ScriptedSink::new();
     let all = items(6);
-    sink.max_bytes = all[0].envelope.len() * 2 + 1;
-    let out = publish_in_order(&sink, &all, Ordering::StopAtFirstFailure, &fast(), &far()).await;
-    assert!(out.iter().all(|o| *o == ItemOutcome::Published));
+    let Entry::Item(first) = &all[0] else {
+        unreachable!()
+    };
+    sink.max_bytes = first.envelope.len() * 2 + 1;
+    let report = run(&sink, &MemStore::default(), &all, Mode::Stream).await;
+    assert!(all_published(&report));
     assert_eq!(
         sink.calls().iter().map(Vec::len).collect::<Vec<_>>(),
         vec![2, 2, 2]
@@ -126,17 +238,23 @@ async fn batches_respect_the_byte_limit() {
 }
 
 #[tokio::test]
+async fn a_call_never_carries_two_events_of_one_aggregate() {
+    let sink = ScriptedSink::new();
+    // o0, o1, o0, o1, ...: every call stops where an aggregate repeats.
+    let entries: Vec<Entry> = items_of(6, 2).into_iter().map(Entry::Item).collect();
+    let report = run(&sink, &MemStore::default(), &entries, Mode::Stream).await;
+    assert!(all_published(&report));
+    assert_eq!(
+        sink.calls(),
+        vec![vec!["E0", "E1"], vec!["E2", "E3"], vec!["E4", "E5"]]
+    );
+}
+
+#[tokio::test]
 async fn transient_failures_are_retried_alone() {
     let sink = ScriptedSink::new().fail("E3", FailureKind::Transient, 2);
-    let out = publish_in_order(
-        &sink,
-        &items(5),
-        Ordering::StopAtFirstFailure,
-        &fast(),
-        &far(),
-    )
-    .await;
-    assert!(out.iter().all(|o| *o == ItemOutcome::Published), "{out:?}");
+    let report = run(&sink, &MemStore::default(), &items(5), Mode::Stream).await;
+    assert!(all_published(&report), "{report:?}");
     let calls = sink.calls();
     assert_eq!(calls.len(), 3);
     assert_eq!(calls[1], vec!["E3"]);
@@ -144,82 +262,185 @@ async fn transient_failures_are_retried_alone() {
 }
 
 #[tokio::test]
-async fn exhausted_retries_stop_at_the_first_failure() {
+async fn the_stream_stops_at_the_first_failure() {
     let sink = ScriptedSink::new().fail("E12", FailureKind::Transient, 100);
-    let out = publish_in_order(
-        &sink,
-        &items(25),
-        Ordering::StopAtFirstFailure,
-        &fast(),
-        &far(),
-    )
-    .await;
-    // The first batch is published, the second holds the failure at 12; the
-    // rest of that batch went out in the same call; the third batch is not tried.
-    assert!(out[..12].iter().all(|o| *o == ItemOutcome::Published));
-    assert!(matches!(out[12], ItemOutcome::Failed(_)));
-    assert!(out[13..20].iter().all(|o| *o == ItemOutcome::Published));
-    assert!(out[20..].iter().all(|o| *o == ItemOutcome::NotAttempted));
+    let store = MemStore::default();
+    let report = run(&sink, &store, &items(25), Mode::Stream).await;
+    let out = &report.outcomes;
+    // The second call holds the failure at 12; the rest of that call went
+    // out with it; the third call is not made.
+    assert!(out[..12].iter().all(|o| *o == Outcome::Published));
+    assert!(matches!(out[12], Outcome::Failed(_)));
+    assert!(out[13..20].iter().all(|o| *o == Outcome::Published));
+    assert!(out[20..].iter().all(|o| *o == Outcome::NotAttempted));
+    assert_eq!(report.first_unhandled(), Some(12));
     // 1 + 3 attempts at the second batch (1 full, 2 retries of E12 alone).
     assert_eq!(sink.calls().len(), 4);
-}
-
-#[tokio::test]
-async fn independent_ordering_goes_on() {
-    let sink = ScriptedSink::new().fail("E2", FailureKind::Rejected, 100);
-    let out = publish_in_order(&sink, &items(25), Ordering::Independent, &fast(), &far()).await;
-    assert!(matches!(out[2], ItemOutcome::Failed(ref f) if f.kind == FailureKind::Rejected));
-    assert_eq!(
-        out.iter().filter(|o| **o == ItemOutcome::Published).count(),
-        24
+    assert!(
+        store.failures.lock().unwrap().is_empty(),
+        "the stream records nothing"
     );
-    // Rejected failures are not retried in-invocation.
-    assert_eq!(sink.calls().len(), 3);
 }
 
 #[tokio::test]
-async fn poison_does_not_stop_the_batch() {
+async fn a_sweep_goes_on_and_holds_the_failed_aggregate() {
+    // Three aggregates, round robin: E0 (o0) fails for good.
+    let sink = ScriptedSink::new().fail("E0", FailureKind::Rejected, 100);
+    let store = MemStore::default();
+    let entries: Vec<Entry> = items_of(9, 3).into_iter().map(Entry::Item).collect();
+    let report = run(&sink, &store, &entries, sweep_mode()).await;
+    let out = &report.outcomes;
+    assert!(matches!(out[0], Outcome::Failed(_)));
+    // o0's later events are held; o1 and o2 go on.
+    for i in [3, 6] {
+        assert_eq!(out[i], Outcome::Deferred, "E{i}");
+    }
+    for i in [1, 2, 4, 5, 7, 8] {
+        assert_eq!(out[i], Outcome::Published, "E{i}");
+    }
+    assert_eq!(
+        store.failures.lock().unwrap().len(),
+        1,
+        "the attempt is recorded"
+    );
+    assert!(sink
+        .calls()
+        .iter()
+        .flatten()
+        .all(|t| t != "E3" && t != "E6"));
+}
+
+#[tokio::test]
+async fn an_item_not_due_holds_its_aggregate() {
+    let sink = ScriptedSink::new();
+    let mut all = items_of(4, 2);
+    all[0].next_attempt_at = Some(OffsetDateTime::now_utc().unix_timestamp() + 600);
+    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
+    let report = run(&sink, &MemStore::default(), &entries, sweep_mode()).await;
+    assert_eq!(
+        report.outcomes,
+        vec![
+            Outcome::Deferred,
+            Outcome::Published,
+            Outcome::Deferred,
+            Outcome::Published
+        ]
+    );
+}
+
+fn poison(aggregate: &str) -> Entry {
+    Entry::Poison {
+        key: ItemKey::new(format!("ORDER#{aggregate}"), "OUTBOX#x"),
+        aggregate_id: Some(aggregate.to_owned()),
+        reason: "does not decode".into(),
+    }
+}
+
+#[tokio::test]
+async fn poison_is_dead_lettered_before_anything_after_it() {
+    let (sink, store) = (ScriptedSink::new(), MemStore::default());
+    let mut entries = items(3);
+    entries.insert(1, poison("p"));
+    let report = run(&sink, &store, &entries, Mode::Stream).await;
+    assert_eq!(report.outcomes[1], Outcome::DeadLettered);
+    assert_eq!(report.published, 3);
+    assert_eq!(sink.calls(), vec![vec!["E0"], vec!["E1", "E2"]]);
+    assert_eq!(store.dead.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_poison_whose_dead_letter_fails_stops_the_stream_before_the_rest() {
+    let sink = ScriptedSink::new();
+    let store = MemStore {
+        fail_dead_letters: true,
+        ..MemStore::default()
+    };
+    let mut entries = items(3);
+    entries.insert(1, poison("p"));
+    let report = run(&sink, &store, &entries, Mode::Stream).await;
+    assert_eq!(report.first_unhandled(), Some(1));
+    assert_eq!(sink.calls(), vec![vec!["E0"]], "nothing after it is sent");
+    assert!(report.outcomes[2..]
+        .iter()
+        .all(|o| *o == Outcome::NotAttempted));
+}
+
+#[tokio::test]
+async fn sink_poison_whose_dead_letter_fails_is_left_for_the_sweeper() {
     let sink = ScriptedSink::new().fail("E1", FailureKind::Poison, 100);
-    let out = publish_in_order(
-        &sink,
-        &items(3),
-        Ordering::StopAtFirstFailure,
-        &fast(),
-        &far(),
-    )
-    .await;
-    assert!(matches!(out[1], ItemOutcome::Poison(_)));
-    assert_eq!(out[0], ItemOutcome::Published);
-    assert_eq!(out[2], ItemOutcome::Published);
-    assert_eq!(sink.calls().len(), 1);
+    let store = MemStore {
+        fail_dead_letters: true,
+        ..MemStore::default()
+    };
+    let report = run(&sink, &store, &items(3), Mode::Stream).await;
+    // Its call-mates were accepted in the same call: reporting it would
+    // send them again on every retry.
+    assert_eq!(report.outcomes[1], Outcome::Deferred);
+    assert_eq!(report.first_unhandled(), None);
+    assert_eq!(report.published, 2);
+    assert_eq!(report.store_errors, 1);
 }
 
 #[tokio::test]
-async fn oversized_entries_are_poison_without_a_call() {
+async fn oversized_entries_are_dead_lettered_without_a_call() {
     let mut sink = ScriptedSink::new();
-    let mut all = items(3);
+    let store = MemStore::default();
+    let mut all = items_of(3, 3);
     sink.max_bytes = all[0].envelope.len() + 10;
     all[1].envelope = format!("{{\"x\":\"{}\"}}", "y".repeat(sink.max_bytes));
-    let out = publish_in_order(&sink, &all, Ordering::StopAtFirstFailure, &fast(), &far()).await;
-    assert!(matches!(out[1], ItemOutcome::Poison(ref f) if f.code == "EntryTooLarge"));
-    assert_eq!(out[0], ItemOutcome::Published);
-    assert_eq!(out[2], ItemOutcome::Published);
+    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
+    let report = run(&sink, &store, &entries, Mode::Stream).await;
+    assert_eq!(report.outcomes[1], Outcome::DeadLettered);
+    assert_eq!(report.published, 2);
     assert!(sink.calls().iter().flatten().all(|t| t != "E1"));
+}
+
+#[tokio::test]
+async fn an_unusable_record_is_reported_never_dead_lettered() {
+    let (sink, store) = (ScriptedSink::new(), MemStore::default());
+    let mut entries = items(2);
+    entries.insert(
+        0,
+        Entry::Unusable {
+            key: ItemKey::new("ORDER#u", "OUTBOX#u"),
+            reason: "no NewImage".into(),
+        },
+    );
+    let report = run(&sink, &store, &entries, Mode::Stream).await;
+    assert_eq!(report.first_unhandled(), Some(0));
+    assert!(sink.calls().is_empty());
+    assert!(store.dead.lock().unwrap().is_empty());
 }
 
 #[tokio::test]
 async fn nothing_starts_past_the_deadline() {
     let sink = ScriptedSink::new();
-    let out = publish_in_order(
+    let report = run_until(
         &sink,
+        &MemStore::default(),
         &items(3),
-        Ordering::StopAtFirstFailure,
-        &fast(),
+        Mode::Stream,
         &Deadline::after(Duration::ZERO),
     )
     .await;
-    assert!(out.iter().all(|o| *o == ItemOutcome::NotAttempted));
+    assert!(report.outcomes.iter().all(|o| *o == Outcome::NotAttempted));
     assert!(sink.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_sink_that_never_answers_is_cut_at_the_deadline() {
+    let mut sink = ScriptedSink::new();
+    sink.hang = true;
+    let report = run_until(
+        &sink,
+        &MemStore::default(),
+        &items(3),
+        Mode::Stream,
+        &Deadline::after(Duration::from_millis(200)),
+    )
+    .await;
+    assert_eq!(report.first_unhandled(), Some(0));
+    assert!(matches!(&report.outcomes[0], Outcome::Failed(f) if f.code == "DeadlineReached"));
 }
 
 #[test]

@@ -1,0 +1,310 @@
+//! A fault proxy on the wire: an HTTP/1.1 server on 127.0.0.1 that sits
+//! between the SDK clients and the moto server and, per operation, answers
+//! with a throttle or a 5xx, refuses some entries of a `PutEvents` in a 200
+//! answer, never answers, or drops the connection. Everything else is
+//! forwarded unchanged. The clients are the real SDK clients with the
+//! functions' retry and timeout settings, so what is tested is what runs.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let proxy = testkit::proxy::FaultProxy::start().await;
+//! proxy.inject("UpdateItem", testkit::proxy::Fault::Throttle, None);
+//! let sdk = proxy.sdk().await; // clients built from it go through the proxy
+//! # }
+//! ```
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the proxy does to a matching call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// 400 `ThrottlingException` (JSON protocols) or `Throttling` (query).
+    Throttle,
+    /// 500 `InternalFailure`.
+    ServerError,
+    /// Never answers (until the client gives up).
+    Hang,
+    /// Drops the connection without an answer.
+    Reset,
+    /// `PutEvents` only: the entries at these positions are not forwarded
+    /// and come back failed (`InternalFailure`) in a 200 answer; the others
+    /// really go to the bus.
+    FailEntries(Vec<usize>),
+    /// Like `FailEntries`, for the entries whose `Detail` contains the text.
+    FailEntriesContaining(String),
+}
+
+#[derive(Debug)]
+struct Rule {
+    operation: String,
+    fault: Fault,
+    /// Calls it still applies to (`None`: every call).
+    remaining: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    rules: Vec<Rule>,
+    /// Operations seen, in order.
+    seen: Vec<String>,
+    /// Operations a fault was applied to.
+    faulted: Vec<String>,
+}
+
+/// A running proxy; it stops when dropped.
+pub struct FaultProxy {
+    pub endpoint: String,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FaultProxy {
+    /// A proxy in front of `AWS_ENDPOINT_URL` (the local moto server).
+    pub async fn start() -> Self {
+        let upstream = outboxctl::local::endpoint().expect("a loopback AWS_ENDPOINT_URL");
+        let upstream = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
+        let state = Arc::new(Mutex::new(State::default()));
+        let shared = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let state = shared.clone();
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    let service =
+                        service_fn(move |request| handle(state.clone(), upstream.clone(), request));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            endpoint,
+            state,
+            task,
+        }
+    }
+
+    /// Applies `fault` to the next `times` calls of `operation` (every call
+    /// when `None`). Rules apply in the order they were added.
+    pub fn inject(&self, operation: &str, fault: Fault, times: Option<usize>) {
+        self.state.lock().unwrap().rules.push(Rule {
+            operation: operation.to_owned(),
+            fault,
+            remaining: times,
+        });
+    }
+
+    /// Removes every rule: from now on everything is forwarded.
+    pub fn heal(&self) {
+        self.state.lock().unwrap().rules.clear();
+    }
+
+    /// How many calls of `operation` reached the proxy.
+    pub fn seen(&self, operation: &str) -> usize {
+        let state = self.state.lock().unwrap();
+        state.seen.iter().filter(|o| *o == operation).count()
+    }
+
+    /// How many calls of `operation` got a fault.
+    pub fn faulted(&self, operation: &str) -> usize {
+        let state = self.state.lock().unwrap();
+        state.faulted.iter().filter(|o| *o == operation).count()
+    }
+
+    /// An SDK configuration whose clients go through this proxy.
+    pub async fn sdk(&self) -> aws_config::SdkConfig {
+        outboxctl::local::sdk_config_at(&self.endpoint)
+            .await
+            .expect("loopback proxy")
+    }
+}
+
+/// The operation of a request: `X-Amz-Target` for the JSON protocols,
+/// `Action` of the form body for the query protocol (SNS).
+fn operation(request: &hyper::http::request::Parts, body: &[u8]) -> String {
+    if let Some(target) = request
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+    {
+        return target.rsplit('.').next().unwrap_or(target).to_owned();
+    }
+    form_urlencoded::parse(body)
+        .find(|(k, _)| k == "Action")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| "Unknown".to_owned())
+}
+
+fn fault_for(state: &Mutex<State>, operation: &str) -> Option<Fault> {
+    let mut state = state.lock().unwrap();
+    state.seen.push(operation.to_owned());
+    let rule = state
+        .rules
+        .iter_mut()
+        .find(|r| r.operation == operation && r.remaining != Some(0))?;
+    if let Some(n) = &mut rule.remaining {
+        *n -= 1;
+    }
+    let fault = rule.fault.clone();
+    state.faulted.push(operation.to_owned());
+    Some(fault)
+}
+
+async fn handle(
+    state: Arc<Mutex<State>>,
+    upstream: String,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await?.to_bytes();
+    let operation = operation(&parts, &body);
+    let json = parts.headers.contains_key("x-amz-target");
+    match fault_for(&state, &operation) {
+        None => forward(&upstream, parts, body).await,
+        Some(Fault::Throttle) => Ok(error(json, StatusCode::BAD_REQUEST, "Throttling")),
+        Some(Fault::ServerError) => Ok(error(
+            json,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalFailure",
+        )),
+        Some(Fault::Hang) => {
+            std::future::pending::<()>().await;
+            unreachable!()
+        }
+        Some(Fault::Reset) => Err("injected connection reset".into()),
+        Some(Fault::FailEntries(positions)) => {
+            partial_put_events(&upstream, parts, body, |i, _| positions.contains(&i)).await
+        }
+        Some(Fault::FailEntriesContaining(text)) => {
+            partial_put_events(&upstream, parts, body, |_, entry| {
+                entry["Detail"].as_str().is_some_and(|d| d.contains(&text))
+            })
+            .await
+        }
+    }
+}
+
+fn error(json: bool, status: StatusCode, code: &str) -> Response<Full<Bytes>> {
+    let (content_type, body) = if json {
+        let code = if code == "Throttling" {
+            "ThrottlingException"
+        } else {
+            code
+        };
+        (
+            "application/x-amz-json-1.1",
+            format!(r#"{{"__type":"{code}","message":"injected by the fault proxy"}}"#),
+        )
+    } else {
+        (
+            "text/xml",
+            format!(
+                "<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>injected by the fault proxy</Message></Error><RequestId>fault-proxy</RequestId></ErrorResponse>"
+            ),
+        )
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+async fn forward(
+    upstream: &str,
+    mut parts: hyper::http::request::Parts,
+    body: Bytes,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let stream = TcpStream::connect(upstream).await?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    parts.headers.remove(TRANSFER_ENCODING);
+    parts.headers.insert(CONTENT_LENGTH, body.len().into());
+    let response = sender
+        .send_request(Request::from_parts(parts, Full::new(body)))
+        .await?;
+    let (mut parts, body) = response.into_parts();
+    let body = body.collect().await?.to_bytes();
+    parts.headers.remove(TRANSFER_ENCODING);
+    parts.headers.insert(CONTENT_LENGTH, body.len().into());
+    Ok(Response::from_parts(parts, Full::new(body)))
+}
+
+/// Forwards the `PutEvents` entries that `refuse` spares and answers for all
+/// of them, the refused ones failed, in request order.
+async fn partial_put_events(
+    upstream: &str,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    refuse: impl Fn(usize, &serde_json::Value) -> bool,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let mut request: serde_json::Value = serde_json::from_slice(&body)?;
+    let entries = request["Entries"].as_array().cloned().unwrap_or_default();
+    let refused: Vec<bool> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| refuse(i, e))
+        .collect();
+    let kept: Vec<serde_json::Value> = entries
+        .iter()
+        .zip(&refused)
+        .filter(|(_, r)| !**r)
+        .map(|(e, _)| e.clone())
+        .collect();
+    let mut answers: Vec<serde_json::Value> = Vec::new();
+    if !kept.is_empty() {
+        request["Entries"] = serde_json::Value::Array(kept);
+        let forwarded = forward(upstream, parts, Bytes::from(request.to_string())).await?;
+        if !forwarded.status().is_success() {
+            return Ok(forwarded);
+        }
+        let body = forwarded.into_body().collect().await?.to_bytes();
+        let answer: serde_json::Value = serde_json::from_slice(&body)?;
+        answers = answer["Entries"].as_array().cloned().unwrap_or_default();
+    }
+    let mut answers = answers.into_iter();
+    let mut failed = 0;
+    let merged: Vec<serde_json::Value> = refused
+        .iter()
+        .map(|r| {
+            if *r {
+                failed += 1;
+                serde_json::json!({"ErrorCode": "InternalFailure", "ErrorMessage": "injected by the fault proxy"})
+            } else {
+                answers.next().unwrap_or_default()
+            }
+        })
+        .collect();
+    let body = serde_json::json!({"FailedEntryCount": failed, "Entries": merged}).to_string();
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/x-amz-json-1.1"),
+    );
+    Ok(response)
+}

@@ -589,3 +589,95 @@ impl Stack {
         Pump::new(self.stream(), mapping, invoker, on_failure).expect("filters compile")
     }
 }
+
+/// Receives up to 10 messages from a queue as the SQS event Lambda's SQS
+/// mapping would pass (the messages stay in the queue, invisible for the
+/// queue's visibility timeout, as with a real mapping).
+pub async fn sqs_event(
+    sdk: &SdkConfig,
+    queue_url: &str,
+) -> aws_lambda_events::event::sqs::SqsEvent {
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let out = sqs
+        .receive_message()
+        .queue_url(queue_url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .expect("receive");
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    for m in out.messages.unwrap_or_default() {
+        let mut message = aws_lambda_events::event::sqs::SqsMessage::default();
+        message.message_id = m.message_id.clone();
+        message.receipt_handle = m.receipt_handle.clone();
+        message.body = m.body.clone();
+        message.event_source = Some("aws:sqs".into());
+        event.records.push(message);
+    }
+    event
+}
+
+/// A Lambda context whose deadline is `after` from now.
+pub fn context_with_deadline(after: Duration) -> lambda_runtime::Context {
+    let mut context = lambda_runtime::Context::default();
+    context.deadline = (std::time::SystemTime::now() + after)
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    context
+}
+
+impl Stack {
+    /// Puts an outbox event of `aggregate` (version `version`) created `age`
+    /// ago plus `offset_ms`, written with `shards` pending-index shards.
+    pub async fn put_aggregate_event(
+        &self,
+        aggregate: &str,
+        version: u64,
+        age: Duration,
+        offset_ms: u64,
+        shards: u16,
+    ) -> OutboxItem {
+        let mut envelope = outbox_core::EventEnvelope::new(
+            "OrderUpdated",
+            "Order",
+            aggregate,
+            version,
+            serde_json::json!({"orderId": aggregate, "version": version}),
+        )
+        .expect("envelope");
+        let at = time::OffsetDateTime::now_utc() - age;
+        let ms = (at.unix_timestamp_nanos() / 1_000_000) as u64 + offset_ms;
+        envelope.event_id = ulid::Ulid::from_parts(ms, fastrand::u128(..));
+        envelope.occurred_at = outbox_core::envelope::ulid_time(envelope.event_id);
+        let item = OutboxItem::new(
+            &format!("ORDER#{aggregate}"),
+            &envelope,
+            "outbox.orders",
+            shards,
+        )
+        .expect("outbox item");
+        self.put_raw(item.to_attributes().expect("attributes"))
+            .await;
+        item
+    }
+
+    /// The bus sink and the store of this stack, their clients going
+    /// through `proxy`.
+    pub async fn through(
+        &self,
+        proxy: &proxy::FaultProxy,
+        shards: u16,
+    ) -> (EventBridgeSink, DynamoStore) {
+        let sdk = proxy.sdk().await;
+        let (bus, _) = self.bus.as_ref().expect("stack has a bus");
+        (
+            EventBridgeSink::new(
+                aws_sdk_eventbridge::Client::new(&sdk),
+                bus.clone(),
+                "outbox.orders".into(),
+            ),
+            DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &self.table, shards),
+        )
+    }
+}

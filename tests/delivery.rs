@@ -1,0 +1,382 @@
+//! The delivery path under faults on the wire: the real SDK clients (with
+//! the functions' retry and timeout settings) talk to the moto server
+//! through `testkit::proxy::FaultProxy`. One test per behaviour the
+//! publisher and the sweeper owe (see docs/publisher.md and docs/sweeper.md).
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use lambda_runtime::LambdaEvent;
+use outbox_core::publish::EventSink;
+use outbox_core::store::{DynamoStore, OutboxStore};
+use outbox_core::{EventEnvelope, OutboxItem};
+use publisher::Publisher;
+use serde_json::Value;
+use sweeper::{Response, SweepSettings, Sweeper};
+use testkit::proxy::{Fault, FaultProxy};
+use testkit::{far_deadline, fast_retry, Stack};
+use time::OffsetDateTime;
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn publisher<S: EventSink, T: OutboxStore>(sink: S, store: T) -> Publisher<S, T> {
+    let mut publisher = Publisher::new(sink, store);
+    publisher.retry = fast_retry();
+    publisher
+}
+
+fn sweeper<S: EventSink, T: OutboxStore>(sink: S, store: T, stack: &Stack) -> Sweeper<S, T> {
+    let mut sweeper = Sweeper::new(sink, store, SweepSettings::from(&stack.config(&[])));
+    sweeper.retry = fast_retry();
+    sweeper
+}
+
+fn is_outbox_insert(record: &EventRecord) -> bool {
+    record.event_name == "INSERT"
+        && record
+            .change
+            .keys
+            .get("SK")
+            .and_then(|v| serde_json::to_value(v).ok())
+            .and_then(|v| v["S"].as_str().map(|s| s.starts_with("OUTBOX#")))
+            .unwrap_or(false)
+}
+
+fn envelopes(messages: &[Value]) -> Vec<EventEnvelope> {
+    messages
+        .iter()
+        .map(|m| serde_json::from_value(m["detail"].clone()).expect("an envelope"))
+        .collect()
+}
+
+/// 1. A poison record whose dead-letter write fails: nothing after it is
+/// published in that invocation, so its redelivery duplicates nothing.
+#[tokio::test]
+async fn a_poison_record_whose_dead_letter_fails_sends_nothing_after_it() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(1).await;
+    let envelope =
+        EventEnvelope::new("OrderCreated", "Order", "poison", 1, serde_json::json!({})).unwrap();
+    let mut poison = OutboxItem::new("ORDER#poison", &envelope, "outbox.orders", 8)
+        .unwrap()
+        .to_attributes()
+        .unwrap();
+    poison.remove("envelope");
+    stack.put_raw(poison).await;
+    stack.create_orders(3).await;
+    let records: Vec<EventRecord> = stack
+        .stream()
+        .read()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(is_outbox_insert)
+        .collect();
+    assert_eq!(records.len(), 5);
+
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    let publisher = publisher(sink, store);
+    // Every dead-letter write is throttled (the SDK's retries included).
+    proxy.inject("UpdateItem", Fault::Throttle, None);
+    let report = publisher.process(&records, &far_deadline()).await.unwrap();
+    assert_eq!(report.published, 1, "only the record before the poison");
+    assert_eq!(
+        report.first_failure, records[1].change.sequence_number,
+        "the poison record is reported"
+    );
+    assert_eq!(report.unhandled, 4);
+    assert!(proxy.faulted("UpdateItem") > 0);
+    assert_eq!(envelopes(&stack.drain_subscriber().await).len(), 1);
+
+    // Lambda redelivers from the reported record; the throttling is over.
+    proxy.heal();
+    let report = publisher
+        .process(&records[1..], &far_deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.first_failure, None);
+    assert_eq!((report.dead_lettered, report.published), (1, 3));
+    let delivered = envelopes(&stack.drain_subscriber().await);
+    let distinct: HashSet<_> = delivered.iter().map(|e| e.event_id).collect();
+    assert_eq!(
+        (delivered.len(), distinct.len()),
+        (3, 3),
+        "no event went out twice"
+    );
+}
+
+/// 2. An INSERT without its NewImage (a KEYS_ONLY stream) is a
+/// configuration error: reported, never dead-lettered.
+#[tokio::test]
+async fn an_insert_without_its_image_is_reported_never_dead_lettered() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(2).await;
+    let mut records: Vec<EventRecord> = stack
+        .stream()
+        .read()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(is_outbox_insert)
+        .collect();
+    for record in &mut records {
+        record.change.new_image = Default::default();
+        record.change.stream_view_type =
+            Some(aws_lambda_events::event::dynamodb::StreamViewType::KeysOnly);
+    }
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    let report = publisher(sink, store)
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.first_failure, records[0].change.sequence_number);
+    assert_eq!(report.dead_lettered, 0);
+    assert_eq!(proxy.seen("UpdateItem"), 0, "no dead-letter write");
+    assert_eq!(proxy.seen("PutEvents"), 0);
+    assert_eq!(stack.outbox_items().await.len(), 2, "both kept");
+    assert!(stack
+        .outbox_items()
+        .await
+        .iter()
+        .all(|i| i.dead_lettered_at.is_none()));
+}
+
+/// 3. A sink call that never answers ends in a normal response, before the
+/// deadline, that reports the first record.
+#[tokio::test]
+async fn a_hung_sink_call_ends_in_a_normal_response_before_the_deadline() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(3).await;
+    let records: Vec<EventRecord> = stack
+        .stream()
+        .read()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(is_outbox_insert)
+        .collect();
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject("PutEvents", Fault::Hang, None);
+    let publisher = publisher(sink, store);
+    let context = testkit::context_with_deadline(Duration::from_secs(6));
+    let lambda_deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(context.deadline);
+    let mut event = Event::default();
+    event.records = records.clone();
+    let response = tokio::time::timeout(
+        Duration::from_secs(60),
+        publisher::handler(&publisher, LambdaEvent::new(event, context)),
+    )
+    .await
+    .expect("the handler returns")
+    .expect("a normal response, not an error");
+    assert!(
+        SystemTime::now() < lambda_deadline,
+        "answered before Lambda's deadline"
+    );
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert_eq!(
+        response.batch_item_failures[0].item_identifier,
+        records[0].change.sequence_number
+    );
+    assert_eq!(stack.outbox_items().await.len(), 3, "nothing lost");
+}
+
+/// 3b. The sweeper, with a sink that never answers, still returns its
+/// report (and its statistics) before the deadline.
+#[tokio::test]
+async fn a_hung_sink_still_lets_the_sweeper_report_before_the_deadline() {
+    let stack = Stack::with_bus().await;
+    stack.put_event_aged(DAY * 2).await;
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject("PutEvents", Fault::Hang, None);
+    let sweeper = sweeper(sink, store, &stack);
+    let context = testkit::context_with_deadline(Duration::from_secs(14));
+    let lambda_deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(context.deadline);
+    let event = serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap();
+    let response = tokio::time::timeout(
+        Duration::from_secs(60),
+        sweeper::handler(&sweeper, LambdaEvent::new(event, context)),
+    )
+    .await
+    .expect("the handler returns")
+    .expect("a report");
+    assert!(SystemTime::now() < lambda_deadline);
+    let Response::Sweep(report) = response else {
+        panic!("a sweep report: {response:?}")
+    };
+    assert!(report.stats_read, "the metric that matters was emitted");
+    assert!(report.oldest_pending_age_seconds >= 2.0 * 86_400.0 - 60.0);
+    assert_eq!(report.republished, 0);
+    assert_eq!(stack.outbox_items().await.len(), 1);
+}
+
+/// 4. The statistics read a bounded amount: the oldest item per shard, and
+/// counts that stop at the limit (then flagged as lower bounds).
+#[tokio::test]
+async fn sweeper_statistics_cost_a_bounded_amount() {
+    let stack = Stack::with_bus().await;
+    let oldest = stack
+        .put_aggregate_event("old", 1, Duration::from_secs(3_600), 0, 8)
+        .await;
+    for i in 0..40 {
+        stack
+            .put_aggregate_event("busy", i + 1, Duration::ZERO, i, 8)
+            .await;
+    }
+    let (sink, _) = stack.eventbridge_sink();
+    let mut sweeper = sweeper(sink, stack.store(), &stack);
+    sweeper.settings.count_limit = 5;
+    let report = sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert_eq!(report.stranded, 0, "nothing is a day old");
+    assert!(
+        report.pending_capped,
+        "41 pending, counted up to 5 per shard"
+    );
+    assert!(report.pending <= 5 * 8);
+    let age = report.oldest_pending_age_seconds;
+    let expected = (OffsetDateTime::now_utc() - outbox_core::envelope::ulid_time(oldest.event_id))
+        .as_seconds_f64();
+    assert!((age - expected).abs() < 60.0, "{age} vs {expected}");
+    // Per shard: one range page, the oldest item, two bounded counts.
+    assert_eq!(report.queries, 8 * 4);
+    assert!(
+        report.items_read <= 8 * (1 + 5 + 5),
+        "read {}",
+        report.items_read
+    );
+}
+
+/// 5. Stranded events of many aggregates, sink failures injected on the
+/// wire: per aggregate, what reaches the subscriber is never inverted.
+#[tokio::test]
+async fn stranded_events_reach_the_sink_in_aggregate_order_despite_failures() {
+    let stack = Stack::with_bus().await;
+    let aggregates = 12;
+    let versions = 4;
+    for v in 1..=versions {
+        for a in 0..aggregates {
+            stack
+                .put_aggregate_event(&format!("agg-{a}"), v, DAY * 2, v * 100 + a, 8)
+                .await;
+        }
+    }
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    let sweeper = sweeper(sink, store, &stack);
+    // Some entries refused in 200 answers, and throttled calls.
+    proxy.inject("PutEvents", Fault::FailEntries(vec![0]), Some(6));
+    proxy.inject(
+        "PutEvents",
+        Fault::FailEntriesContaining("\"aggregateVersion\":2".into()),
+        Some(4),
+    );
+    proxy.inject("PutEvents", Fault::Throttle, Some(2));
+    let mut now = OffsetDateTime::now_utc();
+    for _ in 0..6 {
+        sweeper.sweep(now, &far_deadline()).await;
+        if stack.outbox_items().await.is_empty() {
+            break;
+        }
+        proxy.heal();
+        now += DAY; // every backoff is due
+    }
+    assert!(stack.outbox_items().await.is_empty(), "all delivered");
+    assert!(proxy.faulted("PutEvents") > 0, "faults were injected");
+
+    let mut seen: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut distinct = HashSet::new();
+    for envelope in envelopes(&stack.drain_subscriber().await) {
+        if distinct.insert(envelope.event_id) {
+            seen.entry(envelope.aggregate_id.clone())
+                .or_default()
+                .push(envelope.aggregate_version);
+        }
+    }
+    assert_eq!(distinct.len() as u64, aggregates * versions);
+    for (aggregate, order) in &seen {
+        let sorted: Vec<u64> = (1..=versions).collect();
+        assert_eq!(order, &sorted, "{aggregate} delivered out of order");
+    }
+}
+
+/// 6. Lowering OUTBOX_SHARDS strands nothing: the sweeper reads every shard
+/// up to the recorded high-water mark, and counts every dead letter.
+#[tokio::test]
+async fn lowering_the_shard_count_strands_nothing() {
+    let stack = Stack::with_bus().await;
+    // The writer's cold start with 16 shards records them.
+    outbox_core::store::record_shard_count(&stack.ddb, &stack.table, 16)
+        .await
+        .unwrap();
+    let mut items = Vec::new();
+    for a in 0..24 {
+        items.push(
+            stack
+                .put_aggregate_event(&format!("order-{a}"), 1, DAY * 2, a, 16)
+                .await,
+        );
+    }
+    let high = items
+        .iter()
+        .find(|i| outbox_core::keys::shard_of(&i.aggregate_id, 16) >= 4)
+        .expect("an item in a shard above 4");
+    let dead = DynamoStore::new(stack.ddb.clone(), &stack.table, 16);
+    dead.dead_letter(
+        outbox_core::store::DeadLetter {
+            key: &high.key(),
+            aggregate_id: Some(&high.aggregate_id),
+            reason: "test",
+            attempts: None,
+        },
+        &far_deadline(),
+    )
+    .await
+    .unwrap();
+
+    // Now the stack runs with 4 shards.
+    let (sink, _) = stack.eventbridge_sink();
+    let store = DynamoStore::new(stack.ddb.clone(), &stack.table, 4);
+    let report = sweeper(sink, store, &stack)
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert_eq!(report.shards, 16);
+    assert_eq!(report.republished, 23);
+    assert_eq!(report.pending, 0);
+    assert_eq!(
+        report.dead_letter_count, 1,
+        "the dead letter of shard >= 4 counted"
+    );
+    assert_eq!(stack.outbox_items().await.len(), 1, "only the dead letter");
+}
+
+/// 6b. Raising it strands nothing either, and is recorded by the sweeper
+/// itself when no writer did.
+#[tokio::test]
+async fn raising_the_shard_count_strands_nothing() {
+    let stack = Stack::with_bus().await;
+    for a in 0..12 {
+        stack
+            .put_aggregate_event(&format!("order-{a}"), 1, DAY * 2, a, 4)
+            .await;
+    }
+    let (sink, _) = stack.eventbridge_sink();
+    let store = DynamoStore::new(stack.ddb.clone(), &stack.table, 16);
+    let report = sweeper(sink, store, &stack)
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert_eq!((report.shards, report.republished), (16, 12));
+    // Back to 4: the mark stays at 16.
+    assert_eq!(
+        outbox_core::store::record_shard_count(&stack.ddb, &stack.table, 4)
+            .await
+            .unwrap(),
+        16
+    );
+}

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use lambda_runtime::LambdaEvent;
 use outbox_core::keys::ItemKey;
 use outbox_core::publish::eventbridge::EventBridgeSink;
 use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
@@ -17,7 +18,8 @@ use outbox_core::store::{
 };
 use outbox_core::{EventEnvelope, OutboxItem};
 use serde_json::Value;
-use sweeper::{SweepSettings, Sweeper};
+use sweeper::{Response, SweepSettings, Sweeper};
+use testkit::proxy::{Fault, FaultProxy};
 use testkit::{drain_queue, far_deadline, throttled, InProcessPublisher, Stack};
 use writer::orders::{CreateOrderRequest, NewOrder};
 use writer::{OrderService, Outcome};
@@ -356,6 +358,80 @@ async fn retry_exhaustion_sends_on_failure_and_the_sweeper_recovers() {
     let later = time::OffsetDateTime::now_utc() + Duration::from_secs(86_400 + 60);
     let report = sweeper.sweep(later, &far_deadline()).await;
     assert_eq!(report.republished, 3);
+    assert_eq!(envelopes(&stack.drain_subscriber().await).len(), 3);
+    assert!(stack.outbox_items().await.is_empty());
+}
+
+/// A batch the mapping gave up on is recovered in minutes, not a day: its
+/// OnFailure message, given to the sweeper as its SQS trigger, republishes
+/// the pending items of that window right away, with the usual backoff.
+#[tokio::test]
+async fn an_on_failure_message_makes_the_sweeper_republish_its_window_now() {
+    let stack = Stack::with_bus().await;
+    stack.create_orders(3).await;
+    let missing = EventBridgeSink::new(
+        aws_sdk_eventbridge::Client::new(&stack.sdk),
+        "no-such-bus".into(),
+        "outbox.orders".into(),
+    );
+    let on_failure = on_failure_queue(&stack).await;
+    let mut pump = stack.pump(
+        InProcessPublisher::new(missing, stack.store()),
+        Some(&on_failure),
+    );
+    pump.mapping_mut().maximum_retry_attempts = 1;
+    pump.run_until_idle().await.unwrap();
+    assert_eq!(pump.stats.on_failure_messages, 1);
+
+    // The sink is still down when the message arrives: the attempts are
+    // recorded and the message is reported, so SQS delivers it again.
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    let mut settings = SweepSettings::from(&stack.config(&[]));
+    settings.backoff = outbox_core::retry::Backoff {
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(1),
+        jitter: outbox_core::retry::Jitter::Full,
+    };
+    let mut sweeper = Sweeper::new(sink, store, settings);
+    sweeper.retry = testkit::fast_retry();
+    proxy.inject("PutEvents", Fault::ServerError, None);
+    let mut event = testkit::sqs_event(&stack.sdk, &on_failure).await;
+    assert_eq!(event.records.len(), 1);
+    let message_id = event.records[0].message_id.clone().unwrap();
+    let invoke = |event: &aws_lambda_events::event::sqs::SqsEvent| {
+        sweeper::handler(
+            &sweeper,
+            LambdaEvent::new(serde_json::to_value(event).unwrap(), testkit::context()),
+        )
+    };
+    let Response::Batch(response) = invoke(&event).await.unwrap() else {
+        panic!("an SQS event gets a batch response")
+    };
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert_eq!(response.batch_item_failures[0].item_identifier, message_id);
+    let items = stack.outbox_items().await;
+    assert_eq!(items.len(), 3);
+    assert!(items
+        .iter()
+        .all(|i| i.attempts == 1 && i.dead_lettered_at.is_none()));
+
+    // The sink is back; the redelivered message settles the window, now,
+    // with no 24-hour wait. A message that is not ours is reported.
+    proxy.heal();
+    let mut junk = event.records[0].clone();
+    junk.message_id = Some("junk".into());
+    junk.body = Some("{\"not\": \"an OnFailure message\"}".into());
+    event.records.push(junk);
+    let Response::Batch(response) = invoke(&event).await.unwrap() else {
+        panic!("an SQS event gets a batch response")
+    };
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, vec!["junk"]);
     assert_eq!(envelopes(&stack.drain_subscriber().await).len(), 3);
     assert!(stack.outbox_items().await.is_empty());
 }

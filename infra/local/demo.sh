@@ -4,7 +4,8 @@
 #
 #   writer (HTTP route) → table → stream → outboxctl pump (the event source
 #   mapping, settings and filter from template.yaml) → publisher → EventBridge
-#   → subscriber queue; then a stranded event recovered by the sweeper.
+#   → subscriber queue; then a batch the mapping gives up on, recovered at
+#   once by the sweeper from the OnFailure queue (its SQS trigger).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -27,7 +28,7 @@ export ON_FAILURE_QUEUE_URL="$on_failure"
 
 say "Starting writer, publisher and sweeper under cargo lambda watch (127.0.0.1 only)"
 port=$(free_port)
-env_vars="TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,STRANDED_AFTER_SECONDS=0,RUST_LOG=warn"
+env_vars="TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,STRANDED_AFTER_SECONDS=86400,RUST_LOG=warn"
 env_vars+=",AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true"
 cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$port" --ignore-changes --env-var "$env_vars" \
   >"$state/watch.log" 2>&1 &
@@ -87,23 +88,24 @@ response=$(http POST /orders "$(order 4)")
 echo "$response" | cut -c1-160
 dead_port=$(free_port)   # nothing listens there
 outboxctl pump "$table" "$dead_port" || true
-say "The mapping gave up after its retries: the OnFailure message (metadata only)"
-outboxctl receive "$on_failure"
-say "The outbox item is still in the table"
+say "The mapping gave up after its retries and moved on; the outbox item is still in the table"
 outboxctl items "$table" | grep -E "^PK|OUTBOX#"
 outboxctl pump "$table" "$port" >/dev/null   # the mapping moved on: nothing left to deliver
 
-say "The scheduled sweeper finds it and publishes it (STRANDED_AFTER_SECONDS=0 for the demo)"
+say "The OnFailure queue feeds the sweeper (its SQS trigger): it republishes that batch's window now, not in 24 hours"
+outboxctl deliver "$on_failure" "$port" sweeper
+outboxctl receive "$subscriber" | tee "$state/received-2.txt"
+
+say "The scheduled sweep: nothing stranded; its EMF line carries OldestPendingAgeSeconds"
 cargo lambda invoke sweeper --invoke-address 127.0.0.1 --invoke-port "$port" --data-file events/sweeper-scheduled.json
 echo
-outboxctl receive "$subscriber" | tee "$state/received-2.txt"
 
 say "Summary"
 delivered=$( (grep -ohE '^  [0-9A-Z]{26}' "$state"/received-*.txt || true) | wc -l)
 distinct=$( (grep -ohE '^  [0-9A-Z]{26}' "$state"/received-*.txt || true) | sort -u | wc -l)
 dead=$(outboxctl items "$table" | grep -c "dead-lettered" || true)
 left=$(outboxctl items "$table" | grep -c "OUTBOX#" || true)
-echo "orders written:      4 (3 created and 2 paid through the API, 1 stranded)"
+echo "orders written:      4 (3 created and 2 paid through the API, 1 recovered from the OnFailure queue)"
 echo "events delivered:    $delivered ($distinct distinct event ids)"
 echo "duplicates:          $((delivered - distinct))"
 echo "dead letters:        $dead"

@@ -6,6 +6,9 @@
 //! outboxctl pump <table> <port> [<function>]        the event source mapping: stream → function
 //!                                                   under `cargo lambda watch` on 127.0.0.1:<port>
 //! outboxctl receive <queue-url>                     print (and delete) the events a subscriber got
+//! outboxctl deliver <queue-url> <port> <function>    an SQS event source mapping: the queue's
+//!                                                   messages → the function (batches of 10), deleting
+//!                                                   the ones it did not report in `batchItemFailures`
 //! ```
 //!
 //! `pump` reads the mapping's settings and filter from `template.yaml`,
@@ -35,7 +38,7 @@ async fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: outboxctl provision <table> <bus> <source> | items <table> | pump <table> <port> [<function>] | receive <queue-url>";
+const USAGE: &str = "usage: outboxctl provision <table> <bus> <source> | items <table> | pump <table> <port> [<function>] | receive <queue-url> | deliver <queue-url> <port> <function>";
 
 async fn run(args: &[String]) -> Result<(), String> {
     let sdk = local::sdk_config().await.map_err(|e| e.to_string())?;
@@ -66,6 +69,7 @@ async fn run(args: &[String]) -> Result<(), String> {
         ["pump", table, port] => pump(&sdk, table, port, "publisher").await,
         ["pump", table, port, function] => pump(&sdk, table, port, function).await,
         ["receive", queue_url] => receive(&sdk, queue_url).await,
+        ["deliver", queue_url, port, function] => deliver(&sdk, queue_url, port, function).await,
         _ => Err(USAGE.into()),
     }
 }
@@ -118,6 +122,81 @@ async fn pump(
         "pump: {} records read, {} filtered out, {} invocations, {} partial failures, {} function errors, {} sent to OnFailure",
         s.records_read, s.filtered_out, s.invocations, s.partial_failures, s.function_errors, s.on_failure_messages
     );
+    Ok(())
+}
+
+/// What Lambda's SQS event source mapping does with `ReportBatchItemFailures`:
+/// receive a batch, invoke the function with it, delete the messages it did
+/// not report (the reported ones come back after the visibility timeout).
+async fn deliver(
+    sdk: &aws_config::SdkConfig,
+    queue_url: &str,
+    port: &str,
+    function: &str,
+) -> Result<(), String> {
+    use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+    let port: u16 = port.parse().map_err(|_| format!("invalid port {port}"))?;
+    let invoker = HttpInvoker {
+        port,
+        function: function.to_owned(),
+    };
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let (mut delivered, mut deleted, mut reported) = (0, 0, 0);
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .map_err(|e| format!("ReceiveMessage: {e:?}"))?;
+        let messages = out.messages.unwrap_or_default();
+        if messages.is_empty() {
+            break;
+        }
+        let mut event = SqsEvent::default();
+        for m in &messages {
+            let mut message = SqsMessage::default();
+            message.message_id = m.message_id.clone();
+            message.receipt_handle = m.receipt_handle.clone();
+            message.body = m.body.clone();
+            message.event_source = Some("aws:sqs".into());
+            event.records.push(message);
+        }
+        delivered += messages.len();
+        let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+        let (status, function_error, body) = invoker.call(&payload).await?;
+        // A function error fails the whole batch: nothing is deleted.
+        let failed: HashSet<String> = if status != 200 || function_error {
+            messages
+                .iter()
+                .filter_map(|m| m.message_id.clone())
+                .collect()
+        } else {
+            serde_json::from_slice::<SqsBatchResponse>(&body)
+                .map_err(|e| format!("invalid batch response: {e}"))?
+                .batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect()
+        };
+        for m in &messages {
+            if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
+                reported += 1;
+                continue;
+            }
+            if let Some(handle) = m.receipt_handle() {
+                sqs.delete_message()
+                    .queue_url(queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await
+                    .map_err(|e| format!("DeleteMessage: {e:?}"))?;
+                deleted += 1;
+            }
+        }
+    }
+    println!("deliver: {delivered} messages to {function}, {deleted} handled and deleted, {reported} reported for retry");
     Ok(())
 }
 

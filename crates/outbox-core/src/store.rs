@@ -80,6 +80,9 @@ pub struct PendingQuery {
 pub type Cursor = HashMap<String, AttributeValue>;
 
 /// A pending item as read from the index.
+// Nearly every value is an item: boxing it would cost an allocation per
+// event to shrink the rare other variant.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stored {
     Item(OutboxItem),

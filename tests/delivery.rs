@@ -274,7 +274,7 @@ async fn stranded_events_reach_the_sink_in_aggregate_order_despite_failures() {
     proxy.inject("PutEvents", Fault::FailEntries(vec![0]), Some(6));
     proxy.inject(
         "PutEvents",
-        Fault::FailEntriesContaining("\"aggregateVersion\":2".into()),
+        Fault::refuse(&["\"aggregateVersion\":2".into()], "ThrottlingException"),
         Some(4),
     );
     proxy.inject("PutEvents", Fault::Throttle, Some(2));

@@ -10,7 +10,7 @@ use std::time::Duration;
 use lambda_runtime::LambdaEvent;
 use outbox_core::keys::ItemKey;
 use outbox_core::publish::eventbridge::EventBridgeSink;
-use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
+use outbox_core::publish::EventSink;
 use outbox_core::retry::Deadline;
 use outbox_core::store::{
     Cursor, DeadLetter, DynamoStore, Marked, OutboxStore, Page, PendingQuery, ShardStats,
@@ -20,7 +20,7 @@ use outbox_core::{EventEnvelope, OutboxItem};
 use serde_json::Value;
 use sweeper::{Response, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
-use testkit::{drain_queue, far_deadline, throttled, InProcessPublisher, Stack};
+use testkit::{drain_queue, far_deadline, InProcessPublisher, Stack};
 use writer::orders::{CreateOrderRequest, NewOrder};
 use writer::{OrderService, Outcome};
 
@@ -107,68 +107,24 @@ async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
     );
 }
 
-/// The sink is down for a stretch of calls, and in some calls one entry fails
-/// for good while its call-mates go through.
-struct FlakySink {
-    inner: EventBridgeSink,
-    calls: AtomicUsize,
-}
-
-impl EventSink for FlakySink {
-    fn max_entries(&self) -> usize {
-        self.inner.max_entries()
-    }
-    fn max_bytes(&self) -> usize {
-        self.inner.max_bytes()
-    }
-    fn entry_size(&self, item: &OutboxItem) -> usize {
-        self.inner.entry_size(item)
-    }
-    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
-        let call = self.calls.fetch_add(1, Ordering::SeqCst);
-        if (3..20).contains(&call) {
-            return items.iter().map(|_| Err(throttled())).collect();
-        }
-        if call.is_multiple_of(7) && items.len() > 5 {
-            // Entry 2 fails; the others go out in this very call.
-            let mut outcomes = Vec::new();
-            let passed: Vec<&OutboxItem> = items
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != 2)
-                .map(|(_, i)| *i)
-                .collect();
-            let mut real = self.inner.publish_batch(&passed).await.into_iter();
-            for i in 0..items.len() {
-                outcomes.push(if i == 2 {
-                    Err(throttled())
-                } else {
-                    real.next().unwrap_or_else(|| Err(throttled()))
-                });
-            }
-            return outcomes;
-        }
-        self.inner.publish_batch(items).await
-    }
-    async fn verify(&self) -> Result<(), SinkError> {
-        self.inner.verify().await
-    }
-}
-
 #[tokio::test]
 async fn a_sink_outage_loses_nothing_and_duplicates_stay_within_bounds() {
     let stack = Stack::with_bus().await;
     let orders = stack.create_orders(120).await;
-    let (inner, _) = stack.eventbridge_sink();
-    let sink = FlakySink {
-        inner,
-        calls: AtomicUsize::new(0),
-    };
-    let on_failure = on_failure_queue(&stack).await;
-    let mut pump = stack.pump(
-        InProcessPublisher::new(sink, stack.store()),
-        Some(&on_failure),
+    // On the wire: three calls go through, the bus is down for 17 calls
+    // (every entry throttled in a 200 answer), then in four calls entry 2
+    // fails while its call-mates go through.
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject("PutEvents", Fault::Pass, Some(3));
+    proxy.inject(
+        "PutEvents",
+        Fault::refuse_all("ThrottlingException"),
+        Some(17),
     );
+    proxy.inject("PutEvents", Fault::FailEntries(vec![2]), Some(4));
+    let on_failure = on_failure_queue(&stack).await;
+    let mut pump = stack.pump(InProcessPublisher::new(sink, store), Some(&on_failure));
     pump.mapping_mut().batch_size = 25;
     pump.run_until_idle().await.unwrap();
 

@@ -7,17 +7,27 @@ use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_runtime::LambdaEvent;
 use outbox_core::publish::sns::SnsSink;
-use outbox_core::publish::{EventSink, FailureKind, PublishFailure};
+use outbox_core::publish::EventSink;
 use outbox_core::{EventEnvelope, OutboxItem};
 use publisher::{handler, Publisher};
 use serde_json::Value;
-use testkit::{far_deadline, fast_retry, throttled, FaultySink, Stack};
+use testkit::proxy::{Fault, FaultProxy};
+use testkit::{far_deadline, fast_retry, Stack};
 
 fn publisher<S: EventSink>(
     sink: S,
     stack: &Stack,
 ) -> Publisher<S, outbox_core::store::DynamoStore> {
     let mut publisher = Publisher::new(sink, stack.store());
+    publisher.retry = fast_retry();
+    publisher
+}
+
+fn publisher_with<S: EventSink, T: outbox_core::store::OutboxStore>(
+    sink: S,
+    store: T,
+) -> Publisher<S, T> {
+    let mut publisher = Publisher::new(sink, store);
     publisher.retry = fast_retry();
     publisher
 }
@@ -125,19 +135,24 @@ async fn a_sink_outage_from_record_k_reports_exactly_k_and_keeps_the_rest() {
         .cloned()
         .collect();
     let k = 7;
-    let failing: HashSet<ulid::Ulid> = outbox[k..]
+    let failing: Vec<String> = outbox[k..]
         .iter()
         .map(|r| {
             OutboxItem::from_item(r.change.new_image.clone())
                 .unwrap()
                 .event_id
+                .to_string()
         })
         .collect();
-    let (real, _) = stack.eventbridge_sink();
-    let sink = FaultySink::new(real, move |item, _| {
-        failing.contains(&item.event_id).then(throttled)
-    });
-    let report = publisher(sink, &stack)
+    // On the wire: PutEvents answers 200 with those entries throttled.
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject(
+        "PutEvents",
+        Fault::refuse(&failing, "ThrottlingException"),
+        None,
+    );
+    let report = publisher_with(sink, store)
         .process(&records, &far_deadline())
         .await
         .unwrap();
@@ -188,9 +203,14 @@ async fn a_lone_failed_entry_costs_at_most_its_call_mates_as_duplicates() {
     let bad = OutboxItem::from_item(records[3].change.new_image.clone())
         .unwrap()
         .event_id;
-    let (real, _) = stack.eventbridge_sink();
-    let sink = FaultySink::new(real, move |item, _| (item.event_id == bad).then(throttled));
-    let report = publisher(sink, &stack)
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject(
+        "PutEvents",
+        Fault::refuse(&[bad.to_string()], "ThrottlingException"),
+        None,
+    );
+    let report = publisher_with(sink, store)
         .process(&records, &far_deadline())
         .await
         .unwrap();
@@ -208,18 +228,25 @@ async fn transient_failures_are_retried_within_the_invocation() {
     let stack = Stack::with_bus().await;
     stack.create_orders(3).await;
     let records = stack.stream().read().await.unwrap();
-    let (real, calls) = stack.eventbridge_sink();
-    let sink = FaultySink::new(real, |_, attempt| (attempt < 3).then(throttled));
-    let report = publisher(sink, &stack)
+    // Two 200 answers with every entry throttled (which the SDK does not
+    // retry by itself), then the bus is back.
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject(
+        "PutEvents",
+        Fault::refuse_all("ThrottlingException"),
+        Some(2),
+    );
+    let report = publisher_with(sink, store)
         .process(&records, &far_deadline())
         .await
         .unwrap();
     assert_eq!(report.first_failure, None);
     assert_eq!(report.published, 3);
     assert_eq!(
-        calls.count("PutEvents"),
-        1,
-        "the first two attempts failed before the real call"
+        (proxy.faulted("PutEvents"), proxy.seen("PutEvents")),
+        (2, 3),
+        "two throttled calls, then the one that went through"
     );
     assert_eq!(stack.drain_subscriber().await.len(), 3);
 }
@@ -380,7 +407,7 @@ async fn sns_fifo_delivers_with_group_and_dedup_ids() {
 }
 
 #[tokio::test]
-async fn permanent_sink_rejections_dead_letter_through_the_fault_sink() {
+async fn permanent_sink_rejections_on_the_wire_dead_letter_the_entry() {
     // A sink-level poison verdict on one entry (what EventBridge says of a
     // malformed or oversized entry) dead-letters that item and goes on.
     let stack = Stack::with_bus().await;
@@ -391,17 +418,14 @@ async fn permanent_sink_rejections_dead_letter_through_the_fault_sink() {
         .filter_map(|r| OutboxItem::from_item(r.change.new_image.clone()).ok())
         .collect();
     let bad = outbox[1].event_id;
-    let (real, _) = stack.eventbridge_sink();
-    let sink = FaultySink::new(real, move |item, _| {
-        (item.event_id == bad).then(|| {
-            PublishFailure::new(
-                FailureKind::Poison,
-                "MalformedDetail",
-                "Detail is malformed.",
-            )
-        })
-    });
-    let report = publisher(sink, &stack)
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject(
+        "PutEvents",
+        Fault::refuse(&[bad.to_string()], "MalformedDetail"),
+        None,
+    );
+    let report = publisher_with(sink, store)
         .process(&records, &far_deadline())
         .await
         .unwrap();
@@ -413,6 +437,6 @@ async fn permanent_sink_rejections_dead_letter_through_the_fault_sink() {
     assert!(left[0].dead_lettered_at.is_some());
     assert_eq!(
         left[0].dead_letter_reason.as_deref(),
-        Some("MalformedDetail: Detail is malformed.")
+        Some("MalformedDetail: injected by the fault proxy")
     );
 }

@@ -9,7 +9,8 @@ use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
 use outbox_core::store::DynamoStore;
 use outbox_core::OutboxItem;
 use sweeper::{handler, Response, SweepReport, SweepSettings, Sweeper};
-use testkit::{far_deadline, fast_retry, throttled, FaultySink, Stack};
+use testkit::proxy::{Fault, FaultProxy};
+use testkit::{far_deadline, fast_retry, throttled, Stack};
 use time::OffsetDateTime;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -21,7 +22,10 @@ fn sweeper<S: EventSink>(sink: S, stack: &Stack, max_attempts: u32) -> Sweeper<S
     sweeper
 }
 
-async fn sweep<S: EventSink>(sweeper: &Sweeper<S, DynamoStore>, at: OffsetDateTime) -> SweepReport {
+async fn sweep<S: EventSink, T: outbox_core::store::OutboxStore>(
+    sweeper: &Sweeper<S, T>,
+    at: OffsetDateTime,
+) -> SweepReport {
     sweeper.sweep(at, &far_deadline()).await
 }
 
@@ -48,8 +52,16 @@ async fn stranded_items_are_republished_and_fresh_ones_left_alone() {
 async fn failures_are_counted_and_backed_off_then_dead_lettered() {
     let stack = Stack::with_bus().await;
     let item = stack.put_event_aged(DAY * 2).await;
-    let (real, _) = stack.eventbridge_sink();
-    let sweeper = sweeper(FaultySink::new(real, |_, _| Some(throttled())), &stack, 3);
+    // Every PutEvents entry throttled, on the wire.
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject("PutEvents", Fault::refuse_all("ThrottlingException"), None);
+    let mut sweeper = Sweeper::new(
+        sink,
+        store,
+        SweepSettings::from(&stack.config(&[("MAX_ATTEMPTS", "3")])),
+    );
+    sweeper.retry = fast_retry();
     let t0 = OffsetDateTime::now_utc();
 
     let report = sweep(&sweeper, t0).await;

@@ -6,8 +6,6 @@
 //! - [`CallCounter`]: an SDK interceptor that counts calls per operation.
 //! - [`proxy::FaultProxy`]: faults on the wire between the SDK clients and
 //!   the local API (throttles, 5xx, partial `PutEvents`, hangs, resets).
-//! - [`FaultySink`]: injects sink failures in front of a real adapter (for
-//!   the few cases the wire cannot express, such as a crash).
 //! - [`InProcessPublisher`] and [`Stack::pump`]: the mapping emulator feeding
 //!   the publisher in-process.
 //! - [`api_request`]: an API Gateway sample event from `events/` as a
@@ -30,7 +28,7 @@ use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use outbox_core::publish::eventbridge::EventBridgeSink;
-use outbox_core::publish::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
+use outbox_core::publish::{EventSink, FailureKind, PublishFailure};
 use outbox_core::retry::{Deadline, RetryPolicy};
 use outbox_core::store::{DynamoStore, OutboxStore};
 use outbox_core::{Config, OutboxItem};
@@ -316,82 +314,9 @@ pub fn request(
     lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway event")
 }
 
-/// Picks the failure to inject for an entry and its attempt number.
-pub type FaultRule = dyn Fn(&OutboxItem, usize) -> Option<PublishFailure> + Send + Sync;
-
-/// A sink that fails the entries a rule picks, before they reach the real
-/// sink behind it; every other entry goes to the real sink, in order.
-pub struct FaultySink<S> {
-    inner: S,
-    rule: Box<FaultRule>,
-    attempts: Mutex<HashMap<ulid::Ulid, usize>>,
-}
-
-impl<S> FaultySink<S> {
-    /// `rule(item, attempt)` (attempt counts from 1 per event) returns the
-    /// failure to inject, or `None` to pass the entry on.
-    pub fn new(
-        inner: S,
-        rule: impl Fn(&OutboxItem, usize) -> Option<PublishFailure> + Send + Sync + 'static,
-    ) -> Self {
-        Self {
-            inner,
-            rule: Box::new(rule),
-            attempts: Mutex::new(HashMap::new()),
-        }
-    }
-}
-
 /// A transient failure as a throttled sink reports it.
 pub fn throttled() -> PublishFailure {
     PublishFailure::new(FailureKind::Transient, "ThrottlingException", "injected")
-}
-
-impl<S: EventSink> EventSink for FaultySink<S> {
-    fn max_entries(&self) -> usize {
-        self.inner.max_entries()
-    }
-    fn max_bytes(&self) -> usize {
-        self.inner.max_bytes()
-    }
-    fn entry_size(&self, item: &OutboxItem) -> usize {
-        self.inner.entry_size(item)
-    }
-    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
-        let injected: Vec<Option<PublishFailure>> = items
-            .iter()
-            .map(|item| {
-                let attempt = {
-                    let mut attempts = self.attempts.lock().unwrap();
-                    let n = attempts.entry(item.event_id).or_insert(0);
-                    *n += 1;
-                    *n
-                };
-                (self.rule)(item, attempt)
-            })
-            .collect();
-        let passed: Vec<&OutboxItem> = items
-            .iter()
-            .zip(&injected)
-            .filter(|(_, f)| f.is_none())
-            .map(|(i, _)| *i)
-            .collect();
-        let mut real = if passed.is_empty() {
-            Vec::new().into_iter()
-        } else {
-            self.inner.publish_batch(&passed).await.into_iter()
-        };
-        injected
-            .into_iter()
-            .map(|f| match f {
-                Some(failure) => Err(failure),
-                None => real.next().unwrap_or_else(|| Err(throttled())),
-            })
-            .collect()
-    }
-    async fn verify(&self) -> Result<(), SinkError> {
-        self.inner.verify().await
-    }
 }
 
 impl Stack {

@@ -37,12 +37,39 @@ pub enum Fault {
     Hang,
     /// Drops the connection without an answer.
     Reset,
+    /// Forwards the call untouched (a rule that only counts, or that lets
+    /// the first calls through before the next rule applies).
+    Pass,
     /// `PutEvents` only: the entries at these positions are not forwarded
     /// and come back failed (`InternalFailure`) in a 200 answer; the others
     /// really go to the bus.
     FailEntries(Vec<usize>),
-    /// Like `FailEntries`, for the entries whose `Detail` contains the text.
-    FailEntriesContaining(String),
+    /// `PutEvents` only: the entries whose `Detail` contains any of these
+    /// texts (every entry, for `""`) come back failed with `code` in a 200
+    /// answer; the others really go to the bus.
+    RefuseEntries {
+        containing: Vec<String>,
+        code: String,
+    },
+}
+
+impl Fault {
+    /// Every entry of a `PutEvents` refused with `code` (a sink outage that
+    /// the SDK does not retry by itself: a 200 answer).
+    pub fn refuse_all(code: &str) -> Self {
+        Self::RefuseEntries {
+            containing: vec![String::new()],
+            code: code.to_owned(),
+        }
+    }
+
+    /// The entries whose `Detail` contains one of `texts`, refused with `code`.
+    pub fn refuse(texts: &[String], code: &str) -> Self {
+        Self::RefuseEntries {
+            containing: texts.to_vec(),
+            code: code.to_owned(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -183,7 +210,7 @@ async fn handle(
     let operation = operation(&parts, &body);
     let json = parts.headers.contains_key("x-amz-target");
     match fault_for(&state, &operation) {
-        None => forward(&upstream, parts, body).await,
+        None | Some(Fault::Pass) => forward(&upstream, parts, body).await,
         Some(Fault::Throttle) => Ok(error(json, StatusCode::BAD_REQUEST, "Throttling")),
         Some(Fault::ServerError) => Ok(error(
             json,
@@ -196,11 +223,15 @@ async fn handle(
         }
         Some(Fault::Reset) => Err("injected connection reset".into()),
         Some(Fault::FailEntries(positions)) => {
-            partial_put_events(&upstream, parts, body, |i, _| positions.contains(&i)).await
+            partial_put_events(&upstream, parts, body, "InternalFailure", |i, _| {
+                positions.contains(&i)
+            })
+            .await
         }
-        Some(Fault::FailEntriesContaining(text)) => {
-            partial_put_events(&upstream, parts, body, |_, entry| {
-                entry["Detail"].as_str().is_some_and(|d| d.contains(&text))
+        Some(Fault::RefuseEntries { containing, code }) => {
+            partial_put_events(&upstream, parts, body, &code, |_, entry| {
+                let detail = entry["Detail"].as_str().unwrap_or("");
+                containing.iter().any(|text| detail.contains(text.as_str()))
             })
             .await
         }
@@ -256,11 +287,12 @@ async fn forward(
 }
 
 /// Forwards the `PutEvents` entries that `refuse` spares and answers for all
-/// of them, the refused ones failed, in request order.
+/// of them, the refused ones failed with `code`, in request order.
 async fn partial_put_events(
     upstream: &str,
     parts: hyper::http::request::Parts,
     body: Bytes,
+    code: &str,
     refuse: impl Fn(usize, &serde_json::Value) -> bool,
 ) -> Result<Response<Full<Bytes>>, BoxError> {
     let mut request: serde_json::Value = serde_json::from_slice(&body)?;
@@ -294,7 +326,7 @@ async fn partial_put_events(
         .map(|r| {
             if *r {
                 failed += 1;
-                serde_json::json!({"ErrorCode": "InternalFailure", "ErrorMessage": "injected by the fault proxy"})
+                serde_json::json!({"ErrorCode": code, "ErrorMessage": "injected by the fault proxy"})
             } else {
                 answers.next().unwrap_or_default()
             }

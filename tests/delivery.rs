@@ -380,3 +380,69 @@ async fn raising_the_shard_count_strands_nothing() {
         16
     );
 }
+
+/// 5b. SNS FIFO (group = aggregate): a partial `PublishBatch` failure never
+/// lets a later message of a group reach the queue before an earlier one
+/// that failed; the retry's duplicates are dropped by SNS.
+#[tokio::test]
+async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
+    let stack = Stack::new().await;
+    let (topic_arn, queue) =
+        outboxctl::stack::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+            .await
+            .unwrap();
+    // Two orders, three events each, interleaved in the stream.
+    for v in 1..=3 {
+        for a in ["order-a", "order-b"] {
+            stack.put_aggregate_event(a, v, Duration::ZERO, v, 8).await;
+        }
+    }
+    let records: Vec<EventRecord> = stack
+        .stream()
+        .read()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(is_outbox_insert)
+        .collect();
+    assert_eq!(records.len(), 6);
+    let proxy = FaultProxy::start().await;
+    let sdk = proxy.sdk().await;
+    let sink = outbox_core::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8);
+    let publisher = publisher(sink, store);
+    // order-a's first event is refused (in-call retries included) while
+    // order-b's goes through.
+    let first_of_a = "\"aggregateId\":\"order-a\",\"aggregateVersion\":1".to_owned();
+    proxy.inject(
+        "PublishBatch",
+        Fault::refuse(&[first_of_a], "InternalError"),
+        Some(3),
+    );
+    let report = publisher.process(&records, &far_deadline()).await.unwrap();
+    assert_eq!(report.first_failure, records[0].change.sequence_number);
+    assert_eq!(proxy.faulted("PublishBatch"), 3);
+    // Lambda redelivers from the reported record.
+    let report = publisher.process(&records, &far_deadline()).await.unwrap();
+    assert_eq!(report.first_failure, None);
+
+    let mut order: HashMap<String, Vec<u64>> = HashMap::new();
+    for message in testkit::drain_queue(&stack.sdk, &queue.queue_url).await {
+        let mut body = message.clone();
+        if let Some(m) = body.as_object_mut() {
+            m.remove("__sqs");
+        }
+        let envelope: EventEnvelope = serde_json::from_value(body).unwrap();
+        order
+            .entry(envelope.aggregate_id)
+            .or_default()
+            .push(envelope.aggregate_version);
+    }
+    assert_eq!(order["order-a"], vec![1, 2, 3], "never inverted");
+    assert_eq!(
+        order["order-b"],
+        vec![1, 2, 3],
+        "the retry's duplicate dropped by SNS"
+    );
+    assert!(stack.outbox_items().await.is_empty());
+}

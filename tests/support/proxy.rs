@@ -44,9 +44,9 @@ pub enum Fault {
     /// and come back failed (`InternalFailure`) in a 200 answer; the others
     /// really go to the bus.
     FailEntries(Vec<usize>),
-    /// `PutEvents` only: the entries whose `Detail` contains any of these
-    /// texts (every entry, for `""`) come back failed with `code` in a 200
-    /// answer; the others really go to the bus.
+    /// `PutEvents` or `PublishBatch`: the entries whose `Detail` (or
+    /// `Message`) contains any of these texts (every entry, for `""`) come
+    /// back failed with `code` in a 200 answer; the others really go out.
     RefuseEntries {
         containing: Vec<String>,
         code: String,
@@ -228,6 +228,14 @@ async fn handle(
             })
             .await
         }
+        Some(Fault::RefuseEntries { containing, code }) if operation == "PublishBatch" => {
+            partial_publish_batch(&upstream, parts, body, &code, |message| {
+                containing
+                    .iter()
+                    .any(|text| message.contains(text.as_str()))
+            })
+            .await
+        }
         Some(Fault::RefuseEntries { containing, code }) => {
             partial_put_events(&upstream, parts, body, &code, |_, entry| {
                 let detail = entry["Detail"].as_str().unwrap_or("");
@@ -338,5 +346,83 @@ async fn partial_put_events(
         CONTENT_TYPE,
         HeaderValue::from_static("application/x-amz-json-1.1"),
     );
+    Ok(response)
+}
+
+/// Forwards the SNS `PublishBatch` members whose `Message` `refuse` spares
+/// (renumbered) and answers for all of them: the refused ones in `Failed`
+/// with `code`. The query protocol: a form body, an XML answer.
+async fn partial_publish_batch(
+    upstream: &str,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    code: &str,
+    refuse: impl Fn(&str) -> bool,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    const PREFIX: &str = "PublishBatchRequestEntries.member.";
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+    let mut members: std::collections::BTreeMap<usize, Vec<(String, String)>> = Default::default();
+    let mut others = Vec::new();
+    for (key, value) in pairs {
+        let member = key
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(n, field)| n.parse::<usize>().ok().map(|n| (n, field.to_owned())));
+        match member {
+            Some((n, field)) => members.entry(n).or_default().push((field, value)),
+            None => others.push((key, value)),
+        }
+    }
+    let field = |member: &[(String, String)], name: &str| {
+        member
+            .iter()
+            .find(|(f, _)| f == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let (refused, kept): (Vec<_>, Vec<_>) = members
+        .into_values()
+        .partition(|member| refuse(&field(member, "Message")));
+    let mut successful = String::new();
+    if !kept.is_empty() {
+        // The serializer is not Send: finish it before the next await.
+        let form = {
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            for (key, value) in &others {
+                form.append_pair(key, value);
+            }
+            for (i, member) in kept.iter().enumerate() {
+                for (name, value) in member {
+                    form.append_pair(&format!("{PREFIX}{}.{name}", i + 1), value);
+                }
+            }
+            form.finish()
+        };
+        let forwarded = forward(upstream, parts, Bytes::from(form)).await?;
+        if !forwarded.status().is_success() {
+            return Ok(forwarded);
+        }
+        let bytes = forwarded.into_body().collect().await?.to_bytes();
+        let xml = String::from_utf8_lossy(&bytes).into_owned();
+        if let (Some(start), Some(end)) = (xml.find("<Successful>"), xml.find("</Successful>")) {
+            successful = xml[start + "<Successful>".len()..end].to_owned();
+        }
+    }
+    let failed: String = refused
+        .iter()
+        .map(|member| {
+            format!(
+                "<member><Id>{}</Id><Code>{code}</Code><Message>injected by the fault proxy</Message><SenderFault>false</SenderFault></member>",
+                field(member, "Id")
+            )
+        })
+        .collect();
+    let body = format!(
+        "<PublishBatchResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><PublishBatchResult><Successful>{successful}</Successful><Failed>{failed}</Failed></PublishBatchResult><ResponseMetadata><RequestId>fault-proxy</RequestId></ResponseMetadata></PublishBatchResponse>"
+    );
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/xml"));
     Ok(response)
 }

@@ -35,6 +35,8 @@ expect_failure unbounded-retries '/MaximumRetryAttempts: !Ref PublisherMaximumRe
 expect_failure infinite-retries-default '/PublisherMaximumRetryAttempts:/,/MaxValue/ s/MinValue: 0/MinValue: -1/'
 expect_failure no-on-failure-destination '/DestinationConfig:/,/Destination: !GetAtt PublisherFailureQueue.Arn/d'
 expect_failure wildcard-action 's/Action: \[dynamodb:GetItem, /Action: [dynamodb:*, /'
+expect_failure on-failure-not-swept '/        OnFailureQueue:/,/              MaximumConcurrency: 2/d'
+expect_failure on-failure-dlq-unalarmed 's/Value: !GetAtt OnFailureDeadLetterQueue.QueueName/Value: !GetAtt PublisherFailureQueue.QueueName/'
 expect_failure stranded-threshold-disagrees 's/STRANDED_AFTER_SECONDS: !Ref StrandedAfterSeconds/STRANDED_AFTER_SECONDS: "3600"/'
 
 echo "$passed passed, $failed failed"

@@ -133,3 +133,67 @@ class StrandedThresholdAgrees(CloudFormationLintRule):
                 if value != age or not (isinstance(value, dict) and "Ref" in value):
                     matches.append(RuleMatch(["Resources", name], f"{name}: STRANDED_AFTER_SECONDS ({value}) and MaximumRecordAgeInSeconds ({age}) must be one parameter"))
         return matches
+
+
+def _ref_name(value):
+    """The resource a Ref or Fn::GetAtt points at, or None."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return value["Ref"]
+        if "Fn::GetAtt" in value:
+            target = value["Fn::GetAtt"]
+            return target[0] if isinstance(target, list) else str(target).split(".")[0]
+    return None
+
+
+class OnFailureQueueFeedsTheSweeper(CloudFormationLintRule):
+    id = "E9104"
+    shortdesc = "The OnFailure queue feeds the sweeper"
+    description = (
+        "The publisher mapping's OnFailure queue is read by the sweeper (an SQS mapping that "
+        "reports partial batch failures, on a function that sets STRANDED_AFTER_SECONDS), and "
+        "the queue redrives to a dead-letter queue that an alarm watches"
+    )
+    tags = ["outbox"]
+
+    def match(self, cfn):
+        matches = []
+        resources = cfn.template.get("Resources", {})
+        mappings = cfn.get_resources(["AWS::Lambda::EventSourceMapping"])
+        queues = set()
+        for res in mappings.values():
+            props = res.get("Properties", {})
+            if _is_stream_mapping(props):
+                destination = props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+                if _ref_name(destination):
+                    queues.add(_ref_name(destination))
+        sweepers = {
+            name
+            for name, res in cfn.get_resources(["AWS::Lambda::Function"]).items()
+            if "STRANDED_AFTER_SECONDS" in res.get("Properties", {}).get("Environment", {}).get("Variables", {})
+        }
+        alarmed = {
+            dimension.get("Value", {}).get("Fn::GetAtt", [None])[0]
+            for res in cfn.get_resources(["AWS::CloudWatch::Alarm"]).values()
+            for dimension in res.get("Properties", {}).get("Dimensions", [])
+            if isinstance(dimension.get("Value"), dict)
+        }
+        for queue in sorted(queues):
+            readers = [
+                props
+                for props in (res.get("Properties", {}) for res in mappings.values())
+                if _ref_name(props.get("EventSourceArn")) == queue
+                and _ref_name(props.get("FunctionName")) in sweepers
+            ]
+            if not readers:
+                matches.append(RuleMatch(["Resources", queue], f"{queue}: the OnFailure queue must be an event source of the sweeper (otherwise abandoned batches wait a day)"))
+            for props in readers:
+                if "ReportBatchItemFailures" not in (props.get("FunctionResponseTypes") or []):
+                    matches.append(RuleMatch(["Resources", queue], f"{queue}: the sweeper's SQS mapping must report partial batch failures"))
+            redrive = resources.get(queue, {}).get("Properties", {}).get("RedrivePolicy", {})
+            dlq = _ref_name(redrive.get("deadLetterTargetArn"))
+            if not dlq:
+                matches.append(RuleMatch(["Resources", queue], f"{queue}: needs a redrive policy to a dead-letter queue"))
+            elif dlq not in alarmed:
+                matches.append(RuleMatch(["Resources", dlq], f"{dlq}: the OnFailure dead-letter queue needs an alarm"))
+        return matches

@@ -8,10 +8,16 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 WITH_MOTO := infra/local/with-moto.sh
 
+# Any Python 3.11.0 or newer (infra/checks/python-pins.sh proves the pins
+# resolve on the oldest interpreter here, Debian 12's 3.11.2 included).
+PYTHON ?= python3
+# A stock Debian python3 has no venv module until python3-venv is installed.
+ENSURE_VENV = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv; }
+
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 
-.PHONY: help venv venv-infra test lint demo check-template sam-build-check bench build deploy clean
+.PHONY: help venv venv-infra test lint demo check-template python-pins sam-build-check bench build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (moto server + writer under cargo lambda watch)"
@@ -21,19 +27,22 @@ help:
 	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
-	python3 -m venv $(VENV)
+	$(ENSURE_VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r infra/local/requirements.txt -c infra/local/constraints.txt
 	touch $@
 
 venv: $(STAMP)
 
 $(INFRA_STAMP): infra/checks/requirements.txt infra/checks/constraints.txt
-	python3 -m venv .venv-infra
+	$(ENSURE_VENV)
+	$(PYTHON) -m venv .venv-infra
 	.venv-infra/bin/pip install --quiet --disable-pip-version-check -r infra/checks/requirements.txt -c infra/checks/constraints.txt
 	touch $@
 
 $(CHECKOV_STAMP): infra/checks/requirements-checkov.txt infra/checks/constraints-checkov.txt
-	python3 -m venv .venv-checkov
+	$(ENSURE_VENV)
+	$(PYTHON) -m venv .venv-checkov
 	.venv-checkov/bin/pip install --quiet --disable-pip-version-check -r infra/checks/requirements-checkov.txt -c infra/checks/constraints-checkov.txt
 	touch $@
 
@@ -43,6 +52,10 @@ venv-infra: $(INFRA_STAMP) $(CHECKOV_STAMP)
 check-template: venv-infra
 	infra/checks/check-template.sh
 	infra/checks/broken-copies.sh
+
+# Every requirements/constraints pair resolves on the oldest Python here.
+python-pins:
+	infra/checks/python-pins.sh
 
 lint:
 	cargo fmt --all -- --check
@@ -60,7 +73,7 @@ sam-build-check: venv venv-infra
 # Unit, adapter and end-to-end tests; the benches run once in a quick mode
 # (criterion's test mode, the AWS-call counts on small inputs) so they keep
 # working. No test asserts a time.
-test: venv lint check-template sam-build-check
+test: venv lint python-pins check-template sam-build-check
 	$(WITH_MOTO) cargo test --workspace --locked
 	BENCH_QUICK=1 $(WITH_MOTO) cargo test --workspace --locked --benches
 

@@ -4,10 +4,14 @@
 
 use std::collections::HashSet;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use outboxctl::template::MappingSettings;
 use serde_json::Value;
+use std::time::Duration;
+
+use sweeper::{SweepSettings, Sweeper};
+use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, root, sample, Stack};
+use time::OffsetDateTime;
 
 fn mapping() -> MappingSettings {
     MappingSettings::from_template(&root().join("template.yaml")).expect("template has the mapping")
@@ -55,61 +59,110 @@ fn the_pattern_passes_only_outbox_inserts_of_the_samples() {
     assert!(passed
         .iter()
         .all(|(name, sk)| name == "INSERT" && sk.starts_with("OUTBOX#")));
-    for name in [
-        "publisher-single-insert.json",
-        "publisher-malformed-outbox.json",
-    ] {
+    let all_pass = |name: &str| {
         let event: Value = serde_json::from_str(&sample(name)).unwrap();
-        assert!(
-            event["Records"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|r| filters.matches(r)),
-            "{name}"
-        );
-    }
+        event["Records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| filters.matches(r))
+    };
+    assert!(all_pass("publisher-single-insert.json"));
+    // An outbox insert without its envelope never reaches the publisher
+    // through the mapping: the sweeper finds it in the pending index and
+    // dead-letters it (it does not decode). Invoked directly, the publisher
+    // dead-letters it at once.
+    assert!(!all_pass("publisher-malformed-outbox.json"));
 }
 
 #[tokio::test]
 async fn the_pattern_against_real_stream_records() {
     let stack = Stack::with_bus().await;
+    // The writer: orders (META + OUTBOX inserts), payments (META modifies),
+    // idempotency records, and the shard settings record.
+    let service = writer::OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));
+    let key = writer::IdempotencyKey::parse("template-test-key").unwrap();
+    let new = writer::orders::NewOrder::try_from(
+        serde_json::from_value::<writer::orders::CreateOrderRequest>(serde_json::json!({
+            "customerId": "c-1", "currency": "EUR",
+            "items": [{"sku": "A-1", "quantity": 1, "unitPriceCents": 100}]
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let order = match service.create(new, Some(&key), None).await.unwrap() {
+        writer::Outcome::Done(order) => order,
+        other => panic!("{other:?}"),
+    };
+    service.pay(&order.order_id, None, None).await.unwrap();
     stack.create_orders(2).await;
-    let mut stream = stack.stream();
-    let inserts = stream.read().await.unwrap();
-    // Publish (the publisher's deletes become REMOVE records) and modify a META.
-    let (sink, _) = stack.eventbridge_sink();
-    publisher::Publisher::new(sink, stack.store())
-        .process(&inserts, &far_deadline())
+    outbox_core::store::record_shard_count(&stack.ddb, &stack.table, 8)
         .await
         .unwrap();
-    let mut meta = stack.items().await.into_iter().next().unwrap();
-    meta.insert("status".into(), AttributeValue::S("PAID".into()));
-    stack.put_raw(meta).await;
-    let mut records = inserts;
+    // The sweeper with a sink that refuses everything: one stranded item
+    // gets its attempt recorded (MODIFY), another is dead-lettered (MODIFY).
+    stack.put_event_aged(Duration::from_secs(2 * 86_400)).await;
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject("PutEvents", Fault::refuse_all("ThrottlingException"), None);
+    let mut sweeper = Sweeper::new(sink, store, SweepSettings::from(&stack.config(&[])));
+    sweeper.retry = testkit::fast_retry();
+    sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    stack.put_event_aged(Duration::from_secs(3 * 86_400)).await;
+    sweeper.settings.max_attempts = 1;
+    sweeper
+        .sweep(
+            OffsetDateTime::now_utc() + Duration::from_secs(86_400),
+            &far_deadline(),
+        )
+        .await;
+    // The publisher: its deletes (REMOVE).
+    let mut stream = stack.stream();
+    let mut records = stream.read().await.unwrap();
+    let (sink, _) = stack.eventbridge_sink();
+    publisher::Publisher::new(sink, stack.store())
+        .process(&records, &far_deadline())
+        .await
+        .unwrap();
     records.extend(stream.read().await.unwrap());
 
     let filters = mapping().filters().unwrap();
     let mut seen = HashSet::new();
+    let mut passed = 0;
     for record in &records {
         let json = serde_json::to_value(record).unwrap();
         let sk = record.change.keys.get("SK").cloned();
         let sk: String = serde_dynamo::from_attribute_value(sk.unwrap()).unwrap();
+        let pk = record.change.keys.get("PK").cloned();
+        let pk: String = serde_dynamo::from_attribute_value(pk.unwrap()).unwrap();
         let outbox_insert = record.event_name == "INSERT" && sk.starts_with("OUTBOX#");
         assert_eq!(
             filters.matches(&json),
             outbox_insert,
-            "{} {sk}",
+            "{} {pk} {sk}",
             record.event_name
         );
-        seen.insert((record.event_name.clone(), sk.starts_with("OUTBOX#")));
+        passed += usize::from(outbox_insert);
+        let kind = if sk.starts_with("OUTBOX#") {
+            "outbox"
+        } else {
+            pk.split('#').next().unwrap_or("").to_owned().leak()
+        };
+        seen.insert((record.event_name.clone(), kind));
     }
-    // Every kind of record was seen: outbox INSERT and REMOVE, META INSERT and MODIFY.
+    // 3 created, 1 paid, 2 put by hand.
+    assert_eq!(passed, 6);
+    // Every kind of record the system writes was seen.
     for kind in [
-        ("INSERT", true),
-        ("REMOVE", true),
-        ("INSERT", false),
-        ("MODIFY", false),
+        ("INSERT", "outbox"),
+        ("MODIFY", "outbox"),
+        ("REMOVE", "outbox"),
+        ("INSERT", "ORDER"),
+        ("MODIFY", "ORDER"),
+        ("INSERT", "IDEMPOTENCY"),
+        ("INSERT", "OUTBOX_SETTINGS"),
     ] {
         assert!(
             seen.contains(&(kind.0.to_owned(), kind.1)),

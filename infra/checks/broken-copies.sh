@@ -28,7 +28,9 @@ expect_failure() {
 
 expect_failure starting-position-latest 's/StartingPosition: TRIM_HORIZON/StartingPosition: LATEST/'
 expect_failure no-partial-batch-response 's/FunctionResponseTypes: \[ReportBatchItemFailures\]/FunctionResponseTypes: []/'
-expect_failure filter-matches-remove 's/"eventName":\["INSERT"\]/"eventName":["INSERT","REMOVE"]/'
+expect_failure filter-on-event-name 's/- Pattern: .{"dynamodb"/- Pattern: '"'"'{"eventName":["INSERT"],"dynamodb"/'
+expect_failure filter-matches-remove 's/"envelope":{"S":\[{"exists":true}\]},//'
+expect_failure filter-matches-bookkeeping 's/,"lastError":{"S":\[{"exists":false}\]}//'
 expect_failure filter-prefix-typo 's/"prefix":"OUTBOX#"/"prefix":"OUTBOX"/'
 expect_failure no-bisect 's/BisectBatchOnFunctionError: true/BisectBatchOnFunctionError: false/'
 expect_failure unbounded-retries '/MaximumRetryAttempts: !Ref PublisherMaximumRetryAttempts/d'

@@ -97,11 +97,24 @@ fn validate(pattern: &Map<String, Value>) -> Result<(), PatternError> {
 fn object_matches(pattern: &Map<String, Value>, event: &Value) -> bool {
     pattern.iter().all(|(key, rule)| {
         let field = event.get(key);
-        match rule {
-            Value::Object(nested) => field.is_some_and(|f| object_matches(nested, f)),
-            Value::Array(rules) => rules.iter().any(|r| rule_matches(r, field)),
+        match (rule, field) {
+            (Value::Object(nested), Some(f)) => object_matches(nested, f),
+            // A missing object: only `{"exists": false}` rules below it hold
+            // (a REMOVE has no NewImage, so NewImage.x does not exist).
+            (Value::Object(nested), None) => absent_matches(nested),
+            (Value::Array(rules), _) => rules.iter().any(|r| rule_matches(r, field)),
             _ => false,
         }
+    })
+}
+
+/// Whether a pattern matches where its whole object is absent: every leaf
+/// must accept a missing field, which only `{"exists": false}` does.
+fn absent_matches(pattern: &Map<String, Value>) -> bool {
+    pattern.values().all(|rule| match rule {
+        Value::Object(nested) => absent_matches(nested),
+        Value::Array(rules) => rules.iter().any(|r| rule_matches(r, None)),
+        _ => false,
     })
 }
 
@@ -168,21 +181,53 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const OUTBOX: &str =
-        r#"{"eventName":["INSERT"],"dynamodb":{"Keys":{"SK":{"S":[{"prefix":"OUTBOX#"}]}}}}"#;
+    /// The template's pattern: only the `dynamodb` key, as DynamoDB mappings
+    /// support.
+    const OUTBOX: &str = r#"{"dynamodb":{"Keys":{"SK":{"S":[{"prefix":"OUTBOX#"}]}},"NewImage":{"envelope":{"S":[{"exists":true}]},"lastError":{"S":[{"exists":false}]},"deadLetteredAt":{"S":[{"exists":false}]}}}}"#;
 
-    fn record(name: &str, sk: &str) -> Value {
-        json!({"eventName": name, "dynamodb": {"Keys": {"PK": {"S": "ORDER#1"}, "SK": {"S": sk}}, "SequenceNumber": "1"}})
+    fn record(name: &str, sk: &str, image: Option<Value>) -> Value {
+        let mut r = json!({"eventName": name, "dynamodb": {"Keys": {"PK": {"S": "ORDER#1"}, "SK": {"S": sk}}, "SequenceNumber": "1"}});
+        if let Some(image) = image {
+            r["dynamodb"]["NewImage"] = image;
+        }
+        r
     }
 
     #[test]
     fn the_outbox_pattern() {
         let p = FilterPattern::parse(OUTBOX).unwrap();
-        assert!(p.matches(&record("INSERT", "OUTBOX#01J")));
-        assert!(!p.matches(&record("INSERT", "META")));
-        assert!(!p.matches(&record("REMOVE", "OUTBOX#01J")));
-        assert!(!p.matches(&record("MODIFY", "OUTBOX#01J")));
+        let fresh =
+            json!({"SK": {"S": "OUTBOX#01J"}, "envelope": {"S": "{}"}, "attempts": {"N": "0"}});
+        let mut retried = fresh.clone();
+        retried["lastError"] = json!({"S": "ThrottlingException"});
+        let mut dead = fresh.clone();
+        dead["deadLetteredAt"] = json!({"S": "2026-11-30T00:00:00Z"});
+        assert!(p.matches(&record("INSERT", "OUTBOX#01J", Some(fresh.clone()))));
+        assert!(!p.matches(&record(
+            "INSERT",
+            "META",
+            Some(json!({"status": {"S": "PAID"}}))
+        )));
+        assert!(
+            !p.matches(&record("REMOVE", "OUTBOX#01J", None)),
+            "a delete has no NewImage"
+        );
+        assert!(!p.matches(&record("MODIFY", "OUTBOX#01J", Some(retried))));
+        assert!(!p.matches(&record("MODIFY", "OUTBOX#01J", Some(dead))));
         assert!(!p.matches(&json!({"eventName": "INSERT"})));
+    }
+
+    #[test]
+    fn exists_false_holds_where_the_whole_object_is_missing() {
+        let m = |p: &str, v: Value| FilterPattern::parse(p).unwrap().matches(&v);
+        assert!(m(r#"{"a":{"b":[{"exists":false}]}}"#, json!({})));
+        assert!(m(
+            r#"{"a":{"b":{"c":[{"exists":false}]}}}"#,
+            json!({"a": {}})
+        ));
+        assert!(!m(r#"{"a":{"b":[{"exists":true}]}}"#, json!({})));
+        assert!(!m(r#"{"a":{"b":["x"]}}"#, json!({})));
+        assert!(!m(r#"{"a":{"b":[{"anything-but":"x"}]}}"#, json!({})));
     }
 
     #[test]

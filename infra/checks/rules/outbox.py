@@ -9,7 +9,16 @@ import json
 
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
-OUTBOX_PATTERN = {"eventName": ["INSERT"], "dynamodb": {"Keys": {"SK": {"S": [{"prefix": "OUTBOX#"}]}}}}
+# DynamoDB mappings only filter on the `dynamodb` key. Outbox keys; a
+# NewImage with the envelope (a REMOVE has none: the publisher's own deletes
+# drop out); no lastError or deadLetteredAt (the sweeper's bookkeeping and
+# dead-letter MODIFYs drop out).
+OUTBOX_PATTERN = json.loads(
+    '{"dynamodb":{"Keys":{"SK":{"S":[{"prefix":"OUTBOX#"}]}},'
+    '"NewImage":{"envelope":{"S":[{"exists":true}]},'
+    '"lastError":{"S":[{"exists":false}]},'
+    '"deadLetteredAt":{"S":[{"exists":false}]}}}}'
+)
 
 
 def _is_stream_mapping(props):
@@ -77,7 +86,7 @@ class OutboxStreamMapping(CloudFormationLintRule):
                     fail("FilterCriteria", "a filter pattern is not JSON")
                     continue
                 if pattern != OUTBOX_PATTERN:
-                    fail("FilterCriteria", f"filter pattern must be {json.dumps(OUTBOX_PATTERN)} (INSERT only: the publisher's own deletes share the keys)")
+                    fail("FilterCriteria", f"filter pattern must be {json.dumps(OUTBOX_PATTERN)} (outbox inserts only: the publisher's deletes and the sweeper's updates share the keys)")
         return matches
 
 
@@ -196,4 +205,31 @@ class OnFailureQueueFeedsTheSweeper(CloudFormationLintRule):
                 matches.append(RuleMatch(["Resources", queue], f"{queue}: needs a redrive policy to a dead-letter queue"))
             elif dlq not in alarmed:
                 matches.append(RuleMatch(["Resources", dlq], f"{dlq}: the OnFailure dead-letter queue needs an alarm"))
+        return matches
+
+
+class DynamoDbFiltersUseOnlyTheDynamodbKey(CloudFormationLintRule):
+    id = "E9105"
+    shortdesc = "DynamoDB stream filters on the dynamodb key only"
+    description = (
+        "Lambda's DynamoDB event source mappings only support filtering on the `dynamodb` key; "
+        "a pattern on eventName (or any other top-level key) may match nothing, and then "
+        "nothing is ever published"
+    )
+    tags = ["outbox"]
+
+    def match(self, cfn):
+        matches = []
+        for name, res in cfn.get_resources(["AWS::Lambda::EventSourceMapping"]).items():
+            props = res.get("Properties", {})
+            if not _is_stream_mapping(props):
+                continue
+            for f in (props.get("FilterCriteria") or {}).get("Filters") or []:
+                try:
+                    pattern = json.loads(f.get("Pattern", ""))
+                except (TypeError, ValueError):
+                    continue
+                for key in pattern if isinstance(pattern, dict) else []:
+                    if key != "dynamodb":
+                        matches.append(RuleMatch(["Resources", name, "Properties", "FilterCriteria"], f"{name}: filter key {key!r}: DynamoDB mappings only filter on the dynamodb key"))
         return matches

@@ -39,6 +39,8 @@ expect_failure no-on-failure-destination '/DestinationConfig:/,/Destination: !Ge
 expect_failure wildcard-action 's/Action: \[dynamodb:GetItem, /Action: [dynamodb:*, /'
 expect_failure on-failure-not-swept '/        OnFailureQueue:/,/              MaximumConcurrency: 2/d'
 expect_failure on-failure-dlq-unalarmed 's/Value: !GetAtt OnFailureDeadLetterQueue.QueueName/Value: !GetAtt PublisherFailureQueue.QueueName/'
+expect_failure alarm-topic-aws-managed-key 's/      KmsMasterKeyId: !Ref AlarmKey/      KmsMasterKeyId: alias\/aws\/sns/'
+expect_failure alarm-key-without-cloudwatch 's/Principal: { Service: cloudwatch.amazonaws.com }/Principal: { Service: sns.amazonaws.com }/'
 expect_failure stranded-threshold-disagrees 's/STRANDED_AFTER_SECONDS: !Ref StrandedAfterSeconds/STRANDED_AFTER_SECONDS: "3600"/'
 
 echo "$passed passed, $failed failed"

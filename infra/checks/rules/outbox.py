@@ -233,3 +233,41 @@ class DynamoDbFiltersUseOnlyTheDynamodbKey(CloudFormationLintRule):
                     if key != "dynamodb":
                         matches.append(RuleMatch(["Resources", name, "Properties", "FilterCriteria"], f"{name}: filter key {key!r}: DynamoDB mappings only filter on the dynamodb key"))
         return matches
+
+
+class AlarmTopicsCanBeReached(CloudFormationLintRule):
+    id = "E9106"
+    shortdesc = "Alarm topics CloudWatch can publish to"
+    description = (
+        "Every SNS topic an alarm notifies is encrypted with a customer managed key: CloudWatch "
+        "cannot use the AWS managed alias/aws/sns key, so its actions would fail silently"
+    )
+    tags = ["outbox", "alarms"]
+
+    def match(self, cfn):
+        matches = []
+        resources = cfn.template.get("Resources", {})
+        targets = set()
+        for res in cfn.get_resources(["AWS::CloudWatch::Alarm"]).values():
+            props = res.get("Properties", {})
+            for key in ("AlarmActions", "OKActions", "InsufficientDataActions"):
+                for action in props.get(key) or []:
+                    if _ref_name(action):
+                        targets.add(_ref_name(action))
+        for name in sorted(targets):
+            topic = resources.get(name, {})
+            if topic.get("Type") != "AWS::SNS::Topic":
+                continue
+            key = topic.get("Properties", {}).get("KmsMasterKeyId")
+            if isinstance(key, str) and key.startswith("alias/aws/"):
+                matches.append(RuleMatch(["Resources", name, "Properties", "KmsMasterKeyId"], f"{name}: alarms cannot publish to a topic encrypted with the AWS managed key {key}; use a customer managed key whose policy admits cloudwatch.amazonaws.com"))
+            elif _ref_name(key) and resources.get(_ref_name(key), {}).get("Type") == "AWS::KMS::Key":
+                policy = resources[_ref_name(key)].get("Properties", {}).get("KeyPolicy", {})
+                admitted = any(
+                    "cloudwatch.amazonaws.com" in json.dumps(st.get("Principal", {}))
+                    and st.get("Effect") == "Allow"
+                    for st in policy.get("Statement", [])
+                )
+                if not admitted:
+                    matches.append(RuleMatch(["Resources", _ref_name(key)], f"{_ref_name(key)}: the key of alarm topic {name} must let cloudwatch.amazonaws.com use it"))
+        return matches

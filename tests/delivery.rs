@@ -58,10 +58,15 @@ async fn a_poison_record_whose_dead_letter_fails_sends_nothing_after_it() {
     stack.create_orders(1).await;
     let envelope =
         EventEnvelope::new("OrderCreated", "Order", "poison", 1, serde_json::json!({})).unwrap();
-    let mut poison = OutboxItem::new("ORDER#poison", &envelope, "outbox.orders", 8)
-        .unwrap()
-        .to_attributes()
-        .unwrap();
+    let mut poison = OutboxItem::new(
+        "ORDER#poison",
+        &envelope,
+        &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
+        8,
+    )
+    .unwrap()
+    .to_attributes()
+    .unwrap();
     poison.remove("envelope");
     stack.put_raw(poison).await;
     stack.create_orders(3).await;

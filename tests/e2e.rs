@@ -398,10 +398,15 @@ async fn a_poison_record_is_dead_lettered_and_the_rest_flows() {
     stack.create_orders(3).await;
     let envelope =
         EventEnvelope::new("OrderCreated", "Order", "poison", 1, serde_json::json!({})).unwrap();
-    let mut poison = OutboxItem::new("ORDER#poison", &envelope, "outbox.orders", 8)
-        .unwrap()
-        .to_attributes()
-        .unwrap();
+    let mut poison = OutboxItem::new(
+        "ORDER#poison",
+        &envelope,
+        &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
+        8,
+    )
+    .unwrap()
+    .to_attributes()
+    .unwrap();
     // An envelope that is not JSON: it passes the mapping's filter (an
     // envelope exists) and cannot be published.
     poison.insert(

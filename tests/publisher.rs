@@ -260,7 +260,13 @@ fn poison_item(order: &str, mutate: impl FnOnce(&mut testkit::Item)) -> testkit:
         serde_json::json!({"orderId": order}),
     )
     .unwrap();
-    let item = OutboxItem::new(&format!("ORDER#{order}"), &envelope, "outbox.orders", 8).unwrap();
+    let item = OutboxItem::new(
+        &format!("ORDER#{order}"),
+        &envelope,
+        &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
+        8,
+    )
+    .unwrap();
     let mut attrs = item.to_attributes().unwrap();
     mutate(&mut attrs);
     attrs

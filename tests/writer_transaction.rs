@@ -146,7 +146,8 @@ async fn limits_fail_before_any_call() {
         "Invoice",
         "1",
         1,
-        json!({"x": "y".repeat(260 * 1024)}),
+        // Over EventBridge's 1 MB (the entry is checked before the item).
+        json!({"x": "y".repeat(1100 * 1024)}),
     )
     .unwrap();
     let err = OutboxTransaction::new(&settings)
@@ -205,4 +206,51 @@ async fn many_events_in_one_transaction_decode_and_shard() {
         );
         assert_eq!(item.attempts, 0);
     }
+}
+
+/// Payload limits are a setting: with EventBridge's 1 MB (the default since
+/// 2026-01-29), a 300 KB event is written, published and delivered.
+#[tokio::test]
+async fn a_300_kb_event_is_written_published_and_delivered() {
+    let stack = Stack::with_bus().await;
+    let settings = OutboxSettings::from(&stack.config(&[]));
+    let envelope = EventEnvelope::new(
+        "DocumentAttached",
+        "Invoice",
+        "big-1",
+        1,
+        json!({"document": "x".repeat(300 * 1024)}),
+    )
+    .unwrap();
+    OutboxTransaction::new(&settings)
+        .event("INVOICE#big-1", &envelope)
+        .send(&stack.ddb)
+        .await
+        .unwrap();
+    let records = stack.stream().read().await.unwrap();
+    let (sink, _) = stack.eventbridge_sink();
+    let report = publisher::Publisher::new(sink, stack.store())
+        .process(&records, &testkit::far_deadline())
+        .await
+        .unwrap();
+    assert_eq!((report.published, report.first_failure), (1, None));
+    let delivered = stack.drain_subscriber().await;
+    assert_eq!(delivered.len(), 1);
+    let received: EventEnvelope = serde_json::from_value(delivered[0]["detail"].clone()).unwrap();
+    assert_eq!(received, envelope);
+
+    // The same event against an SNS topic's 256 KiB: refused before any call.
+    let sns = stack.config(&[
+        ("SINK", "sns"),
+        ("SNS_TOPIC_ARN", "arn:aws:sns:us-east-1:123456789012:t.fifo"),
+    ]);
+    let settings = OutboxSettings::from(&sns);
+    stack.calls.reset();
+    let error = OutboxTransaction::new(&settings)
+        .event("INVOICE#big-1", &envelope)
+        .send(&stack.counted_ddb)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("262144"), "{error}");
+    assert!(stack.calls.calls().is_empty(), "nothing was sent");
 }

@@ -420,8 +420,13 @@ impl Stack {
             (at.unix_timestamp_nanos() / 1_000_000) as u64,
             fastrand::u128(..),
         );
-        let item = OutboxItem::new(&format!("ORDER#{order}"), &envelope, "outbox.orders", 8)
-            .expect("outbox item");
+        let item = OutboxItem::new(
+            &format!("ORDER#{order}"),
+            &envelope,
+            &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
+            8,
+        )
+        .expect("outbox item");
         self.put_raw(item.to_attributes().expect("attributes"))
             .await;
         item
@@ -578,7 +583,7 @@ impl Stack {
         let item = OutboxItem::new(
             &format!("ORDER#{aggregate}"),
             &envelope,
-            "outbox.orders",
+            &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
             shards,
         )
         .expect("outbox item");

@@ -38,6 +38,7 @@ pub enum SinkConfig {
 /// | `STRANDED_AFTER_SECONDS` | `86400` | sweeper |
 /// | `MAX_ATTEMPTS` | `12` | sweeper |
 /// | `SWEEP_PAGE_SIZE` | `100` (1–1000) | sweeper |
+/// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB | writer (size check), publisher, sweeper (batches) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub table_name: String,
@@ -48,6 +49,8 @@ pub struct Config {
     pub stranded_after: Duration,
     pub max_attempts: u32,
     pub sweep_page_size: i32,
+    /// Largest event entry (and sink call) the sink accepts, in bytes.
+    pub max_event_bytes: usize,
 }
 
 impl Config {
@@ -81,7 +84,6 @@ impl Config {
         Ok(Self {
             table_name,
             event_source,
-            sink,
             outbox_shards: number(&get, "OUTBOX_SHARDS", 8, 1, 256)?,
             idempotency_ttl: Duration::from_secs(number(
                 &get,
@@ -99,7 +101,32 @@ impl Config {
             )?),
             max_attempts: number(&get, "MAX_ATTEMPTS", 12, 1, 1_000)?,
             sweep_page_size: number(&get, "SWEEP_PAGE_SIZE", 100, 1, 1_000)?,
+            max_event_bytes: number(
+                &get,
+                "MAX_EVENT_BYTES",
+                match sink {
+                    SinkConfig::EventBridge { .. } => crate::size::DEFAULT_EVENTBRIDGE_BYTES,
+                    SinkConfig::Sns { .. } => crate::size::DEFAULT_SNS_BYTES,
+                },
+                1_024,
+                crate::size::DEFAULT_EVENTBRIDGE_BYTES,
+            )?,
+            sink,
         })
+    }
+
+    /// What the configured sink accepts (the writer's size check).
+    pub fn event_limits(&self) -> crate::size::EventLimits {
+        match &self.sink {
+            SinkConfig::EventBridge { .. } => crate::size::EventLimits::EventBridge {
+                source: self.event_source.clone(),
+                max_bytes: self.max_event_bytes,
+            },
+            SinkConfig::Sns { topic_arn } => crate::size::EventLimits::Sns {
+                fifo: topic_arn.ends_with(".fifo"),
+                max_bytes: self.max_event_bytes,
+            },
+        }
     }
 }
 
@@ -165,6 +192,26 @@ mod tests {
         assert_eq!(c.outbox_shards, 8);
         assert_eq!(c.stranded_after, Duration::from_secs(86_400));
         assert_eq!(c.max_attempts, 12);
+        assert_eq!(c.max_event_bytes, 1024 * 1024);
+    }
+
+    #[test]
+    fn the_event_limit_follows_the_sink_and_is_a_setting() {
+        let sns = config(&[
+            ("TABLE_NAME", "t"),
+            ("SINK", "sns"),
+            ("SNS_TOPIC_ARN", "arn:t.fifo"),
+        ])
+        .unwrap();
+        assert_eq!(sns.max_event_bytes, 256 * 1024);
+        assert!(matches!(
+            sns.event_limits(),
+            crate::size::EventLimits::Sns { fifo: true, max_bytes } if max_bytes == 256 * 1024
+        ));
+        let set = config(&[("TABLE_NAME", "t"), ("MAX_EVENT_BYTES", "300000")]).unwrap();
+        assert_eq!(set.event_limits().max_bytes(), 300_000);
+        let e = config(&[("TABLE_NAME", "t"), ("MAX_EVENT_BYTES", "2000000")]).unwrap_err();
+        assert!(e.to_string().contains("MAX_EVENT_BYTES"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub enum OutboxError {
     #[error("event is invalid: {0}")]
     InvalidEvent(String),
     #[error(
-        "event {event_id} would be a {size}-byte EventBridge entry; the limit is {limit} bytes"
+        "event {event_id} would be a {size}-byte entry for the configured sink; its limit is {limit} bytes"
     )]
     EventTooLarge {
         event_id: Ulid,

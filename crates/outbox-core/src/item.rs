@@ -59,21 +59,25 @@ pub struct OutboxItem {
 
 impl OutboxItem {
     /// Builds the outbox item for `envelope`, stored in the item collection
-    /// `pk`, and checks the size limits: the EventBridge entry (with
-    /// `event_source` as `Source`) must fit in 256 KB and the item in 400 KB.
+    /// `pk`, and checks it against the configured sink's `limits` (the
+    /// entry's size as that sink counts it; an SNS FIFO group id) and the
+    /// 400 KB DynamoDB item limit.
     pub fn new(
         pk: &str,
         envelope: &EventEnvelope,
-        event_source: &str,
+        limits: &size::EventLimits,
         shards: u16,
     ) -> Result<Self, OutboxError> {
+        limits
+            .check_aggregate_id(&envelope.aggregate_id)
+            .map_err(OutboxError::InvalidEvent)?;
         let json = envelope.to_json()?;
-        let entry = size::eventbridge_entry_size(event_source, &envelope.event_type, &json);
-        if entry > size::MAX_EVENTBRIDGE_BYTES {
+        let entry = limits.entry_size(&envelope.event_type, &envelope.event_id.to_string(), &json);
+        if entry > limits.max_bytes() {
             return Err(OutboxError::EventTooLarge {
                 event_id: envelope.event_id,
                 size: entry,
-                limit: size::MAX_EVENTBRIDGE_BYTES,
+                limit: limits.max_bytes(),
             });
         }
         let created_at = envelope
@@ -166,7 +170,13 @@ mod tests {
     #[test]
     fn round_trips_through_attributes() {
         let env = envelope(json!({"total": 10}));
-        let item = OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8).unwrap();
+        let item = OutboxItem::new(
+            "ORDER#o-1",
+            &env,
+            &crate::size::EventLimits::eventbridge("outbox.orders"),
+            8,
+        )
+        .unwrap();
         assert_eq!(item.sk, format!("OUTBOX#{}", env.event_id));
         assert_eq!(
             item.pending_sk.as_deref(),
@@ -191,7 +201,13 @@ mod tests {
         let env = envelope(json!({}))
             .with_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
             .unwrap();
-        let mut item = OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8).unwrap();
+        let mut item = OutboxItem::new(
+            "ORDER#o-1",
+            &env,
+            &crate::size::EventLimits::eventbridge("outbox.orders"),
+            8,
+        )
+        .unwrap();
         item.next_attempt_at = Some(1);
         item.last_error = Some("e".into());
         item.dead_lettered_at = Some("t".into());
@@ -229,23 +245,78 @@ mod tests {
     }
 
     #[test]
-    fn oversized_events_are_refused() {
+    fn events_are_checked_against_the_configured_sink() {
+        let eventbridge = size::EventLimits::eventbridge("outbox.orders");
+        // 300 KB: fine for EventBridge (1 MB) and for DynamoDB (400 KB).
         let env = envelope(json!({"blob": "x".repeat(300 * 1024)}));
-        match OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8) {
-            Err(OutboxError::EventTooLarge { size, limit, .. }) => {
-                assert!(size > limit)
-            }
-            other => panic!("expected EventTooLarge, got {other:?}"),
-        }
-        // Just under the EventBridge limit passes.
+        assert!(OutboxItem::new("ORDER#o-1", &env, &eventbridge, 8).is_ok());
+        // Past 400 KB the item limit binds first.
+        let env = envelope(json!({"blob": "x".repeat(410 * 1024)}));
+        assert!(matches!(
+            OutboxItem::new("ORDER#o-1", &env, &eventbridge, 8),
+            Err(OutboxError::ItemTooLarge { .. })
+        ));
+        // A setting below the default binds.
+        let small = size::EventLimits::EventBridge {
+            source: "outbox.orders".into(),
+            max_bytes: 200 * 1024,
+        };
         let env = envelope(json!({"blob": "x".repeat(250 * 1024)}));
-        assert!(OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8).is_ok());
+        assert!(matches!(
+            OutboxItem::new("ORDER#o-1", &env, &small, 8),
+            Err(OutboxError::EventTooLarge { limit, .. }) if limit == 200 * 1024
+        ));
+        // SNS counts its attributes too: an event that fits 256 KiB as an
+        // EventBridge entry can be too large as an SNS message.
+        let sns = size::EventLimits::Sns {
+            fifo: false,
+            max_bytes: size::DEFAULT_SNS_BYTES,
+        };
+        let overhead = {
+            let json = envelope(json!({"blob": ""})).to_json().unwrap();
+            size::eventbridge_entry_size("outbox.orders", "OrderCreated", &json)
+        };
+        // 20 bytes under 256 KiB as an EventBridge entry.
+        let env = envelope(json!({"blob": "x".repeat(size::DEFAULT_SNS_BYTES - 20 - overhead)}));
+        let json = env.to_json().unwrap();
+        assert!(
+            size::eventbridge_entry_size("outbox.orders", "OrderCreated", &json)
+                <= size::DEFAULT_SNS_BYTES
+        );
+        assert!(matches!(
+            OutboxItem::new("ORDER#o-1", &env, &sns, 8),
+            Err(OutboxError::EventTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn a_fifo_topic_refuses_an_aggregate_id_that_cannot_be_a_group_id() {
+        let fifo = size::EventLimits::Sns {
+            fifo: true,
+            max_bytes: size::DEFAULT_SNS_BYTES,
+        };
+        let long = "a".repeat(129);
+        let env = EventEnvelope::new("OrderCreated", "Order", &long, 1, json!({})).unwrap();
+        assert!(matches!(
+            OutboxItem::new("ORDER#x", &env, &fifo, 8),
+            Err(OutboxError::InvalidEvent(m)) if m.contains("group id")
+        ));
+        let ok = EventEnvelope::new("OrderCreated", "Order", &long[..128], 1, json!({})).unwrap();
+        assert!(OutboxItem::new("ORDER#x", &ok, &fifo, 8).is_ok());
+        // Not FIFO: no such limit.
+        assert!(OutboxItem::new("ORDER#x", &env, &size::EventLimits::eventbridge("s"), 8).is_ok());
     }
 
     #[test]
     fn undecodable_images_are_typed_errors() {
         let env = envelope(json!({}));
-        let item = OutboxItem::new("ORDER#o-1", &env, "outbox.orders", 8).unwrap();
+        let item = OutboxItem::new(
+            "ORDER#o-1",
+            &env,
+            &crate::size::EventLimits::eventbridge("outbox.orders"),
+            8,
+        )
+        .unwrap();
         let mut attrs = item.to_attributes().unwrap();
         attrs.remove("envelope");
         assert!(OutboxItem::from_attributes(attrs).is_err());

@@ -11,14 +11,79 @@ pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
 /// Largest `TransactWriteItems` action count.
 pub const MAX_TRANSACTION_ACTIONS: usize = 100;
-/// Largest EventBridge `PutEvents` request (and entry): 256 KB.
-pub const MAX_EVENTBRIDGE_BYTES: usize = 256 * 1024;
+/// Default `MAX_EVENT_BYTES` for EventBridge: 1 MB per entry and per
+/// `PutEvents` request (since 2026-01-29; 256 KB before).
+pub const DEFAULT_EVENTBRIDGE_BYTES: usize = 1024 * 1024;
 /// Largest number of entries in one `PutEvents` call.
 pub const MAX_EVENTBRIDGE_ENTRIES: usize = 10;
-/// Largest SNS message, attributes included, and largest `PublishBatch` payload.
-pub const MAX_SNS_BYTES: usize = 256 * 1024;
+/// Default `MAX_EVENT_BYTES` for SNS: 256 KiB per message (attributes
+/// included) and per `PublishBatch` payload.
+pub const DEFAULT_SNS_BYTES: usize = 256 * 1024;
 /// Largest number of entries in one SNS `PublishBatch` call.
 pub const MAX_SNS_ENTRIES: usize = 10;
+/// Largest SNS FIFO `MessageGroupId` (the aggregate id).
+pub const MAX_FIFO_GROUP_ID: usize = 128;
+
+/// What the configured sink accepts, as the writer must check it before
+/// committing an event and as the publishing module batches it. One
+/// computation of an entry's size for both, so an event the writer accepts
+/// is never refused by the sink for its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventLimits {
+    /// `PutEvents`: the entry is `Source` + `DetailType` + `Detail`.
+    EventBridge { source: String, max_bytes: usize },
+    /// `PublishBatch`: the message plus its `eventType` and `eventId`
+    /// attributes; a FIFO topic also needs the aggregate id as a valid
+    /// message group id.
+    Sns { fifo: bool, max_bytes: usize },
+}
+
+impl EventLimits {
+    /// EventBridge with `source` and the default limit.
+    pub fn eventbridge(source: impl Into<String>) -> Self {
+        Self::EventBridge {
+            source: source.into(),
+            max_bytes: DEFAULT_EVENTBRIDGE_BYTES,
+        }
+    }
+
+    /// Largest entry (and sink call) in bytes.
+    pub fn max_bytes(&self) -> usize {
+        match self {
+            Self::EventBridge { max_bytes, .. } | Self::Sns { max_bytes, .. } => *max_bytes,
+        }
+    }
+
+    /// The size of an event's entry as the sink counts it.
+    pub fn entry_size(&self, event_type: &str, event_id: &str, envelope: &str) -> usize {
+        match self {
+            Self::EventBridge { source, .. } => {
+                eventbridge_entry_size(source, event_type, envelope)
+            }
+            Self::Sns { .. } => sns_entry_size(event_type, event_id, envelope),
+        }
+    }
+
+    /// Whether the aggregate id can route the event (an SNS FIFO message
+    /// group id: 1 to 128 characters of letters, digits and punctuation).
+    pub fn check_aggregate_id(&self, aggregate_id: &str) -> Result<(), String> {
+        match self {
+            Self::Sns { fifo: true, .. } => {
+                let ok = !aggregate_id.is_empty()
+                    && aggregate_id.len() <= MAX_FIFO_GROUP_ID
+                    && aggregate_id.chars().all(|c| c.is_ascii_graphic());
+                if ok {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "aggregateId must be 1 to {MAX_FIFO_GROUP_ID} letters, digits or punctuation to be an SNS FIFO message group id"
+                    ))
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}
 
 /// Size of one `PutEvents` entry as EventBridge counts it ("Calculating
 /// PutEvents event entry size"): the UTF-8 bytes of `Source`, `DetailType`,
@@ -26,6 +91,15 @@ pub const MAX_SNS_ENTRIES: usize = 10;
 /// We set neither `Resources` nor `Time`.
 pub fn eventbridge_entry_size(source: &str, detail_type: &str, detail: &str) -> usize {
     source.len() + detail_type.len() + detail.len()
+}
+
+/// Size of an outbox event as an SNS message: the envelope and the
+/// `eventType` and `eventId` attributes the SNS adapter sets.
+pub fn sns_entry_size(event_type: &str, event_id: &str, envelope: &str) -> usize {
+    sns_message_size(
+        envelope,
+        &[("eventType", event_type), ("eventId", event_id)],
+    )
 }
 
 /// Size of one SNS message: the body plus each attribute's name, data type
@@ -88,6 +162,25 @@ mod tests {
             ("b".to_owned(), AttributeValue::Bool(true)),
         ]);
         assert_eq!(item_size(&item), 2 + 7 + 1 + 4 + 1 + 1);
+    }
+
+    #[test]
+    fn limits_count_as_each_sink_does() {
+        let eb = EventLimits::eventbridge("src");
+        assert_eq!(eb.max_bytes(), 1024 * 1024);
+        assert_eq!(eb.entry_size("Type", "01J", "{}"), 3 + 4 + 2);
+        let sns = EventLimits::Sns {
+            fifo: true,
+            max_bytes: DEFAULT_SNS_BYTES,
+        };
+        assert_eq!(
+            sns.entry_size("Type", "01J", "{}"),
+            2 + ("eventType".len() + 6 + 4) + ("eventId".len() + 6 + 3)
+        );
+        assert!(sns.check_aggregate_id(&"a".repeat(128)).is_ok());
+        assert!(sns.check_aggregate_id(&"a".repeat(129)).is_err());
+        assert!(sns.check_aggregate_id("has space").is_err());
+        assert!(eb.check_aggregate_id(&"a".repeat(200)).is_ok());
     }
 
     #[test]

@@ -19,7 +19,7 @@ fn batch(n: usize) -> String {
                 "createdAt": "2026-11-29T14:00:00.000Z", "updatedAt": "2026-11-29T14:00:00.000Z"
             });
             let envelope = EventEnvelope::new("OrderCreated", "Order", &format!("o-{i}"), 1, order).unwrap();
-            let item = OutboxItem::new(&format!("ORDER#o-{i}"), &envelope, "outbox.orders", 8).unwrap();
+            let item = OutboxItem::new(&format!("ORDER#o-{i}"), &envelope, &outbox_core::size::EventLimits::eventbridge("outbox.orders"), 8).unwrap();
             let image = serde_json::to_value(serde_dynamo::Item::from(item.to_attributes().unwrap())).unwrap();
             serde_json::json!({
                 "eventID": format!("{i}"), "eventName": "INSERT", "eventVersion": "1.1", "eventSource": "aws:dynamodb",

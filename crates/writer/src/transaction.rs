@@ -18,8 +18,10 @@ use ulid::Ulid;
 pub struct OutboxSettings {
     /// The table holding the outbox items (the business items' table).
     pub table: String,
-    /// The EventBridge `Source` the publisher will use (for the size check).
-    pub event_source: String,
+    /// What the configured sink accepts: each event is checked against it
+    /// (its size as that sink counts it, an SNS FIFO group id) before the
+    /// transaction is sent.
+    pub limits: outbox_core::size::EventLimits,
     /// Shards of the pending index.
     pub shards: u16,
     /// Key attribute names of the tables the caller writes to, used to find
@@ -28,13 +30,21 @@ pub struct OutboxSettings {
 }
 
 impl OutboxSettings {
+    /// Settings for an EventBridge sink with `event_source` as `Source` and
+    /// the default 1 MB limit; see [`OutboxSettings::with_limits`].
     pub fn new(table: impl Into<String>, event_source: impl Into<String>, shards: u16) -> Self {
         Self {
             table: table.into(),
-            event_source: event_source.into(),
+            limits: outbox_core::size::EventLimits::eventbridge(event_source),
             shards,
             key_attributes: vec![keys::PK.to_owned(), keys::SK.to_owned()],
         }
+    }
+
+    /// The same settings checking events against `limits`.
+    pub fn with_limits(mut self, limits: outbox_core::size::EventLimits) -> Self {
+        self.limits = limits;
+        self
     }
 }
 
@@ -45,6 +55,7 @@ impl From<&outbox_core::Config> for OutboxSettings {
             &config.event_source,
             config.outbox_shards,
         )
+        .with_limits(config.event_limits())
     }
 }
 
@@ -287,13 +298,8 @@ impl OutboxTransaction {
     /// aggregate's partition key) as `SK=OUTBOX#<event id>`. Its label is
     /// `event:<event id>`.
     pub fn event(mut self, pk: &str, envelope: &EventEnvelope) -> Self {
-        let item = match OutboxItem::new(
-            pk,
-            envelope,
-            &self.settings.event_source,
-            self.settings.shards,
-        )
-        .and_then(|item| item.to_attributes())
+        let item = match OutboxItem::new(pk, envelope, &self.settings.limits, self.settings.shards)
+            .and_then(|item| item.to_attributes())
         {
             Ok(item) => item,
             Err(e) => {

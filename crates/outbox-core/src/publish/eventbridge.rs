@@ -19,15 +19,24 @@ pub struct EventBridgeSink {
     client: aws_sdk_eventbridge::Client,
     bus_name: String,
     source: String,
+    max_bytes: usize,
 }
 
 impl EventBridgeSink {
+    /// A sink with the default limit (1 MB per entry and per call).
     pub fn new(client: aws_sdk_eventbridge::Client, bus_name: String, source: String) -> Self {
         Self {
             client,
             bus_name,
             source,
+            max_bytes: size::DEFAULT_EVENTBRIDGE_BYTES,
         }
+    }
+
+    /// The same sink with `MAX_EVENT_BYTES` = `max_bytes`.
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// The `PutEvents` entry of an item.
@@ -48,7 +57,7 @@ impl EventSink for EventBridgeSink {
     }
 
     fn max_bytes(&self) -> usize {
-        size::MAX_EVENTBRIDGE_BYTES
+        self.max_bytes
     }
 
     fn entry_size(&self, item: &OutboxItem) -> usize {

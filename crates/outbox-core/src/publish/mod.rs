@@ -114,17 +114,18 @@ impl AnySink {
     /// Builds the sink named by `SINK` with clients from `sdk`.
     pub fn from_config(config: &Config, sdk: &aws_config::SdkConfig) -> Self {
         match &config.sink {
-            SinkConfig::EventBridge { bus_name } => {
-                Self::EventBridge(eventbridge::EventBridgeSink::new(
+            SinkConfig::EventBridge { bus_name } => Self::EventBridge(
+                eventbridge::EventBridgeSink::new(
                     aws_sdk_eventbridge::Client::new(sdk),
                     bus_name.clone(),
                     config.event_source.clone(),
-                ))
-            }
-            SinkConfig::Sns { topic_arn } => Self::Sns(sns::SnsSink::new(
-                aws_sdk_sns::Client::new(sdk),
-                topic_arn.clone(),
-            )),
+                )
+                .with_max_bytes(config.max_event_bytes),
+            ),
+            SinkConfig::Sns { topic_arn } => Self::Sns(
+                sns::SnsSink::new(aws_sdk_sns::Client::new(sdk), topic_arn.clone())
+                    .with_max_bytes(config.max_event_bytes),
+            ),
         }
     }
 }

@@ -23,16 +23,25 @@ pub struct SnsSink {
     client: aws_sdk_sns::Client,
     topic_arn: String,
     fifo: bool,
+    max_bytes: usize,
 }
 
 impl SnsSink {
+    /// A sink with the default limit (256 KiB per message and per call).
     pub fn new(client: aws_sdk_sns::Client, topic_arn: String) -> Self {
         let fifo = topic_arn.ends_with(".fifo");
         Self {
             client,
             topic_arn,
             fifo,
+            max_bytes: size::DEFAULT_SNS_BYTES,
         }
+    }
+
+    /// The same sink with `MAX_EVENT_BYTES` = `max_bytes`.
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
     }
 
     fn entry(
@@ -75,17 +84,11 @@ impl EventSink for SnsSink {
     }
 
     fn max_bytes(&self) -> usize {
-        size::MAX_SNS_BYTES
+        self.max_bytes
     }
 
     fn entry_size(&self, item: &OutboxItem) -> usize {
-        size::sns_message_size(
-            &item.envelope,
-            &[
-                ("eventType", &item.event_type),
-                ("eventId", &item.event_id.to_string()),
-            ],
-        )
+        size::sns_entry_size(&item.event_type, &item.event_id.to_string(), &item.envelope)
     }
 
     async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {

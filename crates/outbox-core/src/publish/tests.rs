@@ -153,7 +153,13 @@ fn items_of(n: usize, aggregates: usize) -> Vec<OutboxItem> {
             let aggregate = format!("o{}", i % aggregates);
             let env =
                 EventEnvelope::new(&format!("E{i}"), "Order", &aggregate, 1, json!({})).unwrap();
-            OutboxItem::new(&format!("ORDER#{aggregate}"), &env, "src", 8).unwrap()
+            OutboxItem::new(
+                &format!("ORDER#{aggregate}"),
+                &env,
+                &crate::size::EventLimits::eventbridge("src"),
+                8,
+            )
+            .unwrap()
         })
         .collect()
 }

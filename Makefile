@@ -48,9 +48,11 @@ $(CHECKOV_STAMP): infra/checks/requirements-checkov.txt infra/checks/constraints
 
 venv-infra: $(INFRA_STAMP) $(CHECKOV_STAMP)
 
-# Lint, translate and scan template.yaml; prove the checks on broken copies.
+# Lint, translate and scan template.yaml, in each sink mode (EventBridge,
+# SNS, SNS FIFO); prove the checks on broken copies.
 check-template: venv-infra
 	infra/checks/check-template.sh
+	infra/checks/check-modes.sh
 	infra/checks/broken-copies.sh
 
 # Every requirements/constraints pair resolves on the oldest Python here.

@@ -87,6 +87,8 @@ struct State {
     seen: Vec<String>,
     /// Operations a fault was applied to.
     faulted: Vec<String>,
+    /// IAM actions of the calls seen.
+    actions: Vec<String>,
 }
 
 /// A running proxy; it stops when dropped.
@@ -155,6 +157,13 @@ impl FaultProxy {
         state.seen.iter().filter(|o| *o == operation).count()
     }
 
+    /// Every call seen, as the IAM action that authorizes it
+    /// (`dynamodb:UpdateItem`, `events:PutEvents`, `sns:Publish`, ...).
+    pub fn actions(&self) -> std::collections::BTreeSet<String> {
+        let state = self.state.lock().unwrap();
+        state.actions.iter().cloned().collect()
+    }
+
     /// How many calls of `operation` got a fault.
     pub fn faulted(&self, operation: &str) -> usize {
         let state = self.state.lock().unwrap();
@@ -185,6 +194,38 @@ fn operation(request: &hyper::http::request::Parts, body: &[u8]) -> String {
         .unwrap_or_else(|| "Unknown".to_owned())
 }
 
+/// The IAM action that authorizes a call: the service prefix from the
+/// target (or the SigV4 scope) and the operation, with the few operations
+/// IAM authorizes under another name.
+fn iam_action(request: &hyper::http::request::Parts, operation: &str) -> String {
+    let target = request
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let scope = request
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').nth(3))
+        .unwrap_or("");
+    let service = if target.starts_with("DynamoDB") {
+        "dynamodb"
+    } else if target.starts_with("AWSEvents") {
+        "events"
+    } else if target.starts_with("AmazonSQS") {
+        "sqs"
+    } else {
+        scope
+    };
+    let operation = match (service, operation) {
+        ("sns", "PublishBatch") => "Publish",
+        (_, op) => op,
+    };
+    format!("{service}:{operation}")
+}
+
 fn fault_for(state: &Mutex<State>, operation: &str) -> Option<Fault> {
     let mut state = state.lock().unwrap();
     state.seen.push(operation.to_owned());
@@ -209,6 +250,11 @@ async fn handle(
     let body = body.collect().await?.to_bytes();
     let operation = operation(&parts, &body);
     let json = parts.headers.contains_key("x-amz-target");
+    state
+        .lock()
+        .unwrap()
+        .actions
+        .push(iam_action(&parts, &operation));
     match fault_for(&state, &operation) {
         None | Some(Fault::Pass) => forward(&upstream, parts, body).await,
         Some(Fault::Throttle) => Ok(error(json, StatusCode::BAD_REQUEST, "Throttling")),

@@ -386,24 +386,11 @@ pub async fn record_shard_count(
         }
         Err(e) => return Err(store_error("record_shard_count", &error_code(&e))),
     };
-    let recorded = match recorded {
-        Some(item) => Some(item),
-        // Not every API returns the old item with the failure: read it.
-        None => {
-            client
-                .get_item()
-                .table_name(table)
-                .set_key(Some(keys::settings_key().to_attributes()))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(|e| store_error("record_shard_count", &error_code(&e)))?
-                .item
-        }
-    };
+    // DynamoDB returns the item that failed the condition (ALL_OLD); without
+    // it the mark is unknown, and guessing could hide shards.
+    let recorded = recorded.ok_or_else(|| store_error("record_shard_count", "NoOldItem"))?;
     let high_water = recorded
-        .as_ref()
-        .and_then(|item| item.get(attr::SHARDS_HIGH_WATER))
+        .get(attr::SHARDS_HIGH_WATER)
         .and_then(|v| v.as_n().ok())
         .and_then(|v| v.parse::<u16>().ok())
         .unwrap_or(shards);

@@ -16,7 +16,7 @@ use outbox_core::store::{
     Cursor, DeadLetter, DynamoStore, Marked, OutboxStore, Page, PendingQuery, ShardStats,
     StoreError,
 };
-use outbox_core::{EventEnvelope, OutboxItem};
+use outbox_core::EventEnvelope;
 use serde_json::Value;
 use sweeper::{Response, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
@@ -42,12 +42,20 @@ async fn on_failure_queue(stack: &Stack) -> String {
 async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
     let stack = Stack::with_bus().await;
     // moto's TransactWriteItems is not thread-safe on one table: a race
-    // there answers 500 before anything is applied. The SDK retries 5xx; give
-    // it room (docs/local.md, deviations).
+    // there answers 500 before anything is applied; and it copies the whole
+    // table, so under load one call can take longer than the functions'
+    // 5-second attempt timeout. The SDK retries 5xx and timeouts; give it
+    // room (docs/local.md, deviations).
     let patient = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&stack.sdk)
             .retry_config(
                 aws_sdk_dynamodb::config::retry::RetryConfig::standard().with_max_attempts(10),
+            )
+            .timeout_config(
+                aws_smithy_types::timeout::TimeoutConfig::builder()
+                    .operation_attempt_timeout(Duration::from_secs(60))
+                    .operation_timeout(Duration::from_secs(300))
+                    .build(),
             )
             .build(),
     );
@@ -396,24 +404,9 @@ async fn an_on_failure_message_makes_the_sweeper_republish_its_window_now() {
 async fn a_poison_record_is_dead_lettered_and_the_rest_flows() {
     let stack = Stack::with_bus().await;
     stack.create_orders(3).await;
-    let envelope =
-        EventEnvelope::new("OrderCreated", "Order", "poison", 1, serde_json::json!({})).unwrap();
-    let mut poison = OutboxItem::new(
-        "ORDER#poison",
-        &envelope,
-        &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
-        8,
-    )
-    .unwrap()
-    .to_attributes()
-    .unwrap();
     // An envelope that is not JSON: it passes the mapping's filter (an
     // envelope exists) and cannot be published.
-    poison.insert(
-        "envelope".into(),
-        aws_sdk_dynamodb::types::AttributeValue::S("not json".into()),
-    );
-    stack.put_raw(poison).await;
+    stack.put_poison("poison", Some("not json")).await;
     stack.create_orders(3).await;
 
     let (sink, _) = stack.eventbridge_sink();

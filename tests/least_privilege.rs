@@ -8,11 +8,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_runtime::LambdaEvent;
 use outbox_core::publish::sns::SnsSink;
 use outbox_core::publish::EventSink;
-use outbox_core::{EventEnvelope, OutboxItem};
+use outbox_core::OutboxItem;
 use serde_yaml_ng::Value;
 use sweeper::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
@@ -132,19 +131,9 @@ async fn the_writer_role_grants_what_the_writer_calls() {
 async fn the_publisher_role_grants_what_the_publisher_calls() {
     let stack = Stack::with_bus().await;
     stack.create_orders(2).await;
-    let envelope =
-        EventEnvelope::new("OrderCreated", "Order", "poison", 1, serde_json::json!({})).unwrap();
-    let mut poison = OutboxItem::new(
-        "ORDER#poison",
-        &envelope,
-        &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
-        8,
-    )
-    .unwrap()
-    .to_attributes()
-    .unwrap();
-    poison.insert("envelope".into(), AttributeValue::S("not json".into()));
-    stack.put_raw(poison).await;
+    // An envelope that is not JSON: it passes the mapping's filter (an
+    // envelope exists) and cannot be published.
+    stack.put_poison("poison", Some("not json")).await;
     let records = stack.stream().read().await.unwrap();
 
     let proxy = FaultProxy::start().await;

@@ -528,23 +528,10 @@ pub async fn sqs_event(
     queue_url: &str,
 ) -> aws_lambda_events::event::sqs::SqsEvent {
     let sqs = aws_sdk_sqs::Client::new(sdk);
-    let out = sqs
-        .receive_message()
-        .queue_url(queue_url)
-        .max_number_of_messages(10)
-        .send()
+    let messages = outboxctl::sqs::receive(&sqs, queue_url)
         .await
         .expect("receive");
-    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
-    for m in out.messages.unwrap_or_default() {
-        let mut message = aws_lambda_events::event::sqs::SqsMessage::default();
-        message.message_id = m.message_id.clone();
-        message.receipt_handle = m.receipt_handle.clone();
-        message.body = m.body.clone();
-        message.event_source = Some("aws:sqs".into());
-        event.records.push(message);
-    }
-    event
+    outboxctl::sqs::event(&messages)
 }
 
 /// A Lambda context whose deadline is `after` from now.
@@ -609,5 +596,57 @@ impl Stack {
             ),
             DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &self.table, shards),
         )
+    }
+}
+
+/// Whether a stream record is the insert of an outbox item.
+pub fn is_outbox_insert(record: &aws_lambda_events::event::dynamodb::EventRecord) -> bool {
+    record.event_name == "INSERT"
+        && record
+            .change
+            .keys
+            .get("SK")
+            .and_then(|v| serde_json::to_value(v).ok())
+            .and_then(|v| v["S"].as_str().map(|s| s.starts_with("OUTBOX#")))
+            .unwrap_or(false)
+}
+
+impl Stack {
+    /// Every outbox insert in the table's stream so far.
+    pub async fn outbox_inserts(&self) -> Vec<aws_lambda_events::event::dynamodb::EventRecord> {
+        self.stream()
+            .read()
+            .await
+            .expect("stream")
+            .into_iter()
+            .filter(is_outbox_insert)
+            .collect()
+    }
+
+    /// Puts a poison outbox item of aggregate `order`: its envelope replaced
+    /// by `envelope` (not JSON, say), or removed when `None`.
+    pub async fn put_poison(&self, order: &str, envelope: Option<&str>) {
+        let event = outbox_core::EventEnvelope::new(
+            "OrderCreated",
+            "Order",
+            order,
+            1,
+            serde_json::json!({}),
+        )
+        .expect("envelope");
+        let mut item = OutboxItem::new(
+            &format!("ORDER#{order}"),
+            &event,
+            &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
+            8,
+        )
+        .expect("outbox item")
+        .to_attributes()
+        .expect("attributes");
+        match envelope {
+            Some(text) => item.insert("envelope".into(), AttributeValue::S(text.into())),
+            None => item.remove("envelope"),
+        };
+        self.put_raw(item).await;
     }
 }

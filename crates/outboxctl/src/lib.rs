@@ -10,12 +10,14 @@
 //! - [`template`]: the mapping's settings read from `template.yaml`.
 //! - [`pump`]: the event source mapping emulator (`outboxctl pump`).
 //! - [`invoke`]: invoking a function under `cargo lambda watch` (loopback).
+//! - [`sqs`]: a batch of queue messages as Lambda's SQS mapping passes it.
 //! - [`local`]: AWS configuration for loopback only, refusing anything else.
 
 pub mod filter;
 pub mod invoke;
 pub mod local;
 pub mod pump;
+pub mod sqs;
 pub mod stack;
 pub mod stream;
 pub mod template;

@@ -134,7 +134,7 @@ async fn deliver(
     port: &str,
     function: &str,
 ) -> Result<(), String> {
-    use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+    use aws_lambda_events::event::sqs::SqsBatchResponse;
     let port: u16 = port.parse().map_err(|_| format!("invalid port {port}"))?;
     let invoker = HttpInvoker {
         port,
@@ -143,26 +143,11 @@ async fn deliver(
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let (mut delivered, mut deleted, mut reported) = (0, 0, 0);
     loop {
-        let out = sqs
-            .receive_message()
-            .queue_url(queue_url)
-            .max_number_of_messages(10)
-            .send()
-            .await
-            .map_err(|e| format!("ReceiveMessage: {e:?}"))?;
-        let messages = out.messages.unwrap_or_default();
+        let messages = outboxctl::sqs::receive(&sqs, queue_url).await?;
         if messages.is_empty() {
             break;
         }
-        let mut event = SqsEvent::default();
-        for m in &messages {
-            let mut message = SqsMessage::default();
-            message.message_id = m.message_id.clone();
-            message.receipt_handle = m.receipt_handle.clone();
-            message.body = m.body.clone();
-            message.event_source = Some("aws:sqs".into());
-            event.records.push(message);
-        }
+        let event = outboxctl::sqs::event(&messages);
         delivered += messages.len();
         let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
         let (status, function_error, body) = invoker.call(&payload).await?;

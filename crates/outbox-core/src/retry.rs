@@ -10,17 +10,20 @@
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// When the current invocation must have finished its work.
+/// When the current invocation must have finished its work, and when it
+/// must have finished altogether (Lambda's own deadline).
 #[derive(Debug, Clone, Copy)]
 pub struct Deadline {
     at: Instant,
+    hard: Option<Instant>,
 }
 
 impl Deadline {
-    /// A deadline `after` from now.
+    /// A deadline `after` from now (no hard limit beyond it).
     pub fn after(after: Duration) -> Self {
         Self {
             at: Instant::now() + after,
+            hard: None,
         }
     }
 
@@ -43,7 +46,30 @@ impl Deadline {
         } else {
             Duration::from_millis(deadline_ms.saturating_sub(now_ms))
         };
-        Self::after(left.saturating_sub(margin.min(left / 4)))
+        let now = Instant::now();
+        Self {
+            at: now + left.saturating_sub(margin.min(left / 4)),
+            // A little before Lambda's deadline: the response still has to go.
+            hard: Some(now + left.saturating_sub(Duration::from_millis(200))),
+        }
+    }
+
+    /// The deadline for the work that must follow work already done
+    /// (deletes, bookkeeping): `grace` later, never past the hard limit.
+    pub fn finishing(&self, grace: Duration) -> Self {
+        let at = self.at.max(Instant::now()) + grace;
+        Self {
+            at: self.hard.map_or(at, |hard| at.min(hard)),
+            hard: self.hard,
+        }
+    }
+
+    /// This deadline brought forward by `by` (time kept for what follows).
+    pub fn shortened(&self, by: Duration) -> Self {
+        Self {
+            at: Instant::now() + self.remaining().saturating_sub(by),
+            hard: self.hard,
+        }
     }
 
     /// Time left before the deadline.
@@ -60,13 +86,6 @@ impl Deadline {
     /// first; `None` when the deadline cut it (the request is dropped).
     pub async fn bound<F: Future>(&self, call: F) -> Option<F::Output> {
         tokio::time::timeout(self.remaining(), call).await.ok()
-    }
-
-    /// A deadline no later than this one and no further than `limit` away.
-    pub fn within(&self, limit: Duration) -> Self {
-        Self {
-            at: self.at.min(Instant::now() + limit),
-        }
     }
 }
 
@@ -267,6 +286,23 @@ mod tests {
             Deadline::from_epoch_millis(0, Duration::ZERO).remaining(),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn finishing_never_passes_lambdas_deadline() {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        // 4 s left: the margin is 1 s, the grace of 2 s is capped at 3.8 s.
+        let d = Deadline::from_epoch_millis(now_ms + 4_000, Duration::from_secs(3));
+        let finish = d.finishing(Duration::from_secs(2));
+        assert!(finish.remaining() <= Duration::from_millis(3_800));
+        assert!(finish.remaining() > d.remaining());
+        // Without a Lambda deadline the grace is whole.
+        let d = Deadline::after(Duration::from_secs(1));
+        assert!(d.finishing(Duration::from_secs(2)).remaining() > Duration::from_millis(2_900));
+        assert!(d.shortened(Duration::from_secs(5)).remaining() == Duration::ZERO);
     }
 
     #[test]

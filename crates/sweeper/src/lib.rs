@@ -316,7 +316,7 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
         let shards = shards.max(self.store.configured_shards());
         total.shards = shards;
         let work = if with_stats {
-            Deadline::after(deadline.remaining().saturating_sub(STATS_RESERVE))
+            deadline.shortened(STATS_RESERVE)
         } else {
             *deadline
         };

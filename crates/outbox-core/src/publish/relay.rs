@@ -180,7 +180,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         held: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> RelayReport {
-        let finish = deadline_plus(deadline, FINISH_GRACE);
+        let finish = deadline.finishing(FINISH_GRACE);
         let mut outcomes = vec![Outcome::NotAttempted; entries.len()];
         let mut published: Vec<ItemKey> = Vec::new();
         let mut store_errors = 0;
@@ -482,10 +482,6 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             }
         }
     }
-}
-
-fn deadline_plus(deadline: &Deadline, extra: Duration) -> Deadline {
-    Deadline::after(deadline.remaining() + extra)
 }
 
 /// Publishes one batch, retrying only the entries that failed transiently,

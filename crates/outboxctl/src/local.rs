@@ -13,20 +13,35 @@ pub enum LocalError {
     NotLoopback(String),
 }
 
-/// Whether `url` points at 127.0.0.0/8, `localhost` or `[::1]`.
+/// Whether `url` points at 127.0.0.0/8, `localhost` or `[::1]`. The URL is
+/// taken apart as a client would: scheme, then the authority up to the first
+/// `/`, `?` or `#`, whose host follows any `user:password@` (so
+/// `http://127.0.0.1:80@example.com/` is example.com, not loopback).
 pub fn is_loopback(url: &str) -> bool {
-    let rest = url
+    let Some(rest) = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
-        .unwrap_or(url);
-    let authority = rest.split('/').next().unwrap_or("");
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        v6.split(']').next().unwrap_or("")
-    } else {
-        authority.split(':').next().unwrap_or("")
+    else {
+        return false;
     };
-    host == "localhost"
-        || host == "::1"
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((host, port)) if port.is_empty() || port.starts_with(':') => host,
+            _ => return false,
+        }
+    } else {
+        let (host, port) = host_port.split_once(':').unwrap_or((host_port, ""));
+        if !port.chars().all(|c| c.is_ascii_digit()) {
+            return false;
+        }
+        host
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
         || host
             .parse::<std::net::Ipv4Addr>()
             .is_ok_and(|ip| ip.is_loopback())
@@ -81,5 +96,13 @@ mod tests {
         assert!(!is_loopback("https://dynamodb.us-east-1.amazonaws.com"));
         assert!(!is_loopback("http://127.0.0.1.example.com"));
         assert!(!is_loopback("http://169.254.169.254"));
+        // A client reads the host after the user information.
+        assert!(!is_loopback("http://127.0.0.1:80@example.com/"));
+        assert!(!is_loopback("http://localhost@169.254.169.254/latest"));
+        assert!(is_loopback("http://user:pw@127.0.0.1:5000/"));
+        assert!(!is_loopback("http://127.0.0.1:80x/"));
+        assert!(!is_loopback("http://[::1]evil.com/"));
+        assert!(!is_loopback("127.0.0.1:5000"), "a scheme is required");
+        assert!(is_loopback("http://127.0.0.1:5000?x=@example.com"));
     }
 }

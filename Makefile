@@ -55,7 +55,7 @@ check-template: venv-infra
 	infra/checks/check-modes.sh
 	infra/checks/broken-copies.sh
 
-# Every requirements/constraints pair resolves on the oldest Python here.
+# Every requirements/constraints pair installs on the oldest Python here.
 python-pins:
 	infra/checks/python-pins.sh
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Proves that every pinned Python tool set resolves on the oldest Python the
+# Proves that every pinned Python tool set installs on the oldest Python the
 # README supports (3.11.0 and newer): each requirements/constraints pair is
-# resolved (pip install --dry-run) in a fresh venv of the oldest interpreter
-# on this machine, /usr/bin/python3 when it exists (Debian 12: 3.11.2),
-# otherwise `python3`. Reaches only PyPI, like `make venv`.
+# installed into a fresh venv of the oldest interpreter on this machine,
+# /usr/bin/python3 when it exists (Debian 12: 3.11.2), otherwise `python3`,
+# exactly as `make venv` / `make venv-infra` build theirs. Reaches only PyPI.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 python=${PINS_PYTHON:-}
@@ -15,20 +15,22 @@ version=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
   || { echo "python-pins: $python is $version; the README supports 3.11.0 and newer" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$python" -m venv "$work/venv"
-pip="$work/venv/bin/pip"
 failed=0
+n=0
 for pair in \
   "infra/local/requirements.txt infra/local/constraints.txt" \
   "infra/checks/requirements.txt infra/checks/constraints.txt" \
   "infra/checks/requirements-checkov.txt infra/checks/constraints-checkov.txt"; do
   set -- $pair
-  if "$pip" install --quiet --disable-pip-version-check --dry-run -r "$root/$1" -c "$root/$2" >"$work/log" 2>&1; then
-    echo "ok - $1 with $2 resolves on Python $version"
+  n=$((n + 1))
+  "$python" -m venv "$work/venv-$n"
+  if "$work/venv-$n/bin/pip" install --quiet --disable-pip-version-check -r "$root/$1" -c "$root/$2" >"$work/log" 2>&1; then
+    echo "ok - $1 with $2 installs on Python $version"
   else
-    echo "not ok - $1 with $2 does not resolve on Python $version:"
+    echo "not ok - $1 with $2 does not install on Python $version:"
     grep -E "ERROR|conflict|requires" "$work/log" | head -10
     failed=$((failed + 1))
   fi
+  rm -rf "$work/venv-$n"
 done
 [ "$failed" -eq 0 ]

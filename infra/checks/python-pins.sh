@@ -13,6 +13,10 @@ fi
 version=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
 "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
   || { echo "python-pins: $python is $version; the README supports 3.11.0 and newer" >&2; exit 1; }
+# A stock Debian python3 has no venv module until python3-venv is installed.
+if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
+  apt-get update -qq && apt-get install -y -qq python3-venv
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0

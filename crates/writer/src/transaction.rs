@@ -627,7 +627,16 @@ mod tests {
             json!({"x": "y".repeat(300 * 1024)}),
         )
         .unwrap();
-        let tx = OutboxTransaction::new(&settings()).event("ORDER#1", &big);
+        // 300 KB: within EventBridge's 1 MB, over an SNS topic's 256 KiB.
+        assert!(OutboxTransaction::new(&settings())
+            .event("ORDER#1", &big)
+            .build()
+            .is_ok());
+        let sns = settings().with_limits(outbox_core::size::EventLimits::Sns {
+            fifo: false,
+            max_bytes: outbox_core::size::DEFAULT_SNS_BYTES,
+        });
+        let tx = OutboxTransaction::new(&sns).event("ORDER#1", &big);
         assert!(matches!(
             tx.build(),
             Err(TransactionError::Event(OutboxError::EventTooLarge { .. }))

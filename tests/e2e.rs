@@ -280,24 +280,38 @@ async fn a_crash_between_publish_and_delete_redelivers_the_same_event() {
     );
 }
 
-#[tokio::test]
-async fn retry_exhaustion_sends_on_failure_and_the_sweeper_recovers() {
-    let stack = Stack::with_bus().await;
+/// Writes three orders and pumps them to a publisher whose bus does not
+/// exist (every publish fails, not the events' fault) until the mapping
+/// gives up after `retries` retries: one OnFailure message, in the returned
+/// queue.
+async fn abandoned_batch(
+    stack: &Stack,
+    retries: i64,
+) -> (
+    String,
+    outboxctl::pump::Pump<InProcessPublisher<EventBridgeSink, DynamoStore>>,
+) {
     stack.create_orders(3).await;
-    // A bus that does not exist: every publish fails, not the events' fault.
     let missing = EventBridgeSink::new(
         aws_sdk_eventbridge::Client::new(&stack.sdk),
         "no-such-bus".into(),
         "outbox.orders".into(),
     );
-    let on_failure = on_failure_queue(&stack).await;
+    let on_failure = on_failure_queue(stack).await;
     let mut pump = stack.pump(
         InProcessPublisher::new(missing, stack.store()),
         Some(&on_failure),
     );
-    pump.mapping_mut().maximum_retry_attempts = 2;
+    pump.mapping_mut().maximum_retry_attempts = retries;
     pump.run_until_idle().await.unwrap();
     assert_eq!(pump.stats.on_failure_messages, 1);
+    (on_failure, pump)
+}
+
+#[tokio::test]
+async fn retry_exhaustion_sends_on_failure_and_the_sweeper_recovers() {
+    let stack = Stack::with_bus().await;
+    let (on_failure, pump) = abandoned_batch(&stack, 2).await;
     assert_eq!(pump.stats.invocations, 3, "first delivery and two retries");
 
     let messages = drain_queue(&stack.sdk, &on_failure).await;
@@ -332,20 +346,7 @@ async fn retry_exhaustion_sends_on_failure_and_the_sweeper_recovers() {
 #[tokio::test]
 async fn an_on_failure_message_makes_the_sweeper_republish_its_window_now() {
     let stack = Stack::with_bus().await;
-    stack.create_orders(3).await;
-    let missing = EventBridgeSink::new(
-        aws_sdk_eventbridge::Client::new(&stack.sdk),
-        "no-such-bus".into(),
-        "outbox.orders".into(),
-    );
-    let on_failure = on_failure_queue(&stack).await;
-    let mut pump = stack.pump(
-        InProcessPublisher::new(missing, stack.store()),
-        Some(&on_failure),
-    );
-    pump.mapping_mut().maximum_retry_attempts = 1;
-    pump.run_until_idle().await.unwrap();
-    assert_eq!(pump.stats.on_failure_messages, 1);
+    let (on_failure, _) = abandoned_batch(&stack, 1).await;
 
     // The sink is still down when the message arrives: the attempts are
     // recorded and the message is reported, so SQS delivers it again.

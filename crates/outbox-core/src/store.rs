@@ -198,15 +198,6 @@ impl DynamoStore {
         }
     }
 
-    pub fn table(&self) -> &str {
-        &self.table
-    }
-
-    /// The configured shard count (`OUTBOX_SHARDS`).
-    pub fn shards(&self) -> u16 {
-        self.shards
-    }
-
     /// Runs `call` (one SDK request) bounded by `deadline`, retrying
     /// transient errors with the in-call backoff.
     async fn call<T, E, F, Fut>(

@@ -37,6 +37,7 @@ pub enum SinkConfig {
 /// | `IDEMPOTENCY_TTL_SECONDS` | `86400` | writer |
 /// | `STRANDED_AFTER_SECONDS` | `86400` | sweeper |
 /// | `MAX_ATTEMPTS` | `12` | sweeper |
+/// | `RETRY_BASE_SECONDS` | `60` (1–3600) | sweeper (first persisted backoff; doubles to 6 h) |
 /// | `SWEEP_PAGE_SIZE` | `100` (1–1000) | sweeper |
 /// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB | writer (size check), publisher, sweeper (batches) |
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +49,8 @@ pub struct Config {
     pub idempotency_ttl: Duration,
     pub stranded_after: Duration,
     pub max_attempts: u32,
+    /// The sweeper's first persisted backoff (it doubles up to 6 hours).
+    pub retry_base: Duration,
     pub sweep_page_size: i32,
     /// Largest event entry (and sink call) the sink accepts, in bytes.
     pub max_event_bytes: usize,
@@ -100,6 +103,7 @@ impl Config {
                 31_536_000,
             )?),
             max_attempts: number(&get, "MAX_ATTEMPTS", 12, 1, 1_000)?,
+            retry_base: Duration::from_secs(number(&get, "RETRY_BASE_SECONDS", 60, 1, 3_600)?),
             sweep_page_size: number(&get, "SWEEP_PAGE_SIZE", 100, 1, 1_000)?,
             max_event_bytes: number(
                 &get,
@@ -192,7 +196,11 @@ mod tests {
         assert_eq!(c.outbox_shards, 8);
         assert_eq!(c.stranded_after, Duration::from_secs(86_400));
         assert_eq!(c.max_attempts, 12);
+        assert_eq!(c.retry_base, Duration::from_secs(60));
         assert_eq!(c.max_event_bytes, 1024 * 1024);
+        let quick = config(&[("TABLE_NAME", "t"), ("RETRY_BASE_SECONDS", "1")]).unwrap();
+        assert_eq!(quick.retry_base, Duration::from_secs(1));
+        assert!(config(&[("TABLE_NAME", "t"), ("RETRY_BASE_SECONDS", "0")]).is_err());
     }
 
     #[test]

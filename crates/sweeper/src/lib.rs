@@ -74,7 +74,10 @@ impl From<&Config> for SweepSettings {
             stranded_after: config.stranded_after,
             max_attempts: config.max_attempts,
             page_size: config.sweep_page_size,
-            backoff: Backoff::PERSISTED,
+            backoff: Backoff {
+                base: config.retry_base,
+                ..Backoff::PERSISTED
+            },
             count_limit: 1_000,
             window_lead: Duration::from_secs(300),
             window_lag: Duration::from_secs(2),

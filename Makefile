@@ -17,13 +17,14 @@ ENSURE_VENV = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { apt-get upd
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 
-.PHONY: help venv venv-infra test lint demo check-template python-pins sam-build-check bench build deploy clean
+.PHONY: help venv venv-infra test lint chaos demo check-template python-pins sam-build-check bench build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (moto server + writer under cargo lambda watch)"
 	@echo "make test   - lint, unit, adapter and end-to-end tests against moto"
 	@echo "make lint   - cargo fmt --check and clippy -D warnings"
 	@echo "make bench  - the measurements of docs/performance.md"
+	@echo "make chaos  - the pipeline under wire faults and killed processes (docs/reliability.md)"
 	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
@@ -78,6 +79,13 @@ sam-build-check: venv venv-infra
 test: venv lint python-pins check-template sam-build-check
 	$(WITH_MOTO) cargo test --workspace --locked
 	BENCH_QUICK=1 $(WITH_MOTO) cargo test --workspace --locked --benches
+
+# docs/reliability.md: the real binaries under wire faults and SIGKILLs, with
+# the verdict tables (CHAOS_SEED=1,2,3 CHAOS_ORDERS=500 CHAOS_SINKS=eventbridge,sns-fifo
+# CHAOS_WRITERS=4 by default), each seed and sink on a fresh moto server; the
+# report lands in target/chaos/report.md.
+chaos: venv
+	infra/local/chaos.sh
 
 # docs/performance.md: calls per event, handler CPU, artifacts, cold start, sweep cost.
 bench: venv

@@ -37,6 +37,8 @@ use outboxctl::stack::{self, Subscriber};
 use outboxctl::stream::StreamCursor;
 use outboxctl::template::MappingSettings;
 
+pub mod chaos;
+pub mod lambda;
 pub mod proxy;
 
 pub type Item = HashMap<String, AttributeValue>;

@@ -40,9 +40,9 @@ pub enum Fault {
     /// Forwards the call untouched (a rule that only counts, or that lets
     /// the first calls through before the next rule applies).
     Pass,
-    /// `PutEvents` only: the entries at these positions are not forwarded
-    /// and come back failed (`InternalFailure`) in a 200 answer; the others
-    /// really go to the bus.
+    /// `PutEvents` or `PublishBatch`: the entries at these positions are not
+    /// forwarded and come back failed (`InternalFailure`) in a 200 answer;
+    /// the others really go out.
     FailEntries(Vec<usize>),
     /// `PutEvents` or `PublishBatch`: the entries whose `Detail` (or
     /// `Message`) contains any of these texts (every entry, for `""`) come
@@ -51,6 +51,10 @@ pub enum Fault {
         containing: Vec<String>,
         code: String,
     },
+    /// Kills the calling process (the crash hook, `SIGKILL`) and drops the
+    /// connection; with `forward`, only after the call reached the local API
+    /// (it took effect, the caller never learns it).
+    Crash { forward: bool },
 }
 
 impl Fault {
@@ -80,9 +84,30 @@ struct Rule {
     remaining: Option<usize>,
 }
 
-#[derive(Debug, Default)]
+/// One call in the journal: every sink call (`PutEvents`, `PublishBatch`)
+/// and every call that got a fault.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The tag set with [`FaultProxy::set_tag`] when the call arrived.
+    pub tag: u64,
+    pub operation: String,
+    pub fault: Option<Fault>,
+    /// The `eventId`s of the entries that reached the local API.
+    pub delivered: Vec<String>,
+    pub at: std::time::SystemTime,
+}
+
+/// Chooses a fault for a call that no rule matches, from its operation and
+/// the current tag.
+pub type Chooser = Box<dyn FnMut(&str, u64) -> Option<Fault> + Send>;
+
+#[derive(Default)]
 struct State {
     rules: Vec<Rule>,
+    chooser: Option<Chooser>,
+    crash: Option<Arc<dyn Fn() + Send + Sync>>,
+    tag: u64,
+    journal: Vec<Call>,
     /// Operations seen, in order.
     seen: Vec<String>,
     /// Operations a fault was applied to.
@@ -146,9 +171,12 @@ impl FaultProxy {
         });
     }
 
-    /// Removes every rule: from now on everything is forwarded.
+    /// Removes every rule and the chooser: from now on everything is
+    /// forwarded.
     pub fn heal(&self) {
-        self.state.lock().unwrap().rules.clear();
+        let mut state = self.state.lock().unwrap();
+        state.rules.clear();
+        state.chooser = None;
     }
 
     /// How many calls of `operation` reached the proxy.
@@ -168,6 +196,26 @@ impl FaultProxy {
     pub fn faulted(&self, operation: &str) -> usize {
         let state = self.state.lock().unwrap();
         state.faulted.iter().filter(|o| *o == operation).count()
+    }
+
+    /// Consulted for every call no rule matches (`None`: forward it).
+    pub fn set_chooser(&self, chooser: Chooser) {
+        self.state.lock().unwrap().chooser = Some(chooser);
+    }
+
+    /// What [`Fault::Crash`] calls: kills the caller's process.
+    pub fn set_crash_hook(&self, hook: Arc<dyn Fn() + Send + Sync>) {
+        self.state.lock().unwrap().crash = Some(hook);
+    }
+
+    /// Tags the calls from now on (an invocation number, say).
+    pub fn set_tag(&self, tag: u64) {
+        self.state.lock().unwrap().tag = tag;
+    }
+
+    /// The journal so far: sink calls and faulted calls, in arrival order.
+    pub fn journal(&self) -> Vec<Call> {
+        self.state.lock().unwrap().journal.clone()
     }
 
     /// An SDK configuration whose clients go through this proxy.
@@ -226,19 +274,62 @@ fn iam_action(request: &hyper::http::request::Parts, operation: &str) -> String 
     format!("{service}:{operation}")
 }
 
-fn fault_for(state: &Mutex<State>, operation: &str) -> Option<Fault> {
+fn fault_for(state: &Mutex<State>, operation: &str) -> (u64, Option<Fault>) {
     let mut state = state.lock().unwrap();
     state.seen.push(operation.to_owned());
-    let rule = state
+    let tag = state.tag;
+    let ruled = state
         .rules
         .iter_mut()
-        .find(|r| r.operation == operation && r.remaining != Some(0))?;
-    if let Some(n) = &mut rule.remaining {
-        *n -= 1;
+        .find(|r| r.operation == operation && r.remaining != Some(0))
+        .map(|rule| {
+            if let Some(n) = &mut rule.remaining {
+                *n -= 1;
+            }
+            rule.fault.clone()
+        });
+    let fault = match ruled {
+        Some(fault) => Some(fault),
+        None => state
+            .chooser
+            .as_mut()
+            .and_then(|choose| choose(operation, tag)),
+    };
+    if fault.as_ref().is_some_and(|f| *f != Fault::Pass) {
+        state.faulted.push(operation.to_owned());
     }
-    let fault = rule.fault.clone();
-    state.faulted.push(operation.to_owned());
-    Some(fault)
+    (tag, fault)
+}
+
+fn is_sink_call(operation: &str) -> bool {
+    matches!(operation, "PutEvents" | "PublishBatch")
+}
+
+/// The `eventId` of an entry's `Detail` (or an SNS `Message`): the envelope.
+fn event_id(text: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()?
+        .get("eventId")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The event ids a sink call carries, in request order.
+fn sink_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
+    match operation {
+        "PutEvents" => serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v["Entries"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| e["Detail"].as_str().and_then(event_id))
+            .collect(),
+        "PublishBatch" => form_urlencoded::parse(body)
+            .filter(|(k, _)| k.ends_with(".Message"))
+            .filter_map(|(_, v)| event_id(&v))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 async fn handle(
@@ -249,45 +340,142 @@ async fn handle(
     let (parts, body) = request.into_parts();
     let body = body.collect().await?.to_bytes();
     let operation = operation(&parts, &body);
-    let json = parts.headers.contains_key("x-amz-target");
     state
         .lock()
         .unwrap()
         .actions
         .push(iam_action(&parts, &operation));
-    match fault_for(&state, &operation) {
-        None | Some(Fault::Pass) => forward(&upstream, parts, body).await,
-        Some(Fault::Throttle) => Ok(error(json, StatusCode::BAD_REQUEST, "Throttling")),
-        Some(Fault::ServerError) => Ok(error(
-            json,
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalFailure",
-        )),
+    let (tag, fault) = fault_for(&state, &operation);
+    let journal = |fault: &Option<Fault>, delivered: Vec<String>| {
+        if is_sink_call(&operation) || fault.as_ref().is_some_and(|f| *f != Fault::Pass) {
+            state.lock().unwrap().journal.push(Call {
+                tag,
+                operation: operation.clone(),
+                fault: fault.clone(),
+                delivered,
+                at: std::time::SystemTime::now(),
+            });
+        }
+    };
+    let crash = || {
+        let hook = state.lock().unwrap().crash.clone();
+        if let Some(hook) = hook {
+            hook();
+        }
+    };
+    let all = sink_event_ids(&operation, &body);
+    if fault == Some(Fault::Hang) {
+        // Journaled now: the call never ends.
+        journal(&fault, Vec::new());
+    }
+    let (result, delivered) = apply(&upstream, parts, body, &operation, &fault, &crash, all).await;
+    journal(&fault, delivered);
+    result
+}
+
+/// Applies `fault` to the call; returns the answer and the event ids that
+/// reached the local API.
+async fn apply(
+    upstream: &str,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    operation: &str,
+    fault: &Option<Fault>,
+    crash: &(dyn Fn() + Sync),
+    all: Vec<String>,
+) -> (Result<Response<Full<Bytes>>, BoxError>, Vec<String>) {
+    let json = parts.headers.contains_key("x-amz-target");
+    let delivered_if_ok = |result: Result<Response<Full<Bytes>>, BoxError>, ids: Vec<String>| {
+        let ok = result.as_ref().is_ok_and(|r| r.status().is_success());
+        (result, if ok { ids } else { Vec::new() })
+    };
+    match fault {
+        None | Some(Fault::Pass) => delivered_if_ok(forward(upstream, parts, body).await, all),
+        Some(Fault::Throttle) => (
+            Ok(error(json, StatusCode::BAD_REQUEST, "Throttling")),
+            Vec::new(),
+        ),
+        Some(Fault::ServerError) => (
+            Ok(error(
+                json,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalFailure",
+            )),
+            Vec::new(),
+        ),
         Some(Fault::Hang) => {
             std::future::pending::<()>().await;
             unreachable!()
         }
-        Some(Fault::Reset) => Err("injected connection reset".into()),
+        Some(Fault::Reset) => (Err("injected connection reset".into()), Vec::new()),
+        Some(Fault::Crash { forward: false }) => {
+            crash();
+            (Err("injected crash".into()), Vec::new())
+        }
+        Some(Fault::Crash { forward: true }) => {
+            let (result, delivered) = delivered_if_ok(forward(upstream, parts, body).await, all);
+            crash();
+            drop(result);
+            (Err("injected crash".into()), delivered)
+        }
+        Some(Fault::FailEntries(positions)) if operation == "PublishBatch" => {
+            let mut delivered = Vec::new();
+            let result = partial_publish_batch(
+                upstream,
+                parts,
+                body,
+                "InternalError",
+                |i, _| positions.contains(&i),
+                &mut delivered,
+            )
+            .await;
+            (result, delivered)
+        }
         Some(Fault::FailEntries(positions)) => {
-            partial_put_events(&upstream, parts, body, "InternalFailure", |i, _| {
-                positions.contains(&i)
-            })
-            .await
+            let mut delivered = Vec::new();
+            let result = partial_put_events(
+                upstream,
+                parts,
+                body,
+                "InternalFailure",
+                |i, _| positions.contains(&i),
+                &mut delivered,
+            )
+            .await;
+            (result, delivered)
         }
         Some(Fault::RefuseEntries { containing, code }) if operation == "PublishBatch" => {
-            partial_publish_batch(&upstream, parts, body, &code, |message| {
-                containing
-                    .iter()
-                    .any(|text| message.contains(text.as_str()))
-            })
-            .await
+            let mut delivered = Vec::new();
+            let result = partial_publish_batch(
+                upstream,
+                parts,
+                body,
+                code,
+                |_, message| {
+                    containing
+                        .iter()
+                        .any(|text| message.contains(text.as_str()))
+                },
+                &mut delivered,
+            )
+            .await;
+            (result, delivered)
         }
         Some(Fault::RefuseEntries { containing, code }) => {
-            partial_put_events(&upstream, parts, body, &code, |_, entry| {
-                let detail = entry["Detail"].as_str().unwrap_or("");
-                containing.iter().any(|text| detail.contains(text.as_str()))
-            })
-            .await
+            let mut delivered = Vec::new();
+            let result = partial_put_events(
+                upstream,
+                parts,
+                body,
+                code,
+                |_, entry| {
+                    let detail = entry["Detail"].as_str().unwrap_or("");
+                    containing.iter().any(|text| detail.contains(text.as_str()))
+                },
+                &mut delivered,
+            )
+            .await;
+            (result, delivered)
         }
     }
 }
@@ -348,6 +536,7 @@ async fn partial_put_events(
     body: Bytes,
     code: &str,
     refuse: impl Fn(usize, &serde_json::Value) -> bool,
+    delivered: &mut Vec<String>,
 ) -> Result<Response<Full<Bytes>>, BoxError> {
     let mut request: serde_json::Value = serde_json::from_slice(&body)?;
     let entries = request["Entries"].as_array().cloned().unwrap_or_default();
@@ -364,11 +553,16 @@ async fn partial_put_events(
         .collect();
     let mut answers: Vec<serde_json::Value> = Vec::new();
     if !kept.is_empty() {
+        let ids: Vec<String> = kept
+            .iter()
+            .filter_map(|e| e["Detail"].as_str().and_then(event_id))
+            .collect();
         request["Entries"] = serde_json::Value::Array(kept);
         let forwarded = forward(upstream, parts, Bytes::from(request.to_string())).await?;
         if !forwarded.status().is_success() {
             return Ok(forwarded);
         }
+        *delivered = ids;
         let body = forwarded.into_body().collect().await?.to_bytes();
         let answer: serde_json::Value = serde_json::from_slice(&body)?;
         answers = answer["Entries"].as_array().cloned().unwrap_or_default();
@@ -403,7 +597,8 @@ async fn partial_publish_batch(
     parts: hyper::http::request::Parts,
     body: Bytes,
     code: &str,
-    refuse: impl Fn(&str) -> bool,
+    refuse: impl Fn(usize, &str) -> bool,
+    delivered: &mut Vec<String>,
 ) -> Result<Response<Full<Bytes>>, BoxError> {
     const PREFIX: &str = "PublishBatchRequestEntries.member.";
     let pairs: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
@@ -428,7 +623,10 @@ async fn partial_publish_batch(
     };
     let (refused, kept): (Vec<_>, Vec<_>) = members
         .into_values()
-        .partition(|member| refuse(&field(member, "Message")));
+        .enumerate()
+        .partition(|(i, member)| refuse(*i, &field(member, "Message")));
+    let refused: Vec<_> = refused.into_iter().map(|(_, m)| m).collect();
+    let kept: Vec<_> = kept.into_iter().map(|(_, m)| m).collect();
     let mut successful = String::new();
     if !kept.is_empty() {
         // The serializer is not Send: finish it before the next await.
@@ -444,10 +642,15 @@ async fn partial_publish_batch(
             }
             form.finish()
         };
+        let ids: Vec<String> = kept
+            .iter()
+            .filter_map(|member| event_id(&field(member, "Message")))
+            .collect();
         let forwarded = forward(upstream, parts, Bytes::from(form)).await?;
         if !forwarded.status().is_success() {
             return Ok(forwarded);
         }
+        *delivered = ids;
         let bytes = forwarded.into_body().collect().await?.to_bytes();
         let xml = String::from_utf8_lossy(&bytes).into_owned();
         if let (Some(start), Some(end)) = (xml.find("<Successful>"), xml.find("</Successful>")) {

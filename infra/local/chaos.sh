@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `make chaos`: every seed × sink of the chaos run (tests/chaos.rs), each on a
+# fresh moto server on 127.0.0.1 (moto's TransactWriteItems deep-copies the
+# whole table, stream included, so its memory follows the largest table it
+# has held: a server per run keeps it bounded), then the assembled report in
+# target/chaos/report.md. Settings: CHAOS_SEED (comma-separated, default
+# 1,2,3), CHAOS_SINKS (default eventbridge,sns-fifo), CHAOS_ORDERS (default
+# 500), CHAOS_WRITERS (default 4; 1 replays a seed exactly).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+seeds=${CHAOS_SEED:-1,2,3}
+sinks=${CHAOS_SINKS:-eventbridge,sns-fifo}
+out=target/chaos
+mkdir -p "$out"
+rm -f "$out"/run-*.md
+
+# Build under the same environment the runs use (no rebuild between runs).
+infra/local/with-moto.sh cargo test --locked --test chaos --no-run
+infra/local/with-moto.sh cargo build --locked --bin writer --bin publisher --bin sweeper
+
+status=0
+started=$(date +%s)
+for seed in ${seeds//,/ }; do
+  for sink in ${sinks//,/ }; do
+    echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-500} orders" >&2
+    CHAOS_SEED=$seed CHAOS_SINKS=$sink infra/local/with-moto.sh \
+      cargo test --locked --test chaos -- --ignored --exact chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
+      || { status=1; echo "chaos: seed $seed $sink FAILED (see $out/log-$seed-$sink.txt)" >&2; }
+  done
+done
+
+{
+  echo "# Chaos run"
+  echo
+  echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-500} CHAOS_WRITERS=${CHAOS_WRITERS:-4} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s"
+  echo
+  cat "$out/header.md" 2>/dev/null || true
+  for f in "$out"/run-*.md; do [ -e "$f" ] && head -1 "$f"; done
+  for f in "$out"/run-*.md; do [ -e "$f" ] && tail -n +2 "$f"; done
+} >"$out/report.md"
+cat "$out/report.md"
+exit $status

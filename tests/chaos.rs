@@ -1,0 +1,128 @@
+//! The chaos run (see `testkit::chaos` and `docs/reliability.md`).
+//!
+//! `make test` runs [`small_run_loses_nothing`]: a small configuration with
+//! every fault kind on both sinks. `make chaos` runs [`chaos`] (ignored
+//! here): `CHAOS_SEED` (one seed, or a comma-separated list; default
+//! 1,2,3), `CHAOS_ORDERS` (default 500), `CHAOS_SINKS` (default both) and
+//! `CHAOS_WRITERS` (concurrent writers, default 4; 1 replays a seed exactly),
+//! printing the verdict tables and writing each run's to
+//! `target/chaos/run-<seed>-<sink>.md` (`infra/local/chaos.sh`, which `make
+//! chaos` runs, gives each run a fresh moto server and assembles
+//! `target/chaos/report.md`).
+
+use testkit::chaos::{run, ChaosConfig, SinkKind, Verdict};
+
+fn report(verdicts: &[Verdict]) -> String {
+    let mut out = String::new();
+    out.push_str(Verdict::HEADER);
+    out.push('\n');
+    for v in verdicts {
+        out.push_str(&v.row());
+        out.push('\n');
+    }
+    for v in verdicts {
+        out.push_str(&format!(
+            "\n### seed {} · {} · {} orders\n\n{}",
+            v.seed,
+            v.sink,
+            v.orders,
+            v.fault_table()
+        ));
+    }
+    out
+}
+
+fn judge(verdicts: &[Verdict]) {
+    for v in verdicts {
+        for example in v.examples.iter().take(20) {
+            eprintln!("seed {} {}: {example}", v.seed, v.sink);
+        }
+    }
+    let failures: Vec<String> = verdicts
+        .iter()
+        .flat_map(|v| {
+            v.failures()
+                .into_iter()
+                .map(move |f| format!("seed {} {}: {f}", v.seed, v.sink))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn small_run_loses_nothing() {
+    let mut verdicts = Vec::new();
+    for sink in [SinkKind::EventBridge, SinkKind::SnsFifo] {
+        let config = ChaosConfig::small(7, sink);
+        verdicts.push(run(&config).await.expect("chaos harness"));
+    }
+    println!("{}", report(&verdicts));
+    judge(&verdicts);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "make chaos: minutes long"]
+async fn chaos() {
+    let seeds: Vec<u64> = std::env::var("CHAOS_SEED")
+        .unwrap_or_else(|_| "1,2,3".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let orders: usize = std::env::var("CHAOS_ORDERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(500);
+    let sinks: Vec<SinkKind> = std::env::var("CHAOS_SINKS")
+        .unwrap_or_else(|_| "eventbridge,sns-fifo".into())
+        .split(',')
+        .filter_map(|s| match s.trim() {
+            "eventbridge" => Some(SinkKind::EventBridge),
+            "sns-fifo" => Some(SinkKind::SnsFifo),
+            _ => None,
+        })
+        .collect();
+    // One writer makes the stream's order, and so the whole run, replayable.
+    let writers: usize = std::env::var("CHAOS_WRITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let dir = testkit::root().join("target").join("chaos");
+    std::fs::create_dir_all(&dir).expect("target/chaos");
+    std::fs::write(dir.join("header.md"), format!("{}\n", Verdict::HEADER)).expect("header");
+    let mut verdicts = Vec::new();
+    for seed in &seeds {
+        for sink in &sinks {
+            let mut config = ChaosConfig::small(*seed, *sink);
+            config.orders = orders;
+            config.poison = (*seed % 3) as usize;
+            config.fault_rate = 0.1;
+            config.writer_fault_rate = 0.05;
+            config.writers = writers;
+            config.hangs = 2;
+            let verdict = run(&config).await.expect("chaos harness");
+            eprintln!("{}\n{}", Verdict::HEADER, verdict.row());
+            // One file per run (its row first): infra/local/chaos.sh
+            // assembles the report of runs made on separate moto servers.
+            let file = dir.join(format!("run-{seed}-{}.md", sink.name()));
+            let text = format!(
+                "{}\n\n### seed {} · {} · {} orders\n\n{}",
+                verdict.row(),
+                seed,
+                verdict.sink,
+                orders,
+                verdict.fault_table()
+            );
+            std::fs::write(&file, text).expect("write the run's report");
+            verdicts.push(verdict);
+        }
+    }
+    let report = report(&verdicts);
+    println!("{report}");
+    let path = testkit::root()
+        .join("target")
+        .join("chaos")
+        .join("report.md");
+    std::fs::write(&path, &report).expect("write the report");
+    eprintln!("written to {}", path.display());
+    judge(&verdicts);
+}

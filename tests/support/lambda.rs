@@ -1,0 +1,337 @@
+//! The function binaries under a local Lambda Runtime API, the way Lambda
+//! runs them: one process per sandbox, polling
+//! `/2018-06-01/runtime/invocation/next` on `AWS_LAMBDA_RUNTIME_API`,
+//! answering on `/response` or `/error`, with a real deadline.
+//!
+//! What Lambda does and this does too: a sandbox that crashes, is killed or
+//! passes its deadline is a function error for that invocation, the process
+//! is killed and the next invocation starts a new one (a cold start). A
+//! handler error (`/error`) is a function error too, but the sandbox stays.
+//!
+//! [`LambdaFunction::killer`] is how a test kills the running process with
+//! `SIGKILL` at a chosen moment (the fault proxy calls it on the wire), the
+//! way a sandbox dies: no destructor, no flush, nothing after.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How an invocation failed (what Lambda reports as a function error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FunctionError {
+    /// The handler answered on `/error`.
+    Handled(String),
+    /// The process exited (crashed or was killed) before answering.
+    Crashed,
+    /// No answer before the deadline: the sandbox was killed.
+    TimedOut,
+    /// The process could not be started.
+    Spawn(String),
+}
+
+impl std::fmt::Display for FunctionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Handled(body) => write!(f, "function error: {body}"),
+            Self::Crashed => write!(f, "Runtime exited: signal: killed"),
+            Self::TimedOut => write!(f, "Task timed out"),
+            Self::Spawn(e) => write!(f, "cannot start the runtime: {e}"),
+        }
+    }
+}
+
+/// A function: its binary, environment and timeout.
+#[derive(Debug, Clone)]
+pub struct FunctionSpec {
+    pub name: String,
+    pub binary: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    /// Where the processes' output goes (appended).
+    pub log: PathBuf,
+}
+
+struct Invocation {
+    id: String,
+    deadline_ms: u64,
+    body: Vec<u8>,
+    answer: oneshot::Sender<Result<Vec<u8>, FunctionError>>,
+}
+
+/// One sandbox: a process and the Runtime API it polls.
+struct Sandbox {
+    child: Child,
+    invocations: mpsc::Sender<Invocation>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        self.server.abort();
+    }
+}
+
+/// Kills the function's current process with `SIGKILL` (no-op when none).
+#[derive(Clone, Default)]
+pub struct Killer(Arc<AtomicI32>);
+
+impl Killer {
+    pub fn kill(&self) {
+        let pid = self.0.load(Ordering::SeqCst);
+        if pid > 0 {
+            // SAFETY: kill(2) with a pid this harness spawned and SIGKILL;
+            // it has no memory effects on this process.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// A function served one invocation at a time by one sandbox, started on
+/// demand and replaced after it dies.
+pub struct LambdaFunction {
+    spec: FunctionSpec,
+    sandbox: Mutex<Option<Sandbox>>,
+    pid: Arc<AtomicI32>,
+    counter: AtomicU64,
+    /// Sandboxes started (cold starts).
+    pub cold_starts: AtomicU64,
+}
+
+impl LambdaFunction {
+    pub fn new(spec: FunctionSpec) -> Self {
+        Self {
+            spec,
+            sandbox: Mutex::new(None),
+            pid: Arc::default(),
+            counter: AtomicU64::new(0),
+            cold_starts: AtomicU64::new(0),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Kills whatever process runs this function at the time of the call.
+    pub fn killer(&self) -> Killer {
+        Killer(self.pid.clone())
+    }
+
+    /// Invokes the function with `payload` (JSON) and waits for its answer,
+    /// its failure, or its deadline.
+    pub async fn invoke(&self, payload: &[u8]) -> Result<Vec<u8>, FunctionError> {
+        let mut slot = self.sandbox.lock().await;
+        if slot.is_none() {
+            *slot = Some(self.start().await?);
+            self.cold_starts.fetch_add(1, Ordering::SeqCst);
+        }
+        let n = self.counter.fetch_add(1, Ordering::SeqCst);
+        let id = format!("{}-{n:08}", self.spec.name);
+        let deadline = SystemTime::now() + self.spec.timeout;
+        let deadline_ms = deadline
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let (answer, answered) = oneshot::channel();
+        let outcome = {
+            let Some(sandbox) = slot.as_mut() else {
+                return Err(FunctionError::Crashed);
+            };
+            let sent = sandbox
+                .invocations
+                .send(Invocation {
+                    id,
+                    deadline_ms,
+                    body: payload.to_vec(),
+                    answer,
+                })
+                .await;
+            if sent.is_err() {
+                Err(FunctionError::Crashed)
+            } else {
+                tokio::select! {
+                    answer = answered => answer.unwrap_or(Err(FunctionError::Crashed)),
+                    _ = sandbox.child.wait() => Err(FunctionError::Crashed),
+                    _ = tokio::time::sleep(self.spec.timeout) => Err(FunctionError::TimedOut),
+                }
+            }
+        };
+        if matches!(
+            outcome,
+            Err(FunctionError::Crashed | FunctionError::TimedOut)
+        ) {
+            // The sandbox is gone (or is killed now); the next call starts anew.
+            self.pid.store(0, Ordering::SeqCst);
+            if let Some(mut dead) = slot.take() {
+                let _ = dead.child.kill().await;
+            }
+        }
+        outcome
+    }
+
+    async fn start(&self) -> Result<Sandbox, FunctionError> {
+        let spawn = |e: &dyn std::fmt::Display| FunctionError::Spawn(e.to_string());
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| spawn(&e))?;
+        let port = listener.local_addr().map_err(|e| spawn(&e))?.port();
+        let (invocations, receiver) = mpsc::channel::<Invocation>(1);
+        let server = tokio::spawn(serve(listener, Arc::new(Mutex::new(receiver))));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.spec.log)
+            .map_err(|e| spawn(&e))?;
+        let err = log.try_clone().map_err(|e| spawn(&e))?;
+        let child = Command::new(&self.spec.binary)
+            .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
+            .env("AWS_LAMBDA_RUNTIME_API", format!("127.0.0.1:{port}"))
+            .env("AWS_LAMBDA_FUNCTION_NAME", &self.spec.name)
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+            .env(
+                "AWS_LAMBDA_LOG_GROUP_NAME",
+                format!("/aws/lambda/{}", self.spec.name),
+            )
+            .env("AWS_LAMBDA_LOG_STREAM_NAME", "local")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(err))
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| spawn(&e))?;
+        self.pid
+            .store(child.id().map_or(0, |p| p as i32), Ordering::SeqCst);
+        Ok(Sandbox {
+            child,
+            invocations,
+            server,
+        })
+    }
+}
+
+type Pending =
+    Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<Result<Vec<u8>, FunctionError>>>>>;
+
+async fn serve(listener: TcpListener, receiver: Arc<Mutex<mpsc::Receiver<Invocation>>>) {
+    let pending: Pending = Arc::default();
+    while let Ok((stream, _)) = listener.accept().await {
+        let receiver = receiver.clone();
+        let pending = pending.clone();
+        tokio::spawn(async move {
+            let service =
+                service_fn(move |request| runtime_api(receiver.clone(), pending.clone(), request));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn reply(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+}
+
+async fn runtime_api(
+    receiver: Arc<Mutex<mpsc::Receiver<Invocation>>>,
+    pending: Pending,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let path = request.uri().path().to_owned();
+    let body = request.into_body().collect().await?.to_bytes().to_vec();
+    let rest = path.strip_prefix("/2018-06-01/runtime/").unwrap_or("");
+    if rest == "invocation/next" {
+        let Some(invocation) = receiver.lock().await.recv().await else {
+            return Ok(reply(StatusCode::GONE, Vec::new()));
+        };
+        pending
+            .lock()
+            .map_err(|_| "poisoned")?
+            .insert(invocation.id.clone(), invocation.answer);
+        let mut response = reply(StatusCode::OK, invocation.body);
+        let headers = response.headers_mut();
+        headers.insert("lambda-runtime-aws-request-id", invocation.id.parse()?);
+        headers.insert(
+            "lambda-runtime-deadline-ms",
+            invocation.deadline_ms.to_string().parse()?,
+        );
+        headers.insert(
+            "lambda-runtime-invoked-function-arn",
+            "arn:aws:lambda:us-east-1:123456789012:function:chaos".parse()?,
+        );
+        headers.insert(
+            "lambda-runtime-trace-id",
+            "Root=1-00000000-000000000000000000000000;Sampled=0".parse()?,
+        );
+        headers.insert("content-type", "application/json".parse()?);
+        return Ok(response);
+    }
+    if let Some(rest) = rest.strip_prefix("invocation/") {
+        if let Some((id, kind)) = rest.split_once('/') {
+            let answer = pending.lock().map_err(|_| "poisoned")?.remove(id);
+            if let Some(answer) = answer {
+                let _ = answer.send(match kind {
+                    "response" => Ok(body),
+                    _ => Err(FunctionError::Handled(
+                        String::from_utf8_lossy(&body).into_owned(),
+                    )),
+                });
+            }
+            return Ok(reply(StatusCode::ACCEPTED, br#"{"status":"OK"}"#.to_vec()));
+        }
+    }
+    if rest == "init/error" {
+        return Ok(reply(StatusCode::ACCEPTED, br#"{"status":"OK"}"#.to_vec()));
+    }
+    Ok(reply(StatusCode::NOT_FOUND, Vec::new()))
+}
+
+/// The workspace's binary `name`, built for the profile this test runs
+/// under (`cargo build` first, so that it is current).
+pub fn binary(name: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    // target/<profile>/deps/<test> → target/<profile>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("cannot locate the target directory")?
+        .to_path_buf();
+    let release = dir.file_name().is_some_and(|n| n == "release");
+    let mut build = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()));
+    build
+        .current_dir(crate::root())
+        .args(["build", "--quiet", "--locked", "--bin", name]);
+    if release {
+        build.arg("--release");
+    }
+    let status = build.status().map_err(|e| format!("cargo build: {e}"))?;
+    if !status.success() {
+        return Err(format!("cargo build --bin {name} failed"));
+    }
+    let path = dir.join(name);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("{} not found", path.display()))
+    }
+}

@@ -12,10 +12,14 @@
 //! - [`invoke`]: invoking a function under `cargo lambda watch` (loopback).
 //! - [`sqs`]: a batch of queue messages as Lambda's SQS mapping passes it.
 //! - [`local`]: AWS configuration for loopback only, refusing anything else.
+//! - [`ops`]: operations on a deployed stack's table (status, dead letters),
+//!   with the AWS CLI's credential chain, region and endpoint options.
 
+pub mod cli;
 pub mod filter;
 pub mod invoke;
 pub mod local;
+pub mod ops;
 pub mod pump;
 pub mod sqs;
 pub mod stack;

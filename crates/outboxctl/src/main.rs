@@ -1,4 +1,15 @@
-//! `outboxctl`: local operations on the outbox stack (loopback only).
+//! `outboxctl`: operations on a deployed stack, and local development.
+//!
+//! Operator commands (the default AWS credential chain and region, like the
+//! AWS CLI; `--region`, `--profile`, `--endpoint-url`, `AWS_ENDPOINT_URL`):
+//!
+//! ```text
+//! outboxctl status --table T [--json]
+//! outboxctl dead-letters list|show|redrive|discard --table T …
+//! outboxctl redrive-on-failure --queue URL --table T (--bus B | --topic ARN)
+//! ```
+//!
+//! Local commands (loopback only: `AWS_ENDPOINT_URL` must be 127.0.0.0/8):
 //!
 //! ```text
 //! outboxctl provision <table> <bus> <source>        create the local stack; prints the queue URLs
@@ -41,6 +52,18 @@ async fn main() -> ExitCode {
 const USAGE: &str = "usage: outboxctl provision <table> <bus> <source> | items <table> | pump <table> <port> [<function>] | receive <queue-url> | deliver <queue-url> <port> <function>";
 
 async fn run(args: &[String]) -> Result<(), String> {
+    if matches!(
+        args.first().map(String::as_str),
+        Some("status" | "dead-letters" | "redrive-on-failure")
+    ) {
+        return outboxctl::cli::run(args).await;
+    }
+    if matches!(
+        args.first().map(String::as_str),
+        None | Some("help" | "--help" | "-h")
+    ) {
+        return Err(format!("{USAGE}\n{}", outboxctl::cli::USAGE));
+    }
     let sdk = local::sdk_config().await.map_err(|e| e.to_string())?;
     match args
         .iter()
@@ -70,7 +93,7 @@ async fn run(args: &[String]) -> Result<(), String> {
         ["pump", table, port, function] => pump(&sdk, table, port, function).await,
         ["receive", queue_url] => receive(&sdk, queue_url).await,
         ["deliver", queue_url, port, function] => deliver(&sdk, queue_url, port, function).await,
-        _ => Err(USAGE.into()),
+        _ => Err(format!("{USAGE}\n{}", outboxctl::cli::USAGE)),
     }
 }
 

@@ -1,0 +1,311 @@
+//! `outboxctl`'s operator commands against the local API: dead letters made
+//! by the real sweeper and publisher code, listed, shown, redriven (once,
+//! even when two operators race) and delivered with their original
+//! `eventId`; discarded; the status of a table; bad arguments.
+
+use std::process::Command;
+use std::time::Duration;
+
+use outbox_core::store::DynamoStore;
+use outboxctl::ops::{Filter, OpsError, Redrive, Table};
+use sweeper::{SweepSettings, Sweeper};
+use testkit::proxy::{Fault, FaultProxy};
+use testkit::{far_deadline, fast_retry, Stack};
+use time::OffsetDateTime;
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// A sweeper whose sink refuses every entry (a throttle), so that an item
+/// is dead-lettered after `max_attempts` failed sweeps.
+async fn failing_sweeper(
+    stack: &Stack,
+    proxy: &FaultProxy,
+    max_attempts: u32,
+) -> Sweeper<outbox_core::publish::eventbridge::EventBridgeSink, DynamoStore> {
+    let (sink, store) = stack.through(proxy, 8).await;
+    proxy.inject("PutEvents", Fault::refuse_all("ThrottlingException"), None);
+    let mut sweeper = Sweeper::new(
+        sink,
+        store,
+        SweepSettings::from(&stack.config(&[("MAX_ATTEMPTS", &max_attempts.to_string())])),
+    );
+    sweeper.retry = fast_retry();
+    sweeper
+}
+
+fn outboxctl(args: &[&str]) -> (bool, String, String) {
+    let binary = testkit::lambda::binary("outboxctl").expect("outboxctl binary");
+    let out = Command::new(binary)
+        .args(args)
+        .current_dir(testkit::root())
+        .output()
+        .expect("run outboxctl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn dead_letters_are_listed_shown_redriven_once_and_delivered_with_their_id() {
+    let stack = Stack::with_bus().await;
+    let first = stack.put_event_aged(DAY * 2).await;
+    let second = stack.put_event_aged(DAY * 2).await;
+    let proxy = FaultProxy::start().await;
+    let sweeper = failing_sweeper(&stack, &proxy, 1).await;
+    let report = sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert_eq!(report.dead_lettered, 2);
+
+    let table = Table::new(&stack.sdk, &stack.table);
+    let rows = table.dead_letters(&Filter::default()).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    let row = rows
+        .iter()
+        .find(|r| r.event_id == first.event_id.to_string())
+        .unwrap()
+        .clone();
+    assert_eq!(row.event_type, "OrderCreated");
+    assert_eq!(row.aggregate_id, first.aggregate_id);
+    assert!(row.reason.contains("ThrottlingException"), "{}", row.reason);
+    assert!(!row.dead_lettered_at.is_empty());
+    let only = Filter {
+        aggregate_id: Some(second.aggregate_id.clone()),
+        ..Filter::default()
+    };
+    assert_eq!(table.dead_letters(&only).await.unwrap().len(), 1);
+
+    let (shown, item) = table.find(&row.event_id).await.unwrap();
+    assert_eq!(shown, row);
+    let envelope = outboxctl::ops::DeadLetterRow::envelope(&item).unwrap();
+    assert_eq!(envelope["eventId"], row.event_id);
+
+    // Two operators redrive the same event at once. DynamoDB evaluates the
+    // condition atomically, so one of them is told it was no longer a dead
+    // letter (the local API does not serialize concurrent conditional writes,
+    // so here both may win); either way the redrive only moves the item
+    // back to the pending index, and the event goes out once.
+    let (a, b) = tokio::join!(table.redrive(&row), table.redrive(&row));
+    assert!([a.unwrap(), b.unwrap()].contains(&Redrive::Redriven));
+    assert_eq!(table.redrive(&row).await.unwrap(), Redrive::NotDeadLettered);
+    assert_eq!(
+        table.dead_letters(&Filter::default()).await.unwrap().len(),
+        1
+    );
+
+    // The next sweep (the sink is back) publishes it once, same eventId.
+    proxy.heal();
+    let report = sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert_eq!(report.republished, 1);
+    let delivered = stack.drain_subscriber().await;
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(delivered[0]["detail"]["eventId"], row.event_id);
+
+    // Discard the other: gone; a second discard changes nothing.
+    let other = table.find(&second.event_id.to_string()).await.unwrap().0;
+    assert_eq!(table.discard(&other).await.unwrap(), Redrive::Discarded);
+    assert_eq!(
+        table.discard(&other).await.unwrap(),
+        Redrive::NotDeadLettered
+    );
+    assert!(stack.outbox_items().await.is_empty());
+
+    // Unknown and malformed ids.
+    assert!(matches!(
+        table.find(&ulid::Ulid::new().to_string()).await,
+        Err(OpsError::NotFound(_))
+    ));
+    assert!(matches!(
+        table.find("not-an-id").await,
+        Err(OpsError::BadEventId(_))
+    ));
+}
+
+#[tokio::test]
+async fn status_counts_pending_backing_off_and_dead_letters_per_shard() {
+    let stack = Stack::with_bus().await;
+    let mut events = Vec::new();
+    for _ in 0..6 {
+        events.push(stack.put_event_aged(DAY * 2).await);
+    }
+    let fresh = stack.put_event_aged(Duration::from_secs(30)).await;
+    let proxy = FaultProxy::start().await;
+    // MAX_ATTEMPTS 2: one failed sweep leaves the six backing off.
+    let sweeper = failing_sweeper(&stack, &proxy, 2).await;
+    let now = OffsetDateTime::now_utc();
+    let report = sweeper.sweep(now, &far_deadline()).await;
+    assert_eq!(report.failed, 6);
+    stack.put_poison("poisoned", Some("not json")).await;
+    // The poison is older than the cutoff only if aged; dead-letter it by a
+    // sweep that takes everything.
+    let mut everything = sweeper;
+    everything.settings.stranded_after = Duration::ZERO;
+    everything
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+
+    let status = Table::new(&stack.sdk, &stack.table)
+        .status(OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    assert_eq!(status.dead_letters, 1);
+    assert_eq!(status.pending, 7, "six backing off and the fresh one");
+    assert!(status.backing_off >= 6, "{status:?}");
+    assert!(status.next_attempt_due.is_some());
+    let age = status.oldest_pending_age_seconds.unwrap();
+    assert!((2 * 86_400..2 * 86_400 + 600).contains(&age), "{age}");
+    assert_eq!(status.shards.len(), 8);
+    assert!(
+        status.shards.iter().filter(|s| s.pending > 0).count() >= 2,
+        "several shards hold pending items"
+    );
+    assert_eq!(
+        status.shards.iter().map(|s| s.pending).sum::<usize>(),
+        status.pending
+    );
+    let _ = fresh;
+
+    // The same through the binary, as JSON.
+    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for key in [
+        "pending",
+        "oldestPendingAgeSeconds",
+        "deadLetters",
+        "shards",
+    ] {
+        assert!(json.get(key).is_some(), "{key} in {out}");
+    }
+    assert_eq!(json["deadLetters"], 1);
+}
+
+#[tokio::test]
+async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
+    let stack = Stack::with_bus().await;
+    let event = stack.put_event_aged(Duration::from_secs(120)).await;
+    let proxy = FaultProxy::start().await;
+    let mut sweeper = failing_sweeper(&stack, &proxy, 1).await;
+    sweeper.settings.stranded_after = Duration::ZERO;
+    sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    let id = event.event_id.to_string();
+    let (bus, _) = stack.bus.clone().unwrap();
+
+    let (ok, out, err) = outboxctl(&["dead-letters", "list", "--table", &stack.table]);
+    assert!(ok, "{err}");
+    assert!(out.contains(&id), "{out}");
+    let (ok, out, err) = outboxctl(&["dead-letters", "show", "--table", &stack.table, &id]);
+    assert!(ok, "{err}");
+    assert!(out.contains("\"eventId\""), "{out}");
+
+    // Dry run: nothing changes.
+    let (ok, out, _) = outboxctl(&[
+        "dead-letters",
+        "redrive",
+        "--table",
+        &stack.table,
+        &id,
+        "--dry-run",
+    ]);
+    assert!(ok && out.contains("would redrive"), "{out}");
+    assert!(stack.outbox_items().await[0].dead_lettered_at.is_some());
+
+    let (ok, out, err) = outboxctl(&[
+        "dead-letters",
+        "redrive",
+        "--table",
+        &stack.table,
+        &id,
+        "--now",
+        "--bus",
+        &bus,
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["deadLetters"][0]["outcome"], "redriven");
+    assert_eq!(json["published"]["republished"], 1);
+    let delivered = stack.drain_subscriber().await;
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(delivered[0]["detail"]["eventId"], id);
+    assert!(stack.outbox_items().await.is_empty());
+
+    // Again: no longer a dead letter, a clear error, nothing published.
+    let (ok, _, err) = outboxctl(&[
+        "dead-letters",
+        "redrive",
+        "--table",
+        &stack.table,
+        &id,
+        "--now",
+        "--bus",
+        &bus,
+    ]);
+    assert!(!ok);
+    assert!(err.contains("no dead letter with event id"), "{err}");
+    assert!(stack.drain_subscriber().await.is_empty());
+}
+
+#[tokio::test]
+async fn bad_arguments_fail_clearly_and_change_nothing() {
+    let stack = Stack::new().await;
+    stack.put_event_aged(DAY).await;
+    let before = stack.items().await.len();
+    let t = stack.table.as_str();
+    for (args, expected) in [
+        (vec!["status"], "--table is required"),
+        (
+            vec!["status", "--table", t, "--bogus"],
+            "unknown option --bogus",
+        ),
+        (
+            vec!["dead-letters", "show", "--table", t, "nope"],
+            "not an event id",
+        ),
+        (
+            vec!["dead-letters", "redrive", "--table", t],
+            "name the dead letters",
+        ),
+        (
+            vec![
+                "dead-letters",
+                "discard",
+                "--table",
+                t,
+                "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            ],
+            "--yes",
+        ),
+        (
+            vec![
+                "dead-letters",
+                "discard",
+                "--table",
+                t,
+                "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+                "--yes",
+            ],
+            "no dead letter with event id",
+        ),
+        (
+            vec!["dead-letters", "redrive", "--table", t, "--all", "--now"],
+            "--bus NAME or --topic ARN",
+        ),
+        (
+            vec!["status", "--table", "no-such-table"],
+            "ResourceNotFoundException",
+        ),
+        (vec!["dead-letters", "frobnicate"], "unknown command"),
+    ] {
+        let (ok, _, err) = outboxctl(&args);
+        assert!(!ok, "{args:?} should fail");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    assert_eq!(stack.items().await.len(), before, "nothing changed");
+}

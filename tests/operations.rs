@@ -309,3 +309,135 @@ async fn bad_arguments_fail_clearly_and_change_nothing() {
     }
     assert_eq!(stack.items().await.len(), before, "nothing changed");
 }
+
+#[tokio::test]
+async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
+    let stack = Stack::with_bus().await;
+    for _ in 0..3 {
+        stack.put_event_aged(Duration::from_secs(30)).await;
+    }
+    let records = stack.outbox_inserts().await;
+    assert_eq!(records.len(), 3);
+    // The message Lambda sends when it gives the batch up.
+    let message = outboxctl::pump::on_failure_message(
+        "arn:aws:lambda:us-east-1:123456789012:function:publisher",
+        &stack.stream_arn,
+        "shardId-1",
+        &records,
+        "RetryAttemptsExhausted",
+        11,
+    );
+    let queue = outboxctl::stack::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
+        .await
+        .unwrap()
+        .queue_url;
+    aws_sdk_sqs::Client::new(&stack.sdk)
+        .send_message()
+        .queue_url(&queue)
+        .message_body(message.to_string())
+        .send()
+        .await
+        .unwrap();
+    let (bus, _) = stack.bus.clone().unwrap();
+
+    let (ok, out, err) = outboxctl(&[
+        "redrive-on-failure",
+        "--queue",
+        &queue,
+        "--table",
+        &stack.table,
+        "--bus",
+        &bus,
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["handled"], 1, "{out}");
+    assert_eq!(json["republished"], 3, "{out}");
+    assert_eq!(stack.drain_subscriber().await.len(), 3);
+    assert!(stack.outbox_items().await.is_empty());
+    assert!(
+        testkit::drain_queue(&stack.sdk, &queue).await.is_empty(),
+        "deleted"
+    );
+}
+
+#[tokio::test]
+async fn a_replay_from_the_archive_is_started_and_followed_to_its_end() {
+    let stack = Stack::with_bus().await;
+    let (bus, _) = stack.bus.clone().unwrap();
+    let events = aws_sdk_eventbridge::Client::new(&stack.sdk);
+    let bus_arn = events
+        .describe_event_bus()
+        .name(&bus)
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    let archive = testkit::unique("archive");
+    events
+        .create_archive()
+        .archive_name(&archive)
+        .event_source_arn(&bus_arn)
+        .send()
+        .await
+        .unwrap();
+    let from = OffsetDateTime::now_utc() - time::Duration::minutes(1);
+    let detail = serde_json::json!({"eventId": ulid::Ulid::new().to_string()}).to_string();
+    events
+        .put_events()
+        .entries(
+            aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+                .event_bus_name(&bus)
+                .source("outbox.orders")
+                .detail_type("OrderCreated")
+                .detail(&detail)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stack.drain_subscriber().await.len(), 1);
+    let to = OffsetDateTime::now_utc() + time::Duration::minutes(1);
+    let rfc = |t: OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+
+    let (ok, out, err) = outboxctl(&[
+        "replay",
+        "--bus",
+        &bus,
+        "--archive",
+        &archive,
+        "--from",
+        &rfc(from),
+        "--to",
+        &rfc(to),
+        "--rule",
+        &format!("{bus}-to-subscriber"),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("completed"), "{out}");
+    let replayed = stack.drain_subscriber().await;
+    assert_eq!(replayed.len(), 1, "the archived event again");
+    assert_eq!(replayed[0]["detail"]["eventId"].as_str().unwrap(), {
+        let v: serde_json::Value = serde_json::from_str(&detail).unwrap();
+        v["eventId"].as_str().unwrap().to_owned()
+    });
+
+    let (ok, _, err) = outboxctl(&[
+        "replay",
+        "--bus",
+        &bus,
+        "--archive",
+        "no-such-archive",
+        "--from",
+        &rfc(from),
+        "--to",
+        &rfc(to),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("DescribeArchive"), "{err}");
+}

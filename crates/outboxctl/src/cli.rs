@@ -22,6 +22,7 @@ outboxctl dead-letters redrive --table T (EVENT_ID... | --all | --type/--aggrega
                                 [--now (--bus B | --topic ARN) [--source S]]
 outboxctl dead-letters discard --table T EVENT_ID... --yes
 outboxctl redrive-on-failure --queue URL --table T (--bus B | --topic ARN) [--source S]
+outboxctl replay --bus B --archive A --from RFC3339 --to RFC3339 [--rule R]
   AWS options: --region R, --profile P, --endpoint-url URL (and the AWS CLI's environment)";
 
 /// Parsed flags and positional arguments.
@@ -32,7 +33,11 @@ pub struct Args {
     pub positional: Vec<String>,
 }
 
-const VALUED: [&str; 11] = [
+const VALUED: [&str; 15] = [
+    "archive",
+    "from",
+    "to",
+    "rule",
     "table",
     "type",
     "aggregate",
@@ -154,6 +159,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         "dead-letters redrive" => redrive(&sdk, &args).await,
         "dead-letters discard" => discard(&sdk, &args).await,
         "redrive-on-failure" => redrive_on_failure(&sdk, &args).await,
+        "replay" => replay(&sdk, &args).await,
         other => Err(format!("unknown command {other:?}\n{USAGE}")),
     }
 }
@@ -493,6 +499,105 @@ async fn redrive_on_failure(sdk: &SdkConfig, args: &Args) -> Result<(), String> 
     }
     println!("{handled} OnFailure messages handled and deleted, {republished} events republished, {kept} kept (they come back after the queue's visibility timeout)");
     Ok(())
+}
+
+fn time_arg(args: &Args, name: &str) -> Result<OffsetDateTime, String> {
+    let text = args.required(name)?;
+    OffsetDateTime::parse(text, &Rfc3339)
+        .map_err(|_| format!("--{name} {text:?} is not an RFC 3339 time"))
+}
+
+/// Starts an EventBridge replay from the archive onto the bus (optionally
+/// only to one rule) and follows it to its end.
+async fn replay(sdk: &SdkConfig, args: &Args) -> Result<(), String> {
+    use aws_sdk_eventbridge::types::{ReplayDestination, ReplayState};
+    no_positional(args)?;
+    let bus = args.required("bus")?;
+    let archive = args.required("archive")?;
+    let (from, to) = (time_arg(args, "from")?, time_arg(args, "to")?);
+    if from >= to {
+        return Err("--from must be before --to".into());
+    }
+    let events = aws_sdk_eventbridge::Client::new(sdk);
+    let bus_arn = events
+        .describe_event_bus()
+        .name(bus)
+        .send()
+        .await
+        .map_err(|e| crate::ops::aws_error("DescribeEventBus", e))?
+        .arn
+        .ok_or("the bus has no ARN")?;
+    let archive_arn = events
+        .describe_archive()
+        .archive_name(archive)
+        .send()
+        .await
+        .map_err(|e| crate::ops::aws_error("DescribeArchive", e))?
+        .archive_arn
+        .ok_or("the archive has no ARN")?;
+    let mut destination = ReplayDestination::builder().arn(&bus_arn);
+    if let Some(rule) = args.value("rule") {
+        let rule_arn = events
+            .describe_rule()
+            .name(rule)
+            .event_bus_name(bus)
+            .send()
+            .await
+            .map_err(|e| crate::ops::aws_error("DescribeRule", e))?
+            .arn
+            .ok_or("the rule has no ARN")?;
+        destination = destination.filter_arns(rule_arn);
+    }
+    let name = format!("outboxctl-{}", ulid::Ulid::new());
+    let smithy = |t: OffsetDateTime| aws_smithy_types::DateTime::from_secs(t.unix_timestamp());
+    events
+        .start_replay()
+        .replay_name(&name)
+        .event_source_arn(&archive_arn)
+        .event_start_time(smithy(from))
+        .event_end_time(smithy(to))
+        .destination(destination.build().map_err(|e| e.to_string())?)
+        .send()
+        .await
+        .map_err(|e| crate::ops::aws_error("StartReplay", e))?;
+    let started = std::time::Instant::now();
+    loop {
+        let replay = events
+            .describe_replay()
+            .replay_name(&name)
+            .send()
+            .await
+            .map_err(|e| crate::ops::aws_error("DescribeReplay", e))?;
+        let state = replay.state.clone();
+        let last = replay
+            .event_last_replayed_time
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "-".into());
+        progress(&format!(
+            "replay {name}: {} (last event replayed {last})",
+            state.as_ref().map_or("?", |s| s.as_str())
+        ));
+        match state {
+            Some(ReplayState::Completed) => {
+                progress("");
+                let out = json!({"replay": name, "state": "COMPLETED", "lastReplayed": last, "seconds": started.elapsed().as_secs()});
+                if args.switch("json") {
+                    return print_json(&out);
+                }
+                println!("replay {name} completed (events up to {last} replayed onto {bus})");
+                return Ok(());
+            }
+            Some(ReplayState::Failed | ReplayState::Cancelled) => {
+                progress("");
+                return Err(format!(
+                    "replay {name} ended {}: {}",
+                    state.as_ref().map_or("?", |s| s.as_str()),
+                    replay.state_reason.unwrap_or_default()
+                ));
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! outboxctl status --table T [--json]
 //! outboxctl dead-letters list|show|redrive|discard --table T …
 //! outboxctl redrive-on-failure --queue URL --table T (--bus B | --topic ARN)
+//! outboxctl replay --bus B --archive A --from T --to T [--rule R]
 //! ```
 //!
 //! Local commands (loopback only: `AWS_ENDPOINT_URL` must be 127.0.0.0/8):
@@ -54,7 +55,7 @@ const USAGE: &str = "usage: outboxctl provision <table> <bus> <source> | items <
 async fn run(args: &[String]) -> Result<(), String> {
     if matches!(
         args.first().map(String::as_str),
-        Some("status" | "dead-letters" | "redrive-on-failure")
+        Some("status" | "dead-letters" | "redrive-on-failure" | "replay")
     ) {
         return outboxctl::cli::run(args).await;
     }

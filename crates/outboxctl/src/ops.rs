@@ -29,6 +29,11 @@ pub enum OpsError {
     BadEventId(String),
 }
 
+/// An AWS error as one line: the operation and the service's code.
+pub fn aws_error(operation: &'static str, e: impl std::fmt::Debug) -> String {
+    aws(operation)(e).to_string()
+}
+
 fn aws<E: std::fmt::Debug>(operation: &'static str) -> impl Fn(E) -> OpsError {
     move |e| {
         let text = format!("{e:?}");

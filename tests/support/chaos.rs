@@ -772,8 +772,10 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
 
     // Writers: each its own proxy (a crash kills the writer that called).
     let mut writers = Vec::new();
+    let transactions = Arc::new(tokio::sync::Mutex::new(()));
     for w in 0..config.writers {
         let proxy = Arc::new(FaultProxy::start().await);
+        proxy.serialize("TransactWriteItems", transactions.clone());
         let schedule = Mutex::new(
             Schedule::new(
                 config.seed.wrapping_add(1000 + w as u64),

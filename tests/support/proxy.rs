@@ -108,6 +108,8 @@ struct State {
     crash: Option<Arc<dyn Fn() + Send + Sync>>,
     tag: u64,
     journal: Vec<Call>,
+    /// Operations forwarded one at a time, per shared lock.
+    serialized: std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>,
     /// Operations seen, in order.
     seen: Vec<String>,
     /// Operations a fault was applied to.
@@ -201,6 +203,18 @@ impl FaultProxy {
     /// Consulted for every call no rule matches (`None`: forward it).
     pub fn set_chooser(&self, chooser: Chooser) {
         self.state.lock().unwrap().chooser = Some(chooser);
+    }
+
+    /// Forwards calls of `operation` one at a time under `lock` (shared by
+    /// several proxies): moto's `TransactWriteItems` is not isolated, and a
+    /// transaction that fails restores a copy of the table taken before a
+    /// concurrent one committed, undoing it (DynamoDB isolates them).
+    pub fn serialize(&self, operation: &str, lock: Arc<tokio::sync::Mutex<()>>) {
+        self.state
+            .lock()
+            .unwrap()
+            .serialized
+            .insert(operation.to_owned(), lock);
     }
 
     /// What [`Fault::Crash`] calls: kills the caller's process.
@@ -339,6 +353,18 @@ async fn handle(
 ) -> Result<Response<Full<Bytes>>, BoxError> {
     let (parts, body) = request.into_parts();
     let body = body.collect().await?.to_bytes();
+    // Finished in its own task: a client that gives up (an attempt timeout)
+    // drops this future, but a call that reached the local API must still
+    // be journaled, as it took effect.
+    tokio::spawn(handle_call(state, upstream, parts, body)).await?
+}
+
+async fn handle_call(
+    state: Arc<Mutex<State>>,
+    upstream: String,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+) -> Result<Response<Full<Bytes>>, BoxError> {
     let operation = operation(&parts, &body);
     state
         .lock()
@@ -368,6 +394,11 @@ async fn handle(
         // Journaled now: the call never ends.
         journal(&fault, Vec::new());
     }
+    let serial = state.lock().unwrap().serialized.get(&operation).cloned();
+    let _turn = match &serial {
+        Some(lock) => Some(lock.lock().await),
+        None => None,
+    };
     let (result, delivered) = apply(&upstream, parts, body, &operation, &fault, &crash, all).await;
     journal(&fault, delivered);
     result

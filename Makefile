@@ -81,7 +81,7 @@ test: venv lint python-pins check-template sam-build-check
 	BENCH_QUICK=1 $(WITH_MOTO) cargo test --workspace --locked --benches
 
 # docs/reliability.md: the real binaries under wire faults and SIGKILLs, with
-# the verdict tables (CHAOS_SEED=1,2,3 CHAOS_ORDERS=500 CHAOS_SINKS=eventbridge,sns-fifo
+# the verdict tables (CHAOS_SEED=1,2,3 CHAOS_ORDERS=100 CHAOS_SINKS=eventbridge,sns-fifo
 # CHAOS_WRITERS=4 by default), each seed and sink on a fresh moto server; the
 # report lands in target/chaos/report.md.
 chaos: venv

@@ -3,7 +3,7 @@
 //! `make test` runs [`small_run_loses_nothing`]: a small configuration with
 //! every fault kind on both sinks. `make chaos` runs [`chaos`] (ignored
 //! here): `CHAOS_SEED` (one seed, or a comma-separated list; default
-//! 1,2,3), `CHAOS_ORDERS` (default 500), `CHAOS_SINKS` (default both) and
+//! 1,2,3), `CHAOS_ORDERS` (default 100), `CHAOS_SINKS` (default both) and
 //! `CHAOS_WRITERS` (concurrent writers, default 4; 1 replays a seed exactly),
 //! printing the verdict tables and writing each run's to
 //! `target/chaos/run-<seed>-<sink>.md` (`infra/local/chaos.sh`, which `make
@@ -71,7 +71,7 @@ async fn chaos() {
     let orders: usize = std::env::var("CHAOS_ORDERS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(500);
+        .unwrap_or(100);
     let sinks: Vec<SinkKind> = std::env::var("CHAOS_SINKS")
         .unwrap_or_else(|_| "eventbridge,sns-fifo".into())
         .split(',')

@@ -5,7 +5,7 @@
 # has held: a server per run keeps it bounded), then the assembled report in
 # target/chaos/report.md. Settings: CHAOS_SEED (comma-separated, default
 # 1,2,3), CHAOS_SINKS (default eventbridge,sns-fifo), CHAOS_ORDERS (default
-# 500), CHAOS_WRITERS (default 4; 1 replays a seed exactly).
+# 100), CHAOS_WRITERS (default 4; 1 replays a seed exactly).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -23,7 +23,7 @@ status=0
 started=$(date +%s)
 for seed in ${seeds//,/ }; do
   for sink in ${sinks//,/ }; do
-    echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-500} orders" >&2
+    echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders" >&2
     CHAOS_SEED=$seed CHAOS_SINKS=$sink infra/local/with-moto.sh \
       cargo test --locked --test chaos -- --ignored --exact chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
       || { status=1; echo "chaos: seed $seed $sink FAILED (see $out/log-$seed-$sink.txt)" >&2; }
@@ -33,7 +33,7 @@ done
 {
   echo "# Chaos run"
   echo
-  echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-500} CHAOS_WRITERS=${CHAOS_WRITERS:-4} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s"
+  echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s"
   echo
   cat "$out/header.md" 2>/dev/null || true
   for f in "$out"/run-*.md; do [ -e "$f" ] && head -1 "$f"; done

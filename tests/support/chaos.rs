@@ -389,6 +389,8 @@ pub struct Verdict {
     pub left_pending: usize,
     pub dead_letters: usize,
     pub dead_letters_without_reason: usize,
+    /// Dead letters `outboxctl dead-letters list` does not show.
+    pub dead_letters_unlisted: usize,
     pub poison: usize,
     /// Per aggregate, a first delivery of a version below one already
     /// delivered (FIFO sink only).
@@ -457,6 +459,13 @@ impl Verdict {
             format!(
                 "{} dead letters without a reason",
                 self.dead_letters_without_reason
+            ),
+        );
+        check(
+            self.dead_letters_unlisted == 0,
+            format!(
+                "{} dead letters outboxctl does not list",
+                self.dead_letters_unlisted
             ),
         );
         check(
@@ -1016,6 +1025,13 @@ async fn judge(
         }
     }
     verdict.committed = committed.len();
+    // The operator's view agrees with the table: `outboxctl dead-letters
+    // list` finds every dead letter the functions made.
+    let listed = outboxctl::ops::Table::new(&stack.sdk, &stack.table)
+        .dead_letters(&outboxctl::ops::Filter::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    verdict.dead_letters_unlisted = verdict.dead_letters.saturating_sub(listed.len());
 
     // Delivered, in queue order.
     let messages = crate::drain_queue(&stack.sdk, queue_url).await;

@@ -135,8 +135,10 @@ fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
     Ok(())
 }
 
+/// Progress of a long operation, on stderr, when a person watches (stdout
+/// is a terminal); never mixed into `--json` output.
 fn progress(text: &str) {
-    if std::io::stderr().is_terminal() {
+    if std::io::stdout().is_terminal() {
         eprint!("\r{text}");
     }
 }

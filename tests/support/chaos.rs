@@ -1125,6 +1125,20 @@ async fn judge(
     };
     // Faults injected, and the events their invocation had sent by then.
     for (function, journal) in journals.iter().enumerate() {
+        for call in journal
+            .iter()
+            .filter(|c| c.fault.is_none() && !c.answered && !c.delivered.is_empty())
+        {
+            let row = verdict
+                .faults
+                .entry(format!(
+                    "{}: sink answer lost (the caller's timeout or deadline came first)",
+                    names[function]
+                ))
+                .or_default();
+            row.injected += 1;
+            row.exposed += call.delivered.len();
+        }
         for (index, call) in journal.iter().enumerate() {
             let Some(fault) = &call.fault else { continue };
             if *fault == Fault::Pass {
@@ -1169,9 +1183,12 @@ async fn judge(
                         .map(|e| format!("{}: function error ({e})", names[before.function]))
                 })
                 .or_else(|| {
-                    (pair[1].function == before.function && pair[1].tag == before.tag).then(|| {
+                    // The call took effect but its caller never heard: an
+                    // attempt timeout (the SDK retried it) or the deadline
+                    // cut it (the record was reported and redelivered).
+                    (!journals[before.function][before.index].answered).then(|| {
                         format!(
-                            "{}: the SDK retried a call the sink had taken (answer lost)",
+                            "{}: sink answer lost (the caller's timeout or deadline came first)",
                             names[before.function]
                         )
                     })

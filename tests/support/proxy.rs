@@ -95,6 +95,10 @@ pub struct Call {
     /// The `eventId`s of the entries that reached the local API.
     pub delivered: Vec<String>,
     pub at: std::time::SystemTime,
+    /// Whether the caller was still there for the answer (false: it gave
+    /// up, by an attempt timeout or its deadline, after the call took
+    /// effect).
+    pub answered: bool,
 }
 
 /// Chooses a fault for a call that no rule matches, from its operation and
@@ -356,7 +360,13 @@ async fn handle(
     // Finished in its own task: a client that gives up (an attempt timeout)
     // drops this future, but a call that reached the local API must still
     // be journaled, as it took effect.
-    tokio::spawn(handle_call(state, upstream, parts, body)).await?
+    let (result, entry) = tokio::spawn(handle_call(state.clone(), upstream, parts, body)).await?;
+    if let Some(entry) = entry {
+        if let Some(call) = state.lock().unwrap().journal.get_mut(entry) {
+            call.answered = true;
+        }
+    }
+    result
 }
 
 async fn handle_call(
@@ -364,7 +374,7 @@ async fn handle_call(
     upstream: String,
     parts: hyper::http::request::Parts,
     body: Bytes,
-) -> Result<Response<Full<Bytes>>, BoxError> {
+) -> (Result<Response<Full<Bytes>>, BoxError>, Option<usize>) {
     let operation = operation(&parts, &body);
     state
         .lock()
@@ -374,13 +384,18 @@ async fn handle_call(
     let (tag, fault) = fault_for(&state, &operation);
     let journal = |fault: &Option<Fault>, delivered: Vec<String>| {
         if is_sink_call(&operation) || fault.as_ref().is_some_and(|f| *f != Fault::Pass) {
-            state.lock().unwrap().journal.push(Call {
+            let mut state = state.lock().unwrap();
+            state.journal.push(Call {
                 tag,
                 operation: operation.clone(),
                 fault: fault.clone(),
                 delivered,
                 at: std::time::SystemTime::now(),
+                answered: false,
             });
+            Some(state.journal.len() - 1)
+        } else {
+            None
         }
     };
     let crash = || {
@@ -392,7 +407,7 @@ async fn handle_call(
     let all = sink_event_ids(&operation, &body);
     if fault == Some(Fault::Hang) {
         // Journaled now: the call never ends.
-        journal(&fault, Vec::new());
+        let _ = journal(&fault, Vec::new());
     }
     let serial = state.lock().unwrap().serialized.get(&operation).cloned();
     let _turn = match &serial {
@@ -400,8 +415,8 @@ async fn handle_call(
         None => None,
     };
     let (result, delivered) = apply(&upstream, parts, body, &operation, &fault, &crash, all).await;
-    journal(&fault, delivered);
-    result
+    let entry = journal(&fault, delivered);
+    (result, entry)
 }
 
 /// Applies `fault` to the call; returns the answer and the event ids that

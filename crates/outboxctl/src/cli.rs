@@ -469,26 +469,14 @@ async fn redrive_on_failure(sdk: &SdkConfig, args: &Args) -> Result<(), String> 
         let deadline = Deadline::after(std::time::Duration::from_secs(300));
         let (response, run) = sweeper::redrive_messages(&sweeper, &event, &deadline).await;
         republished += run.republished;
-        let failed: Vec<String> = response
+        let failed: std::collections::HashSet<String> = response
             .batch_item_failures
             .into_iter()
             .map(|f| f.item_identifier)
             .collect();
-        for m in &messages {
-            if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
-                kept += 1;
-                continue;
-            }
-            if let Some(handle) = m.receipt_handle() {
-                sqs.delete_message()
-                    .queue_url(queue)
-                    .receipt_handle(handle)
-                    .send()
-                    .await
-                    .map_err(|e| format!("DeleteMessage: {e:?}"))?;
-                handled += 1;
-            }
-        }
+        let (deleted, reported) = crate::sqs::settle(&sqs, queue, &messages, &failed).await?;
+        handled += deleted;
+        kept += reported;
         progress(&format!("{handled} messages handled"));
         if kept > 0 && handled == 0 {
             break;

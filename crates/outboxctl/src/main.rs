@@ -189,21 +189,9 @@ async fn deliver(
                 .map(|f| f.item_identifier)
                 .collect()
         };
-        for m in &messages {
-            if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
-                reported += 1;
-                continue;
-            }
-            if let Some(handle) = m.receipt_handle() {
-                sqs.delete_message()
-                    .queue_url(queue_url)
-                    .receipt_handle(handle)
-                    .send()
-                    .await
-                    .map_err(|e| format!("DeleteMessage: {e:?}"))?;
-                deleted += 1;
-            }
-        }
+        let (done, kept) = outboxctl::sqs::settle(&sqs, queue_url, &messages, &failed).await?;
+        deleted += done;
+        reported += kept;
     }
     println!("deliver: {delivered} messages to {function}, {deleted} handled and deleted, {reported} reported for retry");
     Ok(())

@@ -337,16 +337,7 @@ impl Table {
             .expression_attribute_values(":zero", AttributeValue::N("0".into()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(Redrive::Redriven),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(Redrive::NotDeadLettered)
-            }
-            Err(e) => Err(aws("UpdateItem")(e)),
-        }
+        conditional(result, Redrive::Redriven, "UpdateItem")
     }
 
     /// Deletes a dead letter; conditional on it still being one.
@@ -361,16 +352,30 @@ impl Table {
             .expression_attribute_names("#dla", attr::DEAD_LETTERED_AT)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(Redrive::Discarded),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(Redrive::NotDeadLettered)
-            }
-            Err(e) => Err(aws("DeleteItem")(e)),
+        conditional(result, Redrive::Discarded, "DeleteItem")
+    }
+}
+
+/// The outcome of a write conditional on the item still being a dead
+/// letter: `done`, or [`Redrive::NotDeadLettered`] when the condition failed.
+fn conditional<T, E>(
+    result: Result<T, aws_sdk_dynamodb::error::SdkError<E>>,
+    done: Redrive,
+    operation: &'static str,
+) -> Result<Redrive, OpsError>
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::fmt::Debug,
+    aws_sdk_dynamodb::error::SdkError<E>: std::fmt::Debug,
+{
+    match result {
+        Ok(_) => Ok(done),
+        Err(e)
+            if e.as_service_error().and_then(|e| e.code())
+                == Some("ConditionalCheckFailedException") =>
+        {
+            Ok(Redrive::NotDeadLettered)
         }
+        Err(e) => Err(aws(operation)(e)),
     }
 }
 

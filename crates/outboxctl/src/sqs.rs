@@ -35,3 +35,31 @@ pub fn event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
     }
     event
 }
+
+/// What Lambda's SQS mapping does after the function answered: deletes
+/// every message not reported in `failed` (those come back after the
+/// visibility timeout). Returns (deleted, kept).
+pub async fn settle(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    messages: &[aws_sdk_sqs::types::Message],
+    failed: &std::collections::HashSet<String>,
+) -> Result<(usize, usize), String> {
+    let (mut deleted, mut kept) = (0, 0);
+    for m in messages {
+        if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
+            kept += 1;
+            continue;
+        }
+        if let Some(handle) = m.receipt_handle() {
+            sqs.delete_message()
+                .queue_url(queue_url)
+                .receipt_handle(handle)
+                .send()
+                .await
+                .map_err(|e| format!("DeleteMessage: {e:?}"))?;
+            deleted += 1;
+        }
+    }
+    Ok((deleted, kept))
+}

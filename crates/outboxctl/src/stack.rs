@@ -91,11 +91,28 @@ pub async fn create_table(sdk: &SdkConfig, table: &str) -> Result<String, StackE
                     .map_err(text)?,
             ))
     };
-    let out = build()
+    let created = build()
         .map_err(fail(format!("table {table}")))?
         .send()
-        .await
-        .map_err(|e| fail(format!("table {table}"))(text(e)))?;
+        .await;
+    let description = match created {
+        Ok(out) => out.table_description,
+        // The SDK retried a create whose first attempt had succeeded (its
+        // answer was late: a busy local API): the table is ours.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_resource_in_use_exception()) =>
+        {
+            client
+                .describe_table()
+                .table_name(table)
+                .send()
+                .await
+                .map_err(|e| fail(format!("table {table}"))(text(e)))?
+                .table
+        }
+        Err(e) => return Err(fail(format!("table {table}"))(text(e))),
+    };
     client
         .update_time_to_live()
         .table_name(table)
@@ -109,7 +126,8 @@ pub async fn create_table(sdk: &SdkConfig, table: &str) -> Result<String, StackE
         .send()
         .await
         .map_err(|e| fail("ttl")(text(e)))?;
-    out.table_description()
+    description
+        .as_ref()
         .and_then(|d| d.latest_stream_arn())
         .map(str::to_owned)
         .ok_or_else(|| fail(format!("table {table}"))("no stream ARN".into()))
@@ -167,12 +185,14 @@ pub async fn create_bus(
     source: &str,
 ) -> Result<Subscriber, StackError> {
     let events = aws_sdk_eventbridge::Client::new(sdk);
-    events
-        .create_event_bus()
-        .name(bus)
-        .send()
-        .await
-        .map_err(|e| fail(format!("bus {bus}"))(text(e)))?;
+    match events.create_event_bus().name(bus).send().await {
+        Ok(_) => {}
+        // A retried create whose first attempt succeeded: the bus is ours.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_resource_already_exists_exception()) => {}
+        Err(e) => return Err(fail(format!("bus {bus}"))(text(e))),
+    }
     let subscriber = create_queue(sdk, &format!("{bus}-subscriber"), false).await?;
     let rule = format!("{bus}-to-subscriber");
     events

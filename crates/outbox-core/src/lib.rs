@@ -19,6 +19,10 @@
 //! - [`retry`]: the one backoff type, the deadline that bounds every call,
 //!   and the classification of retryable error codes.
 //! - [`metrics`]: CloudWatch Embedded Metric Format lines.
+//! - [`transaction`]: [`transaction::OutboxTransaction`], one
+//!   `TransactWriteItems` of the caller's actions plus outbox events, limits
+//!   checked first, typed cancellation reasons (the writer's and the inbox's
+//!   builder).
 //! - [`telemetry`]: JSON logs and the AWS configuration (explicit retry and
 //!   timeout settings) for the binaries.
 
@@ -33,6 +37,7 @@ pub mod retry;
 pub mod size;
 pub mod store;
 pub mod telemetry;
+pub mod transaction;
 
 pub use config::{Config, ConfigError, SinkConfig};
 pub use envelope::EventEnvelope;

@@ -3,7 +3,7 @@
 //! behind API Gateway.
 //!
 //! # Layout
-//! - [`transaction`]: [`OutboxTransaction`], the reusable builder: the
+//! - [`transaction`] (from `outbox-core`): [`OutboxTransaction`], the reusable builder: the
 //!   caller's puts, updates, condition checks and deletes plus events, one
 //!   `TransactWriteItems`, limits checked first, typed cancellation reasons.
 //! - [`orders`]: the order domain and request validation.
@@ -15,7 +15,9 @@
 pub mod api;
 pub mod orders;
 pub mod service;
-pub mod transaction;
+/// The transaction builder lives in `outbox-core` (the inbox library uses it
+/// too); it is re-exported here, where users of the writer look for it.
+pub use outbox_core::transaction;
 
 pub use service::{IdempotencyKey, OrderService, Outcome};
 pub use transaction::{

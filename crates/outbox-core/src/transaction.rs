@@ -3,14 +3,14 @@
 
 use std::collections::HashMap;
 
+use crate::size::{self, MAX_TRANSACTION_ACTIONS, MAX_TRANSACTION_BYTES};
+use crate::{keys, EventEnvelope, OutboxError, OutboxItem};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem, Update,
 };
 use aws_smithy_runtime_api::client::result::SdkError;
-use outbox_core::size::{self, MAX_TRANSACTION_ACTIONS, MAX_TRANSACTION_BYTES};
-use outbox_core::{keys, EventEnvelope, OutboxError, OutboxItem};
 use ulid::Ulid;
 
 /// Where outbox items go and how they are shaped.
@@ -21,7 +21,7 @@ pub struct OutboxSettings {
     /// What the configured sink accepts: each event is checked against it
     /// (its size as that sink counts it, an SNS FIFO group id) before the
     /// transaction is sent.
-    pub limits: outbox_core::size::EventLimits,
+    pub limits: crate::size::EventLimits,
     /// Shards of the pending index.
     pub shards: u16,
     /// Key attribute names of the tables the caller writes to, used to find
@@ -35,21 +35,21 @@ impl OutboxSettings {
     pub fn new(table: impl Into<String>, event_source: impl Into<String>, shards: u16) -> Self {
         Self {
             table: table.into(),
-            limits: outbox_core::size::EventLimits::eventbridge(event_source),
+            limits: crate::size::EventLimits::eventbridge(event_source),
             shards,
             key_attributes: vec![keys::PK.to_owned(), keys::SK.to_owned()],
         }
     }
 
     /// The same settings checking events against `limits`.
-    pub fn with_limits(mut self, limits: outbox_core::size::EventLimits) -> Self {
+    pub fn with_limits(mut self, limits: crate::size::EventLimits) -> Self {
         self.limits = limits;
         self
     }
 }
 
-impl From<&outbox_core::Config> for OutboxSettings {
-    fn from(config: &outbox_core::Config) -> Self {
+impl From<&crate::Config> for OutboxSettings {
+    fn from(config: &crate::Config) -> Self {
         Self::new(
             &config.table_name,
             &config.event_source,
@@ -152,7 +152,7 @@ struct Action {
 /// ```
 /// use aws_sdk_dynamodb::types::{AttributeValue, Put};
 /// use outbox_core::EventEnvelope;
-/// use writer::{OutboxSettings, OutboxTransaction, TransactionError};
+/// use outbox_core::transaction::{OutboxSettings, OutboxTransaction, TransactionError};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let settings = OutboxSettings::new("orders", "outbox.orders", 8);
@@ -442,7 +442,7 @@ impl OutboxTransaction {
                                 label: label(index),
                             }
                         }
-                        Some(code) if outbox_core::retry::is_throttling(code) => {
+                        Some(code) if crate::retry::is_throttling(code) => {
                             return TransactionError::Throttled
                         }
                         Some("None") | None => {}
@@ -632,9 +632,9 @@ mod tests {
             .event("ORDER#1", &big)
             .build()
             .is_ok());
-        let sns = settings().with_limits(outbox_core::size::EventLimits::Sns {
+        let sns = settings().with_limits(crate::size::EventLimits::Sns {
             fifo: false,
-            max_bytes: outbox_core::size::DEFAULT_SNS_BYTES,
+            max_bytes: crate::size::DEFAULT_SNS_BYTES,
         });
         let tx = OutboxTransaction::new(&sns).event("ORDER#1", &big);
         assert!(matches!(

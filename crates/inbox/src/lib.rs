@@ -1,0 +1,546 @@
+//! The consumer's half of the outbox. Our events arrive *at least once* and
+//! in any order; this library turns that into an exactly-once *effect*:
+//!
+//! - each event's changes go into one `TransactWriteItems` together with a
+//!   conditional put of an inbox record `PK=INBOX#<eventId>, SK=META`
+//!   (`attribute_not_exists`), kept for `INBOX_TTL_SECONDS` (default 7
+//!   days, longer than any redelivery window) by the table's TTL;
+//! - a transaction cancelled because the inbox record exists is
+//!   [`Outcome::Duplicate`], not an error: the event was applied before;
+//! - a *version guard* applies a state-carrying event to an entity only when
+//!   `attribute_not_exists(version) OR version < :eventVersion`; an event at
+//!   or below the stored version is [`Outcome::Stale`] and changes nothing
+//!   (this also holds after the inbox record expired).
+//!
+//! # Example
+//!
+//! ```
+//! use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
+//! use inbox::{Inbox, Outcome};
+//! use outbox_core::EventEnvelope;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let inbox = Inbox::new("read-model", inbox::DEFAULT_TTL_SECONDS)?;
+//! let event = EventEnvelope::new(
+//!     "CustomerRenamed", "Customer", "c-1", 3,
+//!     serde_json::json!({"customerId": "c-1", "name": "Ada"}),
+//! )?;
+//!
+//! // The entity, replaced only by a newer version of it.
+//! let profile = Put::builder()
+//!     .table_name("read-model")
+//!     .item("PK", AttributeValue::S("PROFILE#c-1".into()))
+//!     .item("SK", AttributeValue::S("META".into()))
+//!     .item("name", AttributeValue::S("Ada".into()))
+//!     .item("version", AttributeValue::N(event.aggregate_version.to_string()))
+//!     .build()?;
+//! // A counter that must move once per event, however often it arrives.
+//! let renames = Update::builder()
+//!     .table_name("read-model")
+//!     .key("PK", AttributeValue::S("STATS".into()))
+//!     .key("SK", AttributeValue::S("RENAMES".into()))
+//!     .update_expression("ADD renames :one")
+//!     .expression_attribute_values(":one", AttributeValue::N("1".into()))
+//!     .build()?;
+//!
+//! let tx = inbox
+//!     .begin(&event)?
+//!     .guarded_put("profile", profile, event.aggregate_version)
+//!     .update("renames", renames);
+//! // The inbox record, the guarded put and the counter: one transaction.
+//! let actions = tx.build()?;
+//! assert_eq!(actions.len(), 3);
+//! assert!(actions[1].put.as_ref().unwrap().condition_expression.as_deref()
+//!     .unwrap().contains("< :inboxEventVersion"));
+//!
+//! // In the handler: `match tx.commit(&client).await? { … }`, where
+//! // `Outcome::Duplicate` and `Outcome::Stale` are successes.
+//! # let _ = Outcome::Applied;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `docs/consumer.md` shows a whole consumer, and the `projector` crate is
+//! one: an SQS-triggered Lambda keeping a read model.
+//!
+//! # Layout
+//! - [`Inbox`]: the settings (table, TTL) and the inbox record.
+//! - [`InboxTransaction`]: the consumer's actions plus the inbox record, on
+//!   `outbox_core`'s transaction builder (the writer's), with guarded actions.
+//! - [`Outcome`] and [`InboxError`]: what became of an event; whether a retry
+//!   can help.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem, Update,
+};
+use outbox_core::transaction::{
+    FailedCondition, OutboxSettings, OutboxTransaction, TransactionError,
+};
+use outbox_core::EventEnvelope;
+use time::OffsetDateTime;
+use ulid::Ulid;
+
+/// The default time an inbox record is kept: 7 days.
+pub const DEFAULT_TTL_SECONDS: u64 = 7 * 24 * 3600;
+/// Shortest accepted TTL: one hour (an EventBridge target retries for 24
+/// hours by default; shorter than the redelivery window defeats the inbox).
+pub const MIN_TTL_SECONDS: u64 = 3600;
+/// Longest accepted TTL: one year.
+pub const MAX_TTL_SECONDS: u64 = 365 * 24 * 3600;
+/// The label of the inbox record's action in the transaction.
+pub const INBOX_LABEL: &str = "inbox";
+/// The attribute a version guard compares, unless set otherwise.
+pub const DEFAULT_VERSION_ATTRIBUTE: &str = "version";
+/// The TTL attribute (epoch seconds), as on the outbox table.
+pub const TTL_ATTRIBUTE: &str = outbox_core::keys::TTL_ATTRIBUTE;
+
+/// The inbox record's partition key for an event.
+pub fn inbox_pk(event_id: Ulid) -> String {
+    format!("INBOX#{event_id}")
+}
+
+/// What became of one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Its changes and its inbox record were committed.
+    Applied,
+    /// Its inbox record existed: it was applied before; nothing changed.
+    Duplicate,
+    /// A guarded entity already holds this version or a newer one: nothing
+    /// changed, and nothing will on any redelivery.
+    Stale,
+    /// The consumer does not handle this event type; nothing was written.
+    /// (Returned by consumers, never by [`InboxTransaction::commit`].)
+    Ignored,
+}
+
+impl Outcome {
+    /// The metric name of the outcome.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "Applied",
+            Self::Duplicate => "Duplicate",
+            Self::Stale => "Stale",
+            Self::Ignored => "Ignored",
+        }
+    }
+}
+
+/// Why an event could not be applied. Nothing was written in any case.
+#[derive(Debug, thiserror::Error)]
+pub enum InboxError {
+    /// A setting is out of range.
+    #[error("invalid inbox setting: {0}")]
+    Config(String),
+    /// A condition of one of the consumer's own (unguarded) actions failed;
+    /// each failed action comes with the item as it was (`ALL_OLD`).
+    #[error("condition failed on {}", .0.iter().map(|c| c.label.as_str()).collect::<Vec<_>>().join(", "))]
+    ConditionFailed(Vec<FailedCondition>),
+    /// The transaction failed; [`InboxError::is_retryable`] says whether a
+    /// retry can help.
+    #[error(transparent)]
+    Transaction(#[from] TransactionError),
+}
+
+impl InboxError {
+    /// Whether delivering the event again later may succeed (throttling,
+    /// conflicts with concurrent transactions, network errors). Validation
+    /// errors and failed conditions of the consumer's own actions will fail
+    /// the same way again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Transaction(e) => e.is_retryable(),
+            Self::Config(_) | Self::ConditionFailed(_) => false,
+        }
+    }
+
+    /// The failed condition of the action labelled `label`, with its item.
+    pub fn failed_condition(&self, label: &str) -> Option<&FailedCondition> {
+        match self {
+            Self::ConditionFailed(failed) => failed.iter().find(|c| c.label == label),
+            _ => None,
+        }
+    }
+}
+
+/// The inbox's settings: the table the inbox records live in (the
+/// consumer's own table) and how long they are kept.
+#[derive(Debug, Clone)]
+pub struct Inbox {
+    table: String,
+    ttl: Duration,
+    version_attribute: String,
+}
+
+impl Inbox {
+    /// An inbox in `table` keeping records `ttl_seconds`
+    /// ([`MIN_TTL_SECONDS`]..=[`MAX_TTL_SECONDS`]).
+    pub fn new(table: impl Into<String>, ttl_seconds: u64) -> Result<Self, InboxError> {
+        let table = table.into();
+        if table.is_empty() {
+            return Err(InboxError::Config("the table name is empty".into()));
+        }
+        if !(MIN_TTL_SECONDS..=MAX_TTL_SECONDS).contains(&ttl_seconds) {
+            return Err(InboxError::Config(format!(
+                "INBOX_TTL_SECONDS must be {MIN_TTL_SECONDS} to {MAX_TTL_SECONDS}, got {ttl_seconds}"
+            )));
+        }
+        Ok(Self {
+            table,
+            ttl: Duration::from_secs(ttl_seconds),
+            version_attribute: DEFAULT_VERSION_ATTRIBUTE.to_owned(),
+        })
+    }
+
+    /// From `TABLE_NAME` and `INBOX_TTL_SECONDS` (optional) as `lookup`
+    /// returns them (`std::env::var(..).ok()` in a function).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, InboxError> {
+        let table = lookup("TABLE_NAME")
+            .ok_or_else(|| InboxError::Config("TABLE_NAME is not set".into()))?;
+        let ttl = match lookup("INBOX_TTL_SECONDS") {
+            None => DEFAULT_TTL_SECONDS,
+            Some(text) => text.trim().parse().map_err(|_| {
+                InboxError::Config(format!("INBOX_TTL_SECONDS is not a number: {text:?}"))
+            })?,
+        };
+        Self::new(table, ttl)
+    }
+
+    /// From the process environment: see [`Inbox::from_lookup`].
+    pub fn from_env() -> Result<Self, InboxError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Guards compare this attribute instead of `version`.
+    pub fn with_version_attribute(mut self, name: impl Into<String>) -> Self {
+        self.version_attribute = name.into();
+        self
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The inbox record of `event`, processed at `now`: a put that fails if
+    /// the record exists. It holds ids and times only, never the payload.
+    pub fn record(&self, event: &EventEnvelope, now: OffsetDateTime) -> Result<Put, InboxError> {
+        let expires = now
+            .unix_timestamp()
+            .saturating_add(self.ttl.as_secs() as i64);
+        let mut item = HashMap::from([
+            (
+                outbox_core::keys::PK.to_owned(),
+                AttributeValue::S(inbox_pk(event.event_id)),
+            ),
+            (
+                outbox_core::keys::SK.to_owned(),
+                AttributeValue::S("META".into()),
+            ),
+            (
+                "eventId".to_owned(),
+                AttributeValue::S(event.event_id.to_string()),
+            ),
+            (
+                "eventType".to_owned(),
+                AttributeValue::S(event.event_type.clone()),
+            ),
+            (
+                "aggregateVersion".to_owned(),
+                AttributeValue::N(event.aggregate_version.to_string()),
+            ),
+            (
+                TTL_ATTRIBUTE.to_owned(),
+                AttributeValue::N(expires.to_string()),
+            ),
+        ]);
+        if let Ok(at) = now.format(&time::format_description::well_known::Rfc3339) {
+            item.insert("processedAt".to_owned(), AttributeValue::S(at));
+        }
+        Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(PK)")
+            .build()
+            .map_err(|e| InboxError::Config(format!("inbox record: {e}")))
+    }
+
+    /// A transaction for `event` that starts with its inbox record.
+    pub fn begin(&self, event: &EventEnvelope) -> Result<InboxTransaction, InboxError> {
+        self.begin_with_outbox(&OutboxSettings::new(&self.table, "inbox", 1), event)
+    }
+
+    /// The same, for a consumer that also writes outbox events of its own
+    /// ([`InboxTransaction::event`]) under `settings`.
+    pub fn begin_with_outbox(
+        &self,
+        settings: &OutboxSettings,
+        event: &EventEnvelope,
+    ) -> Result<InboxTransaction, InboxError> {
+        let record = self.record(event, OffsetDateTime::now_utc())?;
+        Ok(InboxTransaction {
+            tx: OutboxTransaction::new(settings).put(INBOX_LABEL, record),
+            guarded: Vec::new(),
+            version_attribute: self.version_attribute.clone(),
+        })
+    }
+}
+
+/// One event's changes and its inbox record: one `TransactWriteItems`.
+///
+/// Actions added with [`guarded_put`](Self::guarded_put) or
+/// [`guarded_update`](Self::guarded_update) carry the version guard; when
+/// only guarded conditions fail, the event is [`Outcome::Stale`]. The
+/// transaction's own checks apply (100 actions, 4 MB, one action per item).
+#[derive(Debug, Clone)]
+pub struct InboxTransaction {
+    tx: OutboxTransaction,
+    guarded: Vec<String>,
+    version_attribute: String,
+}
+
+impl InboxTransaction {
+    /// Adds a put.
+    pub fn put(mut self, label: &str, put: Put) -> Self {
+        self.tx = self.tx.put(label, put);
+        self
+    }
+
+    /// Adds an update.
+    pub fn update(mut self, label: &str, update: Update) -> Self {
+        self.tx = self.tx.update(label, update);
+        self
+    }
+
+    /// Adds a condition check.
+    pub fn condition_check(mut self, label: &str, check: ConditionCheck) -> Self {
+        self.tx = self.tx.condition_check(label, check);
+        self
+    }
+
+    /// Adds a delete.
+    pub fn delete(mut self, label: &str, delete: Delete) -> Self {
+        self.tx = self.tx.delete(label, delete);
+        self
+    }
+
+    /// Adds an outbox event of the consumer's own, committed with the
+    /// rest (a consumer that is also a producer). The event goes to the
+    /// outbox table of the settings given to [`Inbox::begin_with_outbox`]
+    /// (by default, the inbox's table).
+    pub fn event(mut self, pk: &str, event: &EventEnvelope) -> Self {
+        self.tx = self.tx.event(pk, event);
+        self
+    }
+
+    /// Adds a put applied only when the stored item has no version or an
+    /// older one than `version` (the put's own condition, if any, must hold
+    /// too). The put should store `version`.
+    pub fn guarded_put(mut self, label: &str, mut put: Put, version: u64) -> Self {
+        let (condition, names, values) = guard(
+            put.condition_expression.take(),
+            put.expression_attribute_names.take(),
+            put.expression_attribute_values.take(),
+            &self.version_attribute,
+            version,
+        );
+        put.condition_expression = Some(condition);
+        put.expression_attribute_names = Some(names);
+        put.expression_attribute_values = Some(values);
+        self.guarded.push(label.to_owned());
+        self.tx = self.tx.put(label, put);
+        self
+    }
+
+    /// Adds an update applied only when the stored item has no version or
+    /// an older one than `version`. The update should set the version.
+    pub fn guarded_update(mut self, label: &str, mut update: Update, version: u64) -> Self {
+        let (condition, names, values) = guard(
+            update.condition_expression.take(),
+            update.expression_attribute_names.take(),
+            update.expression_attribute_values.take(),
+            &self.version_attribute,
+            version,
+        );
+        update.condition_expression = Some(condition);
+        update.expression_attribute_names = Some(names);
+        update.expression_attribute_values = Some(values);
+        self.guarded.push(label.to_owned());
+        self.tx = self.tx.update(label, update);
+        self
+    }
+
+    /// Checks every limit and returns the actions that would be sent.
+    pub fn build(&self) -> Result<Vec<TransactWriteItem>, InboxError> {
+        Ok(self.tx.build()?)
+    }
+
+    /// Sends the transaction and classifies a cancellation: the inbox
+    /// record's condition → [`Outcome::Duplicate`] (whatever else failed);
+    /// only guarded conditions → [`Outcome::Stale`]; any other condition →
+    /// [`InboxError::ConditionFailed`] with the items as they were.
+    pub async fn commit(self, client: &aws_sdk_dynamodb::Client) -> Result<Outcome, InboxError> {
+        let guarded = self.guarded;
+        match self.tx.send(client).await {
+            Ok(_) => Ok(Outcome::Applied),
+            Err(TransactionError::ConditionFailed(failed)) => classify(failed, &guarded),
+            Err(e) => Err(InboxError::Transaction(e)),
+        }
+    }
+}
+
+fn classify(failed: Vec<FailedCondition>, guarded: &[String]) -> Result<Outcome, InboxError> {
+    if failed.iter().any(|c| c.label == INBOX_LABEL) {
+        Ok(Outcome::Duplicate)
+    } else if !failed.is_empty() && failed.iter().all(|c| guarded.contains(&c.label)) {
+        Ok(Outcome::Stale)
+    } else {
+        Err(InboxError::ConditionFailed(failed))
+    }
+}
+
+type Names = HashMap<String, String>;
+type Values = HashMap<String, AttributeValue>;
+
+/// `(<condition>) AND (attribute_not_exists(#v) OR #v < :v)`, with the
+/// placeholders added to the action's maps.
+fn guard(
+    condition: Option<String>,
+    names: Option<Names>,
+    values: Option<Values>,
+    attribute: &str,
+    version: u64,
+) -> (String, Names, Values) {
+    let mut names = names.unwrap_or_default();
+    let mut values = values.unwrap_or_default();
+    names.insert("#inboxVersion".into(), attribute.to_owned());
+    values.insert(
+        ":inboxEventVersion".into(),
+        AttributeValue::N(version.to_string()),
+    );
+    let guard =
+        "(attribute_not_exists(#inboxVersion) OR #inboxVersion < :inboxEventVersion)".to_owned();
+    let condition = match condition {
+        Some(c) if !c.trim().is_empty() => format!("({c}) AND {guard}"),
+        _ => guard,
+    };
+    (condition, names, values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(version: u64) -> EventEnvelope {
+        EventEnvelope::new("OrderPaid", "Order", "o-1", version, json!({})).unwrap()
+    }
+
+    fn failed(label: &str) -> FailedCondition {
+        FailedCondition {
+            index: 0,
+            label: label.into(),
+            item: None,
+        }
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        assert!(Inbox::new("t", DEFAULT_TTL_SECONDS).is_ok());
+        assert!(matches!(
+            Inbox::new("", DEFAULT_TTL_SECONDS),
+            Err(InboxError::Config(_))
+        ));
+        assert!(matches!(Inbox::new("t", 60), Err(InboxError::Config(_))));
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let inbox = Inbox::from_lookup(env(&[("TABLE_NAME", "rm")])).unwrap();
+        assert_eq!(inbox.ttl(), Duration::from_secs(DEFAULT_TTL_SECONDS));
+        assert!(
+            Inbox::from_lookup(env(&[("TABLE_NAME", "rm"), ("INBOX_TTL_SECONDS", "x")])).is_err()
+        );
+        assert!(Inbox::from_lookup(env(&[])).is_err());
+    }
+
+    #[test]
+    fn the_record_is_conditional_and_expires() {
+        let inbox = Inbox::new("rm", 7200).unwrap();
+        let e = event(2);
+        let now = OffsetDateTime::from_unix_timestamp(1_000_000).unwrap();
+        let put = inbox.record(&e, now).unwrap();
+        assert_eq!(
+            put.item["PK"].as_s().unwrap(),
+            &format!("INBOX#{}", e.event_id)
+        );
+        assert_eq!(put.item["SK"].as_s().unwrap(), "META");
+        assert_eq!(put.item[TTL_ATTRIBUTE].as_n().unwrap(), "1007200");
+        assert_eq!(
+            put.condition_expression.as_deref(),
+            Some("attribute_not_exists(PK)")
+        );
+        assert!(!put.item.contains_key("payload"));
+    }
+
+    #[test]
+    fn guards_keep_the_callers_condition() {
+        let inbox = Inbox::new("rm", DEFAULT_TTL_SECONDS).unwrap();
+        let update = Update::builder()
+            .table_name("rm")
+            .key("PK", AttributeValue::S("A".into()))
+            .key("SK", AttributeValue::S("B".into()))
+            .update_expression("SET #s = :s, version = :v")
+            .condition_expression("#s <> :s")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":s", AttributeValue::S("PAID".into()))
+            .expression_attribute_values(":v", AttributeValue::N("4".into()))
+            .build()
+            .unwrap();
+        let actions = inbox
+            .begin(&event(4))
+            .unwrap()
+            .guarded_update("row", update, 4)
+            .build()
+            .unwrap();
+        let update = actions[1].update.as_ref().unwrap();
+        assert_eq!(
+            update.condition_expression.as_deref(),
+            Some("(#s <> :s) AND (attribute_not_exists(#inboxVersion) OR #inboxVersion < :inboxEventVersion)")
+        );
+        let names = update.expression_attribute_names.as_ref().unwrap();
+        assert_eq!(names["#s"], "status");
+        assert_eq!(names["#inboxVersion"], "version");
+        let values = update.expression_attribute_values.as_ref().unwrap();
+        assert_eq!(values[":inboxEventVersion"].as_n().unwrap(), "4");
+    }
+
+    #[test]
+    fn cancellations_are_classified() {
+        let guarded = vec!["row".to_owned()];
+        // The inbox record wins: a duplicate of an applied event also fails
+        // its guard (same version).
+        assert_eq!(
+            classify(vec![failed("row"), failed(INBOX_LABEL)], &guarded).unwrap(),
+            Outcome::Duplicate
+        );
+        assert_eq!(
+            classify(vec![failed("row")], &guarded).unwrap(),
+            Outcome::Stale
+        );
+        let err = classify(vec![failed("row"), failed("other")], &guarded).unwrap_err();
+        assert!(!err.is_retryable());
+        assert!(err.failed_condition("other").is_some());
+        assert!(InboxError::Transaction(TransactionError::Throttled).is_retryable());
+    }
+}

@@ -1,0 +1,291 @@
+//! The `projector` Lambda: a consumer of our events that keeps a customer
+//! read model exactly once in effect, from at-least-once, any-order
+//! delivery.
+//!
+//! EventBridge rule (`source` = `EVENT_SOURCE`) → SQS queue → this function
+//! (Lambda's SQS mapping with `ReportBatchItemFailures`). For each message,
+//! in order:
+//! - the body must be an EventBridge event whose `detail` is our envelope;
+//!   otherwise the message is logged (ids and the error's position only,
+//!   never the body) and reported, so it is retried and, after the queue's
+//!   `maxReceiveCount`, lands in the queue's dead-letter queue (alarmed);
+//! - `OrderCreated` and `OrderPaid` are applied with the inbox library: the
+//!   inbox record, the order row and the customer summary in one
+//!   transaction, without reads ([`model`]);
+//! - other event types are acknowledged and counted `Ignored`;
+//! - an error is reported for retry; whether a retry can help is logged.
+//!
+//! One EMF line per invocation: `Applied`, `Duplicate`, `Stale`, `Ignored`,
+//! `Failed` and `ProjectionLagSeconds` (now − `occurredAt` of the newest
+//! event in the batch). The envelope's `traceparent` trace id is in every
+//! log line about the event.
+//!
+//! Messages of one batch are applied one after the other: one batch never
+//! conflicts with itself, and the SQS mapping scales out by invocations.
+//!
+//! # Layout
+//! - [`model`]: the read model's keys, the payload it reads, the row and
+//!   summary actions.
+//! - [`Projector`], [`handler`]: applying one message, and a batch.
+
+pub mod model;
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use inbox::{Inbox, InboxError, Outcome};
+use lambda_runtime::{Error, LambdaEvent};
+use model::{OrderState, Stored};
+use outbox_core::metrics::{self, Unit};
+use outbox_core::EventEnvelope;
+use time::OffsetDateTime;
+
+/// How many times one event's transaction is rebuilt from what a failed
+/// condition returned before the message is reported for retry.
+const MAX_ATTEMPTS: usize = 4;
+
+/// The row's label in the transaction.
+const ROW: &str = "row";
+
+/// Why a message was not applied. It is reported for retry either way.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    /// Not an EventBridge event with our envelope, or an order event whose
+    /// payload is not an order. Retrying will not help; after the queue's
+    /// `maxReceiveCount` it moves to the dead-letter queue.
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    #[error(transparent)]
+    Inbox(#[from] InboxError),
+    /// The row changed between every attempt (concurrent deliveries of
+    /// this order's events).
+    #[error("the order row changed under each of {0} attempts")]
+    Contended(usize),
+}
+
+impl ProjectError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Malformed(_) => false,
+            Self::Inbox(e) => e.is_retryable(),
+            Self::Contended(_) => true,
+        }
+    }
+}
+
+/// What became of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projected {
+    pub outcome: Outcome,
+    pub occurred_at: OffsetDateTime,
+}
+
+/// The projector's dependencies: the DynamoDB client and the inbox
+/// settings (whose table is the read model's).
+#[derive(Debug, Clone)]
+pub struct Projector {
+    client: aws_sdk_dynamodb::Client,
+    inbox: Inbox,
+}
+
+impl Projector {
+    pub fn new(client: aws_sdk_dynamodb::Client, inbox: Inbox) -> Self {
+        Self { client, inbox }
+    }
+
+    /// Applies one SQS message body.
+    pub async fn project(&self, body: &str) -> Result<Projected, ProjectError> {
+        let envelope = parse(body)?;
+        let trace_id = envelope
+            .traceparent
+            .as_deref()
+            .and_then(|t| t.split('-').nth(1))
+            .unwrap_or("");
+        let outcome = match envelope.event_type.as_str() {
+            model::ORDER_CREATED | model::ORDER_PAID => self.apply_order(&envelope).await?,
+            _ => Outcome::Ignored,
+        };
+        tracing::info!(
+            event_id = %envelope.event_id,
+            event_type = %envelope.event_type,
+            aggregate_version = envelope.aggregate_version,
+            outcome = outcome.as_str(),
+            trace_id,
+            "projected"
+        );
+        Ok(Projected {
+            outcome,
+            occurred_at: envelope.occurred_at,
+        })
+    }
+
+    async fn apply_order(&self, envelope: &EventEnvelope) -> Result<Outcome, ProjectError> {
+        let order: OrderState = serde_json::from_value(envelope.payload.clone()).map_err(|e| {
+            ProjectError::Malformed(format!(
+                "{} payload is not an order ({:?} error)",
+                envelope.event_type,
+                e.classify()
+            ))
+        })?;
+        if envelope.aggregate_id != order.order_id {
+            return Err(ProjectError::Malformed(
+                "the payload's orderId is not the event's aggregateId".into(),
+            ));
+        }
+        let version = envelope.aggregate_version;
+        let updated_at = envelope
+            .occurred_at
+            .format(&time::format_description::well_known::Rfc3339)
+            .map_err(|_| ProjectError::Malformed("occurredAt cannot be formatted".into()))?;
+        let table = self.inbox.table();
+        let build = |e: aws_sdk_dynamodb::error::BuildError| {
+            ProjectError::Malformed(format!("cannot build the transaction: {e}"))
+        };
+        let mut stored = Stored::guess(&order, version);
+        for _ in 0..MAX_ATTEMPTS {
+            let mut tx = self.inbox.begin(envelope)?.put(
+                ROW,
+                model::row_put(table, &order, version, &updated_at, stored).map_err(build)?,
+            );
+            if let Some(update) = model::summary_update(table, &order, stored).map_err(build)? {
+                tx = tx.update("summary", update);
+            }
+            match tx.commit(&self.client).await {
+                Ok(outcome) => return Ok(outcome),
+                Err(e) => {
+                    // Only the row's condition failed: its old item (ALL_OLD)
+                    // says what is stored, without a read.
+                    let Some(failed) = e.failed_condition(ROW) else {
+                        return Err(e.into());
+                    };
+                    match Stored::from_item(failed.item.as_ref()) {
+                        Stored::Present { version: old, .. } if old >= version => {
+                            return Ok(Outcome::Stale)
+                        }
+                        now => stored = now,
+                    }
+                }
+            }
+        }
+        Err(ProjectError::Contended(MAX_ATTEMPTS))
+    }
+}
+
+/// The envelope of an EventBridge event delivered to SQS.
+fn parse(body: &str) -> Result<EventEnvelope, ProjectError> {
+    serde_json::from_str::<EventBridgeEvent<EventEnvelope>>(body)
+        .map(|event| event.detail)
+        .map_err(|e| {
+            // The error's category and position only: its text may quote
+            // the body.
+            ProjectError::Malformed(format!(
+                "not an EventBridge event with the outbox envelope ({:?} error at line {} column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            ))
+        })
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub applied: u32,
+    pub duplicate: u32,
+    pub stale: u32,
+    pub ignored: u32,
+    pub failed: u32,
+}
+
+impl Counts {
+    fn add(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Applied => self.applied += 1,
+            Outcome::Duplicate => self.duplicate += 1,
+            Outcome::Stale => self.stale += 1,
+            Outcome::Ignored => self.ignored += 1,
+        }
+    }
+}
+
+/// Applies a batch and names the messages to retry. The EMF line is
+/// printed; the counts are returned for tests.
+pub async fn project_batch(projector: &Projector, event: &SqsEvent) -> (SqsBatchResponse, Counts) {
+    let mut response = SqsBatchResponse::default();
+    let mut counts = Counts::default();
+    let mut newest: Option<OffsetDateTime> = None;
+    for message in &event.records {
+        let id = message.message_id.clone().unwrap_or_default();
+        match projector
+            .project(message.body.as_deref().unwrap_or(""))
+            .await
+        {
+            Ok(projected) => {
+                counts.add(projected.outcome);
+                newest = newest.max(Some(projected.occurred_at));
+            }
+            Err(e) => {
+                counts.failed += 1;
+                tracing::warn!(
+                    message_id = %id,
+                    retryable = e.is_retryable(),
+                    error = %e,
+                    "message not applied; reported for retry"
+                );
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = id;
+                response.batch_item_failures.push(failure);
+            }
+        }
+    }
+    let mut line = vec![
+        ("Applied", f64::from(counts.applied), Unit::Count),
+        ("Duplicate", f64::from(counts.duplicate), Unit::Count),
+        ("Stale", f64::from(counts.stale), Unit::Count),
+        ("Ignored", f64::from(counts.ignored), Unit::Count),
+        ("Failed", f64::from(counts.failed), Unit::Count),
+    ];
+    if let Some(newest) = newest {
+        let lag = (OffsetDateTime::now_utc() - newest)
+            .as_seconds_f64()
+            .max(0.0);
+        line.push(("ProjectionLagSeconds", lag, Unit::Seconds));
+    }
+    metrics::emit("projector", &line);
+    (response, counts)
+}
+
+/// The Lambda handler: a batch in, the messages to retry out. A message
+/// without an id cannot be reported alone, so the whole batch fails then.
+pub async fn handler(
+    projector: &Projector,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, Error> {
+    let (response, _) = project_batch(projector, &event.payload).await;
+    if response
+        .batch_item_failures
+        .iter()
+        .any(|f| f.item_identifier.is_empty())
+    {
+        return Err("a failed message has no messageId; the whole batch is retried".into());
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_that_are_not_our_events_are_malformed_without_quoting_them() {
+        for body in [
+            "",
+            "not json",
+            r#"{"secret":"4111-1111"}"#,
+            r#"{"version":"0","id":"x","detail-type":"OrderCreated","source":"s","detail":{"secret":"4111"}}"#,
+        ] {
+            match parse(body) {
+                Err(ProjectError::Malformed(message)) => assert!(!message.contains("4111")),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}

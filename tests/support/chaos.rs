@@ -539,24 +539,6 @@ impl Verdict {
     }
 }
 
-fn env_common() -> Vec<(String, String)> {
-    [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_EC2_METADATA_DISABLED",
-        "PATH",
-    ]
-    .iter()
-    .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
-    .chain([
-        ("RUST_LOG".to_owned(), "warn".to_owned()),
-        ("AWS_EC2_METADATA_DISABLED".to_owned(), "true".to_owned()),
-    ])
-    .collect()
-}
-
 fn api_event(template: &str, path: &str, key: &str, body: Option<String>) -> Vec<u8> {
     let mut event: Value = serde_json::from_str(&crate::sample(template)).unwrap_or_default();
     event["rawPath"] = json!(path);
@@ -718,7 +700,7 @@ fn function(
     proxy: &FaultProxy,
     env: &[(String, String)],
 ) -> LambdaFunction {
-    let mut all = env_common();
+    let mut all = crate::lambda::loopback_env();
     all.extend(env.iter().cloned());
     all.push(("AWS_ENDPOINT_URL".into(), proxy.endpoint.clone()));
     LambdaFunction::new(FunctionSpec {

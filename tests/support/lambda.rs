@@ -335,3 +335,24 @@ pub fn binary(name: &str) -> Result<PathBuf, String> {
         Err(format!("{} not found", path.display()))
     }
 }
+
+/// The environment a function process gets on this machine: the dummy
+/// credentials and region of the test run, no metadata probe, quiet logs.
+/// Add `AWS_ENDPOINT_URL` (loopback) and the function's own settings.
+pub fn loopback_env() -> Vec<(String, String)> {
+    [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_EC2_METADATA_DISABLED",
+        "PATH",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+    .chain([
+        ("RUST_LOG".to_owned(), "warn".to_owned()),
+        ("AWS_EC2_METADATA_DISABLED".to_owned(), "true".to_owned()),
+    ])
+    .collect()
+}

@@ -13,14 +13,19 @@
 //! Local commands (loopback only: `AWS_ENDPOINT_URL` must be 127.0.0.0/8):
 //!
 //! ```text
-//! outboxctl provision <table> <bus> <source>        create the local stack; prints the queue URLs
+//! outboxctl provision <table> <bus> <source>        create the local stack (outbox table, bus, queues,
+//!                                                   read-model table and projector queue); prints names
 //! outboxctl items <table>                           print every item (keys, type, status)
 //! outboxctl pump <table> <port> [<function>]        the event source mapping: stream → function
 //!                                                   under `cargo lambda watch` on 127.0.0.1:<port>
 //! outboxctl receive <queue-url>                     print (and delete) the events a subscriber got
 //! outboxctl deliver <queue-url> <port> <function>    an SQS event source mapping: the queue's
 //!                                                   messages → the function (batches of 10), deleting
-//!                                                   the ones it did not report in `batchItemFailures`
+//!                                                   the ones it did not report in `batchItemFailures`;
+//!                                                   reported ones come back after the visibility
+//!                                                   timeout, until the queue's maxReceiveCount → DLQ
+//! outboxctl read-model <table>                      print the read model: each customer's summary
+//!                                                   and orders
 //! ```
 //!
 //! `pump` reads the mapping's settings and filter from `template.yaml`,
@@ -50,7 +55,11 @@ async fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: outboxctl provision <table> <bus> <source> | items <table> | pump <table> <port> [<function>] | receive <queue-url> | deliver <queue-url> <port> <function>";
+/// The local projector queue's visibility timeout: a reported message
+/// comes back after 2 s instead of the template's 180 s.
+const LOCAL_VISIBILITY_SECONDS: u32 = 2;
+
+const USAGE: &str = "usage: outboxctl provision <table> <bus> <source> | items <table> | pump <table> <port> [<function>] | receive <queue-url> | deliver <queue-url> <port> <function> | read-model <table>";
 
 async fn run(args: &[String]) -> Result<(), String> {
     if matches!(
@@ -83,9 +92,22 @@ async fn run(args: &[String]) -> Result<(), String> {
                 stack::create_queue(&sdk, &format!("{table}-publisher-failures"), false)
                     .await
                     .map_err(|e| e.to_string())?;
+            let read_model = stack::create_read_model(
+                &sdk,
+                &format!("{table}-read-model"),
+                bus,
+                source,
+                LOCAL_VISIBILITY_SECONDS,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
             println!(
-                "table={table}\nstream={stream}\nbus={bus}\nsubscriber={}\non_failure={}",
-                subscriber.queue_url, on_failure.queue_url
+                "table={table}\nstream={stream}\nbus={bus}\nsubscriber={}\non_failure={}\nread_model={}\nprojector_queue={}\nprojector_dlq={}",
+                subscriber.queue_url,
+                on_failure.queue_url,
+                read_model.table,
+                read_model.queue.queue_url,
+                read_model.dead_letters.queue_url
             );
             Ok(())
         }
@@ -93,6 +115,7 @@ async fn run(args: &[String]) -> Result<(), String> {
         ["pump", table, port] => pump(&sdk, table, port, "publisher").await,
         ["pump", table, port, function] => pump(&sdk, table, port, function).await,
         ["receive", queue_url] => receive(&sdk, queue_url).await,
+        ["read-model", table] => print_read_model(&sdk, table).await,
         ["deliver", queue_url, port, function] => deliver(&sdk, queue_url, port, function).await,
         _ => Err(format!("{USAGE}\n{}", outboxctl::cli::USAGE)),
     }
@@ -149,9 +172,11 @@ async fn pump(
     Ok(())
 }
 
-/// What Lambda's SQS event source mapping does with `ReportBatchItemFailures`:
-/// receive a batch, invoke the function with it, delete the messages it did
-/// not report (the reported ones come back after the visibility timeout).
+/// What Lambda's SQS event source mapping does with `ReportBatchItemFailures`
+/// (`outboxctl::sqs::drain`): batches of 10 to the function, the messages
+/// it did not report deleted, the reported ones back after the visibility
+/// timeout and, after the queue's `maxReceiveCount`, in its dead-letter
+/// queue.
 async fn deliver(
     sdk: &aws_config::SdkConfig,
     queue_url: &str,
@@ -165,37 +190,37 @@ async fn deliver(
         function: function.to_owned(),
     };
     let sqs = aws_sdk_sqs::Client::new(sdk);
-    let (mut delivered, mut deleted, mut reported) = (0, 0, 0);
-    loop {
-        let messages = outboxctl::sqs::receive(&sqs, queue_url).await?;
-        if messages.is_empty() {
-            break;
-        }
-        let event = outboxctl::sqs::event(&messages);
-        delivered += messages.len();
-        let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-        let (status, function_error, body) = invoker.call(&payload).await?;
-        // A function error fails the whole batch: nothing is deleted.
-        let failed: HashSet<String> = if status != 200 || function_error {
-            messages
-                .iter()
-                .filter_map(|m| m.message_id.clone())
-                .collect()
-        } else {
-            serde_json::from_slice::<SqsBatchResponse>(&body)
+    let invoker = &invoker;
+    let stats = outboxctl::sqs::drain(
+        &sqs,
+        queue_url,
+        std::time::Duration::from_secs(DELIVER_PATIENCE_SECONDS),
+        |event| async move {
+            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+            let (status, function_error, body) = invoker.call(&payload).await?;
+            // A function error fails the whole batch: nothing is deleted.
+            if status != 200 || function_error {
+                return Err(format!("{function} failed the batch"));
+            }
+            Ok(serde_json::from_slice::<SqsBatchResponse>(&body)
                 .map_err(|e| format!("invalid batch response: {e}"))?
                 .batch_item_failures
                 .into_iter()
                 .map(|f| f.item_identifier)
-                .collect()
-        };
-        let (done, kept) = outboxctl::sqs::settle(&sqs, queue_url, &messages, &failed).await?;
-        deleted += done;
-        reported += kept;
-    }
-    println!("deliver: {delivered} messages to {function}, {deleted} handled and deleted, {reported} reported for retry");
+                .collect::<HashSet<String>>())
+        },
+    )
+    .await?;
+    println!(
+        "deliver: {} messages in {} batches to {function}, {} handled and deleted, {} reported for retry",
+        stats.messages, stats.batches, stats.deleted, stats.reported
+    );
     Ok(())
 }
+
+/// How long `deliver` waits for messages in flight to come back (longer
+/// than the local queues' visibility timeouts).
+const DELIVER_PATIENCE_SECONDS: u64 = 35;
 
 async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), String> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
@@ -302,5 +327,62 @@ async fn print_items(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), Str
     for row in rows {
         println!("{row}");
     }
+    Ok(())
+}
+
+/// The projector's read model: per customer, the summary then the orders;
+/// and how many inbox records (events applied) the table holds.
+async fn print_read_model(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), String> {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let mut pages = client
+        .scan()
+        .table_name(table)
+        .into_paginator()
+        .items()
+        .send();
+    let mut customers: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+    let mut inbox = 0;
+    while let Some(item) = pages.next().await {
+        let item = item.map_err(|e| format!("scan failed: {e:?}"))?;
+        let get = |name: &str| match item.get(name) {
+            Some(AttributeValue::S(s)) => s.clone(),
+            Some(AttributeValue::N(n)) => n.clone(),
+            _ => "0".into(),
+        };
+        let (pk, sk) = (get("PK"), get("SK"));
+        if pk.starts_with("INBOX#") {
+            inbox += 1;
+            continue;
+        }
+        let Some(customer) = pk.strip_prefix("CUSTOMER#") else {
+            continue;
+        };
+        let entry = customers.entry(customer.to_owned()).or_default();
+        if sk == "SUMMARY" {
+            entry.0 = format!(
+                "orders={} paidOrders={} paidCents={}",
+                get("orders"),
+                get("paidOrders"),
+                get("paidCents")
+            );
+        } else {
+            entry.1.push(format!(
+                "    {:<28} {:<8} {} {:>10}  v{}",
+                get("orderId"),
+                get("status"),
+                get("currency"),
+                get("totalCents"),
+                get("version")
+            ));
+        }
+    }
+    for (customer, (summary, mut orders)) in customers {
+        orders.sort();
+        println!("  customer {customer}: {summary}");
+        for order in orders {
+            println!("{order}");
+        }
+    }
+    println!("inbox records (events applied): {inbox}");
     Ok(())
 }

@@ -63,3 +63,85 @@ pub async fn settle(
     }
     Ok((deleted, kept))
 }
+
+/// What [`drain`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DrainStats {
+    /// Invocations (batches).
+    pub batches: usize,
+    /// Messages handed to the function, redeliveries included.
+    pub messages: usize,
+    /// Messages deleted after the function handled them.
+    pub deleted: usize,
+    /// Messages reported (or in a failed invocation), left to come back.
+    pub reported: usize,
+}
+
+/// The queue's visible and in-flight message counts.
+async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<(u64, u64), String> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = sqs
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(|e| format!("GetQueueAttributes: {e:?}"))?;
+    let attributes = out.attributes.unwrap_or_default();
+    let count = |name: A| {
+        attributes
+            .get(&name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok((
+        count(A::ApproximateNumberOfMessages),
+        count(A::ApproximateNumberOfMessagesNotVisible),
+    ))
+}
+
+/// Lambda's SQS event source mapping with `ReportBatchItemFailures`, run
+/// until the queue is empty: receive a batch, invoke the function with it,
+/// delete what it did not report. A reported message (or every message of
+/// a failed invocation, `Err`) stays in the queue and comes back after the
+/// visibility timeout; the queue's redrive policy moves it to its
+/// dead-letter queue after `maxReceiveCount` receives. Stops when nothing
+/// is visible or in flight, or after `patience` without a message.
+pub async fn drain<F, Fut>(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    patience: std::time::Duration,
+    mut invoke: F,
+) -> Result<DrainStats, String>
+where
+    F: FnMut(SqsEvent) -> Fut,
+    Fut: std::future::Future<Output = Result<std::collections::HashSet<String>, String>>,
+{
+    let mut stats = DrainStats::default();
+    let mut idle_since = std::time::Instant::now();
+    loop {
+        let messages = receive(sqs, queue_url).await?;
+        if messages.is_empty() {
+            let (visible, in_flight) = depth(sqs, queue_url).await?;
+            if (visible == 0 && in_flight == 0) || idle_since.elapsed() > patience {
+                return Ok(stats);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        }
+        stats.batches += 1;
+        stats.messages += messages.len();
+        let failed = match invoke(event(&messages)).await {
+            Ok(failed) => failed,
+            Err(_) => messages
+                .iter()
+                .filter_map(|m| m.message_id.clone())
+                .collect(),
+        };
+        let (deleted, kept) = settle(sqs, queue_url, &messages, &failed).await?;
+        stats.deleted += deleted;
+        stats.reported += kept;
+        idle_since = std::time::Instant::now();
+    }
+}

@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::types::{
     TimeToLiveSpecification,
 };
 use aws_sdk_eventbridge::types::Target;
+use aws_sdk_sqs::types::QueueAttributeName;
 use outbox_core::keys;
 
 /// Provisioning failed.
@@ -27,26 +28,28 @@ fn text<E: std::fmt::Debug>(e: E) -> String {
     format!("{e:?}")
 }
 
+fn attr(name: &str) -> Result<AttributeDefinition, String> {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(ScalarAttributeType::S)
+        .build()
+        .map_err(text)
+}
+
+fn key(name: &str, kind: KeyType) -> Result<KeySchemaElement, String> {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(kind)
+        .build()
+        .map_err(text)
+}
+
 /// Creates the outbox table: `PK`/`SK`, stream with `NEW_IMAGE`, the sparse
 /// pending index (`GSI1`) and dead-letter index (`GSI2`), both projecting
 /// all attributes, on-demand billing, TTL on `expiresAt`. Returns the
 /// stream ARN.
 pub async fn create_table(sdk: &SdkConfig, table: &str) -> Result<String, StackError> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
-    let attr = |name: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .map_err(text)
-    };
-    let key = |name: &str, kind: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-            .map_err(text)
-    };
     let index = |name: &str, pk: &str, sk: &str| -> Result<GlobalSecondaryIndex, String> {
         GlobalSecondaryIndex::builder()
             .index_name(name)
@@ -113,19 +116,7 @@ pub async fn create_table(sdk: &SdkConfig, table: &str) -> Result<String, StackE
         }
         Err(e) => return Err(fail(format!("table {table}"))(text(e))),
     };
-    client
-        .update_time_to_live()
-        .table_name(table)
-        .time_to_live_specification(
-            TimeToLiveSpecification::builder()
-                .enabled(true)
-                .attribute_name(keys::TTL_ATTRIBUTE)
-                .build()
-                .map_err(|e| fail("ttl")(text(e)))?,
-        )
-        .send()
-        .await
-        .map_err(|e| fail("ttl")(text(e)))?;
+    enable_ttl(&client, table).await?;
     description
         .as_ref()
         .and_then(|d| d.latest_stream_arn())
@@ -147,10 +138,24 @@ pub async fn create_queue(
     name: &str,
     fifo: bool,
 ) -> Result<Subscriber, StackError> {
+    let attributes: &[(QueueAttributeName, String)] = if fifo {
+        &[(QueueAttributeName::FifoQueue, String::from("true"))][..]
+    } else {
+        &[]
+    };
+    create_queue_with(sdk, name, attributes).await
+}
+
+/// Creates an SQS queue with `attributes`.
+pub async fn create_queue_with(
+    sdk: &SdkConfig,
+    name: &str,
+    attributes: &[(QueueAttributeName, String)],
+) -> Result<Subscriber, StackError> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let mut request = sqs.create_queue().queue_name(name);
-    if fifo {
-        request = request.attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
+    for (attribute, value) in attributes {
+        request = request.attributes(attribute.clone(), value);
     }
     let queue_url = request
         .send()
@@ -161,15 +166,12 @@ pub async fn create_queue(
     let queue_arn = sqs
         .get_queue_attributes()
         .queue_url(&queue_url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
         .map_err(|e| fail(format!("queue {name}"))(text(e)))?
         .attributes
-        .and_then(|a| {
-            a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-                .cloned()
-        })
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .ok_or_else(|| fail(format!("queue {name}"))("no queue ARN".into()))?;
     Ok(Subscriber {
         queue_url,
@@ -194,29 +196,143 @@ pub async fn create_bus(
         Err(e) => return Err(fail(format!("bus {bus}"))(text(e))),
     }
     let subscriber = create_queue(sdk, &format!("{bus}-subscriber"), false).await?;
-    let rule = format!("{bus}-to-subscriber");
+    route(
+        sdk,
+        bus,
+        source,
+        &format!("{bus}-to-subscriber"),
+        &subscriber,
+    )
+    .await?;
+    Ok(subscriber)
+}
+
+/// A rule on `bus` matching `source` that delivers to `queue`.
+async fn route(
+    sdk: &SdkConfig,
+    bus: &str,
+    source: &str,
+    rule: &str,
+    queue: &Subscriber,
+) -> Result<(), StackError> {
+    let events = aws_sdk_eventbridge::Client::new(sdk);
     events
         .put_rule()
-        .name(&rule)
+        .name(rule)
         .event_bus_name(bus)
         .event_pattern(serde_json::json!({ "source": [source] }).to_string())
         .send()
         .await
         .map_err(|e| fail(format!("rule {rule}"))(text(e)))?;
     let target = Target::builder()
-        .id("subscriber")
-        .arn(&subscriber.queue_arn)
+        .id("queue")
+        .arn(&queue.queue_arn)
         .build()
         .map_err(|e| fail(format!("rule {rule}"))(text(e)))?;
     events
         .put_targets()
-        .rule(&rule)
+        .rule(rule)
         .event_bus_name(bus)
         .targets(target)
         .send()
         .await
         .map_err(|e| fail(format!("rule {rule}"))(text(e)))?;
-    Ok(subscriber)
+    Ok(())
+}
+
+/// The read model's side of the local stack, as in `template.yaml`: its
+/// table, the projector's queue fed by a rule on the bus, and that queue's
+/// dead-letter queue.
+#[derive(Debug, Clone)]
+pub struct ReadModel {
+    pub table: String,
+    pub queue: Subscriber,
+    pub dead_letters: Subscriber,
+}
+
+/// Receives before a message moves to the projector's dead-letter queue
+/// (the template's `maxReceiveCount`).
+pub const PROJECTOR_MAX_RECEIVES: u32 = 5;
+
+/// Creates the read-model table (`PK`/`SK`, on-demand, TTL on
+/// `expiresAt` for the inbox records; no stream, no index), and the
+/// projector's queue (visibility `visibility_seconds`; locally short, so
+/// that a reported message comes back quickly) with its dead-letter queue,
+/// fed by a rule on `bus` matching `source`.
+pub async fn create_read_model(
+    sdk: &SdkConfig,
+    table: &str,
+    bus: &str,
+    source: &str,
+    visibility_seconds: u32,
+) -> Result<ReadModel, StackError> {
+    create_read_model_table(sdk, table).await?;
+    let dead_letters = create_queue(sdk, &format!("{table}-projector-dlq"), false).await?;
+    let redrive = serde_json::json!({
+        "deadLetterTargetArn": dead_letters.queue_arn,
+        "maxReceiveCount": PROJECTOR_MAX_RECEIVES,
+    })
+    .to_string();
+    let queue = create_queue_with(
+        sdk,
+        &format!("{table}-projector"),
+        &[
+            (QueueAttributeName::RedrivePolicy, redrive),
+            (
+                QueueAttributeName::VisibilityTimeout,
+                visibility_seconds.to_string(),
+            ),
+        ],
+    )
+    .await?;
+    route(sdk, bus, source, &format!("{bus}-to-{table}"), &queue).await?;
+    Ok(ReadModel {
+        table: table.to_owned(),
+        queue,
+        dead_letters,
+    })
+}
+
+/// The read-model table alone: `PK`/`SK`, on-demand, TTL on `expiresAt`.
+pub async fn create_read_model_table(sdk: &SdkConfig, table: &str) -> Result<(), StackError> {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let request = (|| -> Result<_, String> {
+        Ok(client
+            .create_table()
+            .table_name(table)
+            .billing_mode(BillingMode::PayPerRequest)
+            .attribute_definitions(attr(keys::PK)?)
+            .attribute_definitions(attr(keys::SK)?)
+            .key_schema(key(keys::PK, KeyType::Hash)?)
+            .key_schema(key(keys::SK, KeyType::Range)?))
+    })()
+    .map_err(fail(format!("table {table}")))?;
+    match request.send().await {
+        Ok(_) => {}
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_resource_in_use_exception()) => {}
+        Err(e) => return Err(fail(format!("table {table}"))(text(e))),
+    }
+    enable_ttl(&client, table).await?;
+    Ok(())
+}
+
+async fn enable_ttl(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<(), StackError> {
+    client
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name(keys::TTL_ATTRIBUTE)
+                .build()
+                .map_err(|e| fail("ttl")(text(e)))?,
+        )
+        .send()
+        .await
+        .map_err(|e| fail("ttl")(text(e)))?;
+    Ok(())
 }
 
 /// Creates an SNS FIFO topic (`<name>.fifo`) with an SQS FIFO queue

@@ -1,0 +1,461 @@
+//! The consumer side on the local AWS API: the inbox library and the
+//! `projector` keep the read model exactly once in effect under duplicates,
+//! every arrival order, concurrent deliveries, unknown types, malformed
+//! bodies and throttling; and end to end, writer → publisher → bus → queue
+//! → projector (the real binary under the local Lambda runtime).
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::types::AttributeValue;
+use inbox::{Inbox, Outcome};
+use outbox_core::EventEnvelope;
+use projector::{project_batch, Counts, Projector};
+use serde_json::json;
+use testkit::lambda::{FunctionSpec, LambdaFunction};
+use testkit::proxy::{Fault, FaultProxy};
+use testkit::{sdk, unique, InProcessPublisher, Item, Stack};
+
+/// A fresh read-model table.
+async fn read_model() -> (aws_config::SdkConfig, String) {
+    let sdk = sdk().await;
+    let table = unique("read-model");
+    outboxctl::stack::create_read_model_table(&sdk, &table)
+        .await
+        .expect("read-model table");
+    (sdk, table)
+}
+
+fn projector(sdk: &aws_config::SdkConfig, table: &str) -> Projector {
+    Projector::new(
+        aws_sdk_dynamodb::Client::new(sdk),
+        Inbox::new(table, inbox::DEFAULT_TTL_SECONDS).unwrap(),
+    )
+}
+
+/// An order event as the bus delivers it to the queue.
+fn order_event(order: &str, customer: &str, version: u64, paid: bool, cents: u64) -> String {
+    let event_type = if paid { "OrderPaid" } else { "OrderCreated" };
+    let payload = json!({
+        "orderId": order, "customerId": customer, "currency": "EUR",
+        "items": [{"sku": "A", "quantity": 1, "unitPriceCents": cents}],
+        "totalCents": cents, "status": if paid { "PAID" } else { "PENDING" },
+        "version": version, "createdAt": "2026-11-30T00:00:00Z", "updatedAt": "2026-11-30T00:00:00Z"
+    });
+    let envelope = EventEnvelope::new(event_type, "Order", order, version, payload).unwrap();
+    bus_message(&envelope)
+}
+
+fn bus_message(envelope: &EventEnvelope) -> String {
+    json!({
+        "version": "0", "id": ulid::Ulid::new().to_string(),
+        "detail-type": envelope.event_type, "source": "outbox.orders",
+        "account": "123456789012", "time": "2026-11-30T00:00:00Z", "region": "us-east-1",
+        "resources": [], "detail": envelope
+    })
+    .to_string()
+}
+
+fn batch(bodies: &[&str]) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    for (i, body) in bodies.iter().enumerate() {
+        let mut message = SqsMessage::default();
+        message.message_id = Some(format!("m{i}"));
+        message.body = Some((*body).to_owned());
+        event.records.push(message);
+    }
+    event
+}
+
+fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
+    response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect()
+}
+
+async fn scan(sdk: &aws_config::SdkConfig, table: &str) -> Vec<Item> {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let mut pages = client
+        .scan()
+        .table_name(table)
+        .into_paginator()
+        .items()
+        .send();
+    let mut items = Vec::new();
+    while let Some(item) = pages.next().await {
+        items.push(item.expect("scan"));
+    }
+    items
+}
+
+fn text(item: &Item, name: &str) -> String {
+    match item.get(name) {
+        Some(AttributeValue::S(s)) => s.clone(),
+        Some(AttributeValue::N(n)) => n.clone(),
+        _ => String::new(),
+    }
+}
+
+/// The read model as (customer → summary) and (order → (status, version,
+/// cents)), plus the number of inbox records.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Model {
+    summaries: BTreeMap<String, (u64, u64, u64)>,
+    orders: BTreeMap<String, (String, u64, u64)>,
+    inbox: usize,
+}
+
+async fn model(sdk: &aws_config::SdkConfig, table: &str) -> Model {
+    let mut model = Model::default();
+    for item in scan(sdk, table).await {
+        let (pk, sk) = (text(&item, "PK"), text(&item, "SK"));
+        let n = |name: &str| text(&item, name).parse::<u64>().unwrap_or(0);
+        if pk.starts_with("INBOX#") {
+            model.inbox += 1;
+        } else if sk == "SUMMARY" {
+            let customer = pk.trim_start_matches("CUSTOMER#").to_owned();
+            model
+                .summaries
+                .insert(customer, (n("orders"), n("paidOrders"), n("paidCents")));
+        } else {
+            model.orders.insert(
+                text(&item, "orderId"),
+                (text(&item, "status"), n("version"), n("totalCents")),
+            );
+        }
+    }
+    model
+}
+
+#[tokio::test]
+async fn duplicates_in_one_batch_and_across_batches_apply_once() {
+    let (sdk, table) = read_model().await;
+    let p = projector(&sdk, &table);
+    let created = order_event("o1", "c1", 1, false, 1500);
+    let paid = order_event("o1", "c1", 2, true, 1500);
+
+    let (response, counts) = project_batch(&p, &batch(&[&created, &created, &paid])).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!((counts.applied, counts.duplicate), (2, 1));
+    let (response, counts) = project_batch(&p, &batch(&[&paid, &created])).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!((counts.applied, counts.duplicate), (0, 2));
+
+    let model = model(&sdk, &table).await;
+    assert_eq!(model.summaries["c1"], (1, 1, 1500));
+    assert_eq!(model.orders["o1"], ("PAID".into(), 2, 1500));
+    assert_eq!(model.inbox, 2, "one inbox record per distinct event");
+}
+
+fn permutations<T: Clone>(items: &[T]) -> Vec<Vec<T>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut all = Vec::new();
+    for i in 0..items.len() {
+        let mut rest = items.to_vec();
+        let first = rest.remove(i);
+        for mut tail in permutations(&rest) {
+            tail.insert(0, first.clone());
+            all.push(tail);
+        }
+    }
+    all
+}
+
+#[tokio::test]
+async fn every_arrival_order_of_create_and_pay_gives_the_same_read_model() {
+    let (sdk, table) = read_model().await;
+    let p = projector(&sdk, &table);
+    // Each order's create and pay, each delivered twice: every order of
+    // those four deliveries, one message per invocation, on its own
+    // customer and order.
+    let orders = permutations(&["C", "C", "P", "P"]);
+    let mut expected = Model::default();
+    let mut totals = Counts::default();
+    for (n, arrival) in orders.iter().enumerate() {
+        let (order, customer) = (format!("o{n}"), format!("c{n}"));
+        let cents = 100 + n as u64;
+        let created = order_event(&order, &customer, 1, false, cents);
+        let paid = order_event(&order, &customer, 2, true, cents);
+        for which in arrival {
+            let body = if *which == "C" { &created } else { &paid };
+            let (response, counts) = project_batch(&p, &batch(&[body])).await;
+            assert!(response.batch_item_failures.is_empty(), "{arrival:?}");
+            totals.applied += counts.applied;
+            totals.duplicate += counts.duplicate;
+            totals.stale += counts.stale;
+        }
+        expected.summaries.insert(customer, (1, 1, cents));
+        expected.orders.insert(order, ("PAID".into(), 2, cents));
+    }
+    let got = model(&sdk, &table).await;
+    assert_eq!(got.summaries, expected.summaries);
+    assert_eq!(got.orders, expected.orders);
+    // Pay first: both late creates are Stale (a stale event leaves no
+    // inbox record, so its duplicate is Stale again, not Duplicate).
+    let pay_first = orders.iter().filter(|o| o[0] == "P").count() as u32;
+    assert_eq!(totals.stale, 2 * pay_first);
+    assert_eq!(
+        totals.applied + totals.duplicate + totals.stale,
+        4 * orders.len() as u32
+    );
+}
+
+#[tokio::test]
+async fn concurrent_deliveries_of_one_event_apply_it_once() {
+    let (_, table) = read_model().await;
+    // moto does not isolate transactions (a cancelled one's rollback can
+    // undo a concurrent commit: docs/local.md); the proxy forwards the
+    // transactions one at a time. Both invocations still build and send
+    // theirs concurrently, which is the race the inbox settles.
+    let proxy = FaultProxy::start().await;
+    proxy.serialize("TransactWriteItems", Default::default());
+    let sdk = proxy.sdk().await;
+    let a = projector(&sdk, &table);
+    let b = projector(&sdk, &table);
+    let events: Vec<String> = (0..20)
+        .map(|i| order_event(&format!("o{i}"), "c1", 1, false, 10))
+        .collect();
+    let mut outcomes = Vec::new();
+    for body in &events {
+        let (x, y) = tokio::join!(a.project(body), b.project(body));
+        let mut pair = [x.unwrap().outcome, y.unwrap().outcome];
+        pair.sort_by_key(|o| o.as_str());
+        outcomes.push(pair);
+    }
+    for pair in &outcomes {
+        assert_eq!(pair, &[Outcome::Applied, Outcome::Duplicate]);
+    }
+    let model = model(&sdk, &table).await;
+    assert_eq!(model.summaries["c1"], (20, 0, 0));
+}
+
+#[tokio::test]
+async fn unknown_types_are_ignored_and_malformed_bodies_are_reported() {
+    let (sdk, table) = read_model().await;
+    let p = projector(&sdk, &table);
+    let unknown = bus_message(
+        &EventEnvelope::new("OrderShipped", "Order", "o1", 3, json!({"orderId": "o1"})).unwrap(),
+    );
+    let not_json = "{not json";
+    let not_ours =
+        json!({"version":"0","id":"x","detail-type":"X","source":"s","detail":{"hello":"world"}})
+            .to_string();
+    let bad_payload = bus_message(
+        &EventEnvelope::new("OrderCreated", "Order", "o2", 1, json!({"orderId": "o2"})).unwrap(),
+    );
+    let good = order_event("o3", "c3", 1, false, 700);
+    let (response, counts) = project_batch(
+        &p,
+        &batch(&[&unknown, not_json, &not_ours, &bad_payload, &good]),
+    )
+    .await;
+    assert_eq!(failed_ids(&response), vec!["m1", "m2", "m3"]);
+    assert_eq!((counts.ignored, counts.applied, counts.failed), (1, 1, 3));
+    let model = model(&sdk, &table).await;
+    assert_eq!(model.orders.len(), 1, "nothing written for the others");
+    assert_eq!(model.inbox, 1, "an ignored event leaves no inbox record");
+}
+
+#[tokio::test]
+async fn throttling_on_the_read_model_is_reported_retried_and_applied_once() {
+    let (_, table) = read_model().await;
+    let proxy = FaultProxy::start().await;
+    let sdk = proxy.sdk().await;
+    let p = projector(&sdk, &table);
+    let created = order_event("o1", "c1", 1, false, 900);
+    // More throttles than the SDK's 3 attempts: the message is reported.
+    proxy.inject("TransactWriteItems", Fault::Throttle, Some(3));
+    let (response, counts) = project_batch(&p, &batch(&[&created])).await;
+    assert_eq!(failed_ids(&response), vec!["m0"]);
+    assert_eq!(counts.failed, 1);
+    // Its redelivery applies it; a further one is a duplicate.
+    let (response, counts) = project_batch(&p, &batch(&[&created, &created])).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!((counts.applied, counts.duplicate), (1, 1));
+    assert_eq!(model(&sdk, &table).await.summaries["c1"], (1, 0, 0));
+}
+
+#[tokio::test]
+async fn the_sqs_mapping_emulator_retries_reported_messages_then_dead_letters_them() {
+    let stack = Stack::with_bus().await;
+    let (bus, _) = stack.bus.clone().unwrap();
+    let rm = outboxctl::stack::create_read_model(
+        &stack.sdk,
+        &unique("read-model"),
+        &bus,
+        "outbox.orders",
+        1,
+    )
+    .await
+    .unwrap();
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    for body in ["{not json", &order_event("o1", "c1", 1, false, 5)] {
+        sqs.send_message()
+            .queue_url(&rm.queue.queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let p = projector(&stack.sdk, &rm.table);
+    let stats = outboxctl::sqs::drain(
+        &sqs,
+        &rm.queue.queue_url,
+        Duration::from_secs(10),
+        |event| {
+            let p = &p;
+            async move {
+                let (response, _) = project_batch(p, &event).await;
+                Ok(failed_ids(&response).into_iter().collect::<HashSet<_>>())
+            }
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(stats.deleted, 1, "the good message, once");
+    assert_eq!(
+        stats.reported,
+        outboxctl::stack::PROJECTOR_MAX_RECEIVES as usize,
+        "the malformed one, on each receive"
+    );
+    let dead = testkit::drain_queue(&stack.sdk, &rm.dead_letters.queue_url).await;
+    assert_eq!(dead.len(), 1, "then it is in the dead-letter queue");
+    assert_eq!(
+        model(&stack.sdk, &rm.table).await.summaries["c1"],
+        (1, 0, 0)
+    );
+}
+
+/// Writer → outbox → stream → publisher → bus → rule → queue → the real
+/// `projector` binary under the local Lambda runtime, with a third of the
+/// events published twice on the bus: the read model equals what the
+/// writer committed.
+#[tokio::test]
+async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
+    let stack = Stack::with_bus().await;
+    let (bus, _) = stack.bus.clone().unwrap();
+    let rm = outboxctl::stack::create_read_model(
+        &stack.sdk,
+        &unique("read-model"),
+        &bus,
+        "outbox.orders",
+        1,
+    )
+    .await
+    .unwrap();
+
+    // 150 orders of 15 customers; two in three paid.
+    let service = writer::OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));
+    let mut committed = BTreeMap::new();
+    for i in 0..150u64 {
+        let request: writer::orders::CreateOrderRequest = serde_json::from_value(json!({
+            "customerId": format!("cust-{}", i % 15), "currency": "EUR",
+            "items": [{"sku": "SKU-1", "quantity": 1 + i % 3, "unitPriceCents": 100 + i}]
+        }))
+        .unwrap();
+        let new = writer::orders::NewOrder::try_from(request).unwrap();
+        let mut order = match service.create(new, None, None).await.unwrap() {
+            writer::Outcome::Done(order) => order,
+            other => panic!("{other:?}"),
+        };
+        if i % 3 != 0 {
+            order = match service.pay(&order.order_id, None, None).await.unwrap() {
+                writer::Outcome::Done(order) => order,
+                other => panic!("{other:?}"),
+            };
+        }
+        committed.insert(order.order_id.clone(), order);
+    }
+
+    let (sink, _) = stack.eventbridge_sink();
+    let mut pump = stack.pump(InProcessPublisher::new(sink, stack.store()), None);
+    pump.run_until_idle().await.unwrap();
+
+    // Duplicates on the bus: every third event published again, as a
+    // publisher retry would (same eventId, new EventBridge id).
+    let delivered = stack.drain_subscriber().await;
+    let events = aws_sdk_eventbridge::Client::new(&stack.sdk);
+    let mut again = 0;
+    for message in delivered.iter().step_by(3) {
+        let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+            .event_bus_name(&bus)
+            .source("outbox.orders")
+            .detail_type(message["detail-type"].as_str().unwrap())
+            .detail(message["detail"].to_string())
+            .build();
+        events.put_events().entries(entry).send().await.unwrap();
+        again += 1;
+    }
+
+    let function = LambdaFunction::new(FunctionSpec {
+        name: "projector".into(),
+        binary: testkit::lambda::binary("projector").unwrap(),
+        env: testkit::lambda::loopback_env()
+            .into_iter()
+            .chain([
+                (
+                    "AWS_ENDPOINT_URL".to_owned(),
+                    std::env::var("AWS_ENDPOINT_URL").unwrap(),
+                ),
+                ("TABLE_NAME".to_owned(), rm.table.clone()),
+            ])
+            .collect(),
+        timeout: Duration::from_secs(30),
+        log: std::env::temp_dir().join(format!("{}.log", rm.table)),
+    });
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let function = &function;
+    let stats = outboxctl::sqs::drain(
+        &sqs,
+        &rm.queue.queue_url,
+        Duration::from_secs(10),
+        |event| async move {
+            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+            let answer = function.invoke(&payload).await.map_err(|e| e.to_string())?;
+            let response: SqsBatchResponse =
+                serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
+            Ok(failed_ids(&response).into_iter().collect::<HashSet<_>>())
+        },
+    )
+    .await
+    .unwrap();
+    let events_committed = committed.len() + committed.values().filter(|o| o.version == 2).count();
+    assert_eq!(delivered.len(), events_committed);
+    assert_eq!(
+        stats.deleted,
+        events_committed + again,
+        "every delivery handled, none reported"
+    );
+    assert_eq!(stats.reported, 0);
+
+    let mut expected = Model {
+        inbox: events_committed,
+        ..Model::default()
+    };
+    for order in committed.values() {
+        let paid = order.status == writer::orders::OrderStatus::Paid;
+        expected.orders.insert(
+            order.order_id.clone(),
+            (
+                order.status.as_str().to_owned(),
+                order.version,
+                order.total_cents,
+            ),
+        );
+        let summary = expected
+            .summaries
+            .entry(order.customer_id.clone())
+            .or_default();
+        summary.0 += 1;
+        if paid {
+            summary.1 += 1;
+            summary.2 += order.total_cents;
+        }
+    }
+    assert_eq!(model(&stack.sdk, &rm.table).await, expected);
+}

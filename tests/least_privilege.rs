@@ -1,7 +1,7 @@
 //! Least privilege, measured: each function's role in `template.yaml` grants
 //! exactly the data-plane actions its function calls. The calls are seen on
 //! the wire (the fault proxy, passing everything) while the writer, the
-//! publisher and the sweeper do all they do; the roles are read from the
+//! publisher, the sweeper and the projector do all they do; the roles are read from the
 //! template (the EventBridge branch of `!If [UseSns, …]`; the SNS branch is
 //! checked against the SNS adapter's calls).
 
@@ -11,7 +11,7 @@ use std::time::Duration;
 use lambda_runtime::LambdaEvent;
 use outbox_core::publish::sns::SnsSink;
 use outbox_core::publish::EventSink;
-use outbox_core::OutboxItem;
+use outbox_core::{EventEnvelope, OutboxItem};
 use serde_yaml_ng::Value;
 use sweeper::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
@@ -214,4 +214,49 @@ async fn the_sns_branch_grants_what_the_sns_sink_calls() {
             "{role}: no EventBridge action in SNS mode"
         );
     }
+}
+
+#[tokio::test]
+async fn the_projector_role_grants_what_the_projector_calls() {
+    let sdk = testkit::sdk().await;
+    let table = testkit::unique("read-model");
+    outboxctl::stack::create_read_model_table(&sdk, &table)
+        .await
+        .unwrap();
+    let proxy = FaultProxy::start().await;
+    let projector = projector::Projector::new(
+        aws_sdk_dynamodb::Client::new(&proxy.sdk().await),
+        inbox::Inbox::new(&table, inbox::DEFAULT_TTL_SECONDS).unwrap(),
+    );
+    // Every path: new, paid, duplicate, stale, paid before created.
+    let order = |id: &str, version: u64, status: &str| {
+        let event_type = if status == "PAID" {
+            "OrderPaid"
+        } else {
+            "OrderCreated"
+        };
+        let envelope = EventEnvelope::new(
+            event_type,
+            "Order",
+            id,
+            version,
+            serde_json::json!({"orderId": id, "customerId": "c", "status": status,
+                "currency": "EUR", "totalCents": 5}),
+        )
+        .unwrap();
+        serde_json::json!({"version": "0", "id": "x", "detail-type": event_type,
+            "source": "outbox.orders", "detail": envelope})
+        .to_string()
+    };
+    let created = order("o1", 1, "PENDING");
+    for body in [
+        created.clone(),
+        order("o1", 2, "PAID"),
+        created,
+        order("o2", 2, "PAID"),
+        order("o2", 1, "PENDING"),
+    ] {
+        projector.project(&body).await.unwrap();
+    }
+    assert_eq!(called(&proxy), role_actions("ProjectorRole", false));
 }

@@ -490,7 +490,7 @@ async fn the_sample_events_do_what_the_docs_say() {
         );
         if sample == "projector-out-of-order.json" {
             let model = model(&sdk, &table).await;
-            assert_eq!(model.summaries["cust-3"], (1, 1, 4200));
+            assert_eq!(model.summaries["sample-cust-3"], (1, 1, 4200));
         }
     }
 }

@@ -5,7 +5,9 @@
 #   writer (HTTP route) → table → stream → outboxctl pump (the event source
 #   mapping, settings and filter from template.yaml) → publisher → EventBridge
 #   → subscriber queue; then a batch the mapping gives up on, recovered at
-#   once by the sweeper from the OnFailure queue (its SQS trigger).
+#   once by the sweeper from the OnFailure queue (its SQS trigger); then the
+#   consumer side: the bus's rule → projector queue → outboxctl deliver (the
+#   SQS mapping) → projector → the read model, each event counted once.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -33,10 +35,20 @@ env_vars+=",AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=us-east-1,AWS_ACCESS_K
 cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$port" --ignore-changes --env-var "$env_vars" \
   >"$state/watch.log" 2>&1 &
 watch_pid=$!
-trap 'kill "$watch_pid" 2>/dev/null || true; wait "$watch_pid" 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  "$python" -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null && break
-  sleep 0.3
+# The projector reads another table (TABLE_NAME is the read model's), so it
+# runs under its own cargo lambda watch.
+pport=$(free_port)
+projector_env="TABLE_NAME=$read_model,INBOX_TTL_SECONDS=604800,RUST_LOG=warn"
+projector_env+=",AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true"
+cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$pport" --ignore-changes --env-var "$projector_env" \
+  >"$state/watch-projector.log" 2>&1 &
+projector_pid=$!
+trap 'kill "$watch_pid" "$projector_pid" 2>/dev/null || true; wait "$watch_pid" "$projector_pid" 2>/dev/null || true' EXIT
+for p in "$port" "$pport"; do
+  for _ in $(seq 1 100); do
+    "$python" -c "import socket; socket.create_connection(('127.0.0.1', $p), 1)" 2>/dev/null && break
+    sleep 0.3
+  done
 done
 
 # HTTP to the writer's function URL on cargo lambda watch: METHOD PATH [BODY] [IDEMPOTENCY-KEY]
@@ -100,6 +112,15 @@ say "The scheduled sweep: nothing stranded; its EMF line carries OldestPendingAg
 cargo lambda invoke sweeper --invoke-address 127.0.0.1 --invoke-port "$port" --data-file events/sweeper-scheduled.json
 echo
 
+say "The consumer: the bus's rule fed every event into the projector's queue; outboxctl deliver is its SQS mapping"
+outboxctl deliver "$projector_queue" "$pport" projector
+say "A sample batch with one event delivered twice (events/projector-duplicate.json): applied once, then a Duplicate"
+cargo lambda invoke projector --invoke-address 127.0.0.1 --invoke-port "$pport" --data-file events/projector-duplicate.json
+echo
+grep -oE '"Applied":[0-9.]+,"Duplicate":[0-9.]+' "$state/watch-projector.log" | tail -1 || true
+say "The read model, built from what the bus delivered (outboxctl read-model)"
+outboxctl read-model "$read_model" | tee "$state/read-model.txt"
+
 say "Summary"
 delivered=$( (grep -ohE '^  [0-9A-Z]{26}' "$state"/received-*.txt || true) | wc -l)
 distinct=$( (grep -ohE '^  [0-9A-Z]{26}' "$state"/received-*.txt || true) | sort -u | wc -l)
@@ -110,3 +131,5 @@ echo "events delivered:    $delivered ($distinct distinct event ids)"
 echo "duplicates:          $((delivered - distinct))"
 echo "dead letters:        $dead"
 echo "outbox items left:   $left"
+applied=$(grep -oE 'inbox records \(events applied\): [0-9]+' "$state/read-model.txt" | grep -oE '[0-9]+$')
+echo "read model:          $applied events applied once each ($((distinct + 1)) distinct events: $distinct delivered + 1 in the sample batch)"

@@ -349,12 +349,12 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
     .await
     .unwrap();
 
-    // 150 orders of 15 customers; two in three paid.
+    // 200 orders of 20 customers; two in three paid.
     let service = writer::OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));
     let mut committed = BTreeMap::new();
-    for i in 0..150u64 {
+    for i in 0..200u64 {
         let request: writer::orders::CreateOrderRequest = serde_json::from_value(json!({
-            "customerId": format!("cust-{}", i % 15), "currency": "EUR",
+            "customerId": format!("cust-{}", i % 20), "currency": "EUR",
             "items": [{"sku": "SKU-1", "quantity": 1 + i % 3, "unitPriceCents": 100 + i}]
         }))
         .unwrap();

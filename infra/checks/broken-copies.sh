@@ -42,6 +42,9 @@ expect_failure on-failure-dlq-unalarmed 's/Value: !GetAtt OnFailureDeadLetterQue
 expect_failure alarm-topic-aws-managed-key 's/      KmsMasterKeyId: !Ref AlarmKey/      KmsMasterKeyId: alias\/aws\/sns/'
 expect_failure alarm-key-without-cloudwatch 's/Principal: { Service: cloudwatch.amazonaws.com }/Principal: { Service: sns.amazonaws.com }/'
 expect_failure stranded-threshold-disagrees 's/STRANDED_AFTER_SECONDS: !Ref StrandedAfterSeconds/STRANDED_AFTER_SECONDS: "3600"/'
+expect_failure projector-no-partial-batch '/Queue: !GetAtt ProjectorQueue.Arn/,/MaximumConcurrency: 10/ s/FunctionResponseTypes: \[ReportBatchItemFailures\]/FunctionResponseTypes: []/'
+expect_failure projector-short-visibility 's/      VisibilityTimeout: 180$/      VisibilityTimeout: 30/'
+expect_failure projector-dlq-unalarmed 's/Value: !GetAtt ProjectorDeadLetterQueue.QueueName/Value: !GetAtt ProjectorQueue.QueueName/'
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -271,3 +271,43 @@ class AlarmTopicsCanBeReached(CloudFormationLintRule):
                 if not admitted:
                     matches.append(RuleMatch(["Resources", _ref_name(key)], f"{_ref_name(key)}: the key of alarm topic {name} must let cloudwatch.amazonaws.com use it"))
         return matches
+
+
+class SqsConsumersReportAndDeadLetter(CloudFormationLintRule):
+    id = "E9107"
+    shortdesc = "SQS-triggered functions report failures and dead-letter"
+    description = (
+        "Every SQS event source mapping reports partial batch failures (otherwise one bad "
+        "message retries its whole batch), its queue's visibility timeout is at least six times "
+        "the function's timeout, and the queue redrives to a dead-letter queue an alarm watches"
+    )
+    tags = ["outbox", "consumer"]
+
+    def match(self, cfn):
+        matches = []
+        resources = cfn.template.get("Resources", {})
+        alarmed = {
+            dimension.get("Value", {}).get("Fn::GetAtt", [None])[0]
+            for res in cfn.get_resources(["AWS::CloudWatch::Alarm"]).values()
+            for dimension in res.get("Properties", {}).get("Dimensions", [])
+            if isinstance(dimension.get("Value"), dict)
+        }
+        for name, res in cfn.get_resources(["AWS::Lambda::EventSourceMapping"]).items():
+            props = res.get("Properties", {})
+            queue = _ref_name(props.get("EventSourceArn"))
+            if resources.get(queue, {}).get("Type") != "AWS::SQS::Queue":
+                continue
+            if "ReportBatchItemFailures" not in (props.get("FunctionResponseTypes") or []):
+                matches.append(RuleMatch(["Resources", name], f"{name}: an SQS mapping must report partial batch failures (ReportBatchItemFailures)"))
+            queue_props = resources[queue].get("Properties", {})
+            function = resources.get(_ref_name(props.get("FunctionName")), {})
+            timeout = function.get("Properties", {}).get("Timeout", 3)
+            visibility = queue_props.get("VisibilityTimeout", 30)
+            if isinstance(timeout, int) and isinstance(visibility, int) and visibility < 6 * timeout:
+                matches.append(RuleMatch(["Resources", queue], f"{queue}: VisibilityTimeout ({visibility}) must be at least six times the function's timeout ({timeout})"))
+            dlq = _ref_name(queue_props.get("RedrivePolicy", {}).get("deadLetterTargetArn"))
+            if not dlq:
+                matches.append(RuleMatch(["Resources", queue], f"{queue}: an SQS-triggered queue needs a redrive policy to a dead-letter queue"))
+            elif dlq not in alarmed:
+                matches.append(RuleMatch(["Resources", dlq], f"{dlq}: the dead-letter queue of {queue} needs an alarm"))
+        return matches

@@ -27,6 +27,21 @@ async fn read_model() -> (aws_config::SdkConfig, String) {
     (sdk, table)
 }
 
+/// A read model fed by a rule on the stack's bus (visibility 1 s).
+async fn read_model_on(stack: &Stack) -> (String, outboxctl::stack::ReadModel) {
+    let (bus, _) = stack.bus.clone().expect("stack has a bus");
+    let rm = outboxctl::stack::create_read_model(
+        &stack.sdk,
+        &unique("read-model"),
+        &bus,
+        "outbox.orders",
+        1,
+    )
+    .await
+    .expect("read model");
+    (bus, rm)
+}
+
 fn projector(sdk: &aws_config::SdkConfig, table: &str) -> Projector {
     Projector::new(
         aws_sdk_dynamodb::Client::new(sdk),
@@ -77,18 +92,9 @@ fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
 }
 
 async fn scan(sdk: &aws_config::SdkConfig, table: &str) -> Vec<Item> {
-    let client = aws_sdk_dynamodb::Client::new(sdk);
-    let mut pages = client
-        .scan()
-        .table_name(table)
-        .into_paginator()
-        .items()
-        .send();
-    let mut items = Vec::new();
-    while let Some(item) = pages.next().await {
-        items.push(item.expect("scan"));
-    }
-    items
+    outboxctl::stack::scan_all(&aws_sdk_dynamodb::Client::new(sdk), table)
+        .await
+        .expect("scan")
 }
 
 fn text(item: &Item, name: &str) -> String {
@@ -283,16 +289,7 @@ async fn throttling_on_the_read_model_is_reported_retried_and_applied_once() {
 #[tokio::test]
 async fn the_sqs_mapping_emulator_retries_reported_messages_then_dead_letters_them() {
     let stack = Stack::with_bus().await;
-    let (bus, _) = stack.bus.clone().unwrap();
-    let rm = outboxctl::stack::create_read_model(
-        &stack.sdk,
-        &unique("read-model"),
-        &bus,
-        "outbox.orders",
-        1,
-    )
-    .await
-    .unwrap();
+    let (_, rm) = read_model_on(&stack).await;
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     for body in ["{not json", &order_event("o1", "c1", 1, false, 5)] {
         sqs.send_message()
@@ -338,16 +335,7 @@ async fn the_sqs_mapping_emulator_retries_reported_messages_then_dead_letters_th
 #[tokio::test]
 async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
     let stack = Stack::with_bus().await;
-    let (bus, _) = stack.bus.clone().unwrap();
-    let rm = outboxctl::stack::create_read_model(
-        &stack.sdk,
-        &unique("read-model"),
-        &bus,
-        "outbox.orders",
-        1,
-    )
-    .await
-    .unwrap();
+    let (bus, rm) = read_model_on(&stack).await;
 
     // 200 orders of 20 customers; two in three paid.
     let service = writer::OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));

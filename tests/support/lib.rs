@@ -164,18 +164,7 @@ impl Stack {
 
     /// Every item in the table.
     pub async fn items(&self) -> Vec<Item> {
-        let mut pages = self
-            .ddb
-            .scan()
-            .table_name(&self.table)
-            .into_paginator()
-            .items()
-            .send();
-        let mut items = Vec::new();
-        while let Some(item) = pages.next().await {
-            items.push(item.expect("scan"));
-        }
-        items
+        stack::scan_all(&self.ddb, &self.table).await.expect("scan")
     }
 
     /// Every outbox item, decoded.

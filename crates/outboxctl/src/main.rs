@@ -284,15 +284,8 @@ async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), Str
 
 async fn print_items(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), String> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
-    let mut pages = client
-        .scan()
-        .table_name(table)
-        .into_paginator()
-        .items()
-        .send();
     let mut rows = Vec::new();
-    while let Some(item) = pages.next().await {
-        let item = item.map_err(|e| format!("scan failed: {e:?}"))?;
+    for item in stack::scan_all(&client, table).await? {
         let get = |name: &str| match item.get(name) {
             Some(AttributeValue::S(s)) => s.clone(),
             Some(AttributeValue::N(n)) => n.clone(),
@@ -334,16 +327,9 @@ async fn print_items(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), Str
 /// and how many inbox records (events applied) the table holds.
 async fn print_read_model(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), String> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
-    let mut pages = client
-        .scan()
-        .table_name(table)
-        .into_paginator()
-        .items()
-        .send();
     let mut customers: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     let mut inbox = 0;
-    while let Some(item) = pages.next().await {
-        let item = item.map_err(|e| format!("scan failed: {e:?}"))?;
+    for item in stack::scan_all(&client, table).await? {
         let get = |name: &str| match item.get(name) {
             Some(AttributeValue::S(s)) => s.clone(),
             Some(AttributeValue::N(n)) => n.clone(),

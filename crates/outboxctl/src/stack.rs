@@ -362,3 +362,23 @@ pub async fn create_fifo_topic(
         .map_err(|e| fail(format!("subscription {name}"))(text(e)))?;
     Ok((topic_arn, queue))
 }
+
+/// Every item of `table` (a paginated `Scan`): for printing and checking a
+/// local stack, never for a deployed table's hot path.
+pub async fn scan_all(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>, String>
+{
+    let mut pages = client
+        .scan()
+        .table_name(table)
+        .into_paginator()
+        .items()
+        .send();
+    let mut items = Vec::new();
+    while let Some(item) = pages.next().await {
+        items.push(item.map_err(|e| format!("Scan {table}: {e:?}"))?);
+    }
+    Ok(items)
+}

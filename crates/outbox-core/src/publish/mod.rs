@@ -4,8 +4,10 @@
 //! # Layout
 //! - [`EventSink`]: the port. One call publishes one batch already within
 //!   the sink's limits and says, per entry and in order, what happened.
-//! - [`eventbridge::EventBridgeSink`] and [`sns::SnsSink`]: the adapters;
-//!   [`AnySink`] picks one from the configuration.
+//! - `eventbridge::EventBridgeSink` and `sns::SnsSink`: the adapters, behind
+//!   the crate's `eventbridge` and `sns` features (the writer and the
+//!   projector link neither client); `AnySink` (both features, `sinks`)
+//!   picks one from the configuration.
 //! - [`relay`]: the one place that publishes and handles what happened:
 //!   batching, in-call retries, deleting the published, dead-lettering the
 //!   poison, recording (or reporting) the failed, per-aggregate order. The
@@ -13,8 +15,10 @@
 //! - [`classify`]: which failures are transient, which are the event's own
 //!   fault (poison) and which are neither.
 
+#[cfg(feature = "eventbridge")]
 pub mod eventbridge;
 pub mod relay;
+#[cfg(feature = "sns")]
 pub mod sns;
 
 use std::future::Future;
@@ -104,12 +108,14 @@ pub trait EventSink: Send + Sync {
 }
 
 /// The configured sink.
+#[cfg(feature = "sinks")]
 #[derive(Debug, Clone)]
 pub enum AnySink {
     EventBridge(eventbridge::EventBridgeSink),
     Sns(sns::SnsSink),
 }
 
+#[cfg(feature = "sinks")]
 impl AnySink {
     /// Builds the sink named by `SINK` with clients from `sdk`.
     pub fn from_config(config: &Config, sdk: &aws_config::SdkConfig) -> Self {
@@ -132,6 +138,7 @@ impl AnySink {
 
 /// What the publisher and the sweeper build once per cold start: the
 /// configured sink, its target verified, and the DynamoDB store.
+#[cfg(feature = "sinks")]
 pub async fn connect(
     config: &Config,
     sdk: &aws_config::SdkConfig,
@@ -146,6 +153,7 @@ pub async fn connect(
     Ok((sink, store))
 }
 
+#[cfg(feature = "sinks")]
 impl EventSink for AnySink {
     fn max_entries(&self) -> usize {
         match self {
@@ -233,5 +241,5 @@ where
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sinks"))]
 mod tests;

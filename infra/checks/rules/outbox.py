@@ -155,6 +155,16 @@ def _ref_name(value):
     return None
 
 
+def _alarmed(cfn):
+    """The resources some alarm watches (a dimension naming their attribute)."""
+    return {
+        dimension.get("Value", {}).get("Fn::GetAtt", [None])[0]
+        for res in cfn.get_resources(["AWS::CloudWatch::Alarm"]).values()
+        for dimension in res.get("Properties", {}).get("Dimensions", [])
+        if isinstance(dimension.get("Value"), dict)
+    }
+
+
 class OnFailureQueueFeedsTheSweeper(CloudFormationLintRule):
     id = "E9104"
     shortdesc = "The OnFailure queue feeds the sweeper"
@@ -181,12 +191,7 @@ class OnFailureQueueFeedsTheSweeper(CloudFormationLintRule):
             for name, res in cfn.get_resources(["AWS::Lambda::Function"]).items()
             if "STRANDED_AFTER_SECONDS" in res.get("Properties", {}).get("Environment", {}).get("Variables", {})
         }
-        alarmed = {
-            dimension.get("Value", {}).get("Fn::GetAtt", [None])[0]
-            for res in cfn.get_resources(["AWS::CloudWatch::Alarm"]).values()
-            for dimension in res.get("Properties", {}).get("Dimensions", [])
-            if isinstance(dimension.get("Value"), dict)
-        }
+        alarmed = _alarmed(cfn)
         for queue in sorted(queues):
             readers = [
                 props
@@ -286,12 +291,7 @@ class SqsConsumersReportAndDeadLetter(CloudFormationLintRule):
     def match(self, cfn):
         matches = []
         resources = cfn.template.get("Resources", {})
-        alarmed = {
-            dimension.get("Value", {}).get("Fn::GetAtt", [None])[0]
-            for res in cfn.get_resources(["AWS::CloudWatch::Alarm"]).values()
-            for dimension in res.get("Properties", {}).get("Dimensions", [])
-            if isinstance(dimension.get("Value"), dict)
-        }
+        alarmed = _alarmed(cfn)
         for name, res in cfn.get_resources(["AWS::Lambda::EventSourceMapping"]).items():
             props = res.get("Properties", {})
             queue = _ref_name(props.get("EventSourceArn"))

@@ -343,16 +343,13 @@ impl InboxTransaction {
     /// older one than `version` (the put's own condition, if any, must hold
     /// too). The put should store `version`.
     pub fn guarded_put(mut self, label: &str, mut put: Put, version: u64) -> Self {
-        let (condition, names, values) = guard(
-            put.condition_expression.take(),
-            put.expression_attribute_names.take(),
-            put.expression_attribute_values.take(),
+        guard(
+            &mut put.condition_expression,
+            &mut put.expression_attribute_names,
+            &mut put.expression_attribute_values,
             &self.version_attribute,
             version,
         );
-        put.condition_expression = Some(condition);
-        put.expression_attribute_names = Some(names);
-        put.expression_attribute_values = Some(values);
         self.guarded.push(label.to_owned());
         self.tx = self.tx.put(label, put);
         self
@@ -361,16 +358,13 @@ impl InboxTransaction {
     /// Adds an update applied only when the stored item has no version or
     /// an older one than `version`. The update should set the version.
     pub fn guarded_update(mut self, label: &str, mut update: Update, version: u64) -> Self {
-        let (condition, names, values) = guard(
-            update.condition_expression.take(),
-            update.expression_attribute_names.take(),
-            update.expression_attribute_values.take(),
+        guard(
+            &mut update.condition_expression,
+            &mut update.expression_attribute_names,
+            &mut update.expression_attribute_values,
             &self.version_attribute,
             version,
         );
-        update.condition_expression = Some(condition);
-        update.expression_attribute_names = Some(names);
-        update.expression_attribute_values = Some(values);
         self.guarded.push(label.to_owned());
         self.tx = self.tx.update(label, update);
         self
@@ -408,29 +402,27 @@ fn classify(failed: Vec<FailedCondition>, guarded: &[String]) -> Result<Outcome,
 type Names = HashMap<String, String>;
 type Values = HashMap<String, AttributeValue>;
 
-/// `(<condition>) AND (attribute_not_exists(#v) OR #v < :v)`, with the
-/// placeholders added to the action's maps.
+/// `(<condition>) AND (attribute_not_exists(#v) OR #v < :v)`, in place,
+/// with the placeholders added to the action's maps.
 fn guard(
-    condition: Option<String>,
-    names: Option<Names>,
-    values: Option<Values>,
+    condition: &mut Option<String>,
+    names: &mut Option<Names>,
+    values: &mut Option<Values>,
     attribute: &str,
     version: u64,
-) -> (String, Names, Values) {
-    let mut names = names.unwrap_or_default();
-    let mut values = values.unwrap_or_default();
-    names.insert("#inboxVersion".into(), attribute.to_owned());
-    values.insert(
+) {
+    names
+        .get_or_insert_with(Names::new)
+        .insert("#inboxVersion".into(), attribute.to_owned());
+    values.get_or_insert_with(Values::new).insert(
         ":inboxEventVersion".into(),
         AttributeValue::N(version.to_string()),
     );
-    let guard =
-        "(attribute_not_exists(#inboxVersion) OR #inboxVersion < :inboxEventVersion)".to_owned();
-    let condition = match condition {
+    let guard = "(attribute_not_exists(#inboxVersion) OR #inboxVersion < :inboxEventVersion)";
+    *condition = Some(match condition.take() {
         Some(c) if !c.trim().is_empty() => format!("({c}) AND {guard}"),
-        _ => guard,
-    };
-    (condition, names, values)
+        _ => guard.to_owned(),
+    });
 }
 
 #[cfg(test)]

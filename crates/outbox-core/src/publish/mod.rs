@@ -23,10 +23,12 @@ pub mod sns;
 
 use std::future::Future;
 
-use aws_smithy_runtime_api::client::result::SdkError;
-use aws_smithy_runtime_api::http::Response;
+#[cfg(any(feature = "eventbridge", feature = "sns"))]
+use aws_smithy_runtime_api::{client::result::SdkError, http::Response};
+#[cfg(any(feature = "eventbridge", feature = "sns"))]
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
+#[cfg(feature = "sinks")]
 use crate::config::{Config, SinkConfig};
 use crate::item::OutboxItem;
 
@@ -201,6 +203,7 @@ pub fn classify(code: &str, poison: &[&str]) -> FailureKind {
 }
 
 /// Turns a whole-call SDK error into the failure of each entry of the call.
+#[cfg(any(feature = "eventbridge", feature = "sns"))]
 pub(crate) fn sdk_failure<E>(err: &SdkError<E, Response>) -> PublishFailure
 where
     E: ProvideErrorMetadata + std::error::Error,

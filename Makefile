@@ -63,6 +63,8 @@ python-pins:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	# outbox-core as the writer and the projector link it: without the sink features.
+	cargo clippy -p outbox-core --all-targets --locked -- -D warnings
 
 # `sam build` as a user runs it (BuildMethod rust-cargolambda calls cargo
 # lambda build --release), offline, for this machine's architecture: an arm64

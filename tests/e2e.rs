@@ -46,19 +46,7 @@ async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
     // table, so under load one call can take longer than the functions'
     // 5-second attempt timeout. The SDK retries 5xx and timeouts; give it
     // room (docs/local.md, deviations).
-    let patient = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::from(&stack.sdk)
-            .retry_config(
-                aws_sdk_dynamodb::config::retry::RetryConfig::standard().with_max_attempts(10),
-            )
-            .timeout_config(
-                aws_smithy_types::timeout::TimeoutConfig::builder()
-                    .operation_attempt_timeout(Duration::from_secs(60))
-                    .operation_timeout(Duration::from_secs(300))
-                    .build(),
-            )
-            .build(),
-    );
+    let patient = stack.patient_ddb();
     let service = OrderService::from_config(patient, &stack.config(&[]));
     let n = 300;
     let permits = Arc::new(tokio::sync::Semaphore::new(8));

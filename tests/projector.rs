@@ -338,7 +338,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
     let (bus, rm) = read_model_on(&stack).await;
 
     // 200 orders of 20 customers; two in three paid.
-    let service = writer::OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));
+    let service = writer::OrderService::from_config(stack.patient_ddb(), &stack.config(&[]));
     let mut committed = BTreeMap::new();
     for i in 0..200u64 {
         let request: writer::orders::CreateOrderRequest = serde_json::from_value(json!({

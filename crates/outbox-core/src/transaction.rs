@@ -219,79 +219,23 @@ impl OutboxTransaction {
     }
 
     /// Adds a put.
-    pub fn put(self, label: &str, mut put: Put) -> Self {
-        put.return_values_on_condition_check_failure
-            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
-        let identity = self.identity(&put.table_name, &put.item);
-        let size = size::item_size(&put.item)
-            + expression_size(
-                put.condition_expression.as_deref(),
-                &put.expression_attribute_values,
-            );
-        self.push(
-            label,
-            TransactWriteItem::builder().put(put).build(),
-            identity,
-            size,
-        )
+    pub fn put(self, label: &str, put: Put) -> Self {
+        self.add(label, put)
     }
 
     /// Adds an update.
-    pub fn update(self, label: &str, mut update: Update) -> Self {
-        update
-            .return_values_on_condition_check_failure
-            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
-        let identity = self.identity(&update.table_name, &update.key);
-        let size = size::item_size(&update.key)
-            + update.update_expression.len()
-            + expression_size(
-                update.condition_expression.as_deref(),
-                &update.expression_attribute_values,
-            );
-        self.push(
-            label,
-            TransactWriteItem::builder().update(update).build(),
-            identity,
-            size,
-        )
+    pub fn update(self, label: &str, update: Update) -> Self {
+        self.add(label, update)
     }
 
     /// Adds a condition check.
-    pub fn condition_check(self, label: &str, mut check: ConditionCheck) -> Self {
-        check
-            .return_values_on_condition_check_failure
-            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
-        let identity = self.identity(&check.table_name, &check.key);
-        let size = size::item_size(&check.key)
-            + expression_size(
-                Some(&check.condition_expression),
-                &check.expression_attribute_values,
-            );
-        self.push(
-            label,
-            TransactWriteItem::builder().condition_check(check).build(),
-            identity,
-            size,
-        )
+    pub fn condition_check(self, label: &str, check: ConditionCheck) -> Self {
+        self.add(label, check)
     }
 
     /// Adds a delete.
-    pub fn delete(self, label: &str, mut delete: Delete) -> Self {
-        delete
-            .return_values_on_condition_check_failure
-            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
-        let identity = self.identity(&delete.table_name, &delete.key);
-        let size = size::item_size(&delete.key)
-            + expression_size(
-                delete.condition_expression.as_deref(),
-                &delete.expression_attribute_values,
-            );
-        self.push(
-            label,
-            TransactWriteItem::builder().delete(delete).build(),
-            identity,
-            size,
-        )
+    pub fn delete(self, label: &str, delete: Delete) -> Self {
+        self.add(label, delete)
     }
 
     /// Adds an outbox event, stored in the item collection `pk` (the
@@ -498,6 +442,18 @@ impl OutboxTransaction {
         self
     }
 
+    /// The one path of the four write actions: the failed item comes back
+    /// (`ALL_OLD`), two actions on one item are found, the size is counted.
+    fn add<W: WriteAction>(self, label: &str, mut write: W) -> Self {
+        write.return_all_old();
+        let (table, key) = write.target();
+        let identity = self.identity(table, key);
+        let (condition, values) = write.condition();
+        let size =
+            size::item_size(key) + write.expression_len() + expression_size(condition, values);
+        self.push(label, write.into_item(), identity, size)
+    }
+
     /// `table` plus the key attributes' values, when all are present.
     fn identity(&self, table: &str, item: &HashMap<String, AttributeValue>) -> Option<String> {
         let mut identity = table.to_owned();
@@ -507,6 +463,99 @@ impl OutboxTransaction {
             identity.push_str(&format!("{value:?}"));
         }
         Some(identity)
+    }
+}
+
+/// What `put`, `update`, `condition_check` and `delete` differ in, so that
+/// [`OutboxTransaction::add`] handles them alike.
+trait WriteAction {
+    fn return_all_old(&mut self);
+    /// The table and the item (a put) or key (the others) it writes.
+    fn target(&self) -> (&str, &HashMap<String, AttributeValue>);
+    fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>);
+    /// An update's expression, counted in the request size.
+    fn expression_len(&self) -> usize {
+        0
+    }
+    fn into_item(self) -> TransactWriteItem;
+}
+
+impl WriteAction for Put {
+    fn return_all_old(&mut self) {
+        self.return_values_on_condition_check_failure
+            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
+    }
+    fn target(&self) -> (&str, &HashMap<String, AttributeValue>) {
+        (&self.table_name, &self.item)
+    }
+    fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>) {
+        (
+            self.condition_expression.as_deref(),
+            &self.expression_attribute_values,
+        )
+    }
+    fn into_item(self) -> TransactWriteItem {
+        TransactWriteItem::builder().put(self).build()
+    }
+}
+
+impl WriteAction for Update {
+    fn return_all_old(&mut self) {
+        self.return_values_on_condition_check_failure
+            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
+    }
+    fn target(&self) -> (&str, &HashMap<String, AttributeValue>) {
+        (&self.table_name, &self.key)
+    }
+    fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>) {
+        (
+            self.condition_expression.as_deref(),
+            &self.expression_attribute_values,
+        )
+    }
+    fn expression_len(&self) -> usize {
+        self.update_expression.len()
+    }
+    fn into_item(self) -> TransactWriteItem {
+        TransactWriteItem::builder().update(self).build()
+    }
+}
+
+impl WriteAction for ConditionCheck {
+    fn return_all_old(&mut self) {
+        self.return_values_on_condition_check_failure
+            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
+    }
+    fn target(&self) -> (&str, &HashMap<String, AttributeValue>) {
+        (&self.table_name, &self.key)
+    }
+    fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>) {
+        (
+            Some(&self.condition_expression),
+            &self.expression_attribute_values,
+        )
+    }
+    fn into_item(self) -> TransactWriteItem {
+        TransactWriteItem::builder().condition_check(self).build()
+    }
+}
+
+impl WriteAction for Delete {
+    fn return_all_old(&mut self) {
+        self.return_values_on_condition_check_failure
+            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
+    }
+    fn target(&self) -> (&str, &HashMap<String, AttributeValue>) {
+        (&self.table_name, &self.key)
+    }
+    fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>) {
+        (
+            self.condition_expression.as_deref(),
+            &self.expression_attribute_values,
+        )
+    }
+    fn into_item(self) -> TransactWriteItem {
+        TransactWriteItem::builder().delete(self).build()
     }
 }
 

@@ -61,7 +61,7 @@ async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
                 "items": [{"sku": format!("SKU-{i}"), "quantity": 1 + i % 5, "unitPriceCents": 100 + i}]
             }))
             .unwrap();
-            match service.create(NewOrder::try_from(request).unwrap(), None, None).await.unwrap() {
+            match service.create(&testkit::test_caller(), NewOrder::try_from(request).unwrap(), None, None).await.unwrap() {
                 Outcome::Done(order) => order,
                 other => panic!("{other:?}"),
             }
@@ -432,7 +432,10 @@ async fn meta_writes_and_the_publishers_deletes_never_invoke_it() {
     // Pay two orders (META MODIFY + outbox INSERT each), then pump again: the
     // stream now also holds the publisher's REMOVEs.
     for order in &orders[..2] {
-        service.pay(&order.order_id, None, None).await.unwrap();
+        service
+            .pay(&testkit::test_caller(), &order.order_id, None, None)
+            .await
+            .unwrap();
     }
     pump.run_until_idle().await.unwrap();
 

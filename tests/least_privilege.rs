@@ -117,13 +117,26 @@ async fn the_writer_role_grants_what_the_writer_calls() {
         )
         .unwrap()
     };
-    let order = match service.create(request(), Some(&key), None).await.unwrap() {
+    let order = match service
+        .create(&testkit::test_caller(), request(), Some(&key), None)
+        .await
+        .unwrap()
+    {
         writer::Outcome::Done(order) => order,
         other => panic!("{other:?}"),
     };
-    service.create(request(), Some(&key), None).await.unwrap();
-    service.pay(&order.order_id, None, None).await.unwrap();
-    service.get(&order.order_id).await.unwrap();
+    service
+        .create(&testkit::test_caller(), request(), Some(&key), None)
+        .await
+        .unwrap();
+    service
+        .pay(&testkit::test_caller(), &order.order_id, None, None)
+        .await
+        .unwrap();
+    service
+        .get(&testkit::test_caller(), &order.order_id)
+        .await
+        .unwrap();
     assert_eq!(called(&proxy), role_actions("WriterRole", false));
 }
 

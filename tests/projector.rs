@@ -347,12 +347,20 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
         }))
         .unwrap();
         let new = writer::orders::NewOrder::try_from(request).unwrap();
-        let mut order = match service.create(new, None, None).await.unwrap() {
+        let mut order = match service
+            .create(&testkit::test_caller(), new, None, None)
+            .await
+            .unwrap()
+        {
             writer::Outcome::Done(order) => order,
             other => panic!("{other:?}"),
         };
         if i % 3 != 0 {
-            order = match service.pay(&order.order_id, None, None).await.unwrap() {
+            order = match service
+                .pay(&testkit::test_caller(), &order.order_id, None, None)
+                .await
+                .unwrap()
+            {
                 writer::Outcome::Done(order) => order,
                 other => panic!("{other:?}"),
             };

@@ -90,11 +90,18 @@ async fn the_pattern_against_real_stream_records() {
         .unwrap(),
     )
     .unwrap();
-    let order = match service.create(new, Some(&key), None).await.unwrap() {
+    let order = match service
+        .create(&testkit::test_caller(), new, Some(&key), None)
+        .await
+        .unwrap()
+    {
         writer::Outcome::Done(order) => order,
         other => panic!("{other:?}"),
     };
-    service.pay(&order.order_id, None, None).await.unwrap();
+    service
+        .pay(&testkit::test_caller(), &order.order_id, None, None)
+        .await
+        .unwrap();
     stack.create_orders(2).await;
     outbox_core::store::record_shard_count(&stack.ddb, &stack.table, 8)
         .await

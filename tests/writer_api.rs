@@ -4,11 +4,16 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Response};
 use outbox_core::EventEnvelope;
 use serde_json::{json, Value};
-use testkit::{api_request, request, Stack};
-use writer::{api, OrderService};
+use testkit::contract::CheckedApi;
+use testkit::{api_request, request, request_from, Principal, Stack};
+use writer::{Api, OrderService};
 
-fn service(stack: &Stack) -> OrderService {
-    OrderService::from_config(stack.counted_ddb.clone(), &stack.config(&[]))
+/// The API, each response checked against docs/openapi.yaml.
+fn service(stack: &Stack) -> CheckedApi {
+    CheckedApi(Api::new(OrderService::from_config(
+        stack.counted_ddb.clone(),
+        &stack.config(&[]),
+    )))
 }
 
 fn body(response: &Response<Body>) -> Value {
@@ -22,16 +27,14 @@ fn order_json() -> String {
     json!({"customerId": "c-1", "currency": "EUR", "items": [{"sku": "A-1", "quantity": 3, "unitPriceCents": 250}]}).to_string()
 }
 
-async fn create(service: &OrderService, key: Option<&str>) -> Response<Body> {
+async fn create(service: &CheckedApi, key: Option<&str>) -> Response<Body> {
     let mut headers = vec![("content-type", "application/json")];
     if let Some(key) = key {
         headers.push(("idempotency-key", key));
     }
-    api::handle(
-        service,
-        request("POST", "/orders", &headers, Some(&order_json())),
-    )
-    .await
+    service
+        .handle(request("POST", "/orders", &headers, Some(&order_json())))
+        .await
 }
 
 #[tokio::test]
@@ -68,7 +71,9 @@ async fn create_writes_order_and_event_in_one_call() {
 #[tokio::test]
 async fn sample_event_creates_an_order_and_carries_the_trace() {
     let stack = Stack::new().await;
-    let response = api::handle(&service(&stack), api_request("writer-create-order.json")).await;
+    let response = service(&stack)
+        .handle(api_request("writer-create-order.json"))
+        .await;
     assert_eq!(response.status(), StatusCode::CREATED);
     let outbox = stack.outbox_items().await;
     assert_eq!(
@@ -86,7 +91,7 @@ async fn pay_moves_pending_to_paid_with_its_event() {
     stack.calls.reset();
 
     let path = format!("/orders/{id}/payment");
-    let response = api::handle(&service, request("POST", &path, &[], None)).await;
+    let response = service.handle(request("POST", &path, &[], None)).await;
     assert_eq!(response.status(), StatusCode::OK);
     let paid = body(&response);
     assert_eq!(paid["status"], "PAID");
@@ -101,17 +106,15 @@ async fn pay_moves_pending_to_paid_with_its_event() {
     assert_eq!(envelope.payload, paid);
 
     // Paying again: 409, nothing written.
-    let again = api::handle(&service, request("POST", &path, &[], None)).await;
+    let again = service.handle(request("POST", &path, &[], None)).await;
     assert_eq!(again.status(), StatusCode::CONFLICT);
     assert_eq!(body(&again)["error"]["code"], "order_not_pending");
     assert_eq!(stack.outbox_items().await.len(), 2);
 
     // GET shows it.
-    let got = api::handle(
-        &service,
-        request("GET", &format!("/orders/{id}"), &[], None),
-    )
-    .await;
+    let got = service
+        .handle(request("GET", &format!("/orders/{id}"), &[], None))
+        .await;
     assert_eq!(got.status(), StatusCode::OK);
     assert_eq!(body(&got), paid);
 }
@@ -128,7 +131,7 @@ async fn unknown_orders_are_404() {
         ),
         ("GET", "/orders/not-an-id".to_owned()),
     ] {
-        let response = api::handle(&service, request(method, &path, &[], None)).await;
+        let response = service.handle(request(method, &path, &[], None)).await;
         assert_eq!(response.status(), StatusCode::NOT_FOUND, "{method} {path}");
         assert_eq!(body(&response)["error"]["code"], "order_not_found");
     }
@@ -162,9 +165,8 @@ async fn idempotent_create_replays_without_a_second_order_or_event() {
 
     // Same key, different request: 422, nothing written.
     let other = json!({"customerId": "c-2", "currency": "EUR", "items": [{"sku": "A-1", "quantity": 1, "unitPriceCents": 1}]});
-    let reused = api::handle(
-        &service,
-        request(
+    let reused = service
+        .handle(request(
             "POST",
             "/orders",
             &[
@@ -172,9 +174,8 @@ async fn idempotent_create_replays_without_a_second_order_or_event() {
                 ("idempotency-key", "key-1"),
             ],
             Some(&other.to_string()),
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(reused.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(body(&reused)["error"]["code"], "idempotency_key_reused");
     assert_eq!(stack.outbox_items().await.len(), 1);
@@ -190,10 +191,7 @@ async fn idempotent_pay_replays_and_rejects_another_use() {
         .to_owned();
     let path = format!("/orders/{id}/payment");
     let pay = |key: &'static str| {
-        api::handle(
-            &service,
-            request("POST", &path, &[("idempotency-key", key)], None),
-        )
+        service.handle(request("POST", &path, &[("idempotency-key", key)], None))
     };
     let first = pay("pay-1").await;
     assert_eq!(first.status(), StatusCode::OK);
@@ -250,11 +248,9 @@ async fn bad_input_gets_a_clear_error_and_writes_nothing() {
         (vec![("content-type", "application/json"), ("idempotency-key", "")], order_json(), StatusCode::BAD_REQUEST, "invalid_idempotency_key", Some("Idempotency-Key")),
     ];
     for (headers, payload, status, code, field) in cases {
-        let response = api::handle(
-            &service,
-            request("POST", "/orders", &headers, Some(&payload)),
-        )
-        .await;
+        let response = service
+            .handle(request("POST", "/orders", &headers, Some(&payload)))
+            .await;
         let error = body(&response);
         assert_eq!(response.status(), status, "{payload:.80}: {error}");
         assert_eq!(error["error"]["code"], code, "{payload:.80}");
@@ -270,9 +266,11 @@ async fn bad_input_gets_a_clear_error_and_writes_nothing() {
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
 
     // Wrong method and route.
-    let response = api::handle(&service, request("DELETE", "/orders", &[], None)).await;
+    let response = service
+        .handle(request("DELETE", "/orders", &[], None))
+        .await;
     assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
-    let response = api::handle(&service, request("GET", "/nowhere", &[], None)).await;
+    let response = service.handle(request("GET", "/nowhere", &[], None)).await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
 
     // Samples of bad input behave the same.
@@ -288,7 +286,7 @@ async fn bad_input_gets_a_clear_error_and_writes_nothing() {
         ),
     ] {
         assert_eq!(
-            api::handle(&service, api_request(sample)).await.status(),
+            service.handle(api_request(sample)).await.status(),
             status,
             "{sample}"
         );
@@ -307,10 +305,206 @@ async fn aws_failures_do_not_leak_internals() {
     let stack = Stack::new().await;
     let mut config = stack.config(&[]);
     config.table_name = "no-such-table".into();
-    let service = OrderService::from_config(stack.ddb.clone(), &config);
+    let service = CheckedApi(Api::new(OrderService::from_config(
+        stack.ddb.clone(),
+        &config,
+    )));
     let response = create(&service, None).await;
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
     let error = body(&response);
     assert_eq!(error["error"]["code"], "internal");
     assert!(!error.to_string().contains("no-such-table"));
+}
+
+const ALICE: Principal<'static> = Principal::Iam("arn:aws:iam::123456789012:user/alice");
+const BOB: Principal<'static> = Principal::Jwt("bob-subject");
+
+async fn create_as(api: &CheckedApi, who: Principal<'_>, key: Option<&str>) -> Response<Body> {
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(key) = key {
+        headers.push(("idempotency-key", key));
+    }
+    api.handle(request_from(
+        who,
+        "POST",
+        "/orders",
+        &headers,
+        Some(&order_json()),
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn orders_belong_to_their_caller() {
+    let stack = Stack::new().await;
+    let api = service(&stack);
+    let created = create_as(&api, ALICE, None).await;
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let id = body(&created)["orderId"].as_str().unwrap().to_owned();
+    // The owner is stored, and neither returned nor published.
+    let meta = stack.get(&format!("ORDER#{id}"), "META").await.unwrap();
+    assert_eq!(
+        meta["ownerId"].as_s().unwrap(),
+        "iam:arn:aws:iam::123456789012:user/alice"
+    );
+    assert!(body(&created).get("ownerId").is_none());
+    assert!(!stack.outbox_items().await[0].envelope.contains("alice"));
+
+    // Bob gets exactly what an unknown order gets, and cannot pay it.
+    let unknown = format!("/orders/{}", ulid::Ulid::new());
+    let missing = api
+        .handle(request_from(BOB, "GET", &unknown, &[], None))
+        .await;
+    let path = format!("/orders/{id}");
+    let theirs = api.handle(request_from(BOB, "GET", &path, &[], None)).await;
+    assert_eq!(theirs.status(), StatusCode::NOT_FOUND);
+    assert_eq!(body(&theirs), body(&missing));
+    let paid = api
+        .handle(request_from(
+            BOB,
+            "POST",
+            &format!("{path}/payment"),
+            &[],
+            None,
+        ))
+        .await;
+    assert_eq!(paid.status(), StatusCode::NOT_FOUND);
+    assert_eq!(body(&paid)["error"]["code"], "order_not_found");
+    assert_eq!(stack.outbox_items().await.len(), 1, "no OrderPaid");
+
+    // Alice reads and pays it.
+    let mine = api
+        .handle(request_from(ALICE, "GET", &path, &[], None))
+        .await;
+    assert_eq!(mine.status(), StatusCode::OK);
+    let paid = api
+        .handle(request_from(
+            ALICE,
+            "POST",
+            &format!("{path}/payment"),
+            &[],
+            None,
+        ))
+        .await;
+    assert_eq!(paid.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn idempotency_keys_are_scoped_to_the_caller() {
+    let stack = Stack::new().await;
+    let api = service(&stack);
+    let alice = create_as(&api, ALICE, Some("shared-key")).await;
+    assert_eq!(alice.status(), StatusCode::CREATED);
+    // The same key from Bob is Bob's own: a new order, not Alice's replay,
+    // and never a 422 for "another request".
+    let bob = create_as(&api, BOB, Some("shared-key")).await;
+    assert_eq!(bob.status(), StatusCode::CREATED);
+    assert!(bob.headers().get("idempotent-replayed").is_none());
+    assert_ne!(body(&alice)["orderId"], body(&bob)["orderId"]);
+    // Each caller's retry replays their own response.
+    let again = create_as(&api, BOB, Some("shared-key")).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(body(&again)["orderId"], body(&bob)["orderId"]);
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("idempotency-key", "shared-key"),
+    ];
+    let other_body = json!({"customerId": "c-2", "currency": "EUR", "items": [{"sku": "B", "quantity": 1, "unitPriceCents": 1}]}).to_string();
+    let reused = api
+        .handle(request_from(
+            ALICE,
+            "POST",
+            "/orders",
+            &headers,
+            Some(&other_body),
+        ))
+        .await;
+    assert_eq!(reused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    headers.pop();
+    assert_eq!(stack.outbox_items().await.len(), 2);
+}
+
+#[tokio::test]
+async fn requests_without_a_principal_are_401_unless_run_locally() {
+    let stack = Stack::new().await;
+    let api = service(&stack);
+    for (method, path) in [
+        ("POST", "/orders"),
+        ("GET", "/orders/01J00000000000000000000000"),
+        ("POST", "/orders/01J00000000000000000000000/payment"),
+    ] {
+        let headers = [("content-type", "application/json")];
+        let response = api
+            .handle(request_from(
+                Principal::Anonymous,
+                method,
+                path,
+                &headers,
+                Some(&order_json()),
+            ))
+            .await;
+        assert_eq!(
+            response.status(),
+            StatusCode::UNAUTHORIZED,
+            "{method} {path}"
+        );
+        let error = body(&response);
+        assert_eq!(error["error"]["code"], "unauthenticated");
+        assert!(error["error"]["message"].is_string());
+    }
+    assert!(stack.items().await.is_empty(), "nothing was written");
+    assert!(stack.calls.calls().is_empty(), "no AWS call was made");
+
+    // With the local setting, the same request acts as the local caller.
+    let local = service(&stack).with_local_caller(writer::Caller::local("demo").unwrap());
+    let response = create_as(&local, Principal::Anonymous, None).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let id = body(&response)["orderId"].as_str().unwrap().to_owned();
+    let meta = stack.get(&format!("ORDER#{id}"), "META").await.unwrap();
+    assert_eq!(meta["ownerId"].as_s().unwrap(), "local:demo");
+}
+
+#[tokio::test]
+async fn amounts_stay_javascript_safe() {
+    let stack = Stack::new().await;
+    let api = service(&stack);
+    let max = writer::orders::MAX_SAFE_CENTS;
+    for (items, field) in [
+        (
+            json!([{"sku": "A", "quantity": 1, "unitPriceCents": max + 1}]),
+            "items[0].unitPriceCents",
+        ),
+        (
+            json!([{"sku": "A", "quantity": 3, "unitPriceCents": max / 2}]),
+            "items[0]",
+        ),
+        (
+            json!([{"sku": "A", "quantity": 1, "unitPriceCents": max}, {"sku": "B", "quantity": 1, "unitPriceCents": 1}]),
+            "totalCents",
+        ),
+    ] {
+        let order = json!({"customerId": "c", "currency": "EUR", "items": items}).to_string();
+        let response = api
+            .handle(request(
+                "POST",
+                "/orders",
+                &[("content-type", "application/json")],
+                Some(&order),
+            ))
+            .await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{field}");
+        assert_eq!(body(&response)["error"]["field"], field);
+    }
+    assert!(stack.items().await.is_empty());
+    let order = json!({"customerId": "c", "currency": "EUR", "items": [{"sku": "A", "quantity": 1, "unitPriceCents": max}]}).to_string();
+    let response = api
+        .handle(request(
+            "POST",
+            "/orders",
+            &[("content-type", "application/json")],
+            Some(&order),
+        ))
+        .await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(body(&response)["totalCents"], json!(max));
 }

@@ -30,7 +30,9 @@ export ON_FAILURE_QUEUE_URL="$on_failure"
 
 say "Starting writer, publisher and sweeper under cargo lambda watch (127.0.0.1 only)"
 port=$(free_port)
-env_vars="TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,STRANDED_AFTER_SECONDS=86400,RUST_LOG=warn"
+# cargo lambda watch has no authorizer: the writer acts as the local caller
+# `demo` (WRITER_LOCAL_CALLER; the template never sets it).
+env_vars="TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,STRANDED_AFTER_SECONDS=86400,RUST_LOG=warn,WRITER_LOCAL_CALLER=demo"
 env_vars+=",AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true"
 cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$port" --ignore-changes --env-var "$env_vars" \
   >"$state/watch.log" 2>&1 &

@@ -74,7 +74,10 @@ async fn publisher_calls(n: usize) {
 
 async fn writer_round_trips() {
     let stack = Stack::new().await;
-    let service = writer::OrderService::from_config(stack.counted_ddb.clone(), &stack.config(&[]));
+    let service = writer::Api::new(writer::OrderService::from_config(
+        stack.counted_ddb.clone(),
+        &stack.config(&[]),
+    ));
     let body = r#"{"customerId":"c","currency":"EUR","items":[{"sku":"A","quantity":1,"unitPriceCents":1}]}"#;
     let create = |key: &'static str| {
         request(
@@ -89,7 +92,7 @@ async fn writer_round_trips() {
     };
     let mut rows = Vec::new();
     stack.calls.reset();
-    let created = writer::api::handle(&service, create("k1")).await;
+    let created = service.handle(create("k1")).await;
     rows.push(("create", stack.calls.calls()));
     let id = match created.body() {
         lambda_http::Body::Text(t) => serde_json::from_str::<serde_json::Value>(t).unwrap()
@@ -100,7 +103,7 @@ async fn writer_round_trips() {
         _ => unreachable!(),
     };
     stack.calls.reset();
-    writer::api::handle(&service, create("k1")).await;
+    service.handle(create("k1")).await;
     rows.push(("create, replayed", stack.calls.calls()));
     let pay = || {
         request(
@@ -111,17 +114,15 @@ async fn writer_round_trips() {
         )
     };
     stack.calls.reset();
-    writer::api::handle(&service, pay()).await;
+    service.handle(pay()).await;
     rows.push(("pay", stack.calls.calls()));
     stack.calls.reset();
-    writer::api::handle(&service, pay()).await;
+    service.handle(pay()).await;
     rows.push(("pay, replayed", stack.calls.calls()));
     stack.calls.reset();
-    writer::api::handle(
-        &service,
-        request("GET", &format!("/orders/{id}"), &[], None),
-    )
-    .await;
+    service
+        .handle(request("GET", &format!("/orders/{id}"), &[], None))
+        .await;
     rows.push(("get", stack.calls.calls()));
     println!("## Writer round trips per command\n");
     println!("| command | calls | reads | which |");

@@ -38,6 +38,7 @@ use outboxctl::stream::StreamCursor;
 use outboxctl::template::MappingSettings;
 
 pub mod chaos;
+pub mod contract;
 pub mod lambda;
 pub mod proxy;
 
@@ -221,9 +222,18 @@ impl Stack {
     }
 
     /// Receives everything currently in the subscriber queue (bodies).
+    /// Each event is checked against its schema in `schemas/`.
     pub async fn drain_subscriber(&self) -> Vec<serde_json::Value> {
         let (_, subscriber) = self.bus.as_ref().expect("stack has a bus");
-        drain_queue(&self.sdk, &subscriber.queue_url).await
+        let messages = drain_queue(&self.sdk, &subscriber.queue_url).await;
+        for message in &messages {
+            if let Some(envelope) = contract::envelope_of(message) {
+                if let Err(e) = contract::check_envelope(&envelope) {
+                    panic!("an event off its schema: {e}");
+                }
+            }
+        }
+        messages
     }
 }
 
@@ -291,8 +301,39 @@ pub fn api_request(name: &str) -> lambda_http::Request {
     lambda_http::request::from_str(&sample(name)).expect("sample is an API Gateway event")
 }
 
-/// An API Gateway request built in code: `method`, `path`, headers, body.
+/// The IAM principal of [`request`]'s requests.
+pub const TEST_CALLER_ARN: &str = "arn:aws:iam::123456789012:user/tests";
+
+/// The caller of [`request`]'s requests, for calls to the service itself.
+pub fn test_caller() -> writer::Caller {
+    writer::Caller::iam(TEST_CALLER_ARN).expect("a valid principal")
+}
+
+/// Who API Gateway says sent a request.
+#[derive(Debug, Clone, Copy)]
+pub enum Principal<'a> {
+    /// `requestContext.authorizer.iam.userArn`
+    Iam(&'a str),
+    /// `requestContext.authorizer.jwt.claims.sub`
+    Jwt(&'a str),
+    /// No authorizer.
+    Anonymous,
+}
+
+/// An API Gateway request built in code: `method`, `path`, headers, body,
+/// from the IAM principal [`TEST_CALLER_ARN`].
 pub fn request(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> lambda_http::Request {
+    request_from(Principal::Iam(TEST_CALLER_ARN), method, path, headers, body)
+}
+
+/// [`request`] from `principal`.
+pub fn request_from(
+    principal: Principal<'_>,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
@@ -318,6 +359,16 @@ pub fn request(
         },
         "isBase64Encoded": false
     });
+    match principal {
+        Principal::Iam(arn) => {
+            event["requestContext"]["authorizer"] =
+                serde_json::json!({"iam": {"accountId": "123456789012", "userArn": arn}});
+        }
+        Principal::Jwt(sub) => {
+            event["requestContext"]["authorizer"] = serde_json::json!({"jwt": {"claims": {"sub": sub, "iss": "https://issuer.example"}, "scopes": null}});
+        }
+        Principal::Anonymous => {}
+    }
     for (k, v) in headers {
         event["headers"][k.to_lowercase()] = serde_json::json!(v);
     }
@@ -374,7 +425,7 @@ impl Stack {
             )
             .expect("valid order");
             match service
-                .create(new, None, None)
+                .create(&test_caller(), new, None, None)
                 .await
                 .expect("order created")
             {

@@ -13,18 +13,52 @@ use crate::error::OutboxError;
 /// The published form of an event. Consumers deduplicate on `eventId`, which
 /// is the same on every delivery of the same event; EventBridge's own `id`
 /// differs between deliveries and must not be used for that.
+///
+/// Readers ignore fields they do not know: a field may be added within a
+/// `schemaVersion` (docs/events.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct EventEnvelope {
+    /// The event's stable id (a ULID): the same on every delivery.
+    /// Consumers deduplicate on it.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "String", regex(pattern = r"^[0-9A-HJKMNP-TV-Z]{26}$"))
+    )]
     pub event_id: Ulid,
+    /// What happened, e.g. `OrderCreated`.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 128)))]
     pub event_type: String,
+    /// The version of `payload`'s shape for this `eventType`.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub schema_version: u32,
+    /// The kind of aggregate that changed, e.g. `Order`.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 128)))]
     pub aggregate_type: String,
+    /// Which aggregate changed.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256)))]
     pub aggregate_id: String,
+    /// The aggregate's version after the change: 1, 2, … per aggregate.
+    /// Consumers apply an event only over an older version.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(range(min = 1, max = 9_007_199_254_740_991u64))
+    )]
     pub aggregate_version: u64,
+    /// When the change was committed (RFC 3339, UTC, milliseconds).
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "String", extend("format" = "date-time"))
+    )]
     pub occurred_at: OffsetDateTime,
+    /// The W3C trace context of the request that made the change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"))
+    )]
     pub traceparent: Option<String>,
     /// State-carrying: the full aggregate after the change, not only its id.
     pub payload: serde_json::Value,

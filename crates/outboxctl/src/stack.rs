@@ -199,7 +199,7 @@ pub async fn create_bus(
     route(
         sdk,
         bus,
-        source,
+        serde_json::json!({ "source": [source] }),
         &format!("{bus}-to-subscriber"),
         &subscriber,
     )
@@ -207,11 +207,21 @@ pub async fn create_bus(
     Ok(subscriber)
 }
 
-/// A rule on `bus` matching `source` that delivers to `queue`.
+/// The projector rule's event pattern, as `ProjectorRule` in template.yaml
+/// has it (a test holds them equal): the order events of `source`.
+pub fn projector_pattern(source: &str) -> serde_json::Value {
+    serde_json::json!({
+        "source": [source],
+        "detail-type": ["OrderCreated", "OrderPaid"],
+        "detail": { "aggregateType": ["Order"] }
+    })
+}
+
+/// A rule on `bus` with `pattern` that delivers to `queue`.
 async fn route(
     sdk: &SdkConfig,
     bus: &str,
-    source: &str,
+    pattern: serde_json::Value,
     rule: &str,
     queue: &Subscriber,
 ) -> Result<(), StackError> {
@@ -220,7 +230,7 @@ async fn route(
         .put_rule()
         .name(rule)
         .event_bus_name(bus)
-        .event_pattern(serde_json::json!({ "source": [source] }).to_string())
+        .event_pattern(pattern.to_string())
         .send()
         .await
         .map_err(|e| fail(format!("rule {rule}"))(text(e)))?;
@@ -285,7 +295,14 @@ pub async fn create_read_model(
         ],
     )
     .await?;
-    route(sdk, bus, source, &format!("{bus}-to-{table}"), &queue).await?;
+    route(
+        sdk,
+        bus,
+        projector_pattern(source),
+        &format!("{bus}-to-{table}"),
+        &queue,
+    )
+    .await?;
     Ok(ReadModel {
         table: table.to_owned(),
         queue,

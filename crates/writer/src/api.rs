@@ -2,22 +2,34 @@
 //!
 //! | route | success | errors |
 //! |---|---|---|
-//! | `POST /orders` | 201 + order | 400, 413, 415, 422, 503, 500 |
-//! | `POST /orders/{id}/payment` | 200 + order | 400, 404, 409, 422, 503, 500 |
-//! | `GET /orders/{id}` | 200 + order | 404, 503, 500 |
+//! | `POST /orders` | 201 + order | 400, 401, 413, 415, 422, 503, 500 |
+//! | `POST /orders/{id}/payment` | 200 + order | 400, 401, 404, 409, 422, 503, 500 |
+//! | `GET /orders/{id}` | 200 + order | 401, 404, 503, 500 |
+//!
+//! The caller is the authorizer's principal: the IAM caller's ARN, or the
+//! JWT's `sub`. A request without one is 401 `unauthenticated`, unless the
+//! function runs with `WRITER_LOCAL_CALLER` (local runs under `cargo lambda
+//! watch`, which has no authorizer; the template never sets it). An order of
+//! another caller is 404, exactly like one that does not exist.
+//! `docs/openapi.yaml` is the contract.
 //!
 //! Every error is `{"error":{"code":…,"message":…}}` (plus `field` when one
 //! field is at fault); no error leaks AWS internals. A replayed response
 //! carries `Idempotent-Replayed: true`.
 
 use lambda_http::http::{header, HeaderMap, Method, StatusCode};
-use lambda_http::{Body, Request, Response};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
 use serde_json::json;
 
+use crate::caller::Caller;
+use crate::idempotency::IdempotencyKey;
 use crate::orders::{CreateOrderRequest, NewOrder, Order};
-use crate::service::{
-    CreateOrderError, GetOrderError, IdempotencyKey, OrderService, Outcome, PayOrderError,
-};
+use crate::service::{CreateOrderError, GetOrderError, OrderService, Outcome, PayOrderError};
+
+/// The environment variable naming the caller of requests that carry no
+/// principal. For local runs only: the template never sets it.
+pub const LOCAL_CALLER_ENV: &str = "WRITER_LOCAL_CALLER";
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -58,8 +70,15 @@ impl ApiError {
         )
     }
 
-    fn internal(detail: &str) -> Self {
-        // The detail goes to the log, never to the client.
+    fn internal(error: &dyn std::error::Error) -> Self {
+        // The cause goes to the log, never to the client.
+        let mut detail = error.to_string();
+        let mut source = error.source();
+        while let Some(e) = source {
+            detail.push_str(": ");
+            detail.push_str(&e.to_string());
+            source = e.source();
+        }
         tracing::error!(detail, "internal error");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -94,7 +113,7 @@ impl From<CreateOrderError> for ApiError {
                 "a request with this idempotency key is in progress; retry",
             ),
             CreateOrderError::Throttled => Self::throttled(),
-            CreateOrderError::Internal(detail) => Self::internal(&detail),
+            CreateOrderError::Internal(e) => Self::internal(&e),
         }
     }
 }
@@ -115,7 +134,7 @@ impl From<PayOrderError> for ApiError {
                 "the order is being changed concurrently; retry",
             ),
             PayOrderError::Throttled => Self::throttled(),
-            PayOrderError::Internal(detail) => Self::internal(&detail),
+            PayOrderError::Internal(e) => Self::internal(&e),
         }
     }
 }
@@ -125,7 +144,7 @@ impl From<GetOrderError> for ApiError {
         match e {
             GetOrderError::NotFound => not_found(),
             GetOrderError::Throttled => Self::throttled(),
-            GetOrderError::Internal(detail) => Self::internal(&detail),
+            GetOrderError::Internal(e) => Self::internal(&e),
         }
     }
 }
@@ -142,38 +161,124 @@ fn key_reused() -> ApiError {
     )
 }
 
-/// Routes one request. Never fails: every error is a response.
-pub async fn handle(service: &OrderService, request: Request) -> Response<Body> {
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let traceparent = header_str(request.headers(), "traceparent").map(str::to_owned);
-    let traceparent = traceparent.as_deref();
-    // Match on the end of the path, so a stage prefix does not matter.
-    let result = match segments.as_slice() {
-        [.., "orders"] if method == Method::POST => create(service, &request, traceparent).await,
-        [.., "orders", id, "payment"] if method == Method::POST => {
-            pay(service, &request, id, traceparent).await
+/// The orders API: the service, and who a request without a principal is
+/// (nobody, unless set for a local run).
+#[derive(Debug, Clone)]
+pub struct Api {
+    service: OrderService,
+    local_caller: Option<Caller>,
+}
+
+impl Api {
+    /// An API that answers 401 to every request without a principal.
+    pub fn new(service: OrderService) -> Self {
+        Self {
+            service,
+            local_caller: None,
         }
-        [.., "orders", id] if method == Method::GET => get(service, id).await,
-        [.., "orders"] | [.., "orders", _, "payment"] | [.., "orders", _] => Err(ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            format!("{method} is not allowed here"),
-        )),
-        _ => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "route_not_found",
-            "no such route",
-        )),
-    };
-    let response = result.unwrap_or_else(ApiError::into_response);
-    tracing::info!(method = %method, status = response.status().as_u16(), "request handled");
-    response
+    }
+
+    /// Requests without a principal act as `caller`. For local runs only.
+    pub fn with_local_caller(mut self, caller: Caller) -> Self {
+        self.local_caller = Some(caller);
+        self
+    }
+
+    /// [`Api::new`], with the local caller of `WRITER_LOCAL_CALLER` when it
+    /// is set (an empty or invalid value is an error, not a silent 401).
+    pub fn from_env(service: OrderService) -> Result<Self, String> {
+        match std::env::var(LOCAL_CALLER_ENV) {
+            Err(_) => Ok(Self::new(service)),
+            Ok(name) => {
+                let caller = Caller::local(&name)
+                    .ok_or_else(|| format!("{LOCAL_CALLER_ENV} must be a non-empty name"))?;
+                tracing::warn!(
+                    "{LOCAL_CALLER_ENV} is set: requests without a principal are accepted (local runs only)"
+                );
+                Ok(Self::new(service).with_local_caller(caller))
+            }
+        }
+    }
+
+    /// Routes one request. Never fails: every error is a response.
+    pub async fn handle(&self, request: Request) -> Response<Body> {
+        let method = request.method().clone();
+        let response = self
+            .route(&request)
+            .await
+            .unwrap_or_else(ApiError::into_response);
+        tracing::info!(method = %method, status = response.status().as_u16(), "request handled");
+        response
+    }
+
+    async fn route(&self, request: &Request) -> Result<Response<Body>, ApiError> {
+        let method = request.method();
+        let path = request.uri().path();
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let traceparent = header_str(request.headers(), "traceparent");
+        let service = &self.service;
+        // Match on the end of the path, so a stage prefix does not matter.
+        let route = match segments.as_slice() {
+            [.., "orders"] if method == Method::POST => Route::Create,
+            [.., "orders", id, "payment"] if method == Method::POST => Route::Pay(id),
+            [.., "orders", id] if method == Method::GET => Route::Get(id),
+            [.., "orders"] | [.., "orders", _, "payment"] | [.., "orders", _] => {
+                return Err(ApiError::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "method_not_allowed",
+                    format!("{method} is not allowed here"),
+                ))
+            }
+            _ => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "route_not_found",
+                    "no such route",
+                ))
+            }
+        };
+        let caller = self.caller(request)?;
+        match route {
+            Route::Create => create(service, &caller, request, traceparent).await,
+            Route::Pay(id) => pay(service, &caller, request, id, traceparent).await,
+            Route::Get(id) => get(service, &caller, id).await,
+        }
+    }
+
+    /// The principal API Gateway authorized: the IAM caller's ARN, or the
+    /// JWT's `sub`; else the local caller, if one is set; else 401.
+    fn caller(&self, request: &Request) -> Result<Caller, ApiError> {
+        let authorizer = match request.request_context_ref() {
+            Some(RequestContext::ApiGatewayV2(context)) => context.authorizer.as_ref(),
+            _ => None,
+        };
+        let principal = authorizer.and_then(|a| {
+            let iam = a.iam.as_ref().and_then(|iam| iam.user_arn.as_deref());
+            let jwt = a.jwt.as_ref().and_then(|jwt| jwt.claims.get("sub"));
+            iam.and_then(Caller::iam)
+                .or_else(|| jwt.and_then(|sub| Caller::jwt(sub)))
+        });
+        principal
+            .or_else(|| self.local_caller.clone())
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthenticated",
+                    "the request carries no authenticated principal",
+                )
+            })
+    }
+}
+
+enum Route<'a> {
+    Create,
+    Pay(&'a str),
+    Get(&'a str),
 }
 
 async fn create(
     service: &OrderService,
+    caller: &Caller,
     request: &Request,
     traceparent: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
@@ -181,12 +286,15 @@ async fn create(
     let body: CreateOrderRequest = json_body(request)?;
     let new = NewOrder::try_from(body)
         .map_err(|e| ApiError::field("invalid_field", &e.field, e.to_string()))?;
-    let outcome = service.create(new, key.as_ref(), traceparent).await?;
+    let outcome = service
+        .create(caller, new, key.as_ref(), traceparent)
+        .await?;
     Ok(outcome_response(outcome, StatusCode::CREATED))
 }
 
 async fn pay(
     service: &OrderService,
+    caller: &Caller,
     request: &Request,
     id: &str,
     traceparent: Option<&str>,
@@ -196,12 +304,16 @@ async fn pay(
     if !body_bytes(request.body()).is_empty() {
         let _: serde_json::Map<String, serde_json::Value> = json_body(request)?;
     }
-    let outcome = service.pay(id, key.as_ref(), traceparent).await?;
+    let outcome = service.pay(caller, id, key.as_ref(), traceparent).await?;
     Ok(outcome_response(outcome, StatusCode::OK))
 }
 
-async fn get(service: &OrderService, id: &str) -> Result<Response<Body>, ApiError> {
-    let order = service.get(id).await?;
+async fn get(
+    service: &OrderService,
+    caller: &Caller,
+    id: &str,
+) -> Result<Response<Body>, ApiError> {
+    let order = service.get(caller, id).await?;
     Ok(order_response(StatusCode::OK, &order))
 }
 
@@ -226,7 +338,7 @@ fn outcome_response(outcome: Outcome, status: StatusCode) -> Response<Body> {
 fn order_response(status: StatusCode, order: &Order) -> Response<Body> {
     match serde_json::to_string(order) {
         Ok(body) => json_response(status, body),
-        Err(e) => ApiError::internal(&e.to_string()).into_response(),
+        Err(e) => ApiError::internal(&e).into_response(),
     }
 }
 
@@ -360,8 +472,10 @@ mod tests {
 
     #[test]
     fn internal_errors_hide_their_detail() {
-        let response = ApiError::from(CreateOrderError::Internal("arn:aws:dynamodb:secret".into()))
-            .into_response();
+        let cause = crate::service::StoreError::Event(outbox_core::OutboxError::InvalidEvent(
+            "arn:aws:dynamodb:secret".into(),
+        ));
+        let response = ApiError::from(CreateOrderError::Internal(cause)).into_response();
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
         match response.body() {
             Body::Text(text) => assert!(!text.contains("secret")),

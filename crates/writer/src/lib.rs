@@ -7,19 +7,32 @@
 //!   caller's puts, updates, condition checks and deletes plus events, one
 //!   `TransactWriteItems`, limits checked first, typed cancellation reasons.
 //! - [`orders`]: the order domain and request validation.
-//! - [`service`]: [`OrderService`]: create, pay and read orders, with
-//!   idempotency keys stored in the same transaction.
-//! - [`api`]: the HTTP API (API Gateway HTTP API, payload v2): routing,
-//!   body checks, one error enum per endpoint mapped to status codes.
+//! - [`caller`]: [`Caller`], the authenticated principal that owns orders.
+//! - [`idempotency`]: `Idempotency-Key`s scoped to their caller and the
+//!   records that replay a command's response.
+//! - [`service`]: [`OrderService`]: create, pay and read a caller's orders,
+//!   with idempotency records stored in the same transaction.
+//! - [`api`]: the HTTP API (API Gateway HTTP API, payload v2): the caller
+//!   from the authorizer, routing, body checks, one error enum per endpoint
+//!   mapped to status codes.
+//! - `schemas` (feature `schema`): the events' JSON Schemas, from these
+//!   types, as checked in under `schemas/`.
 
 pub mod api;
+pub mod caller;
+pub mod idempotency;
 pub mod orders;
+#[cfg(feature = "schema")]
+pub mod schemas;
 pub mod service;
 /// The transaction builder lives in `outbox-core` (the inbox library uses it
 /// too); it is re-exported here, where users of the writer look for it.
 pub use outbox_core::transaction;
 
-pub use service::{IdempotencyKey, OrderService, Outcome};
+pub use api::Api;
+pub use caller::Caller;
+pub use idempotency::{IdempotencyKey, StoredResponse};
+pub use service::{OrderService, Outcome};
 pub use transaction::{
     Committed, FailedCondition, OutboxSettings, OutboxTransaction, TransactionError,
 };

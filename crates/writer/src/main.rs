@@ -4,7 +4,7 @@ use std::convert::Infallible;
 
 use lambda_http::{service_fn, Error, Request};
 use outbox_core::{telemetry, Config};
-use writer::{api, OrderService};
+use writer::{Api, OrderService};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -21,10 +21,10 @@ async fn main() -> Result<(), Error> {
     {
         tracing::warn!(error = %e, "shard count not recorded at cold start");
     }
-    let service = OrderService::from_config(client, &config);
-    let service = &service;
+    let api = Api::from_env(OrderService::from_config(client, &config))?;
+    let api = &api;
     lambda_http::run(service_fn(move |request: Request| async move {
-        Ok::<_, Infallible>(api::handle(service, request).await)
+        Ok::<_, Infallible>(api.handle(request).await)
     }))
     .await
 }

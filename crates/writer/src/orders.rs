@@ -5,34 +5,62 @@ use serde::{Deserialize, Serialize};
 
 /// Most lines in one order.
 pub const MAX_LINES: usize = 100;
+/// Largest amount in cents: 2^53 − 1, the largest integer a JavaScript
+/// number (and EventBridge's numeric matching) holds exactly. Unit prices,
+/// line totals and `totalCents` stay at or below it.
+pub const MAX_SAFE_CENTS: u64 = (1 << 53) - 1;
 
 /// An order as stored in its `META` item, returned by the API and carried in
 /// full by `OrderCreated` and `OrderPaid`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Order {
+    /// The order's id (a ULID), chosen by the writer.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^[0-9A-HJKMNP-TV-Z]{26}$"))
+    )]
     pub order_id: String,
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 128)))]
     pub customer_id: String,
+    /// ISO 4217 code.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Z]{3}$")))]
     pub currency: String,
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 100)))]
     pub items: Vec<OrderLine>,
+    /// The sum of the lines' `quantity × unitPriceCents`.
+    #[cfg_attr(feature = "schema", schemars(range(max = 9_007_199_254_740_991u64)))]
     pub total_cents: u64,
     pub status: OrderStatus,
+    /// 1 when created, +1 with each change; the events' `aggregateVersion`.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub version: u64,
+    /// RFC 3339, UTC.
+    #[cfg_attr(feature = "schema", schemars(extend("format" = "date-time")))]
     pub created_at: String,
+    /// RFC 3339, UTC.
+    #[cfg_attr(feature = "schema", schemars(extend("format" = "date-time")))]
     pub updated_at: String,
 }
 
 /// One line of an order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OrderLine {
+    /// 1 to 64 characters, no spaces or control characters.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 64)))]
     pub sku: String,
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub quantity: u32,
+    #[cfg_attr(feature = "schema", schemars(range(max = 9_007_199_254_740_991u64)))]
     pub unit_price_cents: u64,
 }
 
 /// Where an order is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OrderStatus {
     Pending,
@@ -129,13 +157,28 @@ impl TryFrom<CreateOrderRequest> for NewOrder {
                     "must be at least 1",
                 ));
             }
-            total = u64::from(line.quantity)
+            if line.unit_price_cents > MAX_SAFE_CENTS {
+                return Err(field_error(
+                    format!("items[{i}].unitPriceCents"),
+                    format!("must be at most {MAX_SAFE_CENTS}"),
+                ));
+            }
+            let line_total = u64::from(line.quantity)
                 .checked_mul(line.unit_price_cents)
-                .and_then(|line_total| total.checked_add(line_total))
+                .filter(|t| *t <= MAX_SAFE_CENTS)
                 .ok_or_else(|| {
                     field_error(
-                        format!("items[{i}].unitPriceCents"),
-                        "order total overflows",
+                        format!("items[{i}]"),
+                        format!("the line total (quantity × unitPriceCents) must be at most {MAX_SAFE_CENTS}"),
+                    )
+                })?;
+            total = total
+                .checked_add(line_total)
+                .filter(|t| *t <= MAX_SAFE_CENTS)
+                .ok_or_else(|| {
+                    field_error(
+                        "totalCents",
+                        format!("the order total (the sum of the line totals) must be at most {MAX_SAFE_CENTS}"),
                     )
                 })?;
         }
@@ -210,5 +253,27 @@ mod tests {
             ),
             "items[1].unitPriceCents"
         );
+        let safe = MAX_SAFE_CENTS;
+        let line =
+            |q: u64, p: u64| serde_json::json!({"sku": "A", "quantity": q, "unitPriceCents": p});
+        assert_eq!(
+            base("c", "EUR", serde_json::json!([line(1, safe + 1)])),
+            "items[0].unitPriceCents"
+        );
+        assert_eq!(
+            base(
+                "c",
+                "EUR",
+                serde_json::json!([line(1, 1), line(2, safe / 2 + 1)])
+            ),
+            "items[1]"
+        );
+        assert_eq!(
+            base("c", "EUR", serde_json::json!([line(1, safe), line(1, 1)])),
+            "totalCents"
+        );
+        // At the limit exactly is accepted.
+        let order = request(serde_json::json!({"customerId": "c", "currency": "EUR", "items": [line(1, safe - 1), line(1, 1)]})).unwrap();
+        assert_eq!(order.total_cents, MAX_SAFE_CENTS);
     }
 }

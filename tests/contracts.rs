@@ -1,0 +1,262 @@
+//! The contracts: `schemas/` is what the Rust types generate, the template's
+//! event patterns use only fields the schemas define, the template never
+//! sets the writer's local caller, and the OpenAPI document agrees with the
+//! event schemas on the order.
+
+use serde_json::Value;
+use testkit::contract::{defines, openapi, schema_file};
+use testkit::root;
+
+#[test]
+fn schemas_are_the_ones_the_types_generate() {
+    let dir = root().join("schemas");
+    let update = std::env::var_os("UPDATE_SCHEMAS").is_some();
+    let generated = writer::schemas::all();
+    let mut stale = Vec::new();
+    for (name, schema) in &generated {
+        let text = serde_json::to_string_pretty(schema).unwrap() + "\n";
+        let path = dir.join(name);
+        if update {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            stale.push(name.clone());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "schemas/ is stale for {stale:?}: run `UPDATE_SCHEMAS=1 cargo test --test contracts` and commit"
+    );
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".schema.json"))
+        .collect();
+    on_disk.sort();
+    let mut expected: Vec<String> = generated.into_iter().map(|(n, _)| n).collect();
+    expected.sort();
+    assert_eq!(
+        on_disk, expected,
+        "schemas/ holds exactly the generated files"
+    );
+}
+
+#[test]
+fn sample_events_validate_and_broken_ones_do_not() {
+    let order = serde_json::json!({
+        "orderId": "01JDQ6ZQ3T4W3D7Y8Z9A0B1C2D", "customerId": "c-1", "currency": "EUR",
+        "items": [{"sku": "A", "quantity": 2, "unitPriceCents": 150}], "totalCents": 300,
+        "status": "PENDING", "version": 1,
+        "createdAt": "2026-12-01T10:00:00.000Z", "updatedAt": "2026-12-01T10:00:00.000Z"
+    });
+    let envelope = serde_json::json!({
+        "eventId": "01JDQ6ZQ3T4W3D7Y8Z9A0B1C2E", "eventType": "OrderCreated", "schemaVersion": 1,
+        "aggregateType": "Order", "aggregateId": "01JDQ6ZQ3T4W3D7Y8Z9A0B1C2D", "aggregateVersion": 1,
+        "occurredAt": "2026-12-01T10:00:00.000Z", "payload": order
+    });
+    testkit::contract::check_envelope(&envelope).unwrap();
+    // A field added within a version is allowed (readers ignore it).
+    let mut added = envelope.clone();
+    added["newField"] = serde_json::json!(true);
+    testkit::contract::check_envelope(&added).unwrap();
+    for (pointer, value) in [
+        ("/payload/status", serde_json::json!("PAID")),
+        (
+            "/payload/totalCents",
+            serde_json::json!(9_007_199_254_740_992u64),
+        ),
+        ("/eventId", serde_json::json!("not-a-ulid")),
+        ("/schemaVersion", serde_json::json!(0)),
+    ] {
+        let mut broken = envelope.clone();
+        *broken.pointer_mut(pointer).unwrap() = value;
+        assert!(
+            testkit::contract::check_envelope(&broken).is_err(),
+            "{pointer}"
+        );
+    }
+    let mut missing = envelope.clone();
+    missing.as_object_mut().unwrap().remove("eventId");
+    assert!(testkit::contract::check_envelope(&missing).is_err());
+}
+
+/// template.yaml as JSON; a short-form intrinsic (`!Ref X`) becomes its
+/// long form (`{"Ref": "X"}`, `{"Fn::GetAtt": …}`).
+fn template() -> Value {
+    fn json(value: serde_yaml_ng::Value) -> Value {
+        use serde_yaml_ng::Value as Y;
+        match value {
+            Y::Tagged(tagged) => {
+                let tag = tagged.tag.to_string();
+                let name = tag.trim_start_matches('!');
+                let key = if name == "Ref" {
+                    name.to_owned()
+                } else {
+                    format!("Fn::{name}")
+                };
+                serde_json::json!({ key: json(tagged.value) })
+            }
+            Y::Mapping(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (k.as_str().unwrap_or_default().to_owned(), json(v)))
+                    .collect(),
+            ),
+            Y::Sequence(items) => Value::Array(items.into_iter().map(json).collect()),
+            other => serde_json::to_value(other).unwrap(),
+        }
+    }
+    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    json(serde_yaml_ng::from_str(&text).unwrap())
+}
+
+/// Field paths of an EventBridge pattern's `detail`: nested objects are
+/// fields; arrays and `$or` hold matchers.
+fn detail_paths(pattern: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    for (key, value) in pattern.as_object().into_iter().flatten() {
+        if key == "$or" {
+            for branch in value.as_array().into_iter().flatten() {
+                detail_paths(branch, prefix, out);
+            }
+            continue;
+        }
+        prefix.push(key.clone());
+        if value.is_object() {
+            detail_paths(value, prefix, out);
+        } else {
+            out.push(prefix.clone());
+        }
+        prefix.pop();
+    }
+}
+
+#[test]
+fn event_patterns_use_only_fields_the_schemas_define() {
+    let template = template();
+    let schemas: Vec<(String, Value)> = writer::schemas::all();
+    let event_types: Vec<&str> = writer::schemas::EVENTS.iter().map(|e| e.0).collect();
+    let mut checked = 0;
+    for (name, resource) in template["Resources"].as_object().unwrap() {
+        if resource["Type"] != "AWS::Events::Rule" {
+            continue;
+        }
+        let pattern = &resource["Properties"]["EventPattern"];
+        for (key, value) in pattern.as_object().into_iter().flatten() {
+            match key.as_str() {
+                "source" | "account" | "region" | "resources" | "time" | "id" => {}
+                "detail-type" => {
+                    for t in value.as_array().unwrap() {
+                        let t = t.as_str().unwrap();
+                        assert!(
+                            event_types.contains(&t),
+                            "{name}: detail-type {t} has no schema"
+                        );
+                    }
+                }
+                "detail" => {
+                    let mut paths = Vec::new();
+                    detail_paths(value, &mut Vec::new(), &mut paths);
+                    for path in paths {
+                        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                        assert!(
+                            schemas.iter().any(|(_, s)| defines(s, &path)),
+                            "{name}: detail.{} is in no schema",
+                            path.join(".")
+                        );
+                        checked += 1;
+                    }
+                }
+                other => panic!("{name}: pattern key {other} is not an EventBridge event field"),
+            }
+        }
+    }
+    assert!(checked > 0, "the projector rule filters on detail fields");
+    // The walk itself finds undefined fields.
+    assert!(!schemas
+        .iter()
+        .any(|(_, s)| defines(s, &["payload", "ownerId"])));
+    assert!(schemas
+        .iter()
+        .any(|(_, s)| defines(s, &["payload", "status"])));
+}
+
+#[test]
+fn the_local_projector_rule_is_the_templates() {
+    let template = template();
+    let mut pattern = template["Resources"]["ProjectorRule"]["Properties"]["EventPattern"].clone();
+    // `!Ref EventSource` is a tagged value in YAML: compare the rest.
+    pattern["source"] = serde_json::json!(["outbox.orders"]);
+    assert_eq!(
+        pattern,
+        outboxctl::stack::projector_pattern("outbox.orders")
+    );
+}
+
+#[test]
+fn the_template_never_sets_the_local_caller() {
+    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    assert!(!text.contains(writer::api::LOCAL_CALLER_ENV));
+}
+
+#[test]
+fn the_openapi_order_is_the_event_schemas_order() {
+    let doc = openapi();
+    let event = schema_file("OrderCreated.v1.schema.json");
+    let names = |schema: &Value| {
+        let mut names: Vec<String> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    };
+    for name in ["Order", "OrderLine"] {
+        let api = &doc["components"]["schemas"][name];
+        let events = &event["$defs"][name];
+        assert_eq!(
+            names(api),
+            names(events),
+            "{name}: the API and the events disagree on fields"
+        );
+        assert_eq!(
+            api["required"].as_array().map(Vec::len),
+            events["required"].as_array().map(Vec::len),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_response_check_finds_what_is_off_the_document() {
+    use lambda_http::{Body, Response};
+    use testkit::contract::check_response;
+    let response = |status: u16, body: &str| {
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::Text(body.to_owned()))
+            .unwrap()
+    };
+    let error = r#"{"error":{"code":"order_not_found","message":"no such order"}}"#;
+    let path = "/orders/01JDQ6ZQ3T4W3D7Y8Z9A0B1C2D";
+    assert_eq!(check_response("GET", path, &response(404, error)), Ok(true));
+    assert!(
+        check_response("GET", path, &response(418, error)).is_err(),
+        "undocumented status"
+    );
+    assert!(
+        check_response("GET", path, &response(200, error)).is_err(),
+        "body off its schema"
+    );
+    let unknown_code = r#"{"error":{"code":"teapot","message":"x"}}"#;
+    assert!(check_response("GET", path, &response(404, unknown_code)).is_err());
+    // A 503 must say when to retry.
+    let throttled = r#"{"error":{"code":"throttled","message":"busy"}}"#;
+    assert!(check_response("GET", path, &response(503, throttled)).is_err());
+    // Operations the document does not have are not checked.
+    assert_eq!(
+        check_response("DELETE", "/orders", &response(405, error)),
+        Ok(false)
+    );
+}

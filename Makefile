@@ -16,14 +16,16 @@ ENSURE_VENV = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { apt-get upd
 
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
+CONTRACT_STAMP := .venv-contract/.installed
 
-.PHONY: help venv venv-infra test lint chaos demo check-template python-pins sam-build-check bench build deploy clean
+.PHONY: help venv venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check bench build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (moto server + writer under cargo lambda watch)"
 	@echo "make test   - lint, unit, adapter and end-to-end tests against moto"
 	@echo "make lint   - cargo fmt --check and clippy -D warnings"
 	@echo "make bench  - the measurements of docs/performance.md"
+	@echo "make fuzz   - schemathesis against the writer, longer (FUZZ_EXAMPLES, default 500)"
 	@echo "make chaos  - the pipeline under wire faults and killed processes (docs/reliability.md)"
 	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
 
@@ -48,6 +50,22 @@ $(CHECKOV_STAMP): infra/checks/requirements-checkov.txt infra/checks/constraints
 	touch $@
 
 venv-infra: $(INFRA_STAMP) $(CHECKOV_STAMP)
+
+$(CONTRACT_STAMP): infra/contract/requirements.txt infra/contract/constraints.txt
+	$(ENSURE_VENV)
+	$(PYTHON) -m venv .venv-contract
+	.venv-contract/bin/pip install --quiet --disable-pip-version-check -r infra/contract/requirements.txt -c infra/contract/constraints.txt
+	touch $@
+
+venv-contract: $(CONTRACT_STAMP)
+
+# The writer against docs/openapi.yaml: schemathesis's generated requests
+# against the real binary under cargo lambda watch (infra/contract/).
+contract: venv venv-contract
+	$(WITH_MOTO) infra/contract/schemathesis.sh
+
+fuzz: venv venv-contract
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-500} $(WITH_MOTO) infra/contract/schemathesis.sh
 
 # Lint, translate and scan template.yaml, in each sink mode (EventBridge,
 # SNS, SNS FIFO); prove the checks on broken copies.
@@ -78,8 +96,9 @@ sam-build-check: venv venv-infra
 # Unit, adapter and end-to-end tests; the benches run once in a quick mode
 # (criterion's test mode, the AWS-call counts on small inputs) so they keep
 # working. No test asserts a time.
-test: venv lint python-pins check-template sam-build-check
+test: venv venv-contract lint python-pins check-template sam-build-check
 	$(WITH_MOTO) cargo test --workspace --locked
+	$(WITH_MOTO) infra/contract/schemathesis.sh
 	BENCH_QUICK=1 $(WITH_MOTO) cargo test --workspace --locked --benches
 
 # docs/reliability.md: the real binaries under wire faults and SIGKILLs, with

@@ -78,7 +78,7 @@ async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
     let mut pump = stack.pump(InProcessPublisher::new(sink, stack.store()), None);
     pump.run_until_idle().await.unwrap();
 
-    let delivered = envelopes(&stack.drain_subscriber().await);
+    let delivered = envelopes(&stack.drain_subscriber_checked().await);
     assert_eq!(
         delivered.len(),
         n,
@@ -124,7 +124,7 @@ async fn a_sink_outage_loses_nothing_and_duplicates_stay_within_bounds() {
     pump.mapping_mut().batch_size = 25;
     pump.run_until_idle().await.unwrap();
 
-    let delivered = envelopes(&stack.drain_subscriber().await);
+    let delivered = envelopes(&stack.drain_subscriber_checked().await);
     let distinct: HashSet<_> = delivered.iter().map(|e| e.event_id).collect();
     let expected: HashSet<String> = orders.iter().map(|o| o.order_id.clone()).collect();
     let got: HashSet<String> = delivered.iter().map(|e| e.aggregate_id.clone()).collect();
@@ -249,7 +249,7 @@ async fn a_crash_between_publish_and_delete_redelivers_the_same_event() {
     pump.run_until_idle().await.unwrap();
     assert_eq!(pump.stats.function_errors, 1);
 
-    let delivered = envelopes(&stack.drain_subscriber().await);
+    let delivered = envelopes(&stack.drain_subscriber_checked().await);
     assert_eq!(delivered.len(), 2, "delivered again after the crash");
     assert_eq!(
         delivered[0].event_id, delivered[1].event_id,
@@ -324,7 +324,7 @@ async fn retry_exhaustion_sends_on_failure_and_the_sweeper_recovers() {
     let later = time::OffsetDateTime::now_utc() + Duration::from_secs(86_400 + 60);
     let report = sweeper.sweep(later, &far_deadline()).await;
     assert_eq!(report.republished, 3);
-    assert_eq!(envelopes(&stack.drain_subscriber().await).len(), 3);
+    assert_eq!(envelopes(&stack.drain_subscriber_checked().await).len(), 3);
     assert!(stack.outbox_items().await.is_empty());
 }
 
@@ -385,7 +385,7 @@ async fn an_on_failure_message_makes_the_sweeper_republish_its_window_now() {
         .map(|f| f.item_identifier.as_str())
         .collect();
     assert_eq!(failed, vec!["junk"]);
-    assert_eq!(envelopes(&stack.drain_subscriber().await).len(), 3);
+    assert_eq!(envelopes(&stack.drain_subscriber_checked().await).len(), 3);
     assert!(stack.outbox_items().await.is_empty());
 }
 
@@ -406,7 +406,7 @@ async fn a_poison_record_is_dead_lettered_and_the_rest_flows() {
     );
     pump.run_until_idle().await.unwrap();
     assert_eq!(
-        envelopes(&stack.drain_subscriber().await).len(),
+        envelopes(&stack.drain_subscriber_checked().await).len(),
         6,
         "the records after it still flow"
     );
@@ -451,7 +451,7 @@ async fn meta_writes_and_the_publishers_deletes_never_invoke_it() {
     }
     // Filtered out: 4 META inserts, 2 META modifies, 6 outbox REMOVEs.
     assert_eq!(pump.stats.filtered_out, 12);
-    assert_eq!(envelopes(&stack.drain_subscriber().await).len(), 6);
+    assert_eq!(envelopes(&stack.drain_subscriber_checked().await).len(), 6);
 }
 
 fn pump_invoker_seen<S: EventSink>(

@@ -255,13 +255,26 @@ async fn unknown_types_are_ignored_and_malformed_bodies_are_reported() {
         &EventEnvelope::new("OrderCreated", "Order", "o2", 1, json!({"orderId": "o2"})).unwrap(),
     );
     let good = order_event("o3", "c3", 1, false, 700);
+    // A schema version this projector does not read: ignored, not misread.
+    let next_version = bus_message(
+        &EventEnvelope::new("OrderCreated", "Order", "o4", 1, json!({"orderId": "o4"}))
+            .unwrap()
+            .with_schema_version(2),
+    );
     let (response, counts) = project_batch(
         &p,
-        &batch(&[&unknown, not_json, &not_ours, &bad_payload, &good]),
+        &batch(&[
+            &unknown,
+            not_json,
+            &not_ours,
+            &bad_payload,
+            &good,
+            &next_version,
+        ]),
     )
     .await;
     assert_eq!(failed_ids(&response), vec!["m1", "m2", "m3"]);
-    assert_eq!((counts.ignored, counts.applied, counts.failed), (1, 1, 3));
+    assert_eq!((counts.ignored, counts.applied, counts.failed), (2, 1, 3));
     let model = model(&sdk, &table).await;
     assert_eq!(model.orders.len(), 1, "nothing written for the others");
     assert_eq!(model.inbox, 1, "an ignored event leaves no inbox record");
@@ -374,7 +387,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
 
     // Duplicates on the bus: every third event published again, as a
     // publisher retry would (same eventId, new EventBridge id).
-    let delivered = stack.drain_subscriber().await;
+    let delivered = stack.drain_subscriber_checked().await;
     let events = aws_sdk_eventbridge::Client::new(&stack.sdk);
     let mut again = 0;
     for message in delivered.iter().step_by(3) {

@@ -24,7 +24,8 @@ n=0
 for pair in \
   "infra/local/requirements.txt infra/local/constraints.txt" \
   "infra/checks/requirements.txt infra/checks/constraints.txt" \
-  "infra/checks/requirements-checkov.txt infra/checks/constraints-checkov.txt"; do
+  "infra/checks/requirements-checkov.txt infra/checks/constraints-checkov.txt" \
+  "infra/contract/requirements.txt infra/contract/constraints.txt"; do
   set -- $pair
   n=$((n + 1))
   "$python" -m venv "$work/venv-$n"

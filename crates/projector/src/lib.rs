@@ -12,7 +12,8 @@
 //! - `OrderCreated` and `OrderPaid` are applied with the inbox library: the
 //!   inbox record, the order row and the customer summary in one
 //!   transaction, without reads ([`model`]);
-//! - other event types are acknowledged and counted `Ignored`;
+//! - other event types, and other `schemaVersion`s than 1, are acknowledged
+//!   and counted `Ignored`;
 //! - an error is reported for retry; whether a retry can help is logged.
 //!
 //! One EMF line per invocation: `Applied`, `Duplicate`, `Stale`, `Ignored`,
@@ -100,8 +101,10 @@ impl Projector {
             .as_deref()
             .and_then(|t| t.split('-').nth(1))
             .unwrap_or("");
-        let outcome = match envelope.event_type.as_str() {
-            model::ORDER_CREATED | model::ORDER_PAID => self.apply_order(&envelope).await?,
+        // The shapes this projector reads: version 1 of the order events.
+        // Another version (docs/events.md) is a new shape: ignored, not misread.
+        let outcome = match (envelope.event_type.as_str(), envelope.schema_version) {
+            (model::ORDER_CREATED | model::ORDER_PAID, 1) => self.apply_order(&envelope).await?,
             _ => Outcome::Ignored,
         };
         tracing::info!(

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The orders API against its contract, docs/openapi.yaml: the document is
+# validated (openapi-spec-validator), then schemathesis generates requests
+# for every operation (valid and invalid ones) and sends them to the real
+# `writer` binary under `cargo lambda watch` on 127.0.0.1, backed by the
+# moto server. Its checks: no 5xx, every status, content type, header and
+# body as documented. Run through `make test` (a bounded number of examples
+# per operation) or `make fuzz` (FUZZ_EXAMPLES, default 500).
+#
+# cargo lambda watch has no authorizer: the writer runs with
+# WRITER_LOCAL_CALLER (which the template never sets); the owner rule and
+# the 401 are tested in tests/writer_api.rs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+: "${AWS_ENDPOINT_URL:?run through make test or make fuzz (infra/local/with-moto.sh)}"
+examples=${FUZZ_EXAMPLES:-25}
+seed=${FUZZ_SEED:-1}
+state=".local/contract"
+mkdir -p "$state"
+python=".venv/bin/python"
+
+echo "contract: docs/openapi.yaml is a valid OpenAPI 3.1 document"
+.venv/bin/openapi-spec-validator docs/openapi.yaml
+
+cargo build --quiet --locked --bin writer --bin outboxctl
+suffix=$(date +%s)-$$
+eval "$(target/debug/outboxctl provision "contract-orders-$suffix" "contract-bus-$suffix" outbox.orders)"
+
+port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+env_vars="TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,RUST_LOG=warn,WRITER_LOCAL_CALLER=contract"
+env_vars+=",AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true"
+cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$port" --ignore-changes --env-var "$env_vars" \
+  >"$state/watch.log" 2>&1 &
+watch_pid=$!
+trap 'kill "$watch_pid" 2>/dev/null || true; wait "$watch_pid" 2>/dev/null || true' EXIT
+up=false
+for _ in $(seq 1 600); do
+  if "$python" -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null; then up=true; break; fi
+  sleep 0.5
+done
+$up || { echo "contract: cargo lambda watch did not listen on 127.0.0.1:$port; see $state/watch.log" >&2; exit 1; }
+
+echo "contract: schemathesis, $examples examples per operation (seed $seed)"
+.venv-contract/bin/schemathesis run docs/openapi.yaml \
+  --url "http://127.0.0.1:$port/lambda-url/writer" \
+  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance \
+  --max-examples "$examples" \
+  --seed "$seed" \
+  --generation-database none \
+  --request-timeout 30 \
+  --workers 1 \
+  --no-color \
+  --output-sanitize false \
+  --report junit --report-dir "$state/report"

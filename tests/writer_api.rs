@@ -265,6 +265,25 @@ async fn bad_input_gets_a_clear_error_and_writes_nothing() {
     let response = create(&service, Some(&long_key)).await;
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
 
+    // What the local emulator cannot carry (schemathesis meets it first;
+    // infra/contract/hooks.py): a header value that is not ASCII, and a
+    // JSON body that is not UTF-8 (API Gateway passes it base64-encoded).
+    let mut odd_key = request("POST", "/orders", &json_ct, Some(&order_json()));
+    odd_key.headers_mut().insert(
+        "idempotency-key",
+        lambda_http::http::HeaderValue::from_bytes(&[0xd7, 0xf8, 0x9b]).unwrap(),
+    );
+    let response = service.handle(odd_key).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(body(&response)["error"]["code"], "invalid_idempotency_key");
+    for path in ["/orders", "/orders/01J00000000000000000000000/payment"] {
+        let mut not_utf8 = request("POST", path, &json_ct, None);
+        *not_utf8.body_mut() = Body::Binary(vec![b';', 0xff]);
+        let response = service.handle(not_utf8).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{path}");
+        assert_eq!(body(&response)["error"]["code"], "invalid_json", "{path}");
+    }
+
     // Wrong method and route.
     let response = service
         .handle(request("DELETE", "/orders", &[], None))

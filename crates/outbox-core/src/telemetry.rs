@@ -54,3 +54,16 @@ pub async fn aws_config() -> aws_config::SdkConfig {
         .load()
         .await
 }
+
+/// An error and its sources, `outer: inner: …`, for one log field: errors
+/// that keep their cause (`#[source]`) print only their own part.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut chain = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        chain.push_str(": ");
+        chain.push_str(&e.to_string());
+        source = e.source();
+    }
+    chain
+}

@@ -99,8 +99,10 @@ pub enum TransactionError {
     InProgress,
     #[error("DynamoDB rejected the transaction: {code}: {message}")]
     Rejected { code: String, message: String },
-    #[error("DynamoDB call failed: {0}")]
-    Aws(String),
+    /// The call failed below the service (connection, timeout, an
+    /// unexpected service error); the SDK's error is the source.
+    #[error("the DynamoDB call failed")]
+    Aws(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl TransactionError {
@@ -350,12 +352,12 @@ impl OutboxTransaction {
 
     fn map_error<R>(&self, err: SdkError<TransactWriteItemsError, R>) -> TransactionError
     where
-        R: std::fmt::Debug,
+        R: std::fmt::Debug + Send + Sync + 'static,
     {
         use aws_smithy_types::error::metadata::ProvideErrorMetadata;
         let service = match err {
             SdkError::ServiceError(service) => service.into_err(),
-            other => return TransactionError::Aws(other.to_string()),
+            other => return TransactionError::Aws(Box::new(other)),
         };
         match service {
             TransactWriteItemsError::TransactionCanceledException(cancelled) => {
@@ -421,7 +423,7 @@ impl OutboxTransaction {
                     code: "ValidationException".into(),
                     message: other.message().unwrap_or("").to_owned(),
                 },
-                code => TransactionError::Aws(code.unwrap_or("Unknown").to_owned()),
+                _ => TransactionError::Aws(Box::new(other)),
             },
         }
     }

@@ -230,7 +230,7 @@ pub async fn project_batch(projector: &Projector, event: &SqsEvent) -> (SqsBatch
                 tracing::warn!(
                     message_id = %id,
                     retryable = e.is_retryable(),
-                    error = %e,
+                    error = %outbox_core::telemetry::error_chain(&e),
                     "message not applied; reported for retry"
                 );
                 let mut failure = BatchItemFailure::default();

@@ -72,13 +72,7 @@ impl ApiError {
 
     fn internal(error: &dyn std::error::Error) -> Self {
         // The cause goes to the log, never to the client.
-        let mut detail = error.to_string();
-        let mut source = error.source();
-        while let Some(e) = source {
-            detail.push_str(": ");
-            detail.push_str(&e.to_string());
-            source = e.source();
-        }
+        let detail = outbox_core::telemetry::error_chain(error);
         tracing::error!(detail, "internal error");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -260,3 +260,22 @@ fn the_response_check_finds_what_is_off_the_document() {
         Ok(false)
     );
 }
+
+#[test]
+fn the_projector_samples_carry_events_of_the_schemas() {
+    let mut checked = 0;
+    for name in [
+        "projector-batch.json",
+        "projector-duplicate.json",
+        "projector-out-of-order.json",
+    ] {
+        let sample: Value = serde_json::from_str(&testkit::sample(name)).unwrap();
+        for record in sample["Records"].as_array().unwrap() {
+            let event: Value = serde_json::from_str(record["body"].as_str().unwrap()).unwrap();
+            let envelope = testkit::contract::envelope_of(&event).unwrap();
+            testkit::contract::check_envelope(&envelope).unwrap_or_else(|e| panic!("{name}: {e}"));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3);
+}

@@ -488,6 +488,11 @@ async fn amounts_stay_javascript_safe() {
     let stack = Stack::new().await;
     let api = service(&stack);
     let max = writer::orders::MAX_SAFE_CENTS;
+    let post = |items: Value| {
+        let order = json!({"customerId": "c", "currency": "EUR", "items": items}).to_string();
+        let headers = [("content-type", "application/json")];
+        api.handle(request("POST", "/orders", &headers, Some(&order)))
+    };
     for (items, field) in [
         (
             json!([{"sku": "A", "quantity": 1, "unitPriceCents": max + 1}]),
@@ -502,28 +507,12 @@ async fn amounts_stay_javascript_safe() {
             "totalCents",
         ),
     ] {
-        let order = json!({"customerId": "c", "currency": "EUR", "items": items}).to_string();
-        let response = api
-            .handle(request(
-                "POST",
-                "/orders",
-                &[("content-type", "application/json")],
-                Some(&order),
-            ))
-            .await;
+        let response = post(items).await;
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{field}");
         assert_eq!(body(&response)["error"]["field"], field);
     }
     assert!(stack.items().await.is_empty());
-    let order = json!({"customerId": "c", "currency": "EUR", "items": [{"sku": "A", "quantity": 1, "unitPriceCents": max}]}).to_string();
-    let response = api
-        .handle(request(
-            "POST",
-            "/orders",
-            &[("content-type", "application/json")],
-            Some(&order),
-        ))
-        .await;
+    let response = post(json!([{"sku": "A", "quantity": 1, "unitPriceCents": max}])).await;
     assert_eq!(response.status(), StatusCode::CREATED);
     assert_eq!(body(&response)["totalCents"], json!(max));
 }

@@ -8,10 +8,10 @@ cd "$root"
 export PATH="$root/.venv/bin:$PATH"
 mkdir -p .local/bench
 
-echo "# 1, 3, 6. AWS calls, writer round trips, sweep cost"
+echo "# 1, 3, 6. AWS calls, writer round trips, sweep cost (and the cost model's inputs)"
 infra/local/with-moto.sh cargo bench --locked --bench aws_calls | grep -v "^{" | tee .local/bench/aws_calls.md
 
-echo "# 2. Handler CPU per record (criterion)"
+echo "# 2. Handler CPU per record, and the publisher per invocation against an instant sink (criterion)"
 cargo bench --locked -p outbox-publisher --bench decode -- --warm-up-time 2 --measurement-time 5 | tee .local/bench/decode.txt
 cargo bench --locked -p outbox-writer --bench transaction -- --warm-up-time 2 --measurement-time 5 | tee .local/bench/transaction.txt
 
@@ -28,4 +28,13 @@ infra/local/with-moto.sh bash -c '
     publisher=target/lambda/publisher/bootstrap:events/publisher-mixed-batch.json \
     sweeper=target/lambda/sweeper/bootstrap:events/sweeper-scheduled.json
 ' | tee .local/bench/coldstart.md
+echo "# 7. Cost per million orders (from the counts above and infra/bench/prices.json)"
+.venv/bin/python infra/bench/cost.py .local/bench infra/bench/prices.json | tee .local/bench/cost.md
+
+# The release-profile matrix is a full release build per variant (about
+# 4 minutes each here): only with BENCH_PROFILES=1.
+if [ -n "${BENCH_PROFILES:-}" ]; then
+  echo "# 4. Release-profile matrix (publisher)"
+  infra/bench/profiles.sh | tee .local/bench/profiles.md
+fi
 echo "Results are in .local/bench/; docs/performance.md records them with the method."

@@ -17,7 +17,7 @@ state=".local/demo"
 mkdir -p "$state"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source infra/local/lib.sh
 outboxctl() { target/debug/outboxctl "$@"; }
 
 suffix=$(date +%s)
@@ -32,26 +32,16 @@ say "Starting writer, publisher and sweeper under cargo lambda watch (127.0.0.1 
 port=$(free_port)
 # cargo lambda watch has no authorizer: the writer acts as the local caller
 # `demo` (WRITER_LOCAL_CALLER; the template never sets it).
-env_vars="TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,STRANDED_AFTER_SECONDS=86400,RUST_LOG=warn,WRITER_LOCAL_CALLER=demo"
-env_vars+=",AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true"
-cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$port" --ignore-changes --env-var "$env_vars" \
-  >"$state/watch.log" 2>&1 &
-watch_pid=$!
+start_watch "$port" "TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,STRANDED_AFTER_SECONDS=86400,RUST_LOG=warn,WRITER_LOCAL_CALLER=demo" "$state/watch.log"
+functions_pid=$watch_pid
 # The projector reads another table (TABLE_NAME is the read model's), so it
 # runs under its own cargo lambda watch.
 pport=$(free_port)
-projector_env="TABLE_NAME=$read_model,INBOX_TTL_SECONDS=604800,RUST_LOG=warn"
-projector_env+=",AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true"
-cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$pport" --ignore-changes --env-var "$projector_env" \
-  >"$state/watch-projector.log" 2>&1 &
-projector_pid=$!
-trap 'kill "$watch_pid" "$projector_pid" 2>/dev/null || true; wait "$watch_pid" "$projector_pid" 2>/dev/null || true' EXIT
-for p in "$port" "$pport"; do
-  for _ in $(seq 1 100); do
-    "$python" -c "import socket; socket.create_connection(('127.0.0.1', $p), 1)" 2>/dev/null && break
-    sleep 0.3
-  done
-done
+start_watch "$pport" "TABLE_NAME=$read_model,INBOX_TTL_SECONDS=604800,RUST_LOG=warn" "$state/watch-projector.log"
+projector_pid=$watch_pid
+trap 'kill "$functions_pid" "$projector_pid" 2>/dev/null || true; wait "$functions_pid" "$projector_pid" 2>/dev/null || true' EXIT
+wait_listening "$port" "$state/watch.log"
+wait_listening "$pport" "$state/watch-projector.log"
 
 # HTTP to the writer's function URL on cargo lambda watch: METHOD PATH [BODY] [IDEMPOTENCY-KEY]
 http() {

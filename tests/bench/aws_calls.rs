@@ -70,6 +70,26 @@ async fn publisher_calls(n: usize) {
         pump.stats.invocations,
         per_1000(pump.stats.invocations)
     );
+    write_bench_json(
+        "publisher-calls.json",
+        serde_json::json!({
+            "source": "cargo bench --bench aws_calls (publisher through the mapping emulator)",
+            "events": n,
+            "batch_size": pump.mapping().batch_size,
+            "put_events": put_events,
+            "batch_write_item": batch_write,
+            "other_calls": other.len(),
+            "invocations": pump.stats.invocations,
+        }),
+    );
+}
+
+/// A bench result for `infra/bench/cost.py`, in `.local/bench/`.
+fn write_bench_json(name: &str, value: serde_json::Value) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".local/bench");
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let text = serde_json::to_string_pretty(&value).expect("json");
+    std::fs::write(dir.join(name), text).expect("bench result written");
 }
 
 async fn writer_round_trips() {
@@ -124,6 +144,7 @@ async fn writer_round_trips() {
         .handle(request("GET", &format!("/orders/{id}"), &[], None))
         .await;
     rows.push(("get", stack.calls.calls()));
+    cost_inputs(&stack, &rows, &id).await;
     println!("## Writer round trips per command\n");
     println!("| command | calls | reads | which |");
     println!("|---|---|---|---|");
@@ -139,6 +160,57 @@ async fn writer_round_trips() {
         );
     }
     println!();
+}
+
+/// What `infra/bench/cost.py` prices: the writer's calls per command and
+/// the sizes of the items they write, as DynamoDB counts them, read back
+/// from the table after one create and one payment, each with an
+/// `Idempotency-Key`. Written to `.local/bench/cost-inputs.json`.
+async fn cost_inputs(stack: &Stack, rows: &[(&str, Vec<String>)], id: &str) {
+    use outbox_core::size::item_size;
+    let items = stack.items().await;
+    let size_of = |pred: &dyn Fn(&str, &str) -> bool| -> Vec<usize> {
+        items
+            .iter()
+            .filter(|i| {
+                let s = |k: &str| {
+                    i.get(k)
+                        .and_then(|v| v.as_s().ok())
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                pred(&s("PK"), &s("SK"))
+            })
+            .map(item_size)
+            .collect()
+    };
+    let order = size_of(&|pk, sk| pk == format!("ORDER#{id}") && sk == "META");
+    let outbox = size_of(&|pk, sk| pk == format!("ORDER#{id}") && sk.starts_with("OUTBOX#"));
+    let idempotency = size_of(&|pk, _| pk.starts_with("IDEMPOTENCY#"));
+    let envelopes: Vec<usize> = items
+        .iter()
+        .filter_map(|i| {
+            i.get("envelope")
+                .and_then(|v| v.as_s().ok())
+                .map(String::len)
+        })
+        .collect();
+    let calls: serde_json::Map<String, serde_json::Value> = rows
+        .iter()
+        .map(|(name, calls)| (name.to_string(), serde_json::json!(calls)))
+        .collect();
+    let inputs = serde_json::json!({
+        "source": "cargo bench --bench aws_calls (writer round trips), sizes as DynamoDB counts them (outbox_core::size::item_size)",
+        "writer_calls": calls,
+        "item_bytes": {
+            "order_meta": order.iter().max(),
+            "outbox_item": outbox.iter().max(),
+            "outbox_items_seen": outbox.len(),
+            "idempotency_record": idempotency.iter().max(),
+            "envelope": envelopes.iter().max(),
+        },
+    });
+    write_bench_json("cost-inputs.json", inputs);
 }
 
 async fn sweep_cost(sizes: &[usize]) {

@@ -482,84 +482,48 @@ trait WriteAction {
     fn into_item(self) -> TransactWriteItem;
 }
 
-impl WriteAction for Put {
-    fn return_all_old(&mut self) {
-        self.return_values_on_condition_check_failure
-            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
-    }
-    fn target(&self) -> (&str, &HashMap<String, AttributeValue>) {
-        (&self.table_name, &self.item)
-    }
-    fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>) {
-        (
-            self.condition_expression.as_deref(),
-            &self.expression_attribute_values,
-        )
-    }
-    fn into_item(self) -> TransactWriteItem {
-        TransactWriteItem::builder().put(self).build()
-    }
+/// The methods every action implements alike: the `ALL_OLD` request, the
+/// condition and its values, and wrapping into a `TransactWriteItem`.
+macro_rules! write_action {
+    ($action:ty, $target:ident, $condition:expr, $wrap:ident $(, $len:expr)?) => {
+        impl WriteAction for $action {
+            fn return_all_old(&mut self) {
+                self.return_values_on_condition_check_failure
+                    .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
+            }
+            fn target(&self) -> (&str, &HashMap<String, AttributeValue>) {
+                (&self.table_name, &self.$target)
+            }
+            fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>) {
+                let condition: fn(&Self) -> Option<&str> = $condition;
+                (condition(self), &self.expression_attribute_values)
+            }
+            $(fn expression_len(&self) -> usize {
+                let len: fn(&Self) -> usize = $len;
+                len(self)
+            })?
+            fn into_item(self) -> TransactWriteItem {
+                TransactWriteItem::builder().$wrap(self).build()
+            }
+        }
+    };
 }
 
-impl WriteAction for Update {
-    fn return_all_old(&mut self) {
-        self.return_values_on_condition_check_failure
-            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
-    }
-    fn target(&self) -> (&str, &HashMap<String, AttributeValue>) {
-        (&self.table_name, &self.key)
-    }
-    fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>) {
-        (
-            self.condition_expression.as_deref(),
-            &self.expression_attribute_values,
-        )
-    }
-    fn expression_len(&self) -> usize {
-        self.update_expression.len()
-    }
-    fn into_item(self) -> TransactWriteItem {
-        TransactWriteItem::builder().update(self).build()
-    }
-}
-
-impl WriteAction for ConditionCheck {
-    fn return_all_old(&mut self) {
-        self.return_values_on_condition_check_failure
-            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
-    }
-    fn target(&self) -> (&str, &HashMap<String, AttributeValue>) {
-        (&self.table_name, &self.key)
-    }
-    fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>) {
-        (
-            Some(&self.condition_expression),
-            &self.expression_attribute_values,
-        )
-    }
-    fn into_item(self) -> TransactWriteItem {
-        TransactWriteItem::builder().condition_check(self).build()
-    }
-}
-
-impl WriteAction for Delete {
-    fn return_all_old(&mut self) {
-        self.return_values_on_condition_check_failure
-            .get_or_insert(ReturnValuesOnConditionCheckFailure::AllOld);
-    }
-    fn target(&self) -> (&str, &HashMap<String, AttributeValue>) {
-        (&self.table_name, &self.key)
-    }
-    fn condition(&self) -> (Option<&str>, &Option<HashMap<String, AttributeValue>>) {
-        (
-            self.condition_expression.as_deref(),
-            &self.expression_attribute_values,
-        )
-    }
-    fn into_item(self) -> TransactWriteItem {
-        TransactWriteItem::builder().delete(self).build()
-    }
-}
+write_action!(Put, item, |a| a.condition_expression.as_deref(), put);
+write_action!(
+    Update,
+    key,
+    |a| a.condition_expression.as_deref(),
+    update,
+    |a| a.update_expression.len()
+);
+write_action!(
+    ConditionCheck,
+    key,
+    |a| Some(&a.condition_expression),
+    condition_check
+);
+write_action!(Delete, key, |a| a.condition_expression.as_deref(), delete);
 
 fn expression_size(
     condition: Option<&str>,

@@ -1,11 +1,22 @@
 //! Handler CPU per record: decoding a DynamoDB stream batch (JSON, as Lambda
 //! delivers it) into outbox items and building the EventBridge entries, for
 //! batches of 1, 100 and 1,000 records. No I/O.
+//!
+//! And the publisher's throughput per invocation when the sink and the
+//! store answer at once (`publisher_invocation_instant_sink`): the whole
+//! `Publisher::process` of a decoded batch (grouping, batching by count and
+//! bytes, order per aggregate, deletes), so that the figure is ours and not
+//! the network's. docs/performance.md §3 turns it into the scaling model.
 
 use aws_lambda_events::event::dynamodb::Event;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use outbox_core::keys::ItemKey;
 use outbox_core::publish::eventbridge::EventBridgeSink;
-use outbox_core::publish::EventSink;
+use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
+use outbox_core::retry::Deadline;
+use outbox_core::store::{
+    Cursor, DeadLetter, Marked, OutboxStore, Page, PendingQuery, ShardStats, StoreError,
+};
 use outbox_core::{EventEnvelope, OutboxItem};
 
 /// A stream batch of `n` outbox inserts, as JSON.
@@ -36,16 +47,21 @@ fn batch(n: usize) -> String {
     serde_json::json!({ "Records": records }).to_string()
 }
 
-fn bench(c: &mut Criterion) {
+/// The real EventBridge sink (its entries and size arithmetic); never called.
+fn eventbridge_sink() -> EventBridgeSink {
     let sdk = aws_sdk_eventbridge::Config::builder()
         .behavior_version(aws_sdk_eventbridge::config::BehaviorVersion::latest())
         .region(aws_sdk_eventbridge::config::Region::new("us-east-1"))
         .build();
-    let sink = EventBridgeSink::new(
+    EventBridgeSink::new(
         aws_sdk_eventbridge::Client::from_conf(sdk),
         "bus".into(),
         "outbox.orders".into(),
-    );
+    )
+}
+
+fn bench(c: &mut Criterion) {
+    let sink = eventbridge_sink();
     let mut group = c.benchmark_group("publisher_decode_and_build");
     for n in [1usize, 100, 1000] {
         let json = batch(n);
@@ -67,5 +83,94 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// EventBridge's limits and entry sizes, answering every call at once.
+struct InstantSink(EventBridgeSink);
+
+impl EventSink for InstantSink {
+    fn max_entries(&self) -> usize {
+        self.0.max_entries()
+    }
+    fn max_bytes(&self) -> usize {
+        self.0.max_bytes()
+    }
+    fn entry_size(&self, item: &OutboxItem) -> usize {
+        self.0.entry_size(item)
+    }
+    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+        // Build the real request entries (the CPU the real sink spends).
+        let entries: Vec<_> = items.iter().map(|item| self.0.entry(item)).collect();
+        criterion::black_box(entries);
+        items.iter().map(|_| Ok(())).collect()
+    }
+    async fn verify(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// A store whose deletes succeed at once; the publisher calls nothing else
+/// on the happy path.
+struct InstantStore;
+
+impl OutboxStore for InstantStore {
+    async fn delete_published(&self, _: &[ItemKey], _: &Deadline) -> Vec<ItemKey> {
+        Vec::new()
+    }
+    async fn dead_letter(&self, _: DeadLetter<'_>, _: &Deadline) -> Result<Marked, StoreError> {
+        Ok(Marked::Updated)
+    }
+    async fn record_failure(
+        &self,
+        _: &ItemKey,
+        _: u32,
+        _: i64,
+        _: &str,
+        _: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        Ok(Marked::Updated)
+    }
+    fn configured_shards(&self) -> u16 {
+        8
+    }
+    async fn shard_count(&self, _: &Deadline) -> Result<u16, StoreError> {
+        Ok(8)
+    }
+    async fn pending_page(
+        &self,
+        _: &PendingQuery,
+        _: Option<Cursor>,
+        _: &Deadline,
+    ) -> Result<Page, StoreError> {
+        Ok(Page::default())
+    }
+    async fn shard_stats(&self, _: u16, _: i32, _: &Deadline) -> Result<ShardStats, StoreError> {
+        Ok(ShardStats::default())
+    }
+}
+
+fn invocation(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let sink = eventbridge_sink();
+    let publisher = publisher::Publisher::new(InstantSink(sink), InstantStore);
+    let mut group = c.benchmark_group("publisher_invocation_instant_sink");
+    for n in [100usize, 1000] {
+        let json = batch(n);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &json, |b, json| {
+            b.iter(|| {
+                // Decode as the runtime does, then the whole handler.
+                let event: Event = serde_json::from_str(json).unwrap();
+                let deadline = Deadline::after(std::time::Duration::from_secs(60));
+                runtime
+                    .block_on(publisher.process(&event.records, &deadline))
+                    .unwrap()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, invocation);
 criterion_main!(benches);

@@ -34,7 +34,7 @@ echo "|---|---|---|---|---|---|---|"
 for v in "${variants[@]}"; do
   IFS='|' read -r name opt lto cgu <<<"$v"
   if [ -n "$selected" ] && [[ ",$selected," != *",$name,"* ]]; then continue; fi
-  dir="target/profiles/$name"
+  dir="$root/target/profiles/$name"
   export CARGO_PROFILE_RELEASE_OPT_LEVEL="$opt" CARGO_PROFILE_RELEASE_LTO="$lto" \
     CARGO_PROFILE_RELEASE_CODEGEN_UNITS="$cgu"
   mkdir -p "$dir"

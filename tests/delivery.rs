@@ -57,7 +57,10 @@ async fn a_poison_record_whose_dead_letter_fails_sends_nothing_after_it() {
     let publisher = publisher(sink, store);
     // Every dead-letter write is throttled (the SDK's retries included).
     proxy.inject("UpdateItem", Fault::Throttle, None);
-    let report = publisher.process(&records, &far_deadline()).await.unwrap();
+    let report = publisher
+        .process(records.clone(), &far_deadline())
+        .await
+        .unwrap();
     assert_eq!(report.published, 1, "only the record before the poison");
     assert_eq!(
         report.first_failure, records[1].change.sequence_number,
@@ -70,7 +73,7 @@ async fn a_poison_record_whose_dead_letter_fails_sends_nothing_after_it() {
     // Lambda redelivers from the reported record; the throttling is over.
     proxy.heal();
     let report = publisher
-        .process(&records[1..], &far_deadline())
+        .process(records[1..].to_vec(), &far_deadline())
         .await
         .unwrap();
     assert_eq!(report.first_failure, None);
@@ -99,7 +102,7 @@ async fn an_insert_without_its_image_is_reported_never_dead_lettered() {
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
     let report = publisher(sink, store)
-        .process(&records, &far_deadline())
+        .process(records.clone(), &far_deadline())
         .await
         .unwrap();
     assert_eq!(report.first_failure, records[0].change.sequence_number);
@@ -375,11 +378,14 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
         Fault::refuse(&[first_of_a], "InternalError"),
         Some(3),
     );
-    let report = publisher.process(&records, &far_deadline()).await.unwrap();
+    let report = publisher
+        .process(records.clone(), &far_deadline())
+        .await
+        .unwrap();
     assert_eq!(report.first_failure, records[0].change.sequence_number);
     assert_eq!(proxy.faulted("PublishBatch"), 3);
     // Lambda redelivers from the reported record.
-    let report = publisher.process(&records, &far_deadline()).await.unwrap();
+    let report = publisher.process(records, &far_deadline()).await.unwrap();
     assert_eq!(report.first_failure, None);
 
     let mut order: HashMap<String, Vec<u64>> = HashMap::new();

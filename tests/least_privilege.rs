@@ -154,7 +154,7 @@ async fn the_publisher_role_grants_what_the_publisher_calls() {
     sink.verify().await.unwrap();
     let mut publisher = publisher::Publisher::new(sink, store);
     publisher.retry = fast_retry();
-    let report = publisher.process(&records, &far_deadline()).await.unwrap();
+    let report = publisher.process(records, &far_deadline()).await.unwrap();
     assert_eq!((report.published, report.dead_lettered), (2, 1));
     assert_eq!(called(&proxy), role_actions("PublisherRole", false));
 }

@@ -85,7 +85,7 @@ async fn meta_remove_and_modify_records_are_ignored() {
     let first = stream.read().await.unwrap();
     let (sink, calls) = stack.eventbridge_sink();
     let publisher = publisher(sink, &stack);
-    let report = publisher.process(&first, &far_deadline()).await.unwrap();
+    let report = publisher.process(first, &far_deadline()).await.unwrap();
     assert_eq!(report.published, 2);
     assert_eq!(report.skipped, 2, "the two META inserts");
 
@@ -98,7 +98,7 @@ async fn meta_remove_and_modify_records_are_ignored() {
     let names: HashSet<&str> = second.iter().map(|r| r.event_name.as_str()).collect();
     assert_eq!(names, HashSet::from(["REMOVE", "MODIFY"]));
     calls.reset();
-    let report = publisher.process(&second, &far_deadline()).await.unwrap();
+    let report = publisher.process(second, &far_deadline()).await.unwrap();
     assert_eq!(report.skipped, 3);
     assert_eq!(report.published, 0);
     assert!(calls.calls().is_empty(), "no sink call for ignored records");
@@ -113,7 +113,7 @@ async fn a_batch_of_25_takes_3_put_events_and_1_batch_write() {
     let (sink, calls) = stack.eventbridge_sink();
     stack.calls.reset();
     let report = publisher(sink, &stack)
-        .process(&records, &far_deadline())
+        .process(records, &far_deadline())
         .await
         .unwrap();
     assert_eq!(report.published, 25);
@@ -153,7 +153,7 @@ async fn a_sink_outage_from_record_k_reports_exactly_k_and_keeps_the_rest() {
         None,
     );
     let report = publisher_with(sink, store)
-        .process(&records, &far_deadline())
+        .process(records, &far_deadline())
         .await
         .unwrap();
 
@@ -210,11 +210,12 @@ async fn a_lone_failed_entry_costs_at_most_its_call_mates_as_duplicates() {
         Fault::refuse(&[bad.to_string()], "ThrottlingException"),
         None,
     );
+    let fourth = sequence(&records[3]);
     let report = publisher_with(sink, store)
-        .process(&records, &far_deadline())
+        .process(records, &far_deadline())
         .await
         .unwrap();
-    assert_eq!(report.first_failure, Some(sequence(&records[3])));
+    assert_eq!(report.first_failure, Some(fourth));
     assert_eq!(report.published, 9);
     assert_eq!(
         stack.outbox_items().await.len(),
@@ -238,7 +239,7 @@ async fn transient_failures_are_retried_within_the_invocation() {
         Some(2),
     );
     let report = publisher_with(sink, store)
-        .process(&records, &far_deadline())
+        .process(records, &far_deadline())
         .await
         .unwrap();
     assert_eq!(report.first_failure, None);
@@ -292,7 +293,7 @@ async fn poison_records_are_dead_lettered_and_do_not_block() {
     let records = stack.stream().read().await.unwrap();
     let (sink, _) = stack.eventbridge_sink();
     let report = publisher(sink, &stack)
-        .process(&records, &far_deadline())
+        .process(records, &far_deadline())
         .await
         .unwrap();
     assert_eq!(report.first_failure, None, "poison does not fail the batch");
@@ -330,7 +331,7 @@ async fn a_missing_bus_fails_verification_and_keeps_everything() {
         "cold-start verification catches it"
     );
     let report = publisher(sink, &stack)
-        .process(&records, &far_deadline())
+        .process(records, &far_deadline())
         .await
         .unwrap();
     assert!(report.first_failure.is_some());
@@ -362,7 +363,7 @@ async fn sample_events_decode_and_are_classified() {
             }
         }
         let report = publisher
-            .process(&event.records, &far_deadline())
+            .process(event.records, &far_deadline())
             .await
             .unwrap();
         assert_eq!(
@@ -389,7 +390,7 @@ async fn sns_fifo_delivers_with_group_and_dedup_ids() {
     let sink = SnsSink::new(aws_sdk_sns::Client::new(&stack.sdk), topic_arn);
     sink.verify().await.unwrap();
     let report = publisher(sink, &stack)
-        .process(&records, &far_deadline())
+        .process(records, &far_deadline())
         .await
         .unwrap();
     assert_eq!(report.published, 3);
@@ -432,7 +433,7 @@ async fn permanent_sink_rejections_on_the_wire_dead_letter_the_entry() {
         None,
     );
     let report = publisher_with(sink, store)
-        .process(&records, &far_deadline())
+        .process(records, &far_deadline())
         .await
         .unwrap();
     assert_eq!(report.first_failure, None);

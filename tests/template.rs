@@ -130,7 +130,7 @@ async fn the_pattern_against_real_stream_records() {
     let mut records = stream.read().await.unwrap();
     let (sink, _) = stack.eventbridge_sink();
     publisher::Publisher::new(sink, stack.store())
-        .process(&records, &far_deadline())
+        .process(records.clone(), &far_deadline())
         .await
         .unwrap();
     records.extend(stream.read().await.unwrap());

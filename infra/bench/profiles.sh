@@ -17,34 +17,40 @@ python="$root/.venv/bin/python"
 fn=${PROFILE_FUNCTION:-publisher}
 runs=${PROFILE_RUNS:-15}
 
-# name | opt-level | lto | codegen-units. `panic` is not a variant:
+# name | opt-level | lto | codegen-units | cargo features. `panic` is not a variant:
 # `cargo lambda build` (what `sam build` runs) sets panic = "abort" itself
 # when the workspace does not, overriding the environment; Cargo.toml now
 # says so explicitly.
+# The TLS provider is the features column: rustls on ring (the default) or
+# on aws-lc-rs (`outbox-core/tls-aws-lc`, the SDK's own default).
 variants=(
-  "o3-fat|3|fat|1"
-  "o3-thin|3|thin|1"
-  "os-fat|s|fat|1"
-  "oz-fat|z|fat|1"
+  "o3-fat|3|fat|1|"
+  "o3-thin|3|thin|1|"
+  "os-fat|s|fat|1|"
+  "oz-fat|z|fat|1|"
+  "os-fat-awslc|s|fat|1|outbox-core/tls-aws-lc"
 )
 selected=${PROFILE_VARIANTS:-}
 
-echo "| variant | opt-level | LTO | bootstrap (bytes) | zip (bytes) | CPU per record, batch of 100 (µs) | cold-start proxy, median (ms) |"
-echo "|---|---|---|---|---|---|---|"
+echo "| variant | opt-level | LTO | TLS | bootstrap (bytes) | zip (bytes) | CPU per record, batch of 100 (µs) | cold-start proxy, median (ms) |"
+echo "|---|---|---|---|---|---|---|---|"
 for v in "${variants[@]}"; do
-  IFS='|' read -r name opt lto cgu <<<"$v"
+  IFS='|' read -r name opt lto cgu features <<<"$v"
+  featargs=()
+  tls=ring
+  if [ -n "$features" ]; then featargs=(--features "$features"); tls=aws-lc-rs; fi
   if [ -n "$selected" ] && [[ ",$selected," != *",$name,"* ]]; then continue; fi
   dir="$root/target/profiles/$name"
   export CARGO_PROFILE_RELEASE_OPT_LEVEL="$opt" CARGO_PROFILE_RELEASE_LTO="$lto" \
     CARGO_PROFILE_RELEASE_CODEGEN_UNITS="$cgu"
   mkdir -p "$dir"
-  CARGO_TARGET_DIR="$dir" cargo lambda build --release --locked --x86-64 --bin "$fn" >"$dir/build.log" 2>&1
+  CARGO_TARGET_DIR="$dir" cargo lambda build --release --locked --x86-64 --bin "$fn" "${featargs[@]}" >"$dir/build.log" 2>&1
   bin="$dir/lambda/$fn/bootstrap"
   size=$(stat -c %s "$bin")
   zip=$("$python" -c "import io,sys,zipfile; b=io.BytesIO(); z=zipfile.ZipFile(b,'w',zipfile.ZIP_DEFLATED); z.write(sys.argv[1],'bootstrap'); z.close(); print(len(b.getvalue()))" "$bin")
   # The bench profile inherits the release settings (panic is always
   # unwind in benches: criterion needs it).
-  cpu=$(CARGO_TARGET_DIR="$dir" cargo bench --locked -p outbox-publisher --bench decode -- \
+  cpu=$(CARGO_TARGET_DIR="$dir" cargo bench --locked -p outbox-publisher --bench decode "${featargs[@]}" -- \
         --warm-up-time 1 --measurement-time 3 'publisher_decode_and_build/100$' 2>/dev/null \
       | "$python" -c '
 import re, sys
@@ -58,6 +64,6 @@ print("%.2f" % (float(m.group(1)) * unit[m.group(2)] / 100) if m else "n/a")')
     export TABLE_NAME=prof-orders EVENT_BUS_NAME=prof-bus
     .venv/bin/python infra/bench/coldstart.py '"$runs"' '"$fn"'='"$bin"':events/publisher-mixed-batch.json
   ' 2>/dev/null | awk -F'|' -v f="$fn" '$2 ~ f {gsub(/ /,"",$3); print $3}')
-  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$opt" "$lto" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$opt" "$lto" "$tls" \
     "$(printf "%s" "$size" | sed ":a;s/\B[0-9]\{3\}\>/,&/;ta")" "$(printf "%s" "$zip" | sed ":a;s/\B[0-9]\{3\}\>/,&/;ta")" "$cpu" "${cold:-n/a}"
 done

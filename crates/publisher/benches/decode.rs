@@ -1,6 +1,8 @@
 //! Handler CPU per record: decoding a DynamoDB stream batch (JSON, as Lambda
 //! delivers it) into outbox items and building the EventBridge entries, for
-//! batches of 1, 100 and 1,000 records. No I/O.
+//! batches of 1, 100 and 1,000 records. No I/O. `publisher_decode_split`
+//! times its two halves apart: the runtime's decode of the event JSON into
+//! `aws_lambda_events`' types, and ours (outbox items and entries).
 //!
 //! And the publisher's throughput per invocation when the sink and the
 //! store answer at once (`publisher_invocation_instant_sink`): the whole
@@ -80,6 +82,31 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    group.finish();
+    // The two halves of the above: the runtime's decode of the event, and
+    // ours (outbox items and entries from the decoded records).
+    let json = batch(100);
+    let mut group = c.benchmark_group("publisher_decode_split");
+    group.throughput(Throughput::Elements(100));
+    group.bench_function("event_json/100", |b| {
+        b.iter(|| serde_json::from_str::<Event>(&json).unwrap())
+    });
+    group.bench_function("items_and_entries/100", |b| {
+        b.iter_batched(
+            || serde_json::from_str::<Event>(&json).unwrap(),
+            |event| {
+                let mut bytes = 0;
+                let mut entries = Vec::with_capacity(100);
+                for record in event.records {
+                    let item = OutboxItem::from_item(record.change.new_image).unwrap();
+                    bytes += sink.entry_size(&item);
+                    entries.push(sink.entry(&item));
+                }
+                (entries, bytes)
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
     group.finish();
 }
 
@@ -164,7 +191,7 @@ fn invocation(c: &mut Criterion) {
                 let event: Event = serde_json::from_str(json).unwrap();
                 let deadline = Deadline::after(std::time::Duration::from_secs(60));
                 runtime
-                    .block_on(publisher.process(&event.records, &deadline))
+                    .block_on(publisher.process(event.records, &deadline))
                     .unwrap()
             })
         });

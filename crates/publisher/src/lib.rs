@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamViewType};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{Error, LambdaEvent};
 use outbox_core::keys::{self, ItemKey};
@@ -111,21 +111,25 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
     /// Returns an error (failing the whole batch, which Lambda retries) only
     /// when a record that must be reported has no sequence number, which a
     /// real stream never sends.
+    ///
+    /// Takes the records by value: each image is decoded in place, never
+    /// copied (docs/performance.md §2).
     pub async fn process(
         &self,
-        records: &[EventRecord],
+        records: Vec<EventRecord>,
         deadline: &Deadline,
     ) -> Result<Report, Error> {
         let mut report = Report::default();
-        let mut sequences = Vec::new();
-        let mut entries = Vec::new();
+        let mut sequences = Vec::with_capacity(records.len());
+        let mut entries = Vec::with_capacity(records.len());
         for record in records {
-            let Some(key) = outbox_insert(record) else {
+            let Some(key) = outbox_insert(&record) else {
                 report.skipped += 1;
                 continue;
             };
-            sequences.push(record.change.sequence_number.clone());
-            entries.push(entry(key, record));
+            let change = record.change;
+            sequences.push(change.sequence_number);
+            entries.push(entry(key, change.new_image, change.stream_view_type));
         }
 
         let relay = Relay {
@@ -151,9 +155,9 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
 }
 
 /// What the relay makes of an outbox insert.
-fn entry(key: ItemKey, record: &EventRecord) -> Entry {
-    if record.change.new_image.is_empty() {
-        let view = serde_json::to_value(&record.change.stream_view_type)
+fn entry(key: ItemKey, image: serde_dynamo::Item, view: Option<StreamViewType>) -> Entry {
+    if image.is_empty() {
+        let view = serde_json::to_value(view)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_else(|| "unknown".to_owned());
@@ -164,21 +168,23 @@ fn entry(key: ItemKey, record: &EventRecord) -> Entry {
             ),
         };
     }
-    match OutboxItem::from_item(record.change.new_image.clone()) {
+    // Kept for a dead letter: decoding consumes the image.
+    let aggregate_id = string_attribute(&image, keys::attr::AGGREGATE_ID);
+    match OutboxItem::from_item(image) {
         Ok(item) => Entry::Item(item),
-        Err(e) => {
-            let aggregate_id = record
-                .change
-                .new_image
-                .get(outbox_core::keys::attr::AGGREGATE_ID)
-                .and_then(|v| serde_json::to_value(v).ok())
-                .and_then(|v| v.get("S").and_then(|s| s.as_str()).map(str::to_owned));
-            Entry::Poison {
-                key,
-                aggregate_id,
-                reason: e.to_string(),
-            }
-        }
+        Err(e) => Entry::Poison {
+            key,
+            aggregate_id,
+            reason: e.to_string(),
+        },
+    }
+}
+
+/// A string attribute of an image, if present.
+fn string_attribute(image: &serde_dynamo::Item, name: &str) -> Option<String> {
+    match image.get(name) {
+        Some(serde_dynamo::AttributeValue::S(s)) => Some(s.clone()),
+        _ => None,
     }
 }
 
@@ -187,15 +193,9 @@ fn outbox_insert(record: &EventRecord) -> Option<ItemKey> {
     if record.event_name != "INSERT" {
         return None;
     }
-    #[derive(serde::Deserialize)]
-    struct Keys {
-        #[serde(rename = "PK")]
-        pk: String,
-        #[serde(rename = "SK")]
-        sk: String,
-    }
-    let keys: Keys = serde_dynamo::from_item(record.change.keys.clone()).ok()?;
-    keys::is_outbox_sk(&keys.sk).then(|| ItemKey::new(keys.pk, keys.sk))
+    let key = &record.change.keys;
+    let sk = string_attribute(key, keys::SK).filter(|sk| keys::is_outbox_sk(sk))?;
+    Some(ItemKey::new(string_attribute(key, keys::PK)?, sk))
 }
 
 /// The Lambda handler.
@@ -205,9 +205,10 @@ pub async fn handler<S: EventSink, T: OutboxStore>(
 ) -> Result<DynamoDbEventResponse, Error> {
     let deadline = Deadline::from_epoch_millis(event.context.deadline, DEADLINE_MARGIN);
     let records = event.payload.records;
-    let report = publisher.process(&records, &deadline).await?;
+    let count = records.len();
+    let report = publisher.process(records, &deadline).await?;
     tracing::info!(
-        records = records.len(),
+        records = count,
         published = report.published,
         skipped = report.skipped,
         dead_lettered = report.dead_lettered,

@@ -137,8 +137,7 @@ impl OutboxItem {
     /// is a JSON object.
     pub fn from_item(item: serde_dynamo::Item) -> Result<Self, DecodeError> {
         // Not `serde_dynamo::from_item`: it rebuilds the map (rehashing
-        // every attribute name) before decoding, a third of this
-        // function's time (docs/performance.md §4).
+        // every attribute name) before decoding (docs/performance.md §2).
         let decoded: Self =
             serde_dynamo::from_attribute_value(serde_dynamo::AttributeValue::M(item.into_inner()))
                 .map_err(|e| DecodeError(e.to_string()))?;

@@ -185,10 +185,7 @@ fn the_local_projector_rule_is_the_templates() {
     let mut pattern = template["Resources"]["ProjectorRule"]["Properties"]["EventPattern"].clone();
     // `!Ref EventSource` is a tagged value in YAML: compare the rest.
     pattern["source"] = serde_json::json!(["outbox.orders"]);
-    assert_eq!(
-        pattern,
-        outboxctl::stack::projector_pattern("outbox.orders")
-    );
+    assert_eq!(pattern, devkit::projector_pattern("outbox.orders"));
 }
 
 #[test]

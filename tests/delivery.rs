@@ -353,10 +353,9 @@ async fn raising_the_shard_count_strands_nothing() {
 #[tokio::test]
 async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
     let stack = Stack::new().await;
-    let (topic_arn, queue) =
-        outboxctl::stack::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
-            .await
-            .unwrap();
+    let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+        .await
+        .unwrap();
     // Two orders, three events each, interleaved in the stream.
     for v in 1..=3 {
         for a in ["order-a", "order-b"] {

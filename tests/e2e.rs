@@ -13,8 +13,8 @@ use outbox_core::publish::eventbridge::EventBridgeSink;
 use outbox_core::publish::EventSink;
 use outbox_core::retry::Deadline;
 use outbox_core::store::{
-    Cursor, DeadLetter, DynamoStore, Marked, OutboxStore, Page, PendingQuery, ShardStats,
-    StoreError,
+    Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, DynamoStore, Marked, OutboxStore, Page,
+    PendingQuery, ShardStats, StoreError,
 };
 use outbox_core::EventEnvelope;
 use serde_json::Value;
@@ -32,7 +32,7 @@ fn envelopes(messages: &[Value]) -> Vec<EventEnvelope> {
 }
 
 async fn on_failure_queue(stack: &Stack) -> String {
-    outboxctl::stack::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
+    devkit::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
         .await
         .unwrap()
         .queue_url
@@ -208,6 +208,42 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<ShardStats, StoreError> {
         self.inner.shard_stats(shard, limit, deadline).await
     }
+    async fn recorded_shards(&self, deadline: &Deadline) -> Result<u16, StoreError> {
+        self.inner.recorded_shards(deadline).await
+    }
+    async fn dead_letter_page(
+        &self,
+        shard: u16,
+        limit: i32,
+        cursor: Option<Cursor>,
+        deadline: &Deadline,
+    ) -> Result<DeadLetterPage, StoreError> {
+        self.inner
+            .dead_letter_page(shard, limit, cursor, deadline)
+            .await
+    }
+    async fn find_dead_letter(
+        &self,
+        shard: u16,
+        event_id: ulid::Ulid,
+        deadline: &Deadline,
+    ) -> Result<Option<DeadLetterRecord>, StoreError> {
+        self.inner.find_dead_letter(shard, event_id, deadline).await
+    }
+    async fn redrive(
+        &self,
+        letter: &DeadLetterRecord,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        self.inner.redrive(letter, deadline).await
+    }
+    async fn discard(
+        &self,
+        letter: &DeadLetterRecord,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        self.inner.discard(letter, deadline).await
+    }
 }
 
 /// Fails the invocation (as a crash would) whenever the store "crashed".
@@ -216,7 +252,7 @@ struct Crashing<S: EventSink> {
     crashed: Arc<AtomicUsize>,
 }
 
-impl<S: EventSink> outboxctl::pump::Invoker for Crashing<S> {
+impl<S: EventSink> devkit::Invoker for Crashing<S> {
     async fn invoke(
         &self,
         event: aws_lambda_events::event::dynamodb::Event,
@@ -277,7 +313,7 @@ async fn abandoned_batch(
     retries: i64,
 ) -> (
     String,
-    outboxctl::pump::Pump<InProcessPublisher<EventBridgeSink, DynamoStore>>,
+    devkit::Pump<InProcessPublisher<EventBridgeSink, DynamoStore>>,
 ) {
     stack.create_orders(3).await;
     let missing = EventBridgeSink::new(
@@ -455,7 +491,7 @@ async fn meta_writes_and_the_publishers_deletes_never_invoke_it() {
 }
 
 fn pump_invoker_seen<S: EventSink>(
-    pump: &outboxctl::pump::Pump<InProcessPublisher<S, DynamoStore>>,
+    pump: &devkit::Pump<InProcessPublisher<S, DynamoStore>>,
 ) -> Vec<(String, String)> {
     pump.invoker()
         .seen

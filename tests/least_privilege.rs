@@ -197,10 +197,9 @@ async fn the_sweeper_role_grants_what_the_sweeper_calls() {
 #[tokio::test]
 async fn the_sns_branch_grants_what_the_sns_sink_calls() {
     let stack = Stack::new().await;
-    let (topic_arn, _) =
-        outboxctl::stack::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
-            .await
-            .unwrap();
+    let (topic_arn, _) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+        .await
+        .unwrap();
     stack.create_orders(2).await;
     let records = stack.stream().read().await.unwrap();
     let proxy = FaultProxy::start().await;
@@ -233,9 +232,7 @@ async fn the_sns_branch_grants_what_the_sns_sink_calls() {
 async fn the_projector_role_grants_what_the_projector_calls() {
     let sdk = testkit::sdk().await;
     let table = testkit::unique("read-model");
-    outboxctl::stack::create_read_model_table(&sdk, &table)
-        .await
-        .unwrap();
+    devkit::create_read_model_table(&sdk, &table).await.unwrap();
     let proxy = FaultProxy::start().await;
     let projector = projector::Projector::new(
         aws_sdk_dynamodb::Client::new(&proxy.sdk().await),

@@ -7,7 +7,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use outbox_core::store::DynamoStore;
-use outboxctl::ops::{Filter, OpsError, Redrive, Table};
+use outbox_core::store::Marked;
+use outboxctl::{envelope_of, DeadLetterFilter as Filter, OpsError};
 use sweeper::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, fast_retry, Stack};
@@ -59,7 +60,7 @@ async fn dead_letters_are_listed_shown_redriven_once_and_delivered_with_their_id
         .await;
     assert_eq!(report.dead_lettered, 2);
 
-    let table = Table::new(&stack.sdk, &stack.table);
+    let table = stack.operations();
     let rows = table.dead_letters(&Filter::default()).await.unwrap();
     assert_eq!(rows.len(), 2);
     let row = rows
@@ -77,9 +78,9 @@ async fn dead_letters_are_listed_shown_redriven_once_and_delivered_with_their_id
     };
     assert_eq!(table.dead_letters(&only).await.unwrap().len(), 1);
 
-    let (shown, item) = table.find(&row.event_id).await.unwrap();
+    let shown = table.find(&row.event_id).await.unwrap();
     assert_eq!(shown, row);
-    let envelope = outboxctl::ops::DeadLetterRow::envelope(&item).unwrap();
+    let envelope = envelope_of(&shown).unwrap();
     assert_eq!(envelope["eventId"], row.event_id);
 
     // Two operators redrive the same event at once. DynamoDB evaluates the
@@ -88,8 +89,8 @@ async fn dead_letters_are_listed_shown_redriven_once_and_delivered_with_their_id
     // so here both may win); either way the redrive only moves the item
     // back to the pending index, and the event goes out once.
     let (a, b) = tokio::join!(table.redrive(&row), table.redrive(&row));
-    assert!([a.unwrap(), b.unwrap()].contains(&Redrive::Redriven));
-    assert_eq!(table.redrive(&row).await.unwrap(), Redrive::NotDeadLettered);
+    assert!([a.unwrap(), b.unwrap()].contains(&Marked::Updated));
+    assert_eq!(table.redrive(&row).await.unwrap(), Marked::Gone);
     assert_eq!(
         table.dead_letters(&Filter::default()).await.unwrap().len(),
         1
@@ -106,12 +107,9 @@ async fn dead_letters_are_listed_shown_redriven_once_and_delivered_with_their_id
     assert_eq!(delivered[0]["detail"]["eventId"], row.event_id);
 
     // Discard the other: gone; a second discard changes nothing.
-    let other = table.find(&second.event_id.to_string()).await.unwrap().0;
-    assert_eq!(table.discard(&other).await.unwrap(), Redrive::Discarded);
-    assert_eq!(
-        table.discard(&other).await.unwrap(),
-        Redrive::NotDeadLettered
-    );
+    let other = table.find(&second.event_id.to_string()).await.unwrap();
+    assert_eq!(table.discard(&other).await.unwrap(), Marked::Updated);
+    assert_eq!(table.discard(&other).await.unwrap(), Marked::Gone);
     assert!(stack.outbox_items().await.is_empty());
 
     // Unknown and malformed ids.
@@ -148,7 +146,8 @@ async fn status_counts_pending_backing_off_and_dead_letters_per_shard() {
         .sweep(OffsetDateTime::now_utc(), &far_deadline())
         .await;
 
-    let status = Table::new(&stack.sdk, &stack.table)
+    let status = stack
+        .operations()
         .status(OffsetDateTime::now_utc())
         .await
         .unwrap();
@@ -259,10 +258,10 @@ async fn bad_arguments_fail_clearly_and_change_nothing() {
     let before = stack.items().await.len();
     let t = stack.table.as_str();
     for (args, expected) in [
-        (vec!["status"], "--table is required"),
+        (vec!["status"], "--table <TABLE>"),
         (
             vec!["status", "--table", t, "--bogus"],
-            "unknown option --bogus",
+            "unexpected argument '--bogus'",
         ),
         (
             vec!["dead-letters", "show", "--table", t, "nope"],
@@ -301,7 +300,10 @@ async fn bad_arguments_fail_clearly_and_change_nothing() {
             vec!["status", "--table", "no-such-table"],
             "ResourceNotFoundException",
         ),
-        (vec!["dead-letters", "frobnicate"], "unknown command"),
+        (
+            vec!["dead-letters", "frobnicate"],
+            "unrecognized subcommand",
+        ),
     ] {
         let (ok, _, err) = outboxctl(&args);
         assert!(!ok, "{args:?} should fail");
@@ -319,7 +321,7 @@ async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
     let records = stack.outbox_inserts().await;
     assert_eq!(records.len(), 3);
     // The message Lambda sends when it gives the batch up.
-    let message = outboxctl::pump::on_failure_message(
+    let message = devkit::on_failure_message(
         "arn:aws:lambda:us-east-1:123456789012:function:publisher",
         &stack.stream_arn,
         "shardId-1",
@@ -327,7 +329,7 @@ async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
         "RetryAttemptsExhausted",
         11,
     );
-    let queue = outboxctl::stack::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
+    let queue = devkit::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
         .await
         .unwrap()
         .queue_url;

@@ -21,24 +21,18 @@ use testkit::{sdk, unique, InProcessPublisher, Item, Stack};
 async fn read_model() -> (aws_config::SdkConfig, String) {
     let sdk = sdk().await;
     let table = unique("read-model");
-    outboxctl::stack::create_read_model_table(&sdk, &table)
+    devkit::create_read_model_table(&sdk, &table)
         .await
         .expect("read-model table");
     (sdk, table)
 }
 
 /// A read model fed by a rule on the stack's bus (visibility 1 s).
-async fn read_model_on(stack: &Stack) -> (String, outboxctl::stack::ReadModel) {
+async fn read_model_on(stack: &Stack) -> (String, devkit::ReadModel) {
     let (bus, _) = stack.bus.clone().expect("stack has a bus");
-    let rm = outboxctl::stack::create_read_model(
-        &stack.sdk,
-        &unique("read-model"),
-        &bus,
-        "outbox.orders",
-        1,
-    )
-    .await
-    .expect("read model");
+    let rm = devkit::create_read_model(&stack.sdk, &unique("read-model"), &bus, "outbox.orders", 1)
+        .await
+        .expect("read model");
     (bus, rm)
 }
 
@@ -92,7 +86,7 @@ fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
 }
 
 async fn scan(sdk: &aws_config::SdkConfig, table: &str) -> Vec<Item> {
-    outboxctl::stack::scan_all(&aws_sdk_dynamodb::Client::new(sdk), table)
+    devkit::scan_all(&aws_sdk_dynamodb::Client::new(sdk), table)
         .await
         .expect("scan")
 }
@@ -313,7 +307,7 @@ async fn the_sqs_mapping_emulator_retries_reported_messages_then_dead_letters_th
             .unwrap();
     }
     let p = projector(&stack.sdk, &rm.table);
-    let stats = outboxctl::sqs::drain(
+    let stats = devkit::drain_queue(
         &sqs,
         &rm.queue.queue_url,
         Duration::from_secs(10),
@@ -330,7 +324,7 @@ async fn the_sqs_mapping_emulator_retries_reported_messages_then_dead_letters_th
     assert_eq!(stats.deleted, 1, "the good message, once");
     assert_eq!(
         stats.reported,
-        outboxctl::stack::PROJECTOR_MAX_RECEIVES as usize,
+        devkit::PROJECTOR_MAX_RECEIVES as usize,
         "the malformed one, on each receive"
     );
     let dead = testkit::drain_queue(&stack.sdk, &rm.dead_letters.queue_url).await;
@@ -419,7 +413,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
     });
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let function = &function;
-    let stats = outboxctl::sqs::drain(
+    let stats = devkit::drain_queue(
         &sqs,
         &rm.queue.queue_url,
         Duration::from_secs(10),

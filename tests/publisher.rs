@@ -381,10 +381,9 @@ async fn sample_events_decode_and_are_classified() {
 #[tokio::test]
 async fn sns_fifo_delivers_with_group_and_dedup_ids() {
     let stack = Stack::new().await;
-    let (topic_arn, queue) =
-        outboxctl::stack::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
-            .await
-            .unwrap();
+    let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+        .await
+        .unwrap();
     let orders = stack.create_orders(3).await;
     let records = stack.stream().read().await.unwrap();
     let sink = SnsSink::new(aws_sdk_sns::Client::new(&stack.sdk), topic_arn);

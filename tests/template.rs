@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use outboxctl::template::MappingSettings;
+use devkit::MappingSettings;
 use serde_json::Value;
 use std::time::Duration;
 

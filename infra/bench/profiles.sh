@@ -60,7 +60,7 @@ unit = {"ns": 1e-3, "µs": 1, "us": 1, "ms": 1e3, "s": 1e6}
 print("%.2f" % (float(m.group(1)) * unit[m.group(2)] / 100) if m else "n/a")')
   cold=$(infra/local/with-moto.sh bash -c '
     set -euo pipefail
-    eval "$(target/debug/outboxctl provision prof-orders prof-bus outbox.orders)"
+    eval "$(target/debug/devkit provision prof-orders prof-bus outbox.orders)"
     export TABLE_NAME=prof-orders EVENT_BUS_NAME=prof-bus
     .venv/bin/python infra/bench/coldstart.py '"$runs"' '"$fn"'='"$bin"':events/publisher-mixed-batch.json
   ' 2>/dev/null | awk -F'|' -v f="$fn" '$2 ~ f {gsub(/ /,"",$3); print $3}')

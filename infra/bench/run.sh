@@ -21,7 +21,7 @@ infra/bench/artifacts.sh | tee .local/bench/artifacts.md
 echo "# 5. Cold-start proxy"
 infra/local/with-moto.sh bash -c '
   set -euo pipefail
-  eval "$(target/debug/outboxctl provision bench-orders bench-bus outbox.orders 2>/dev/null || cargo run -q --locked -p outboxctl -- provision bench-orders bench-bus outbox.orders)"
+  eval "$(target/debug/devkit provision bench-orders bench-bus outbox.orders 2>/dev/null || cargo run -q --locked -p outbox-devkit --bin devkit -- provision bench-orders bench-bus outbox.orders)"
   export TABLE_NAME=bench-orders EVENT_BUS_NAME=bench-bus
   .venv/bin/python infra/bench/coldstart.py 15 \
     writer=target/lambda/writer/bootstrap:events/writer-get-order.json \

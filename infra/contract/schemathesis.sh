@@ -24,9 +24,9 @@ python=".venv/bin/python"
 echo "contract: docs/openapi.yaml is a valid OpenAPI 3.1 document"
 .venv/bin/openapi-spec-validator docs/openapi.yaml
 
-cargo build --quiet --locked --bin writer --bin outboxctl
+cargo build --quiet --locked --bin writer --bin devkit
 suffix=$(date +%s)-$$
-eval "$(target/debug/outboxctl provision "contract-orders-$suffix" "contract-bus-$suffix" outbox.orders)"
+eval "$(target/debug/devkit provision "contract-orders-$suffix" "contract-bus-$suffix" outbox.orders)"
 
 source infra/local/lib.sh
 port=$(free_port)

@@ -2,11 +2,11 @@
 # The local end-to-end demo. Run it through `make demo`, which starts a moto
 # server on 127.0.0.1 and exports the loopback environment first.
 #
-#   writer (HTTP route) → table → stream → outboxctl pump (the event source
+#   writer (HTTP route) → table → stream → devkit pump (the event source
 #   mapping, settings and filter from template.yaml) → publisher → EventBridge
 #   → subscriber queue; then a batch the mapping gives up on, recovered at
 #   once by the sweeper from the OnFailure queue (its SQS trigger); then the
-#   consumer side: the bus's rule → projector queue → outboxctl deliver (the
+#   consumer side: the bus's rule → projector queue → devkit deliver (the
 #   SQS mapping) → projector → the read model, each event counted once.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,14 +18,14 @@ mkdir -p "$state"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 source infra/local/lib.sh
-outboxctl() { target/debug/outboxctl "$@"; }
+devkit() { target/debug/devkit "$@"; }
 
 suffix=$(date +%s)
-say "Building the functions and outboxctl (the first run compiles the AWS SDK: a few minutes)"
+say "Building the functions and the local kit (devkit) (the first run compiles the AWS SDK: a few minutes)"
 cargo build --quiet --locked --bins
 
 say "Provisioning the local stack on $AWS_ENDPOINT_URL"
-eval "$(outboxctl provision "demo-orders-$suffix" "demo-bus-$suffix" outbox.orders | tee /dev/stderr)"
+eval "$(devkit provision "demo-orders-$suffix" "demo-bus-$suffix" outbox.orders | tee /dev/stderr)"
 export ON_FAILURE_QUEUE_URL="$on_failure"
 
 say "Starting writer, publisher and sweeper under cargo lambda watch (127.0.0.1 only)"
@@ -78,46 +78,46 @@ say "Paying two of them (POST /orders/{id}/payment)"
 for id in "${ids[@]:0:2}"; do http POST "/orders/$id/payment" | cut -c1-160; done
 
 say "The table: orders, their outbox events (not published yet), idempotency records"
-outboxctl items "$table"
+devkit items "$table"
 
-say "Pumping the stream into the publisher (outboxctl pump: the event source mapping)"
-outboxctl pump "$table" "$port"
+say "Pumping the stream into the publisher (devkit pump: the event source mapping)"
+devkit pump "$table" "$port"
 say "What the subscriber's queue received"
-outboxctl receive "$subscriber" | tee "$state/received-1.txt"
+devkit receive "$subscriber" | tee "$state/received-1.txt"
 say "The outbox items are gone; the orders stay"
-outboxctl items "$table"
+devkit items "$table"
 
 say "Publisher unavailable: a new order's event strands"
 response=$(http POST /orders "$(order 4)")
 echo "$response" | cut -c1-160
 dead_port=$(free_port)   # nothing listens there
-outboxctl pump "$table" "$dead_port" || true
+devkit pump "$table" "$dead_port" || true
 say "The mapping gave up after its retries and moved on; the outbox item is still in the table"
-outboxctl items "$table" | grep -E "^PK|OUTBOX#"
-outboxctl pump "$table" "$port" >/dev/null   # the mapping moved on: nothing left to deliver
+devkit items "$table" | grep -E "^PK|OUTBOX#"
+devkit pump "$table" "$port" >/dev/null   # the mapping moved on: nothing left to deliver
 
 say "The OnFailure queue feeds the sweeper (its SQS trigger): it republishes that batch's window now, not in 24 hours"
-outboxctl deliver "$on_failure" "$port" sweeper
-outboxctl receive "$subscriber" | tee "$state/received-2.txt"
+devkit deliver "$on_failure" "$port" sweeper
+devkit receive "$subscriber" | tee "$state/received-2.txt"
 
 say "The scheduled sweep: nothing stranded; its EMF line carries OldestPendingAgeSeconds"
 cargo lambda invoke sweeper --invoke-address 127.0.0.1 --invoke-port "$port" --data-file events/sweeper-scheduled.json
 echo
 
-say "The consumer: the bus's rule fed every event into the projector's queue; outboxctl deliver is its SQS mapping"
-outboxctl deliver "$projector_queue" "$pport" projector
+say "The consumer: the bus's rule fed every event into the projector's queue; devkit deliver is its SQS mapping"
+devkit deliver "$projector_queue" "$pport" projector
 say "A sample batch with one event delivered twice (events/projector-duplicate.json): applied once, then a Duplicate"
 cargo lambda invoke projector --invoke-address 127.0.0.1 --invoke-port "$pport" --data-file events/projector-duplicate.json
 echo
 grep -oE '"Applied":[0-9.]+,"Duplicate":[0-9.]+' "$state/watch-projector.log" | tail -1 || true
-say "The read model, built from what the bus delivered (outboxctl read-model)"
-outboxctl read-model "$read_model" | tee "$state/read-model.txt"
+say "The read model, built from what the bus delivered (devkit read-model)"
+devkit read-model "$read_model" | tee "$state/read-model.txt"
 
 say "Summary"
 delivered=$( (grep -ohE '^  [0-9A-Z]{26}' "$state"/received-*.txt || true) | wc -l)
 distinct=$( (grep -ohE '^  [0-9A-Z]{26}' "$state"/received-*.txt || true) | sort -u | wc -l)
-dead=$(outboxctl items "$table" | grep -c "dead-lettered" || true)
-left=$(outboxctl items "$table" | grep -c "OUTBOX#" || true)
+dead=$(devkit items "$table" | grep -c "dead-lettered" || true)
+left=$(devkit items "$table" | grep -c "OUTBOX#" || true)
 echo "orders written:      4 (3 created and 2 paid through the API, 1 recovered from the OnFailure queue)"
 echo "events delivered:    $delivered ($distinct distinct event ids)"
 echo "duplicates:          $((delivered - distinct))"

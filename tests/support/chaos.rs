@@ -30,8 +30,8 @@ use std::time::{Duration, Instant, SystemTime};
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use aws_sdk_dynamodb::types::AttributeValue;
+use devkit::Invoker;
 use outbox_core::keys::attr as keys;
-use outboxctl::pump::Invoker;
 use serde_json::{json, Value};
 
 use crate::lambda::{binary, FunctionError, FunctionSpec, LambdaFunction};
@@ -644,13 +644,13 @@ async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) ->
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let mut handled = 0;
     for _ in 0..20 {
-        let Ok(messages) = outboxctl::sqs::receive(&sqs, queue_url).await else {
+        let Ok(messages) = devkit::receive_batch(&sqs, queue_url).await else {
             break;
         };
         if messages.is_empty() {
             break;
         }
-        let event = outboxctl::sqs::event(&messages);
+        let event = devkit::batch_event(&messages);
         let payload = serde_json::to_vec(&event).unwrap_or_default();
         let failed: HashSet<String> = match sweeper.call(&payload).await {
             Ok(body) => serde_json::from_slice::<Value>(&body)
@@ -723,7 +723,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let (sink_env, subscriber) = match config.sink {
         SinkKind::EventBridge => {
             let bus = crate::unique("chaos-bus");
-            let subscriber = outboxctl::stack::create_bus(&stack.sdk, &bus, "outbox.orders")
+            let subscriber = devkit::create_bus(&stack.sdk, &bus, "outbox.orders")
                 .await
                 .map_err(|e| e.to_string())?;
             stack.bus = Some((bus.clone(), subscriber.clone()));
@@ -737,7 +737,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         }
         SinkKind::SnsFifo => {
             let (topic, subscriber) =
-                outboxctl::stack::create_fifo_topic(&stack.sdk, &crate::unique("chaos-events"))
+                devkit::create_fifo_topic(&stack.sdk, &crate::unique("chaos-events"))
                     .await
                     .map_err(|e| e.to_string())?;
             (
@@ -749,11 +749,10 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             )
         }
     };
-    let on_failure =
-        outboxctl::stack::create_queue(&stack.sdk, &crate::unique("chaos-on-failure"), false)
-            .await
-            .map_err(|e| e.to_string())?
-            .queue_url;
+    let on_failure = devkit::create_queue(&stack.sdk, &crate::unique("chaos-on-failure"), false)
+        .await
+        .map_err(|e| e.to_string())?
+        .queue_url;
     let mut env = sink_env.clone();
     env.extend([
         ("TABLE_NAME".to_owned(), stack.table.clone()),
@@ -1009,8 +1008,9 @@ async fn judge(
     verdict.committed = committed.len();
     // The operator's view agrees with the table: `outboxctl dead-letters
     // list` finds every dead letter the functions made.
-    let listed = outboxctl::ops::Table::new(&stack.sdk, &stack.table)
-        .dead_letters(&outboxctl::ops::Filter::default())
+    let listed = stack
+        .operations()
+        .dead_letters(&outboxctl::DeadLetterFilter::default())
         .await
         .map_err(|e| e.to_string())?;
     verdict.dead_letters_unlisted = verdict.dead_letters.saturating_sub(listed.len());

@@ -11,7 +11,7 @@
 //! - [`api_request`]: an API Gateway sample event from `events/` as a
 //!   `lambda_http::Request`.
 //!
-//! Everything goes through `outboxctl::local::sdk_config`, which refuses any
+//! Everything goes through `devkit::sdk_config`, which refuses any
 //! endpoint outside 127.0.0.0/8.
 
 use std::collections::HashMap;
@@ -27,15 +27,15 @@ use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
+use devkit::MappingSettings;
+use devkit::StreamCursor;
+use devkit::{self, Subscriber};
+use devkit::{Invoker, OnFailure, Pump};
 use outbox_core::publish::eventbridge::EventBridgeSink;
 use outbox_core::publish::{EventSink, FailureKind, PublishFailure};
 use outbox_core::retry::{Deadline, RetryPolicy};
 use outbox_core::store::{DynamoStore, OutboxStore};
 use outbox_core::{Config, OutboxItem};
-use outboxctl::pump::{Invoker, OnFailure, Pump};
-use outboxctl::stack::{self, Subscriber};
-use outboxctl::stream::StreamCursor;
-use outboxctl::template::MappingSettings;
 
 pub mod chaos;
 pub mod contract;
@@ -51,7 +51,7 @@ pub fn unique(prefix: &str) -> String {
 
 /// The local SDK configuration (loopback only).
 pub async fn sdk() -> SdkConfig {
-    match outboxctl::local::sdk_config().await {
+    match devkit::sdk_config().await {
         Ok(sdk) => sdk,
         Err(e) => panic!("{e} (run the tests through `make test`)"),
     }
@@ -119,7 +119,7 @@ impl Stack {
     pub async fn new() -> Self {
         let sdk = sdk().await;
         let table = unique("outbox");
-        let stream_arn = stack::create_table(&sdk, &table)
+        let stream_arn = devkit::create_table(&sdk, &table)
             .await
             .expect("create table");
         let calls = CallCounter::default();
@@ -143,7 +143,7 @@ impl Stack {
     pub async fn with_bus() -> Self {
         let mut stack = Self::new().await;
         let bus = unique("bus");
-        let subscriber = stack::create_bus(&stack.sdk, &bus, "outbox.orders")
+        let subscriber = devkit::create_bus(&stack.sdk, &bus, "outbox.orders")
             .await
             .expect("create bus");
         stack.bus = Some((bus, subscriber));
@@ -185,9 +185,16 @@ impl Stack {
         Config::from_lookup(|k| vars.get(k).cloned()).expect("test config")
     }
 
+    /// The operator's operations (`outboxctl`) on this stack's table.
+    pub fn operations(&self) -> outboxctl::Operations<DynamoStore> {
+        outboxctl::Operations::new(DynamoStore::new(self.ddb.clone(), &self.table, 8))
+    }
+
     /// Every item in the table.
     pub async fn items(&self) -> Vec<Item> {
-        stack::scan_all(&self.ddb, &self.table).await.expect("scan")
+        devkit::scan_all(&self.ddb, &self.table)
+            .await
+            .expect("scan")
     }
 
     /// Every outbox item, decoded.
@@ -598,10 +605,10 @@ pub async fn sqs_event(
     queue_url: &str,
 ) -> aws_lambda_events::event::sqs::SqsEvent {
     let sqs = aws_sdk_sqs::Client::new(sdk);
-    let messages = outboxctl::sqs::receive(&sqs, queue_url)
+    let messages = devkit::receive_batch(&sqs, queue_url)
         .await
         .expect("receive");
-    outboxctl::sqs::event(&messages)
+    devkit::batch_event(&messages)
 }
 
 /// A Lambda context whose deadline is `after` from now.

@@ -138,7 +138,7 @@ impl Drop for FaultProxy {
 impl FaultProxy {
     /// A proxy in front of `AWS_ENDPOINT_URL` (the local moto server).
     pub async fn start() -> Self {
-        let upstream = outboxctl::local::endpoint().expect("a loopback AWS_ENDPOINT_URL");
+        let upstream = devkit::endpoint().expect("a loopback AWS_ENDPOINT_URL");
         let upstream = upstream
             .trim_start_matches("http://")
             .trim_end_matches('/')
@@ -238,7 +238,7 @@ impl FaultProxy {
 
     /// An SDK configuration whose clients go through this proxy.
     pub async fn sdk(&self) -> aws_config::SdkConfig {
-        outboxctl::local::sdk_config_at(&self.endpoint)
+        devkit::sdk_config_at(&self.endpoint)
             .await
             .expect("loopback proxy")
     }

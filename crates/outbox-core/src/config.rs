@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// `OUTBOX_SHARDS` when it is not set.
+pub const DEFAULT_OUTBOX_SHARDS: u16 = 8;
+
 /// A configuration variable is missing or cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -87,7 +90,7 @@ impl Config {
         Ok(Self {
             table_name,
             event_source,
-            outbox_shards: number(&get, "OUTBOX_SHARDS", 8, 1, 256)?,
+            outbox_shards: number(&get, "OUTBOX_SHARDS", DEFAULT_OUTBOX_SHARDS, 1, 256)?,
             idempotency_ttl: Duration::from_secs(number(
                 &get,
                 "IDEMPOTENCY_TTL_SECONDS",

@@ -135,7 +135,7 @@ pub fn settings_key() -> ItemKey {
 }
 
 /// The primary key of an item, as DynamoDB wants it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ItemKey {
     pub pk: String,
     pub sk: String,

@@ -23,9 +23,11 @@
 //!   `TransactWriteItems` of the caller's actions plus outbox events, limits
 //!   checked first, typed cancellation reasons (the writer's and the inbox's
 //!   builder).
-//! - [`telemetry`]: JSON logs and the AWS configuration (explicit retry and
-//!   timeout settings) for the binaries.
+//! - [`aws`]: client construction (explicit retry and timeout settings, the
+//!   HTTP client) and the classification of SDK errors from their metadata.
+//! - [`telemetry`]: JSON logs for the binaries.
 
+pub mod aws;
 pub mod config;
 pub mod envelope;
 pub mod error;

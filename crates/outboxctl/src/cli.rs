@@ -1,626 +1,407 @@
-//! The operator commands' arguments and output (`outboxctl status`,
-//! `outboxctl dead-letters …`, `outboxctl redrive-on-failure`).
+//! The arguments of every command (clap's derive: the doc comments are the
+//! help text) and the AWS configuration they name.
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
 
-use aws_config::SdkConfig;
-use outbox_core::retry::Deadline;
+use aws_config::{Region, SdkConfig};
+use clap::{Args, Parser, Subcommand};
+use outbox_core::store::DynamoStore;
 use outbox_core::{publish, Config};
-use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::ops::{AwsOptions, DeadLetterRow, Filter, Redrive, Table};
+use crate::operations::DeadLetterFilter;
 
-/// The operator commands' usage.
-pub const USAGE: &str = "\
-outboxctl status --table T [--json]
-outboxctl dead-letters list --table T [--type X] [--aggregate ID] [--since RFC3339] [--json]
-outboxctl dead-letters show --table T EVENT_ID [--json]
-outboxctl dead-letters redrive --table T (EVENT_ID... | --all | --type/--aggregate/--since) [--dry-run]
-                                [--now (--bus B | --topic ARN) [--source S]]
-outboxctl dead-letters discard --table T EVENT_ID... --yes
-outboxctl redrive-on-failure --queue URL --table T (--bus B | --topic ARN) [--source S]
-outboxctl replay --bus B --archive A --from RFC3339 --to RFC3339 [--rule R]
-  AWS options: --region R, --profile P, --endpoint-url URL (and the AWS CLI's environment)";
-
-/// Parsed flags and positional arguments.
-#[derive(Debug, Default)]
-pub struct Args {
-    values: HashMap<&'static str, String>,
-    switches: Vec<&'static str>,
-    pub positional: Vec<String>,
+/// Operate a deployed outbox stack: status, dead letters, OnFailure
+/// redrive, archive replay. Credentials, region and endpoint come from the
+/// AWS CLI's chain (environment, profile, SSO) unless given here.
+#[derive(Debug, Parser)]
+#[command(name = "outboxctl", version)]
+pub struct Cli {
+    #[command(flatten)]
+    aws: AwsArgs,
+    #[command(subcommand)]
+    command: Command,
 }
 
-const VALUED: [&str; 15] = [
-    "archive",
-    "from",
-    "to",
-    "rule",
-    "table",
-    "type",
-    "aggregate",
-    "since",
-    "queue",
-    "bus",
-    "topic",
-    "source",
-    "region",
-    "profile",
-    "endpoint-url",
-];
-const SWITCHES: [&str; 5] = ["json", "all", "dry-run", "now", "yes"];
+/// AWS options, as the AWS CLI takes them.
+#[derive(Debug, Clone, Default, Args)]
+struct AwsArgs {
+    /// The region (else `AWS_REGION` or the profile's).
+    #[arg(long, global = true)]
+    region: Option<String>,
+    /// A named profile (else `AWS_PROFILE`).
+    #[arg(long, global = true)]
+    profile: Option<String>,
+    /// Another endpoint for every service (else `AWS_ENDPOINT_URL`).
+    #[arg(long, global = true)]
+    endpoint_url: Option<String>,
+}
 
-impl Args {
-    pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut parsed = Self::default();
-        let mut rest = args.iter();
-        while let Some(arg) = rest.next() {
-            let Some(flag) = arg.strip_prefix("--") else {
-                parsed.positional.push(arg.clone());
-                continue;
-            };
-            let (name, inline) = match flag.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_owned())),
-                None => (flag, None),
-            };
-            if let Some(known) = VALUED.iter().find(|k| **k == name) {
-                let value = match inline {
-                    Some(v) => v,
-                    None => rest
-                        .next()
-                        .cloned()
-                        .ok_or(format!("--{name} needs a value"))?,
-                };
-                if value.is_empty() || value.starts_with("--") {
-                    return Err(format!("--{name} needs a value"));
-                }
-                parsed.values.insert(known, value);
-            } else if let Some(known) = SWITCHES.iter().find(|k| **k == name) {
-                parsed.switches.push(known);
-            } else {
-                return Err(format!("unknown option --{name}"));
-            }
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Pending events, their oldest age, backoffs and dead letters, per shard.
+    Status {
+        #[command(flatten)]
+        table: TableArg,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Events the functions gave up on: list, show, redrive, discard.
+    #[command(subcommand)]
+    DeadLetters(DeadLetters),
+    /// Handle the publisher's OnFailure queue: republish each window of
+    /// discarded stream records from the table, delete the handled messages.
+    RedriveOnFailure {
+        /// The OnFailure queue's URL.
+        #[arg(long)]
+        queue: String,
+        #[command(flatten)]
+        table: TableArg,
+        #[command(flatten)]
+        sink: SinkArgs,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Replay an EventBridge archive onto the bus (optionally to one rule)
+    /// and follow the replay to its end.
+    Replay {
+        /// The event bus.
+        #[arg(long)]
+        bus: String,
+        /// The archive.
+        #[arg(long)]
+        archive: String,
+        /// Events from (RFC 3339).
+        #[arg(long, value_parser = rfc3339)]
+        from: OffsetDateTime,
+        /// Events to (RFC 3339).
+        #[arg(long, value_parser = rfc3339)]
+        to: OffsetDateTime,
+        /// Only to this rule.
+        #[arg(long)]
+        rule: Option<String>,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DeadLetters {
+    /// List dead letters, oldest first.
+    List {
+        #[command(flatten)]
+        table: TableArg,
+        #[command(flatten)]
+        filter: FilterArgs,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Show one dead letter with its key and envelope.
+    Show {
+        #[command(flatten)]
+        table: TableArg,
+        /// The event id.
+        event_id: String,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Put dead letters back into the pending index (attempts reset, same
+    /// eventId); the next sweep publishes them, `--now` at once.
+    Redrive {
+        #[command(flatten)]
+        table: TableArg,
+        /// The event ids (or `--all`, or filters).
+        event_ids: Vec<String>,
+        /// Every dead letter (that the filters keep).
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Say what would be redriven; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Publish them at once, through the stack's sink (`--bus` or
+        /// `--topic`).
+        #[arg(long)]
+        now: bool,
+        #[command(flatten)]
+        sink: SinkArgs,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Delete dead letters for good (an audit line per event on stderr).
+    Discard {
+        #[command(flatten)]
+        table: TableArg,
+        /// The event ids.
+        #[arg(required = true)]
+        event_ids: Vec<String>,
+        /// Confirm: the events are deleted for good.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+}
+
+/// The table.
+#[derive(Debug, Args)]
+struct TableArg {
+    /// The stack's table.
+    #[arg(long)]
+    table: String,
+}
+
+/// JSON output.
+#[derive(Debug, Args)]
+struct JsonArg {
+    /// Print JSON (no progress, no table).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Which dead letters.
+#[derive(Debug, Args)]
+struct FilterArgs {
+    /// Only this event type.
+    #[arg(long = "type")]
+    event_type: Option<String>,
+    /// Only this aggregate.
+    #[arg(long)]
+    aggregate: Option<String>,
+    /// Dead-lettered at or after (RFC 3339).
+    #[arg(long, value_parser = rfc3339)]
+    since: Option<OffsetDateTime>,
+}
+
+impl FilterArgs {
+    fn filter(&self) -> DeadLetterFilter {
+        DeadLetterFilter {
+            event_type: self.event_type.clone(),
+            aggregate_id: self.aggregate.clone(),
+            since: self.since,
         }
-        Ok(parsed)
+    }
+}
+
+/// The stack's sink (one of `--bus` and `--topic`).
+#[derive(Debug, Clone, Args)]
+struct SinkArgs {
+    /// The event bus (EventBridge sink).
+    #[arg(long, conflicts_with = "topic")]
+    bus: Option<String>,
+    /// The topic ARN (SNS sink).
+    #[arg(long)]
+    topic: Option<String>,
+    /// The events' source (EVENT_SOURCE).
+    #[arg(long)]
+    source: Option<String>,
+}
+
+/// The sink a republish goes to.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sink {
+    pub(crate) bus: Option<String>,
+    pub(crate) topic: Option<String>,
+    pub(crate) source: Option<String>,
+}
+
+impl SinkArgs {
+    fn given(&self) -> bool {
+        self.bus.is_some() || self.topic.is_some() || self.source.is_some()
     }
 
-    pub fn value(&self, name: &str) -> Option<&str> {
-        self.values.get(name).map(String::as_str)
-    }
-
-    pub fn required(&self, name: &str) -> Result<&str, String> {
-        self.value(name).ok_or(format!("--{name} is required"))
-    }
-
-    pub fn switch(&self, name: &str) -> bool {
-        self.switches.contains(&name)
-    }
-
-    fn aws(&self) -> AwsOptions {
-        AwsOptions {
-            region: self.value("region").map(str::to_owned),
-            profile: self.value("profile").map(str::to_owned),
-            endpoint_url: self.value("endpoint-url").map(str::to_owned),
+    /// The sink, which must be named.
+    fn sink(self) -> Result<Sink, String> {
+        if self.bus.is_none() && self.topic.is_none() {
+            return Err("name the sink: --bus NAME or --topic ARN".into());
         }
-    }
-
-    fn filter(&self) -> Result<Filter, String> {
-        Ok(Filter {
-            event_type: self.value("type").map(str::to_owned),
-            aggregate_id: self.value("aggregate").map(str::to_owned),
-            since: self
-                .value("since")
-                .map(|t| {
-                    OffsetDateTime::parse(t, &Rfc3339)
-                        .map_err(|_| format!("--since {t:?} is not an RFC 3339 time"))
-                })
-                .transpose()?,
+        Ok(Sink {
+            bus: self.bus,
+            topic: self.topic,
+            source: self.source,
         })
     }
-
-    fn has_filter(&self) -> bool {
-        ["type", "aggregate", "since"]
-            .iter()
-            .any(|f| self.value(f).is_some())
-    }
 }
 
-fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
-    );
-    Ok(())
-}
-
-/// Progress of a long operation, on stderr, when a person watches (stdout
-/// is a terminal); never mixed into `--json` output.
-fn progress(text: &str) {
-    if std::io::stdout().is_terminal() {
-        eprint!("\r{text}");
-    }
-}
-
-/// Runs an operator command (`args` without the program name).
-pub async fn run(args: &[String]) -> Result<(), String> {
-    let (command, rest) = match args {
-        [first, second, rest @ ..] if first == "dead-letters" => {
-            (format!("dead-letters {second}"), rest)
+impl Sink {
+    /// The stack's sweeper, in this process, publishing to this sink.
+    pub(crate) async fn sweeper(
+        &self,
+        sdk: &SdkConfig,
+        ops: &crate::Operations<DynamoStore>,
+    ) -> Result<sweeper::Sweeper<publish::AnySink, DynamoStore>, String> {
+        let shards = ops.shards().await.map_err(|e| e.to_string())?;
+        let table = ops.store().table().to_owned();
+        let mut vars: HashMap<&str, String> =
+            HashMap::from([("TABLE_NAME", table), ("OUTBOX_SHARDS", shards.to_string())]);
+        if let Some(source) = &self.source {
+            vars.insert("EVENT_SOURCE", source.clone());
         }
-        [first, rest @ ..] => (first.clone(), rest),
-        [] => return Err(USAGE.into()),
-    };
-    let args = Args::parse(rest)?;
-    let sdk = crate::ops::sdk_config(&args.aws()).await;
-    match command.as_str() {
-        "status" => status(&sdk, &args).await,
-        "dead-letters list" => list(&sdk, &args).await,
-        "dead-letters show" => show(&sdk, &args).await,
-        "dead-letters redrive" => redrive(&sdk, &args).await,
-        "dead-letters discard" => discard(&sdk, &args).await,
-        "redrive-on-failure" => redrive_on_failure(&sdk, &args).await,
-        "replay" => replay(&sdk, &args).await,
-        other => Err(format!("unknown command {other:?}\n{USAGE}")),
-    }
-}
-
-fn no_positional(args: &Args) -> Result<(), String> {
-    match args.positional.first() {
-        Some(extra) => Err(format!("unexpected argument {extra:?}")),
-        None => Ok(()),
-    }
-}
-
-async fn status(sdk: &SdkConfig, args: &Args) -> Result<(), String> {
-    no_positional(args)?;
-    let table = Table::new(sdk, args.required("table")?);
-    let status = table
-        .status(OffsetDateTime::now_utc())
-        .await
-        .map_err(|e| e.to_string())?;
-    if args.switch("json") {
-        return print_json(&status);
-    }
-    let bound = if status.capped { " (at least)" } else { "" };
-    println!("pending               {}{bound}", status.pending);
-    println!(
-        "oldest pending age    {}",
-        status
-            .oldest_pending_age_seconds
-            .map_or("-".into(), |s| format!("{s} s"))
-    );
-    println!(
-        "backing off           {} (next attempt due {})",
-        status.backing_off,
-        status.next_attempt_due.as_deref().unwrap_or("-")
-    );
-    println!("dead letters          {}{bound}", status.dead_letters);
-    println!("\nshard  pending  backing-off  dead-letters  oldest-age");
-    for s in &status.shards {
-        println!(
-            "{:>5}  {:>7}  {:>11}  {:>12}  {}",
-            s.shard,
-            s.pending,
-            s.backing_off,
-            s.dead_letters,
-            s.oldest_pending_age_seconds
-                .map_or("-".into(), |a| format!("{a} s"))
-        );
-    }
-    Ok(())
-}
-
-fn print_rows(rows: &[DeadLetterRow]) {
-    println!(
-        "{:<26}  {:<14}  {:<26}  {:>8}  {:<24}  reason",
-        "event id", "type", "aggregate", "attempts", "dead-lettered at"
-    );
-    for r in rows {
-        println!(
-            "{:<26}  {:<14}  {:<26}  {:>8}  {:<24}  {}",
-            r.event_id, r.event_type, r.aggregate_id, r.attempts, r.dead_lettered_at, r.reason
-        );
-    }
-}
-
-async fn list(sdk: &SdkConfig, args: &Args) -> Result<(), String> {
-    no_positional(args)?;
-    let table = Table::new(sdk, args.required("table")?);
-    let rows = table
-        .dead_letters(&args.filter()?)
-        .await
-        .map_err(|e| e.to_string())?;
-    if args.switch("json") {
-        return print_json(&rows);
-    }
-    print_rows(&rows);
-    Ok(())
-}
-
-async fn show(sdk: &SdkConfig, args: &Args) -> Result<(), String> {
-    let table = Table::new(sdk, args.required("table")?);
-    let [id] = args.positional.as_slice() else {
-        return Err("dead-letters show takes one EVENT_ID".into());
-    };
-    let (row, item) = table.find(id).await.map_err(|e| e.to_string())?;
-    let envelope = DeadLetterRow::envelope(&item);
-    let shown = json!({
-        "deadLetter": row,
-        "key": {"PK": row.pk, "SK": row.sk},
-        "envelope": envelope,
-        "envelopeDecodes": envelope.is_some(),
-    });
-    if args.switch("json") {
-        return print_json(&shown);
-    }
-    print_rows(std::slice::from_ref(&row));
-    println!("\nkey       {} / {}", row.pk, row.sk);
-    match envelope {
-        Some(e) => println!(
-            "envelope  {}",
-            serde_json::to_string_pretty(&e).unwrap_or_default()
-        ),
-        None => println!("envelope  (does not decode: fix the data, or discard it)"),
-    }
-    Ok(())
-}
-
-/// The dead letters a redrive or discard names: ids, `--all`, or filters.
-async fn selected(
-    table: &Table,
-    args: &Args,
-    allow_all: bool,
-) -> Result<Vec<DeadLetterRow>, String> {
-    let by_id = !args.positional.is_empty();
-    let by_filter = args.switch("all") || args.has_filter();
-    match (by_id, by_filter) {
-        (true, true) => Err("give event ids, or --all / filters, not both".into()),
-        (false, _) if !allow_all => Err("name the dead letters to discard: EVENT_ID...".into()),
-        (false, false) => {
-            Err("name the dead letters: EVENT_ID..., --all, or --type/--aggregate/--since".into())
+        if let Some(bus) = &self.bus {
+            vars.insert("EVENT_BUS_NAME", bus.clone());
         }
-        (true, false) => {
-            let mut rows = Vec::new();
-            // Every id is checked before anything changes.
-            for id in &args.positional {
-                rows.push(table.find(id).await.map_err(|e| e.to_string())?.0);
-            }
-            Ok(rows)
-        }
-        (false, true) => table
-            .dead_letters(&args.filter()?)
-            .await
-            .map_err(|e| e.to_string()),
-    }
-}
-
-fn sink_config(args: &Args, table: &str, shards: u16) -> Result<Config, String> {
-    let mut vars: HashMap<&str, String> = HashMap::from([
-        ("TABLE_NAME", table.to_owned()),
-        ("OUTBOX_SHARDS", shards.to_string()),
-    ]);
-    if let Some(source) = args.value("source") {
-        vars.insert("EVENT_SOURCE", source.to_owned());
-    }
-    match (args.value("bus"), args.value("topic")) {
-        (Some(bus), None) => {
-            vars.insert("EVENT_BUS_NAME", bus.to_owned());
-        }
-        (None, Some(topic)) => {
+        if let Some(topic) = &self.topic {
             vars.insert("SINK", "sns".into());
-            vars.insert("SNS_TOPIC_ARN", topic.to_owned());
+            vars.insert("SNS_TOPIC_ARN", topic.clone());
         }
-        _ => return Err("name the sink: --bus NAME or --topic ARN".into()),
+        let config = Config::from_lookup(|k| vars.get(k).cloned()).map_err(|e| e.to_string())?;
+        let (sink, store) = publish::connect(&config, sdk)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(sweeper::Sweeper::new(
+            sink,
+            store,
+            sweeper::SweepSettings::from(&config),
+        ))
     }
-    Config::from_lookup(|k| vars.get(k).cloned()).map_err(|e| e.to_string())
 }
 
-/// The sweeper of the stack, in this process.
-async fn sweeper(
-    sdk: &SdkConfig,
-    args: &Args,
-    table: &Table,
-) -> Result<sweeper::Sweeper<publish::AnySink, outbox_core::store::DynamoStore>, String> {
-    let shards = table.shards().await.map_err(|e| e.to_string())?;
-    let config = sink_config(args, &table.name, shards)?;
-    let (sink, store) = publish::connect(&config, sdk)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(sweeper::Sweeper::new(
-        sink,
-        store,
-        sweeper::SweepSettings::from(&config),
-    ))
+fn rfc3339(text: &str) -> Result<OffsetDateTime, String> {
+    OffsetDateTime::parse(text, &Rfc3339).map_err(|_| format!("{text:?} is not an RFC 3339 time"))
 }
 
-async fn redrive(sdk: &SdkConfig, args: &Args) -> Result<(), String> {
-    let table = Table::new(sdk, args.required("table")?);
-    if args.switch("now") && args.value("bus").is_none() && args.value("topic").is_none() {
-        return Err("--now publishes: name the sink with --bus NAME or --topic ARN".into());
+/// The SDK configuration for a deployed stack: the AWS CLI's chain, with
+/// the explicit options on top.
+async fn sdk_config(options: &AwsArgs) -> SdkConfig {
+    let mut loader = outbox_core::aws::loader();
+    if let Some(region) = &options.region {
+        loader = loader.region(Region::new(region.clone()));
     }
-    let rows = selected(&table, args, true).await?;
-    let mut report = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        progress(&format!("redriving {}/{}", i + 1, rows.len()));
-        let outcome = if args.switch("dry-run") {
-            "would redrive".to_owned()
-        } else {
-            match table.redrive(row).await.map_err(|e| e.to_string())? {
-                Redrive::Redriven => "redriven".to_owned(),
-                _ => "skipped: no longer a dead letter".to_owned(),
-            }
-        };
-        report.push(
-            json!({"eventId": row.event_id, "aggregateId": row.aggregate_id, "outcome": outcome}),
-        );
+    if let Some(profile) = &options.profile {
+        loader = loader.profile_name(profile);
     }
-    progress("");
-    let mut published = None;
-    let redriven: Vec<&DeadLetterRow> = rows
-        .iter()
-        .zip(&report)
-        .filter(|(_, r)| r["outcome"] == "redriven")
-        .map(|(row, _)| row)
-        .collect();
-    if args.switch("now") && !args.switch("dry-run") && !redriven.is_empty() {
-        let times: Vec<OffsetDateTime> = redriven
-            .iter()
-            .filter_map(|r| ulid::Ulid::from_string(&r.event_id).ok())
-            .filter_map(|id| {
-                OffsetDateTime::from_unix_timestamp_nanos(i128::from(id.timestamp_ms()) * 1_000_000)
-                    .ok()
-            })
-            .collect();
-        if let (Some(from), Some(to)) = (times.iter().min(), times.iter().max()) {
-            let sweeper = sweeper(sdk, args, &table).await?;
-            let deadline = Deadline::after(std::time::Duration::from_secs(300));
-            let window = sweeper::Window {
-                from: *from,
-                to: *to + time::Duration::milliseconds(1),
+    if let Some(endpoint) = &options.endpoint_url {
+        loader = loader.endpoint_url(endpoint);
+    }
+    loader.load().await
+}
+
+/// Runs a command.
+pub async fn run(cli: Cli) -> Result<(), String> {
+    let sdk = sdk_config(&cli.aws).await;
+    let profile = cli.aws.profile.clone();
+    match cli.command {
+        Command::Status { table, json } => crate::status::run(&sdk, &table.table, json.json).await,
+        Command::DeadLetters(command) => dead_letters(&sdk, command, profile).await,
+        Command::RedriveOnFailure {
+            queue,
+            table,
+            sink,
+            json,
+        } => {
+            crate::redrive_on_failure::run(&sdk, &queue, &table.table, &sink.sink()?, json.json)
+                .await
+        }
+        Command::Replay {
+            bus,
+            archive,
+            from,
+            to,
+            rule,
+            json,
+        } => {
+            let replay = crate::replay::Replay {
+                bus,
+                archive,
+                from,
+                to,
+                rule,
             };
-            let run = sweeper
-                .redrive(window, OffsetDateTime::now_utc(), &deadline)
-                .await;
-            published = Some(
-                json!({"republished": run.republished, "failed": run.failed, "deferred": run.deferred, "deadLettered": run.dead_lettered}),
-            );
+            crate::replay::run(&sdk, replay, json.json).await
         }
     }
-    let out = json!({"deadLetters": report, "published": published});
-    if args.switch("json") {
-        return print_json(&out);
-    }
-    for r in &report {
-        println!(
-            "{}  {}",
-            r["eventId"].as_str().unwrap_or(""),
-            r["outcome"].as_str().unwrap_or("")
-        );
-    }
-    match published {
-        Some(p) => println!("published now: {p}"),
-        None if !args.switch("dry-run") => println!(
-            "the next sweep publishes them once they are older than STRANDED_AFTER_SECONDS; --now publishes them at once"
-        ),
-        None => {}
-    }
-    Ok(())
 }
 
-async fn discard(sdk: &SdkConfig, args: &Args) -> Result<(), String> {
-    let table = Table::new(sdk, args.required("table")?);
-    if !args.switch("yes") {
-        return Err("discard deletes events for good: add --yes".into());
-    }
-    let rows = selected(&table, args, false).await?;
-    let who = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
-    let profile = args
-        .value("profile")
-        .map(str::to_owned)
-        .or_else(|| std::env::var("AWS_PROFILE").ok());
-    for row in &rows {
-        let outcome = table.discard(row).await.map_err(|e| e.to_string())?;
-        let at = OffsetDateTime::now_utc()
-            .format(&Rfc3339)
-            .unwrap_or_default();
-        // The audit trail: who, what, when, on stderr as JSON.
-        eprintln!(
-            "{}",
-            json!({
-                "audit": "dead-letter discarded",
-                "outcome": outcome,
-                "table": table.name,
-                "eventId": row.event_id,
-                "eventType": row.event_type,
-                "aggregateId": row.aggregate_id,
-                "reason": row.reason,
-                "by": who,
-                "profile": profile,
-                "at": at,
-            })
-        );
-        println!(
-            "{}  {}",
-            row.event_id,
-            match outcome {
-                Redrive::Discarded => "discarded",
-                _ => "skipped: no longer a dead letter",
-            }
-        );
-    }
-    Ok(())
-}
-
-async fn redrive_on_failure(sdk: &SdkConfig, args: &Args) -> Result<(), String> {
-    no_positional(args)?;
-    let queue = args.required("queue")?;
-    let table = Table::new(sdk, args.required("table")?);
-    let sweeper = sweeper(sdk, args, &table).await?;
-    let sqs = aws_sdk_sqs::Client::new(sdk);
-    let (mut handled, mut kept, mut republished) = (0, 0, 0);
-    loop {
-        let messages = crate::sqs::receive(&sqs, queue).await?;
-        if messages.is_empty() {
-            break;
+async fn dead_letters(
+    sdk: &SdkConfig,
+    command: DeadLetters,
+    profile: Option<String>,
+) -> Result<(), String> {
+    use crate::dead_letters::{self as dl, Selection};
+    match command {
+        DeadLetters::List {
+            table,
+            filter,
+            json,
+        } => dl::list(sdk, &table.table, &filter.filter(), json.json).await,
+        DeadLetters::Show {
+            table,
+            event_id,
+            json,
+        } => dl::show(sdk, &table.table, &event_id, json.json).await,
+        DeadLetters::Redrive {
+            table,
+            event_ids,
+            all,
+            filter,
+            dry_run,
+            now,
+            sink,
+            json,
+        } => {
+            let selection = Selection::of(event_ids, all, filter.filter())?;
+            let now = match (now, sink.given()) {
+                (true, _) => Some(sink.sink().map_err(|e| format!("--now publishes: {e}"))?),
+                (false, true) => return Err("--bus, --topic and --source go with --now".into()),
+                (false, false) => None,
+            };
+            dl::redrive(sdk, &table.table, selection, dry_run, now, json.json).await
         }
-        let event = crate::sqs::event(&messages);
-        let deadline = Deadline::after(std::time::Duration::from_secs(300));
-        let (response, run) = sweeper::redrive_messages(&sweeper, &event, &deadline).await;
-        republished += run.republished;
-        let failed: std::collections::HashSet<String> = response
-            .batch_item_failures
-            .into_iter()
-            .map(|f| f.item_identifier)
-            .collect();
-        let (deleted, reported) = crate::sqs::settle(&sqs, queue, &messages, &failed).await?;
-        handled += deleted;
-        kept += reported;
-        progress(&format!("{handled} messages handled"));
-        if kept > 0 && handled == 0 {
-            break;
-        }
-    }
-    progress("");
-    let out = json!({"handled": handled, "kept": kept, "republished": republished});
-    if args.switch("json") {
-        return print_json(&out);
-    }
-    println!("{handled} OnFailure messages handled and deleted, {republished} events republished, {kept} kept (they come back after the queue's visibility timeout)");
-    Ok(())
-}
-
-fn time_arg(args: &Args, name: &str) -> Result<OffsetDateTime, String> {
-    let text = args.required(name)?;
-    OffsetDateTime::parse(text, &Rfc3339)
-        .map_err(|_| format!("--{name} {text:?} is not an RFC 3339 time"))
-}
-
-/// Starts an EventBridge replay from the archive onto the bus (optionally
-/// only to one rule) and follows it to its end.
-async fn replay(sdk: &SdkConfig, args: &Args) -> Result<(), String> {
-    use aws_sdk_eventbridge::types::{ReplayDestination, ReplayState};
-    no_positional(args)?;
-    let bus = args.required("bus")?;
-    let archive = args.required("archive")?;
-    let (from, to) = (time_arg(args, "from")?, time_arg(args, "to")?);
-    if from >= to {
-        return Err("--from must be before --to".into());
-    }
-    let events = aws_sdk_eventbridge::Client::new(sdk);
-    let bus_arn = events
-        .describe_event_bus()
-        .name(bus)
-        .send()
-        .await
-        .map_err(|e| crate::ops::aws_error("DescribeEventBus", e))?
-        .arn
-        .ok_or("the bus has no ARN")?;
-    let archive_arn = events
-        .describe_archive()
-        .archive_name(archive)
-        .send()
-        .await
-        .map_err(|e| crate::ops::aws_error("DescribeArchive", e))?
-        .archive_arn
-        .ok_or("the archive has no ARN")?;
-    let mut destination = ReplayDestination::builder().arn(&bus_arn);
-    if let Some(rule) = args.value("rule") {
-        let rule_arn = events
-            .describe_rule()
-            .name(rule)
-            .event_bus_name(bus)
-            .send()
-            .await
-            .map_err(|e| crate::ops::aws_error("DescribeRule", e))?
-            .arn
-            .ok_or("the rule has no ARN")?;
-        destination = destination.filter_arns(rule_arn);
-    }
-    let name = format!("outboxctl-{}", ulid::Ulid::new());
-    let smithy = |t: OffsetDateTime| aws_smithy_types::DateTime::from_secs(t.unix_timestamp());
-    events
-        .start_replay()
-        .replay_name(&name)
-        .event_source_arn(&archive_arn)
-        .event_start_time(smithy(from))
-        .event_end_time(smithy(to))
-        .destination(destination.build().map_err(|e| e.to_string())?)
-        .send()
-        .await
-        .map_err(|e| crate::ops::aws_error("StartReplay", e))?;
-    let started = std::time::Instant::now();
-    loop {
-        let replay = events
-            .describe_replay()
-            .replay_name(&name)
-            .send()
-            .await
-            .map_err(|e| crate::ops::aws_error("DescribeReplay", e))?;
-        let state = replay.state.clone();
-        let last = replay
-            .event_last_replayed_time
-            .map(|t| t.to_string())
-            .unwrap_or_else(|| "-".into());
-        progress(&format!(
-            "replay {name}: {} (last event replayed {last})",
-            state.as_ref().map_or("?", |s| s.as_str())
-        ));
-        match state {
-            Some(ReplayState::Completed) => {
-                progress("");
-                let out = json!({"replay": name, "state": "COMPLETED", "lastReplayed": last, "seconds": started.elapsed().as_secs()});
-                if args.switch("json") {
-                    return print_json(&out);
-                }
-                println!("replay {name} completed (events up to {last} replayed onto {bus})");
-                return Ok(());
+        DeadLetters::Discard {
+            table,
+            event_ids,
+            yes,
+            json,
+        } => {
+            if !yes {
+                return Err("discard deletes events for good: add --yes".into());
             }
-            Some(ReplayState::Failed | ReplayState::Cancelled) => {
-                progress("");
-                return Err(format!(
-                    "replay {name} ended {}: {}",
-                    state.as_ref().map_or("?", |s| s.as_str()),
-                    replay.state_reason.unwrap_or_default()
-                ));
-            }
-            _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
+            dl::discard(sdk, &table.table, &event_ids, profile, json.json).await
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
     use super::*;
 
-    fn parse(text: &str) -> Result<Args, String> {
-        Args::parse(
-            &text
-                .split_whitespace()
-                .map(str::to_owned)
-                .collect::<Vec<_>>(),
-        )
+    fn parse(line: &str) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("outboxctl").chain(line.split_whitespace()))
     }
 
     #[test]
-    fn flags_values_and_positionals() {
-        let a = parse("--table t --json 01ARZ3NDEKTSV4RRFFQ69G5FAV --type=OrderPaid").unwrap();
-        assert_eq!(a.value("table"), Some("t"));
-        assert_eq!(a.value("type"), Some("OrderPaid"));
-        assert!(a.switch("json"));
-        assert_eq!(a.positional, ["01ARZ3NDEKTSV4RRFFQ69G5FAV"]);
+    fn the_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 
     #[test]
-    fn bad_arguments_are_named() {
-        assert_eq!(parse("--tabel t").unwrap_err(), "unknown option --tabel");
-        assert_eq!(parse("--table").unwrap_err(), "--table needs a value");
-        assert_eq!(
-            parse("--table --json").unwrap_err(),
-            "--table needs a value"
+    fn flags_are_per_command_unique_and_checked() {
+        assert!(parse("status --table t --json").is_ok());
+        assert!(
+            parse("dead-letters list --table t --type OrderPaid --since 2026-01-01T00:00:00Z")
+                .is_ok()
         );
-        let a = parse("--since yesterday").unwrap();
-        assert!(a.filter().unwrap_err().contains("RFC 3339"));
+        // Unknown, misplaced and repeated flags are errors.
+        assert!(parse("status --tabel t").is_err());
+        assert!(parse("status --table t --yes").is_err());
+        assert!(parse("dead-letters discard --table t X --yes --dry-run").is_err());
+        assert!(parse("status --table t --table u").is_err());
+        assert!(parse("dead-letters list --table t --since yesterday").is_err());
+        // A sink is one of bus or topic.
+        assert!(parse("redrive-on-failure --queue q --table t --bus b --topic a").is_err());
+        let no_sink = SinkArgs {
+            bus: None,
+            topic: None,
+            source: Some("s".into()),
+        };
+        assert!(no_sink.given() && no_sink.sink().is_err());
+        // AWS options anywhere.
+        assert!(parse("status --table t --region eu-west-1").is_ok());
+        let help = parse("--help").unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
     }
 }

@@ -1,27 +1,35 @@
-//! Local operations for the outbox: the local stack that tests and the demo
-//! provision on the moto server, mirroring `template.yaml`.
+//! `outboxctl`: the operator commands for a deployed outbox stack. It uses
+//! the AWS CLI's credential chain, region and endpoint options.
+//!
+//! ```text
+//! outboxctl status --table T [--json]
+//! outboxctl dead-letters list|show|redrive|discard --table T …
+//! outboxctl redrive-on-failure --queue URL --table T (--bus B | --topic ARN)
+//! outboxctl replay --bus B --archive A --from T --to T [--rule R]
+//! ```
+//!
+//! `outboxctl help COMMAND` says what each takes. The local AWS kit (the
+//! local stack, the mapping emulators) is the `devkit` crate's.
 //!
 //! # Layout
-//! - [`stack`]: the table (keys, stream, sparse indexes, TTL), the event bus
-//!   with a rule to a subscriber queue, and an SNS FIFO topic to an SQS FIFO
-//!   queue.
-//! - [`stream`]: reading a table's stream as an event source mapping does.
-//! - [`filter`]: Lambda event filtering (the mapping's `FilterCriteria`).
-//! - [`template`]: the mapping's settings read from `template.yaml`.
-//! - [`pump`]: the event source mapping emulator (`outboxctl pump`).
-//! - [`invoke`]: invoking a function under `cargo lambda watch` (loopback).
-//! - [`sqs`]: a batch of queue messages as Lambda's SQS mapping passes it.
-//! - [`local`]: AWS configuration for loopback only, refusing anything else.
-//! - [`ops`]: operations on a deployed stack's table (status, dead letters),
-//!   with the AWS CLI's credential chain, region and endpoint options.
+//! - `cli.rs`: the arguments ([`Cli`], clap's derive; doc comments are the
+//!   help text), the AWS configuration they name, and [`run`].
+//! - `operations.rs`: [`Operations`], status and dead letters through the
+//!   store port (`outbox_core::store::OutboxStore`).
+//! - `status.rs`, `dead_letters.rs`, `redrive_on_failure.rs`, `replay.rs`:
+//!   one command group each.
+//! - `output.rs`: JSON, tables (comfy-table) and progress (indicatif, on a
+//!   terminal only, never with `--json`).
 
-pub mod cli;
-pub mod filter;
-pub mod invoke;
-pub mod local;
-pub mod ops;
-pub mod pump;
-pub mod sqs;
-pub mod stack;
-pub mod stream;
-pub mod template;
+mod cli;
+mod dead_letters;
+mod operations;
+mod output;
+mod redrive_on_failure;
+mod replay;
+mod status;
+
+pub use cli::{run, Cli};
+pub use operations::{
+    envelope_of, DeadLetterFilter, Operations, OpsError, ShardStatus, Status, READ_LIMIT,
+};

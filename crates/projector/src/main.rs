@@ -2,14 +2,14 @@
 //! with the inbox settings, to the handler.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_core::telemetry;
+use outbox_core::{aws, telemetry};
 use projector::{handler, Projector};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init_logging();
     let inbox = inbox::Inbox::from_env()?;
-    let sdk = telemetry::aws_config().await;
+    let sdk = aws::load().await;
     let projector = Projector::new(aws_sdk_dynamodb::Client::new(&sdk), inbox);
     let projector = &projector;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

@@ -13,13 +13,10 @@
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use outbox_core::keys::ItemKey;
 use outbox_core::publish::eventbridge::EventBridgeSink;
 use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
 use outbox_core::retry::Deadline;
-use outbox_core::store::{
-    Cursor, DeadLetter, Marked, OutboxStore, Page, PendingQuery, ShardStats, StoreError,
-};
+use outbox_core::store::MemoryStore;
 use outbox_core::{EventEnvelope, OutboxItem};
 
 /// A stream batch of `n` outbox inserts, as JSON.
@@ -128,53 +125,13 @@ impl EventSink for InstantSink {
     }
 }
 
-/// A store whose deletes succeed at once; the publisher calls nothing else
-/// on the happy path.
-struct InstantStore;
-
-impl OutboxStore for InstantStore {
-    async fn delete_published(&self, _: &[ItemKey], _: &Deadline) -> Vec<ItemKey> {
-        Vec::new()
-    }
-    async fn dead_letter(&self, _: DeadLetter<'_>, _: &Deadline) -> Result<Marked, StoreError> {
-        Ok(Marked::Updated)
-    }
-    async fn record_failure(
-        &self,
-        _: &ItemKey,
-        _: u32,
-        _: i64,
-        _: &str,
-        _: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        Ok(Marked::Updated)
-    }
-    fn configured_shards(&self) -> u16 {
-        8
-    }
-    async fn shard_count(&self, _: &Deadline) -> Result<u16, StoreError> {
-        Ok(8)
-    }
-    async fn pending_page(
-        &self,
-        _: &PendingQuery,
-        _: Option<Cursor>,
-        _: &Deadline,
-    ) -> Result<Page, StoreError> {
-        Ok(Page::default())
-    }
-    async fn shard_stats(&self, _: u16, _: i32, _: &Deadline) -> Result<ShardStats, StoreError> {
-        Ok(ShardStats::default())
-    }
-}
-
 fn invocation(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .expect("runtime");
     let sink = eventbridge_sink();
-    let publisher = publisher::Publisher::new(InstantSink(sink), InstantStore);
+    let publisher = publisher::Publisher::new(InstantSink(sink), MemoryStore::quiet(8));
     let mut group = c.benchmark_group("publisher_invocation_instant_sink");
     for n in [100usize, 1000] {
         let json = batch(n);

@@ -2,14 +2,14 @@
 //! to the handler. The sink's target is verified once, at cold start.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_core::{publish, telemetry, Config};
+use outbox_core::{aws, publish, telemetry, Config};
 use publisher::{handler, Publisher};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init_logging();
     let config = Config::from_env()?;
-    let sdk = telemetry::aws_config().await;
+    let sdk = aws::load().await;
     let (sink, store) = publish::connect(&config, &sdk).await?;
     let publisher = Publisher::new(sink, store);
     let publisher = &publisher;

@@ -2,14 +2,14 @@
 //! the DynamoDB store to the handler; the sink is verified at cold start.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_core::{publish, telemetry, Config};
+use outbox_core::{aws, publish, telemetry, Config};
 use sweeper::{handler, SweepSettings, Sweeper};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init_logging();
     let config = Config::from_env()?;
-    let sdk = telemetry::aws_config().await;
+    let sdk = aws::load().await;
     let (sink, store) = publish::connect(&config, &sdk).await?;
     let sweeper = Sweeper::new(sink, store, SweepSettings::from(&config));
     let sweeper = &sweeper;

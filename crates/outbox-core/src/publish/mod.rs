@@ -53,6 +53,10 @@ pub struct PublishFailure {
     pub code: String,
     /// A short, sanitized message (no payload).
     pub message: String,
+    /// The whole call failed, after the SDK's own retries (crate::aws): the
+    /// relay does not retry it again; only failed entries of a call that
+    /// succeeded are retried by [`crate::retry::RetryPolicy`].
+    pub whole_call: bool,
 }
 
 impl PublishFailure {
@@ -69,6 +73,15 @@ impl PublishFailure {
             kind,
             code: code.into(),
             message,
+            whole_call: false,
+        }
+    }
+
+    /// The same failure, for every entry of a call that failed as a whole.
+    pub fn of_whole_call(self) -> Self {
+        Self {
+            whole_call: true,
+            ..self
         }
     }
 }
@@ -202,28 +215,26 @@ pub fn classify(code: &str, poison: &[&str]) -> FailureKind {
     }
 }
 
-/// Turns a whole-call SDK error into the failure of each entry of the call.
+/// Turns a whole-call SDK error (after the SDK's own retries) into the
+/// failure of each entry of the call. The code comes from the SDK's error
+/// metadata ([`crate::aws::error_code`]).
 #[cfg(any(feature = "eventbridge", feature = "sns"))]
 pub(crate) fn sdk_failure<E>(err: &SdkError<E, Response>) -> PublishFailure
 where
     E: ProvideErrorMetadata + std::error::Error,
 {
-    match err {
+    let code = crate::aws::error_code(err);
+    let failure = match err {
         SdkError::TimeoutError(_) => {
-            PublishFailure::new(FailureKind::Transient, "Timeout", "request timed out")
+            PublishFailure::new(FailureKind::Transient, code, "request timed out")
         }
-        SdkError::DispatchFailure(_) => PublishFailure::new(
-            FailureKind::Transient,
-            "DispatchFailure",
-            "request could not be sent",
-        ),
-        SdkError::ResponseError(_) => PublishFailure::new(
-            FailureKind::Transient,
-            "ResponseError",
-            "response could not be read",
-        ),
+        SdkError::DispatchFailure(_) => {
+            PublishFailure::new(FailureKind::Transient, code, "request could not be sent")
+        }
+        SdkError::ResponseError(_) => {
+            PublishFailure::new(FailureKind::Transient, code, "response could not be read")
+        }
         SdkError::ServiceError(service) => {
-            let code = service.err().code().unwrap_or("Unknown").to_owned();
             let message = service.err().message().unwrap_or("").to_owned();
             let kind = if service.raw().status().is_server_error() {
                 FailureKind::Transient
@@ -236,12 +247,9 @@ where
             };
             PublishFailure::new(kind, code, message)
         }
-        _ => PublishFailure::new(
-            FailureKind::Rejected,
-            "SdkError",
-            "request could not be built",
-        ),
-    }
+        _ => PublishFailure::new(FailureKind::Rejected, code, "request could not be built"),
+    };
+    failure.of_whole_call()
 }
 
 #[cfg(all(test, feature = "sinks"))]

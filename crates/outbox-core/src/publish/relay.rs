@@ -48,7 +48,7 @@ use super::{EntryOutcome, EventSink, FailureKind, PublishFailure};
 use crate::item::OutboxItem;
 use crate::keys::ItemKey;
 use crate::retry::{Backoff, Deadline, RetryPolicy};
-use crate::store::{DeadLetter, Marked, OutboxStore, Stored};
+use crate::store::{DeadLetter, Marked, OutboxStore, PendingItem};
 
 /// Extra time, past the work deadline, for the deletes and bookkeeping
 /// writes that must follow work already done.
@@ -74,11 +74,11 @@ pub enum Entry {
     Unusable { key: ItemKey, reason: String },
 }
 
-impl From<Stored> for Entry {
-    fn from(stored: Stored) -> Self {
+impl From<PendingItem> for Entry {
+    fn from(stored: PendingItem) -> Self {
         match stored {
-            Stored::Item(item) => Self::Item(item),
-            Stored::Undecodable { key, reason } => Self::Poison {
+            PendingItem::Item(item) => Self::Item(item),
+            PendingItem::Undecodable { key, reason } => Self::Poison {
                 key,
                 aggregate_id: None,
                 reason,
@@ -484,9 +484,11 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     }
 }
 
-/// Publishes one batch, retrying only the entries that failed transiently,
-/// while the policy and the deadline allow. Each sink call is cut at the
-/// deadline (its entries then fail as transient: not known to be sent).
+/// Publishes one batch, retrying only the entries that failed transiently
+/// in a call that succeeded (the SDK already retried a call that failed as
+/// a whole: [`crate::aws`]), while the policy and the deadline allow. Each
+/// sink call is cut at the deadline (its entries then fail as transient:
+/// not known to be sent).
 async fn publish_with_retries<S: EventSink>(
     sink: &S,
     items: &[&OutboxItem],
@@ -510,7 +512,8 @@ async fn publish_with_retries<S: EventSink>(
                         FailureKind::Transient,
                         "DeadlineReached",
                         "the sink did not answer before the deadline",
-                    ));
+                    )
+                    .of_whole_call());
                     refs.len()
                 ]
             }
@@ -527,7 +530,7 @@ async fn publish_with_retries<S: EventSink>(
                     "the sink returned no result for this entry",
                 ))
             });
-            if matches!(&result, Err(f) if f.kind == FailureKind::Transient) {
+            if matches!(&result, Err(f) if f.kind == FailureKind::Transient && !f.whole_call) {
                 retry.push(index);
             }
             results[index] = result;

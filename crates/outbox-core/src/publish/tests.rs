@@ -13,9 +13,7 @@ use super::*;
 use crate::envelope::EventEnvelope;
 use crate::keys::ItemKey;
 use crate::retry::{Backoff, Deadline, Jitter, RetryPolicy};
-use crate::store::{
-    Cursor, DeadLetter, Marked, OutboxStore, Page, PendingQuery, ShardStats, StoreError,
-};
+use crate::store::MemoryStore;
 
 /// Fails entries by position in the overall stream of entries it has been
 /// given, and records every call.
@@ -88,64 +86,6 @@ impl EventSink for ScriptedSink {
     }
 }
 
-/// An in-memory store: records what the relay asked of it.
-#[derive(Default)]
-struct MemStore {
-    deleted: Mutex<Vec<ItemKey>>,
-    dead: Mutex<Vec<ItemKey>>,
-    failures: Mutex<Vec<(ItemKey, u32)>>,
-    fail_dead_letters: bool,
-}
-
-impl OutboxStore for MemStore {
-    async fn delete_published(&self, keys: &[ItemKey], _: &Deadline) -> Vec<ItemKey> {
-        self.deleted.lock().unwrap().extend_from_slice(keys);
-        Vec::new()
-    }
-    async fn dead_letter(
-        &self,
-        letter: DeadLetter<'_>,
-        _: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        if self.fail_dead_letters {
-            return Err(StoreError {
-                operation: "dead_letter",
-                code: "ThrottlingException".into(),
-            });
-        }
-        self.dead.lock().unwrap().push(letter.key.clone());
-        Ok(Marked::Updated)
-    }
-    async fn record_failure(
-        &self,
-        key: &ItemKey,
-        attempts: u32,
-        _: i64,
-        _: &str,
-        _: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        self.failures.lock().unwrap().push((key.clone(), attempts));
-        Ok(Marked::Updated)
-    }
-    fn configured_shards(&self) -> u16 {
-        1
-    }
-    async fn shard_count(&self, _: &Deadline) -> Result<u16, StoreError> {
-        Ok(1)
-    }
-    async fn pending_page(
-        &self,
-        _: &PendingQuery,
-        _: Option<Cursor>,
-        _: &Deadline,
-    ) -> Result<Page, StoreError> {
-        Ok(Page::default())
-    }
-    async fn shard_stats(&self, _: u16, _: i32, _: &Deadline) -> Result<ShardStats, StoreError> {
-        Ok(ShardStats::default())
-    }
-}
-
 /// `E<i>` events; `aggregates` distinct aggregates, round robin.
 fn items_of(n: usize, aggregates: usize) -> Vec<OutboxItem> {
     (0..n)
@@ -191,13 +131,18 @@ fn sweep_mode() -> Mode {
     }
 }
 
-async fn run(sink: &ScriptedSink, store: &MemStore, entries: &[Entry], mode: Mode) -> RelayReport {
+async fn run(
+    sink: &ScriptedSink,
+    store: &MemoryStore,
+    entries: &[Entry],
+    mode: Mode,
+) -> RelayReport {
     run_until(sink, store, entries, mode, &far()).await
 }
 
 async fn run_until(
     sink: &ScriptedSink,
-    store: &MemStore,
+    store: &MemoryStore,
     entries: &[Entry],
     mode: Mode,
     deadline: &Deadline,
@@ -218,12 +163,12 @@ fn all_published(report: &RelayReport) -> bool {
 
 #[tokio::test]
 async fn batches_of_ten_and_one_delete_list() {
-    let (sink, store) = (ScriptedSink::new(), MemStore::default());
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
     let report = run(&sink, &store, &items(25), Mode::Stream).await;
     assert!(all_published(&report));
     let sizes: Vec<usize> = sink.calls().iter().map(Vec::len).collect();
     assert_eq!(sizes, vec![10, 10, 5]);
-    assert_eq!(store.deleted.lock().unwrap().len(), 25);
+    assert_eq!(store.log().deleted.len(), 25);
     assert_eq!(report.first_unhandled(), None);
 }
 
@@ -235,7 +180,7 @@ async fn batches_respect_the_byte_limit() {
         unreachable!()
     };
     sink.max_bytes = first.envelope.len() * 2 + 1;
-    let report = run(&sink, &MemStore::default(), &all, Mode::Stream).await;
+    let report = run(&sink, &MemoryStore::default(), &all, Mode::Stream).await;
     assert!(all_published(&report));
     assert_eq!(
         sink.calls().iter().map(Vec::len).collect::<Vec<_>>(),
@@ -248,7 +193,7 @@ async fn a_call_never_carries_two_events_of_one_aggregate() {
     let sink = ScriptedSink::new();
     // o0, o1, o0, o1, ...: every call stops where an aggregate repeats.
     let entries: Vec<Entry> = items_of(6, 2).into_iter().map(Entry::Item).collect();
-    let report = run(&sink, &MemStore::default(), &entries, Mode::Stream).await;
+    let report = run(&sink, &MemoryStore::default(), &entries, Mode::Stream).await;
     assert!(all_published(&report));
     assert_eq!(
         sink.calls(),
@@ -259,7 +204,7 @@ async fn a_call_never_carries_two_events_of_one_aggregate() {
 #[tokio::test]
 async fn transient_failures_are_retried_alone() {
     let sink = ScriptedSink::new().fail("E3", FailureKind::Transient, 2);
-    let report = run(&sink, &MemStore::default(), &items(5), Mode::Stream).await;
+    let report = run(&sink, &MemoryStore::default(), &items(5), Mode::Stream).await;
     assert!(all_published(&report), "{report:?}");
     let calls = sink.calls();
     assert_eq!(calls.len(), 3);
@@ -270,7 +215,7 @@ async fn transient_failures_are_retried_alone() {
 #[tokio::test]
 async fn the_stream_stops_at_the_first_failure() {
     let sink = ScriptedSink::new().fail("E12", FailureKind::Transient, 100);
-    let store = MemStore::default();
+    let store = MemoryStore::default();
     let report = run(&sink, &store, &items(25), Mode::Stream).await;
     let out = &report.outcomes;
     // The second call holds the failure at 12; the rest of that call went
@@ -283,7 +228,7 @@ async fn the_stream_stops_at_the_first_failure() {
     // 1 + 3 attempts at the second batch (1 full, 2 retries of E12 alone).
     assert_eq!(sink.calls().len(), 4);
     assert!(
-        store.failures.lock().unwrap().is_empty(),
+        store.log().failures.is_empty(),
         "the stream records nothing"
     );
 }
@@ -292,7 +237,7 @@ async fn the_stream_stops_at_the_first_failure() {
 async fn a_sweep_goes_on_and_holds_the_failed_aggregate() {
     // Three aggregates, round robin: E0 (o0) fails for good.
     let sink = ScriptedSink::new().fail("E0", FailureKind::Rejected, 100);
-    let store = MemStore::default();
+    let store = MemoryStore::default();
     let entries: Vec<Entry> = items_of(9, 3).into_iter().map(Entry::Item).collect();
     let report = run(&sink, &store, &entries, sweep_mode()).await;
     let out = &report.outcomes;
@@ -304,11 +249,7 @@ async fn a_sweep_goes_on_and_holds_the_failed_aggregate() {
     for i in [1, 2, 4, 5, 7, 8] {
         assert_eq!(out[i], Outcome::Published, "E{i}");
     }
-    assert_eq!(
-        store.failures.lock().unwrap().len(),
-        1,
-        "the attempt is recorded"
-    );
+    assert_eq!(store.log().failures.len(), 1, "the attempt is recorded");
     assert!(sink
         .calls()
         .iter()
@@ -322,7 +263,7 @@ async fn an_item_not_due_holds_its_aggregate() {
     let mut all = items_of(4, 2);
     all[0].next_attempt_at = Some(OffsetDateTime::now_utc().unix_timestamp() + 600);
     let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
-    let report = run(&sink, &MemStore::default(), &entries, sweep_mode()).await;
+    let report = run(&sink, &MemoryStore::default(), &entries, sweep_mode()).await;
     assert_eq!(
         report.outcomes,
         vec![
@@ -344,23 +285,20 @@ fn poison(aggregate: &str) -> Entry {
 
 #[tokio::test]
 async fn poison_is_dead_lettered_before_anything_after_it() {
-    let (sink, store) = (ScriptedSink::new(), MemStore::default());
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
     let mut entries = items(3);
     entries.insert(1, poison("p"));
     let report = run(&sink, &store, &entries, Mode::Stream).await;
     assert_eq!(report.outcomes[1], Outcome::DeadLettered);
     assert_eq!(report.published, 3);
     assert_eq!(sink.calls(), vec![vec!["E0"], vec!["E1", "E2"]]);
-    assert_eq!(store.dead.lock().unwrap().len(), 1);
+    assert_eq!(store.log().dead_lettered.len(), 1);
 }
 
 #[tokio::test]
 async fn a_poison_whose_dead_letter_fails_stops_the_stream_before_the_rest() {
     let sink = ScriptedSink::new();
-    let store = MemStore {
-        fail_dead_letters: true,
-        ..MemStore::default()
-    };
+    let store = MemoryStore::default().fail_dead_letters(true);
     let mut entries = items(3);
     entries.insert(1, poison("p"));
     let report = run(&sink, &store, &entries, Mode::Stream).await;
@@ -374,10 +312,7 @@ async fn a_poison_whose_dead_letter_fails_stops_the_stream_before_the_rest() {
 #[tokio::test]
 async fn sink_poison_whose_dead_letter_fails_is_left_for_the_sweeper() {
     let sink = ScriptedSink::new().fail("E1", FailureKind::Poison, 100);
-    let store = MemStore {
-        fail_dead_letters: true,
-        ..MemStore::default()
-    };
+    let store = MemoryStore::default().fail_dead_letters(true);
     let report = run(&sink, &store, &items(3), Mode::Stream).await;
     // Its call-mates were accepted in the same call: reporting it would
     // send them again on every retry.
@@ -390,7 +325,7 @@ async fn sink_poison_whose_dead_letter_fails_is_left_for_the_sweeper() {
 #[tokio::test]
 async fn oversized_entries_are_dead_lettered_without_a_call() {
     let mut sink = ScriptedSink::new();
-    let store = MemStore::default();
+    let store = MemoryStore::default();
     let mut all = items_of(3, 3);
     sink.max_bytes = all[0].envelope.len() + 10;
     all[1].envelope = format!("{{\"x\":\"{}\"}}", "y".repeat(sink.max_bytes));
@@ -403,7 +338,7 @@ async fn oversized_entries_are_dead_lettered_without_a_call() {
 
 #[tokio::test]
 async fn an_unusable_record_is_reported_never_dead_lettered() {
-    let (sink, store) = (ScriptedSink::new(), MemStore::default());
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
     let mut entries = items(2);
     entries.insert(
         0,
@@ -415,7 +350,7 @@ async fn an_unusable_record_is_reported_never_dead_lettered() {
     let report = run(&sink, &store, &entries, Mode::Stream).await;
     assert_eq!(report.first_unhandled(), Some(0));
     assert!(sink.calls().is_empty());
-    assert!(store.dead.lock().unwrap().is_empty());
+    assert!(store.log().dead_lettered.is_empty());
 }
 
 #[tokio::test]
@@ -423,7 +358,7 @@ async fn nothing_starts_past_the_deadline() {
     let sink = ScriptedSink::new();
     let report = run_until(
         &sink,
-        &MemStore::default(),
+        &MemoryStore::default(),
         &items(3),
         Mode::Stream,
         &Deadline::after(Duration::ZERO),
@@ -439,7 +374,7 @@ async fn a_sink_that_never_answers_is_cut_at_the_deadline() {
     sink.hang = true;
     let report = run_until(
         &sink,
-        &MemStore::default(),
+        &MemoryStore::default(),
         &items(3),
         Mode::Stream,
         &Deadline::after(Duration::from_millis(200)),

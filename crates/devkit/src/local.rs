@@ -1,15 +1,17 @@
 //! AWS configuration for local runs: loopback endpoint, dummy credentials.
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::{Region, SdkConfig};
 
 /// The local run is misconfigured.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
     #[error("AWS_ENDPOINT_URL is not set: start the local AWS API with `make moto-start` or run through `make test`")]
+    /// `AWS_ENDPOINT_URL` is not set.
     NoEndpoint,
     #[error(
         "AWS_ENDPOINT_URL={0} is not a loopback address; local runs may only reach 127.0.0.0/8"
     )]
+    /// The endpoint is not on loopback.
     NotLoopback(String),
 }
 
@@ -70,16 +72,14 @@ pub async fn sdk_config_at(endpoint: &str) -> Result<SdkConfig, LocalError> {
     if !is_loopback(endpoint) {
         return Err(LocalError::NotLoopback(endpoint.to_owned()));
     }
-    Ok(
-        outbox_core::telemetry::sdk_settings(aws_config::defaults(BehaviorVersion::latest()))
-            .endpoint_url(endpoint)
-            .region(Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test", "test", None, None, "local",
-            ))
-            .load()
-            .await,
-    )
+    Ok(outbox_core::aws::loader()
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "local",
+        ))
+        .load()
+        .await)
 }
 
 #[cfg(test)]

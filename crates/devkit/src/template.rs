@@ -6,16 +6,19 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-use crate::filter::{Filters, PatternError};
+use crate::filter::{FilterCriteria, PatternError};
 
 /// The template cannot be read or has no usable mapping.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
     #[error("cannot read {0}: {1}")]
+    /// `template.yaml` could not be read: path and error.
     Read(String, String),
     #[error("template: {0}")]
+    /// The mapping is not shaped as expected.
     Shape(String),
     #[error(transparent)]
+    /// A filter pattern does not parse.
     Pattern(#[from] PatternError),
 }
 
@@ -23,21 +26,30 @@ pub enum TemplateError {
 /// their defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MappingSettings {
+    /// The function the mapping invokes.
     pub function: String,
+    /// `StartingPosition`.
     pub starting_position: String,
+    /// `BatchSize`.
     pub batch_size: usize,
+    /// `MaximumBatchingWindowInSeconds`.
     pub batching_window_seconds: u64,
+    /// `MaximumRetryAttempts` (-1: unbounded).
     pub maximum_retry_attempts: i64,
+    /// `MaximumRecordAgeInSeconds` (-1: unbounded).
     pub maximum_record_age_seconds: i64,
+    /// `BisectBatchOnFunctionError`.
     pub bisect_on_error: bool,
+    /// Whether `FunctionResponseTypes` has `ReportBatchItemFailures`.
     pub report_batch_item_failures: bool,
+    /// The `FilterCriteria` patterns.
     pub patterns: Vec<String>,
 }
 
 impl MappingSettings {
     /// The compiled filter patterns.
-    pub fn filters(&self) -> Result<Filters, PatternError> {
-        Filters::parse(&self.patterns)
+    pub fn filters(&self) -> Result<FilterCriteria, PatternError> {
+        FilterCriteria::parse(&self.patterns)
     }
 
     /// Reads the first `DynamoDB` event of a function in the template.

@@ -15,7 +15,9 @@ use outbox_core::keys;
 #[derive(Debug, thiserror::Error)]
 #[error("provisioning {what} failed: {message}")]
 pub struct StackError {
+    /// What was being provisioned.
     pub what: String,
+    /// What failed.
     pub message: String,
 }
 
@@ -128,7 +130,9 @@ pub async fn create_table(sdk: &SdkConfig, table: &str) -> Result<String, StackE
 /// delivers.
 #[derive(Debug, Clone)]
 pub struct Subscriber {
+    /// The queue's URL.
     pub queue_url: String,
+    /// The queue's ARN.
     pub queue_arn: String,
 }
 
@@ -255,8 +259,11 @@ async fn route(
 /// dead-letter queue.
 #[derive(Debug, Clone)]
 pub struct ReadModel {
+    /// The read-model table.
     pub table: String,
+    /// The projector's queue.
     pub queue: Subscriber,
+    /// Its dead-letter queue.
     pub dead_letters: Subscriber,
 }
 

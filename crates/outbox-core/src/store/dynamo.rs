@@ -1,12 +1,4 @@
-//! The outbox store: every read and write the publisher and the sweeper make
-//! on outbox items and their two sparse indexes. A port ([`OutboxStore`])
-//! and its DynamoDB adapter ([`DynamoStore`]).
-//!
-//! Every write here is either a delete (harmless when the item is already
-//! gone) or an update conditioned on the item still existing, so nothing in
-//! this module can resurrect an item another process deleted. Every call is
-//! bounded by the caller's [`Deadline`] and retried (in-call backoff) on the
-//! codes [`retry::is_transient`] names.
+//! The DynamoDB adapter of the store port.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,165 +11,17 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use ulid::Ulid;
 
+use super::{
+    sanitize, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OutboxStore,
+    Page, PendingItem, PendingQuery, ShardStats, StoreError, MAX_BATCH_WRITE,
+};
+use crate::aws::error_code;
 use crate::envelope::now_utc_millis;
 use crate::item::OutboxItem;
 use crate::keys::{self, attr, ItemKey};
-use crate::retry::{self, Deadline, RetryPolicy};
+use crate::retry::{Deadline, RetryPolicy};
 
-/// Most requests in one `BatchWriteItem`.
-pub const MAX_BATCH_WRITE: usize = 25;
-
-/// A store call failed (after its retries, or cut by the deadline).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("outbox store {operation} failed: {code}")]
-pub struct StoreError {
-    pub operation: &'static str,
-    pub code: String,
-}
-
-/// What a conditional update found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Marked {
-    /// The item was updated.
-    Updated,
-    /// The item was gone (published and deleted by someone else) or no
-    /// longer in the state the update expects; nothing was written.
-    Gone,
-}
-
-/// An item to dead-letter.
-#[derive(Debug, Clone, Copy)]
-pub struct DeadLetter<'a> {
-    pub key: &'a ItemKey,
-    /// The aggregate (it picks the dead-letter shard); the partition key
-    /// stands in when the item does not decode.
-    pub aggregate_id: Option<&'a str>,
-    pub reason: &'a str,
-    /// Attempts to record, when the sweeper gives up.
-    pub attempts: Option<u32>,
-}
-
-/// Where in a shard of the pending index to read, by creation time (the
-/// ULID sort key).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Created {
-    /// Created before this id (the stranded ones).
-    Before(Ulid),
-    /// Created between these ids, both included (an OnFailure window).
-    Between(Ulid, Ulid),
-}
-
-/// A query of one shard of the pending index.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingQuery {
-    pub shard: u16,
-    pub created: Created,
-    /// Items read per page.
-    pub limit: i32,
-}
-
-/// Where a paged query goes on.
-pub type Cursor = HashMap<String, AttributeValue>;
-
-/// A pending item as read from the index.
-// Nearly every value is an item: boxing it would cost an allocation per
-// event to shrink the rare other variant.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
-pub enum Stored {
-    Item(OutboxItem),
-    /// It does not decode: it can never be published, it is dead-lettered.
-    Undecodable {
-        key: ItemKey,
-        reason: String,
-    },
-}
-
-/// One page of pending items, oldest first.
-#[derive(Debug, Clone, Default)]
-pub struct Page {
-    pub items: Vec<Stored>,
-    /// Items DynamoDB read for this page (its read cost).
-    pub scanned: usize,
-    pub next: Option<Cursor>,
-}
-
-/// What one shard holds, read at a bounded cost.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShardStats {
-    /// The oldest pending event id (one item read).
-    pub oldest: Option<Ulid>,
-    /// Pending items counted, at most the count limit.
-    pub pending: usize,
-    /// Whether `pending` stopped at the limit (then it is a lower bound).
-    pub pending_capped: bool,
-    pub dead_letters: usize,
-    pub dead_letters_capped: bool,
-    pub scanned: usize,
-    pub queries: usize,
-}
-
-/// The port the publisher and the sweeper read and write outbox items
-/// through.
-pub trait OutboxStore: Send + Sync {
-    /// Deletes the items of published events, in batches, retrying
-    /// unprocessed ones while `deadline` allows. Returns the keys it could
-    /// not delete (they stay, and the sweeper will republish them).
-    fn delete_published(
-        &self,
-        keys: &[ItemKey],
-        deadline: &Deadline,
-    ) -> impl Future<Output = Vec<ItemKey>> + Send;
-
-    /// Marks an item dead-lettered: reason and time recorded, moved from the
-    /// pending index to the dead-letter index. Conditional on the item
-    /// existing and not being dead-lettered already.
-    fn dead_letter(
-        &self,
-        letter: DeadLetter<'_>,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
-
-    /// Records a failed attempt: `attempts`, the sanitized error and the
-    /// time before which no sweeper retries it. Conditional on the item
-    /// existing and still pending.
-    fn record_failure(
-        &self,
-        key: &ItemKey,
-        attempts: u32,
-        next_attempt_at: i64,
-        error: &str,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
-
-    /// The configured shard count (`OUTBOX_SHARDS`).
-    fn configured_shards(&self) -> u16;
-
-    /// How many shards to read: the configured count or the highest count
-    /// ever recorded, whichever is larger (and records the configured one).
-    fn shard_count(
-        &self,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<u16, StoreError>> + Send;
-
-    /// One page of a shard of the pending index, oldest first. Not-yet-due
-    /// items are returned too: they hold their aggregate's later events.
-    fn pending_page(
-        &self,
-        query: &PendingQuery,
-        cursor: Option<Cursor>,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<Page, StoreError>> + Send;
-
-    /// The oldest pending id of a shard and its counts (pending, dead
-    /// letters), each count stopping at `count_limit` items.
-    fn shard_stats(
-        &self,
-        shard: u16,
-        count_limit: i32,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<ShardStats, StoreError>> + Send;
-}
+type Item = HashMap<String, AttributeValue>;
 
 /// The DynamoDB adapter.
 #[derive(Debug, Clone)]
@@ -189,6 +33,7 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
+    /// The store of `table`, whose writers use `shards` shards.
     pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>, shards: u16) -> Self {
         Self {
             client,
@@ -198,72 +43,67 @@ impl DynamoStore {
         }
     }
 
-    /// Runs `call` (one SDK request) bounded by `deadline`, retrying
-    /// transient errors with the in-call backoff.
-    async fn call<T, E, F, Fut>(
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Sends one SDK request bounded by `deadline`. The SDK retries the
+    /// call itself (crate::aws); nothing here retries it again.
+    async fn call<T, E, Fut>(
         &self,
         operation: &'static str,
         deadline: &Deadline,
-        mut call: F,
+        call: Fut,
     ) -> Result<T, Failed<E>>
     where
-        F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, SdkError<E, aws_smithy_runtime_api::http::Response>>>,
         E: ProvideErrorMetadata,
     {
-        let mut retry = 1;
-        loop {
-            let error = match deadline.bound(call()).await {
-                Some(Ok(out)) => return Ok(out),
-                Some(Err(e)) => e,
-                None => return Err(Failed::Store(store_error(operation, "DeadlineReached"))),
-            };
-            let code = error_code(&error);
-            let transient = retry::is_transient(&code)
-                || matches!(
-                    error,
-                    SdkError::TimeoutError(_)
-                        | SdkError::DispatchFailure(_)
-                        | SdkError::ResponseError(_)
-                );
-            if !transient || !self.retry.wait(retry, deadline).await {
-                return Err(match error {
+        match deadline.bound(call).await {
+            Some(Ok(out)) => Ok(out),
+            Some(Err(error)) => {
+                let code = error_code(&error);
+                Err(match error {
                     SdkError::ServiceError(service) => Failed::Service(service.into_err(), code),
-                    _ => Failed::Store(store_error(operation, &code)),
-                });
+                    _ => Failed::Store(StoreError::new(operation, code)),
+                })
             }
-            retry += 1;
+            None => Err(Failed::Store(StoreError::new(operation, "DeadlineReached"))),
         }
     }
 
+    /// An `UpdateItem` of `key`: (update, condition) expressions, their
+    /// attribute names and values.
     async fn conditional_update(
         &self,
         key: &ItemKey,
-        update: &str,
-        condition: &str,
+        (update, condition): (&str, &str),
+        names: &[(&str, &str)],
         values: HashMap<String, AttributeValue>,
         operation: &'static str,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
+        let names: HashMap<String, String> = names
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         let result = self
-            .call(operation, deadline, || {
+            .call(
+                operation,
+                deadline,
                 self.client
                     .update_item()
                     .table_name(&self.table)
                     .set_key(Some(key.to_attributes()))
                     .update_expression(update)
                     .condition_expression(condition)
-                    .set_expression_attribute_values(Some(values.clone()))
-                    .send()
-            })
+                    .set_expression_attribute_names((!names.is_empty()).then_some(names))
+                    .set_expression_attribute_values((!values.is_empty()).then_some(values))
+                    .send(),
+            )
             .await;
-        match result {
-            Ok(_) => Ok(Marked::Updated),
-            Err(Failed::Service(UpdateItemError::ConditionalCheckFailedException(_), _)) => {
-                Ok(Marked::Gone)
-            }
-            Err(other) => Err(other.into_store(operation)),
-        }
+        conditional(result, operation)
     }
 
     async fn count(
@@ -275,23 +115,40 @@ impl DynamoStore {
         deadline: &Deadline,
     ) -> Result<(usize, bool, usize), StoreError> {
         let out = self
-            .call("count", deadline, || {
+            .call(
+                "count",
+                deadline,
                 self.client
                     .query()
                     .table_name(&self.table)
                     .index_name(index)
                     .key_condition_expression("#pk = :pk")
                     .expression_attribute_names("#pk", pk_name)
-                    .expression_attribute_values(":pk", AttributeValue::S(pk_value.clone()))
+                    .expression_attribute_values(":pk", AttributeValue::S(pk_value))
                     .select(Select::Count)
                     .limit(limit)
-                    .send()
-            })
+                    .send(),
+            )
             .await
             .map_err(|e| e.into_store("count"))?;
         let count = out.count().max(0) as usize;
         let capped = out.last_evaluated_key().is_some() || count >= limit.max(0) as usize;
         Ok((count, capped, out.scanned_count().max(0) as usize))
+    }
+}
+
+/// The outcome of a conditional write: [`Marked::Gone`] when its condition
+/// failed.
+fn conditional<T, E>(
+    result: Result<T, Failed<E>>,
+    operation: &'static str,
+) -> Result<Marked, StoreError> {
+    match result {
+        Ok(_) => Ok(Marked::Updated),
+        Err(Failed::Service(_, code)) if code == "ConditionalCheckFailedException" => {
+            Ok(Marked::Gone)
+        }
+        Err(other) => Err(other.into_store(operation)),
     }
 }
 
@@ -304,35 +161,9 @@ enum Failed<E> {
 impl<E> Failed<E> {
     fn into_store(self, operation: &'static str) -> StoreError {
         match self {
-            Self::Service(_, code) => store_error(operation, &code),
+            Self::Service(_, code) => StoreError::new(operation, code.clone()),
             Self::Store(e) => e,
         }
-    }
-}
-
-fn store_error(operation: &'static str, code: &str) -> StoreError {
-    StoreError {
-        operation,
-        code: code.to_owned(),
-    }
-}
-
-fn error_code<E: ProvideErrorMetadata>(
-    error: &SdkError<E, aws_smithy_runtime_api::http::Response>,
-) -> String {
-    match error {
-        SdkError::TimeoutError(_) => "Timeout".into(),
-        SdkError::DispatchFailure(_) => "DispatchFailure".into(),
-        SdkError::ResponseError(_) => "ResponseError".into(),
-        SdkError::ServiceError(service) => {
-            let code = service.err().code().unwrap_or("Unknown");
-            if code == "Unknown" && service.raw().status().is_server_error() {
-                "InternalServerError".into()
-            } else {
-                code.to_owned()
-            }
-        }
-        other => other.code().unwrap_or("Unknown").to_owned(),
     }
 }
 
@@ -375,11 +206,11 @@ pub async fn record_shard_count(
                 _ => None,
             }
         }
-        Err(e) => return Err(store_error("record_shard_count", &error_code(&e))),
+        Err(e) => return Err(StoreError::new("record_shard_count", error_code(&e))),
     };
     // DynamoDB returns the item that failed the condition (ALL_OLD); without
     // it the mark is unknown, and guessing could hide shards.
-    let recorded = recorded.ok_or_else(|| store_error("record_shard_count", "NoOldItem"))?;
+    let recorded = recorded.ok_or_else(|| StoreError::new("record_shard_count", "NoOldItem"))?;
     let high_water = recorded
         .get(attr::SHARDS_HIGH_WATER)
         .and_then(|v| v.as_n().ok())
@@ -419,13 +250,14 @@ impl OutboxStore for DynamoStore {
                         .and_then(|u| u.get(&self.table))
                         .cloned()
                         .unwrap_or_default(),
+                    // The SDK retried the whole call already: give up on it.
                     Some(Err(e)) => {
                         tracing::warn!(code = %error_code(&e), "BatchWriteItem failed");
-                        requests
+                        break;
                     }
                     None => {
                         tracing::warn!("BatchWriteItem cut by the deadline");
-                        requests
+                        break;
                     }
                 };
                 if requests.is_empty() || !self.retry.wait(attempt, deadline).await {
@@ -479,14 +311,15 @@ impl OutboxStore for DynamoStore {
             keys::PENDING_SK,
             attr::NEXT_ATTEMPT_AT
         ));
+        let condition = format!(
+            "attribute_exists({}) AND attribute_not_exists({})",
+            keys::PK,
+            attr::DEAD_LETTERED_AT
+        );
         self.conditional_update(
             key,
-            &update,
-            &format!(
-                "attribute_exists({}) AND attribute_not_exists({})",
-                keys::PK,
-                attr::DEAD_LETTERED_AT
-            ),
+            (&update, &condition),
+            &[],
             values,
             "dead_letter",
             deadline,
@@ -502,19 +335,21 @@ impl OutboxStore for DynamoStore {
         error: &str,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
+        let update = format!(
+            "SET {} = :attempts, {} = :error, {} = :next",
+            attr::ATTEMPTS,
+            attr::LAST_ERROR,
+            attr::NEXT_ATTEMPT_AT
+        );
+        let condition = format!(
+            "attribute_exists({}) AND attribute_exists({})",
+            keys::PK,
+            keys::PENDING_PK
+        );
         self.conditional_update(
             key,
-            &format!(
-                "SET {} = :attempts, {} = :error, {} = :next",
-                attr::ATTEMPTS,
-                attr::LAST_ERROR,
-                attr::NEXT_ATTEMPT_AT
-            ),
-            &format!(
-                "attribute_exists({}) AND attribute_exists({})",
-                keys::PK,
-                keys::PENDING_PK
-            ),
+            (&update, &condition),
+            &[],
             HashMap::from([
                 (":attempts".to_owned(), n(attempts)),
                 (":error".to_owned(), s(sanitize(error))),
@@ -534,7 +369,7 @@ impl OutboxStore for DynamoStore {
         deadline
             .bound(record_shard_count(&self.client, &self.table, self.shards))
             .await
-            .unwrap_or_else(|| Err(store_error("record_shard_count", "DeadlineReached")))
+            .unwrap_or_else(|| Err(StoreError::new("record_shard_count", "DeadlineReached")))
     }
 
     async fn pending_page(
@@ -552,26 +387,27 @@ impl OutboxStore for DynamoStore {
                 "#pk = :pk AND #sk BETWEEN :from AND :to",
                 vec![(":from", from.to_string()), (":to", to.to_string())],
             ),
+            Created::Any => ("#pk = :pk", vec![]),
         };
+        let mut request = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(keys::PENDING_INDEX)
+            .key_condition_expression(condition)
+            .expression_attribute_names("#pk", keys::PENDING_PK)
+            .expression_attribute_values(":pk", s(keys::pending_pk(query.shard)))
+            .scan_index_forward(true)
+            .limit(query.limit)
+            .set_exclusive_start_key(cursor);
+        if !bounds.is_empty() {
+            request = request.expression_attribute_names("#sk", keys::PENDING_SK);
+        }
+        for (name, value) in bounds {
+            request = request.expression_attribute_values(name, s(value));
+        }
         let out = self
-            .call("pending_page", deadline, || {
-                let mut request = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(keys::PENDING_INDEX)
-                    .key_condition_expression(condition)
-                    .expression_attribute_names("#pk", keys::PENDING_PK)
-                    .expression_attribute_names("#sk", keys::PENDING_SK)
-                    .expression_attribute_values(":pk", s(keys::pending_pk(query.shard)))
-                    .scan_index_forward(true)
-                    .limit(query.limit)
-                    .set_exclusive_start_key(cursor.clone());
-                for (name, value) in &bounds {
-                    request = request.expression_attribute_values(*name, s(value.clone()));
-                }
-                request.send()
-            })
+            .call("pending_page", deadline, request.send())
             .await
             .map_err(|e| e.into_store("pending_page"))?;
         let mut page = Page {
@@ -582,9 +418,9 @@ impl OutboxStore for DynamoStore {
         for item in out.items.unwrap_or_default() {
             let key = ItemKey::from_attributes(&item);
             match OutboxItem::from_attributes(item) {
-                Ok(decoded) => page.items.push(Stored::Item(decoded)),
+                Ok(decoded) => page.items.push(PendingItem::Item(decoded)),
                 Err(e) => match key {
-                    Some(key) => page.items.push(Stored::Undecodable {
+                    Some(key) => page.items.push(PendingItem::Undecodable {
                         key,
                         reason: e.to_string(),
                     }),
@@ -602,7 +438,9 @@ impl OutboxStore for DynamoStore {
         deadline: &Deadline,
     ) -> Result<ShardStats, StoreError> {
         let oldest = self
-            .call("oldest_pending", deadline, || {
+            .call(
+                "oldest_pending",
+                deadline,
                 self.client
                     .query()
                     .table_name(&self.table)
@@ -614,8 +452,8 @@ impl OutboxStore for DynamoStore {
                     .projection_expression("#sk")
                     .scan_index_forward(true)
                     .limit(1)
-                    .send()
-            })
+                    .send(),
+            )
             .await
             .map_err(|e| e.into_store("oldest_pending"))?;
         let (pending, pending_capped, pending_scanned) = self
@@ -651,12 +489,172 @@ impl OutboxStore for DynamoStore {
             queries: 3,
         })
     }
+
+    async fn recorded_shards(&self, deadline: &Deadline) -> Result<u16, StoreError> {
+        let out = self
+            .call(
+                "recorded_shards",
+                deadline,
+                self.client
+                    .get_item()
+                    .table_name(&self.table)
+                    .set_key(Some(keys::settings_key().to_attributes()))
+                    .consistent_read(true)
+                    .send(),
+            )
+            .await
+            .map_err(|e| e.into_store("recorded_shards"))?;
+        Ok(out
+            .item()
+            .and_then(|i| i.get(attr::SHARDS_HIGH_WATER))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(self.shards)
+            .max(1))
+    }
+
+    async fn dead_letter_page(
+        &self,
+        shard: u16,
+        limit: i32,
+        cursor: Option<Cursor>,
+        deadline: &Deadline,
+    ) -> Result<DeadLetterPage, StoreError> {
+        let out = self
+            .call(
+                "dead_letter_page",
+                deadline,
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(keys::DEAD_LETTER_INDEX)
+                    .key_condition_expression("#pk = :pk")
+                    .expression_attribute_names("#pk", keys::DEAD_PK)
+                    .expression_attribute_values(":pk", s(keys::dead_pk(shard)))
+                    .scan_index_forward(true)
+                    .limit(limit)
+                    .set_exclusive_start_key(cursor)
+                    .send(),
+            )
+            .await
+            .map_err(|e| e.into_store("dead_letter_page"))?;
+        Ok(DeadLetterPage {
+            next: out.last_evaluated_key().cloned(),
+            items: out
+                .items()
+                .iter()
+                .map(|item| dead_letter_record(item, shard))
+                .collect(),
+        })
+    }
+
+    async fn find_dead_letter(
+        &self,
+        shard: u16,
+        event_id: Ulid,
+        deadline: &Deadline,
+    ) -> Result<Option<DeadLetterRecord>, StoreError> {
+        let out = self
+            .call(
+                "find_dead_letter",
+                deadline,
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(keys::DEAD_LETTER_INDEX)
+                    .key_condition_expression("#pk = :pk AND #sk = :sk")
+                    .expression_attribute_names("#pk", keys::DEAD_PK)
+                    .expression_attribute_names("#sk", keys::DEAD_SK)
+                    .expression_attribute_values(":pk", s(keys::dead_pk(shard)))
+                    .expression_attribute_values(":sk", s(event_id.to_string()))
+                    .send(),
+            )
+            .await
+            .map_err(|e| e.into_store("find_dead_letter"))?;
+        Ok(out
+            .items()
+            .first()
+            .map(|item| dead_letter_record(item, shard)))
+    }
+
+    async fn redrive(
+        &self,
+        letter: &DeadLetterRecord,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        self.conditional_update(
+            &letter.key,
+            (
+                "SET #ppk = :ppk, #psk = :psk, #attempts = :zero REMOVE #dpk, #dsk, #dla, #reason, #next",
+                "attribute_exists(#dla) AND #dsk = :psk",
+            ),
+            &[
+                ("#ppk", keys::PENDING_PK),
+                ("#psk", keys::PENDING_SK),
+                ("#attempts", attr::ATTEMPTS),
+                ("#dpk", keys::DEAD_PK),
+                ("#dsk", keys::DEAD_SK),
+                ("#dla", attr::DEAD_LETTERED_AT),
+                ("#reason", attr::DEAD_LETTER_REASON),
+                ("#next", attr::NEXT_ATTEMPT_AT),
+            ],
+            HashMap::from([
+                (":ppk".to_owned(), s(keys::pending_pk(letter.shard))),
+                (":psk".to_owned(), s(letter.event_id.clone())),
+                (":zero".to_owned(), n(0)),
+            ]),
+            "redrive",
+            deadline,
+        )
+        .await
+    }
+
+    async fn discard(
+        &self,
+        letter: &DeadLetterRecord,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let result = self
+            .call(
+                "discard",
+                deadline,
+                self.client
+                    .delete_item()
+                    .table_name(&self.table)
+                    .set_key(Some(letter.key.to_attributes()))
+                    .condition_expression("attribute_exists(#dla)")
+                    .expression_attribute_names("#dla", attr::DEAD_LETTERED_AT)
+                    .send(),
+            )
+            .await;
+        conditional(result, "discard")
+    }
 }
 
-/// Keeps stored error text short and printable.
-pub fn sanitize(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(512)
-        .collect()
+/// A dead-letter index item as a [`DeadLetterRecord`].
+fn dead_letter_record(item: &Item, shard: u16) -> DeadLetterRecord {
+    let text = |name: &str| {
+        item.get(name)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default()
+    };
+    DeadLetterRecord {
+        event_id: text(keys::DEAD_SK),
+        event_type: text(attr::EVENT_TYPE),
+        aggregate_id: text(attr::AGGREGATE_ID),
+        attempts: item
+            .get(attr::ATTEMPTS)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
+        reason: text(attr::DEAD_LETTER_REASON),
+        dead_lettered_at: text(attr::DEAD_LETTERED_AT),
+        key: ItemKey::new(text(keys::PK), text(keys::SK)),
+        shard,
+        envelope: item
+            .get(attr::ENVELOPE)
+            .and_then(|v| v.as_s().ok())
+            .cloned(),
+    }
 }

@@ -9,7 +9,7 @@ pub const MAX_BATCH: i32 = 10;
 
 /// Receives up to [`MAX_BATCH`] messages; they stay in the queue, invisible
 /// for its visibility timeout, until deleted.
-pub async fn receive(
+pub async fn receive_batch(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
 ) -> Result<Vec<aws_sdk_sqs::types::Message>, String> {
@@ -19,11 +19,11 @@ pub async fn receive(
         .send()
         .await
         .map(|out| out.messages.unwrap_or_default())
-        .map_err(|e| format!("ReceiveMessage: {e:?}"))
+        .map_err(|e| outbox_core::aws::error_line("ReceiveMessage", &e))
 }
 
 /// The event Lambda's SQS mapping would pass for `messages`.
-pub fn event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
+pub fn batch_event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
     let mut event = SqsEvent::default();
     for m in messages {
         let mut message = SqsMessage::default();
@@ -39,7 +39,7 @@ pub fn event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
 /// What Lambda's SQS mapping does after the function answered: deletes
 /// every message not reported in `failed` (those come back after the
 /// visibility timeout). Returns (deleted, kept).
-pub async fn settle(
+pub async fn settle_batch(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     messages: &[aws_sdk_sqs::types::Message],
@@ -57,7 +57,7 @@ pub async fn settle(
                 .receipt_handle(handle)
                 .send()
                 .await
-                .map_err(|e| format!("DeleteMessage: {e:?}"))?;
+                .map_err(|e| outbox_core::aws::error_line("DeleteMessage", &e))?;
             deleted += 1;
         }
     }
@@ -87,7 +87,7 @@ async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<(u64, u64),
         .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
         .send()
         .await
-        .map_err(|e| format!("GetQueueAttributes: {e:?}"))?;
+        .map_err(|e| outbox_core::aws::error_line("GetQueueAttributes", &e))?;
     let attributes = out.attributes.unwrap_or_default();
     let count = |name: A| {
         attributes
@@ -108,7 +108,7 @@ async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<(u64, u64),
 /// visibility timeout; the queue's redrive policy moves it to its
 /// dead-letter queue after `maxReceiveCount` receives. Stops when nothing
 /// is visible or in flight, or after `patience` without a message.
-pub async fn drain<F, Fut>(
+pub async fn drain_queue<F, Fut>(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     patience: std::time::Duration,
@@ -121,7 +121,7 @@ where
     let mut stats = DrainStats::default();
     let mut idle_since = std::time::Instant::now();
     loop {
-        let messages = receive(sqs, queue_url).await?;
+        let messages = receive_batch(sqs, queue_url).await?;
         if messages.is_empty() {
             let (visible, in_flight) = depth(sqs, queue_url).await?;
             if (visible == 0 && in_flight == 0) || idle_since.elapsed() > patience {
@@ -132,14 +132,14 @@ where
         }
         stats.batches += 1;
         stats.messages += messages.len();
-        let failed = match invoke(event(&messages)).await {
+        let failed = match invoke(batch_event(&messages)).await {
             Ok(failed) => failed,
             Err(_) => messages
                 .iter()
                 .filter_map(|m| m.message_id.clone())
                 .collect(),
         };
-        let (deleted, kept) = settle(sqs, queue_url, &messages, &failed).await?;
+        let (deleted, kept) = settle_batch(sqs, queue_url, &messages, &failed).await?;
         stats.deleted += deleted;
         stats.reported += kept;
         idle_since = std::time::Instant::now();

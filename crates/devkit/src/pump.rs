@@ -4,7 +4,7 @@
 //! Faithful where outboxes break:
 //! - reads every shard from `TRIM_HORIZON`;
 //! - applies the mapping's filter patterns from `template.yaml` (the same
-//!   [`Filters`] the template test uses); non-matching records are discarded,
+//!   [`FilterCriteria`] the template test uses); non-matching records are discarded,
 //!   never delivered and never retried;
 //! - batches up to the mapping's `BatchSize`, per shard, in order;
 //! - honours the response like Lambda: checkpoints at the lowest reported
@@ -31,7 +31,7 @@ use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::filter::Filters;
+use crate::filter::FilterCriteria;
 use crate::stream::{StreamCursor, StreamError};
 use crate::template::MappingSettings;
 
@@ -45,7 +45,9 @@ pub trait Invoker {
 /// Where OnFailure messages go.
 #[derive(Debug, Clone)]
 pub struct OnFailure {
+    /// The SQS client.
     pub sqs: aws_sdk_sqs::Client,
+    /// The OnFailure queue.
     pub queue_url: String,
 }
 
@@ -53,22 +55,33 @@ pub struct OnFailure {
 #[derive(Debug, thiserror::Error)]
 pub enum PumpError {
     #[error(transparent)]
+    /// Reading the stream failed.
     Stream(#[from] StreamError),
     #[error("OnFailure delivery failed: {0}")]
+    /// Sending an OnFailure message failed.
     OnFailure(String),
 }
 
 /// What the pump did, cumulatively.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PumpStats {
+    /// Stream records read.
     pub records_read: usize,
+    /// Records the filter discarded.
     pub filtered_out: usize,
+    /// Function invocations.
     pub invocations: usize,
+    /// Records delivered to the function.
     pub records_delivered: usize,
+    /// Invocations that reported a partial batch failure.
     pub partial_failures: usize,
+    /// Invocations that failed as a whole.
     pub function_errors: usize,
+    /// Batches split in two after a failure.
     pub bisections: usize,
+    /// Batches sent to the OnFailure destination.
     pub on_failure_messages: usize,
+    /// Records given up past the retry or age bounds.
     pub records_discarded: usize,
 }
 
@@ -85,15 +98,17 @@ struct Shard {
 pub struct Pump<I> {
     cursor: StreamCursor,
     mapping: MappingSettings,
-    filters: Filters,
+    filters: FilterCriteria,
     invoker: I,
     on_failure: Option<OnFailure>,
     function_arn: String,
     shards: BTreeMap<String, Shard>,
+    /// What the pump did so far.
     pub stats: PumpStats,
 }
 
 impl<I: Invoker> Pump<I> {
+    /// A pump reading `cursor` with `mapping`'s settings into `invoker`; OnFailure messages go to `on_failure` when given.
     pub fn new(
         cursor: StreamCursor,
         mapping: MappingSettings,

@@ -13,7 +13,9 @@ use serde_json::{json, Value};
 #[derive(Debug, thiserror::Error)]
 #[error("stream {operation} failed: {message}")]
 pub struct StreamError {
+    /// The Streams operation.
     pub operation: &'static str,
+    /// What failed.
     pub message: String,
 }
 

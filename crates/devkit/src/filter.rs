@@ -23,9 +23,10 @@ pub struct FilterPattern(Map<String, Value>);
 /// A mapping's filters: a record passes if any pattern matches (or if there
 /// is no pattern at all).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Filters(pub Vec<FilterPattern>);
+pub struct FilterCriteria(pub Vec<FilterPattern>);
 
-impl Filters {
+impl FilterCriteria {
+    /// Parses the mapping's filter patterns (JSON text each).
     pub fn parse<S: AsRef<str>>(patterns: &[S]) -> Result<Self, PatternError> {
         patterns
             .iter()
@@ -34,6 +35,7 @@ impl Filters {
             .map(Self)
     }
 
+    /// Whether any pattern keeps `record` (no pattern: every record).
     pub fn matches(&self, record: &Value) -> bool {
         self.0.is_empty() || self.0.iter().any(|p| p.matches(record))
     }
@@ -263,9 +265,9 @@ mod tests {
 
     #[test]
     fn filters_are_ored_and_empty_passes() {
-        let f = Filters::parse(&[r#"{"a":["x"]}"#, r#"{"b":["y"]}"#]).unwrap();
+        let f = FilterCriteria::parse(&[r#"{"a":["x"]}"#, r#"{"b":["y"]}"#]).unwrap();
         assert!(f.matches(&json!({"b": "y"})));
         assert!(!f.matches(&json!({"c": "y"})));
-        assert!(Filters::default().matches(&json!({})));
+        assert!(FilterCriteria::default().matches(&json!({})));
     }
 }

@@ -1,0 +1,47 @@
+//! The local AWS kit of the outbox: what the tests, the demo and the
+//! benches use to run the real functions on this machine against the local
+//! AWS APIs (loopback only). Not for deployed stacks: that is `outboxctl`.
+//!
+//! # Layout
+//! - `local.rs`: AWS configuration for loopback only ([`sdk_config`],
+//!   [`is_loopback`]), refusing any other endpoint.
+//! - `stack.rs`: the local stack, mirroring `template.yaml`: the table
+//!   (keys, stream, sparse indexes, TTL), the event bus with a rule to a
+//!   subscriber queue, an SNS FIFO topic to an SQS FIFO queue, the read
+//!   model and the projector's queue ([`create_table`], [`create_bus`], …).
+//! - `stream.rs`: reading a table's stream as an event source mapping does
+//!   ([`StreamCursor`]).
+//! - `filter.rs`: Lambda event filtering, the mapping's `FilterCriteria`
+//!   ([`FilterCriteria`]).
+//! - `template.rs`: the mapping's settings read from `template.yaml`
+//!   ([`MappingSettings`]).
+//! - `pump.rs`: the stream event source mapping emulator ([`Pump`]).
+//! - `sqs.rs`: Lambda's SQS event source mapping: batches of queue
+//!   messages as the function gets them, settled by its partial batch
+//!   response ([`drain_queue`]).
+//! - `invoke.rs`: invoking a function under `cargo lambda watch` on
+//!   loopback ([`HttpInvoker`]).
+//! - `main.rs`: the `devkit` command (provision, items, pump, receive,
+//!   deliver, read-model) that `make demo` and the scripts run.
+
+mod filter;
+mod invoke;
+mod local;
+mod pump;
+mod sqs;
+mod stack;
+mod stream;
+mod template;
+
+pub use filter::{FilterCriteria, PatternError};
+pub use invoke::{HttpInvoker, Invocation, INVOKE_TIMEOUT};
+pub use local::{endpoint, is_loopback, sdk_config, sdk_config_at, LocalError};
+pub use pump::{on_failure_message, Invoker, OnFailure, Pump, PumpError, PumpStats};
+pub use sqs::{batch_event, drain_queue, receive_batch, settle_batch, DrainStats, MAX_BATCH};
+pub use stack::{
+    create_bus, create_fifo_topic, create_queue, create_queue_with, create_read_model,
+    create_read_model_table, create_table, projector_pattern, scan_all, ReadModel, StackError,
+    Subscriber, PROJECTOR_MAX_RECEIVES,
+};
+pub use stream::{StreamCursor, StreamError};
+pub use template::{MappingSettings, TemplateError};

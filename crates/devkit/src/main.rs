@@ -1,0 +1,389 @@
+//! `devkit`: the local AWS kit's command, for `make demo`, the contract run
+//! and the benches. Loopback only: `AWS_ENDPOINT_URL` must be 127.0.0.0/8.
+//! Operator commands for a deployed stack are `outboxctl`'s.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use clap::{Parser, Subcommand};
+use devkit::{HttpInvoker, MappingSettings, OnFailure, Pump, StreamCursor};
+
+/// The local AWS kit: provisions the local stack and plays the event source
+/// mappings against functions under `cargo lambda watch` (loopback only).
+#[derive(Debug, Parser)]
+#[command(name = "devkit", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create the local stack (outbox table, bus, queues, read-model table
+    /// and projector queue); prints `name=value` lines for `eval`.
+    Provision {
+        /// The outbox table.
+        table: String,
+        /// The event bus.
+        bus: String,
+        /// The events' source.
+        source: String,
+    },
+    /// Print every item of a table (keys, type, status).
+    Items {
+        /// The table.
+        table: String,
+    },
+    /// The stream event source mapping: the table's stream into a function
+    /// under `cargo lambda watch` on 127.0.0.1:PORT. Reads the mapping's
+    /// settings and filter from `template.yaml`, sends OnFailure messages to
+    /// `$ON_FAILURE_QUEUE_URL` when set, and keeps its position in
+    /// `.local/pump-<table>.json` so that the next run resumes.
+    Pump {
+        /// The table whose stream to read.
+        table: String,
+        /// The port of `cargo lambda watch`.
+        port: u16,
+        /// The function to invoke.
+        #[arg(default_value = "publisher")]
+        function: String,
+    },
+    /// Print (and delete) the events a subscriber queue got.
+    Receive {
+        /// The queue URL.
+        queue_url: String,
+    },
+    /// An SQS event source mapping: the queue's messages into the function
+    /// (batches of 10), deleting the ones it did not report in
+    /// `batchItemFailures`; reported ones come back after the visibility
+    /// timeout, until the queue's maxReceiveCount sends them to its DLQ.
+    Deliver {
+        /// The queue URL.
+        queue_url: String,
+        /// The port of `cargo lambda watch`.
+        port: u16,
+        /// The function to invoke.
+        function: String,
+    },
+    /// Print the read model: each customer's summary and orders.
+    ReadModel {
+        /// The read-model table.
+        table: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("devkit: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The local projector queue's visibility timeout: a reported message
+/// comes back after 2 s instead of the template's 180 s.
+const LOCAL_VISIBILITY_SECONDS: u32 = 2;
+
+async fn run(cli: Cli) -> Result<(), String> {
+    let sdk = devkit::sdk_config().await.map_err(|e| e.to_string())?;
+    match cli.command {
+        Command::Provision { table, bus, source } => provision(&sdk, &table, &bus, &source).await,
+        Command::Items { table } => print_items(&sdk, &table).await,
+        Command::Pump {
+            table,
+            port,
+            function,
+        } => pump(&sdk, &table, port, &function).await,
+        Command::Receive { queue_url } => receive(&sdk, &queue_url).await,
+        Command::Deliver {
+            queue_url,
+            port,
+            function,
+        } => deliver(&sdk, &queue_url, port, &function).await,
+        Command::ReadModel { table } => print_read_model(&sdk, &table).await,
+    }
+}
+
+async fn provision(
+    sdk: &aws_config::SdkConfig,
+    table: &str,
+    bus: &str,
+    source: &str,
+) -> Result<(), String> {
+    let stream = devkit::create_table(sdk, table)
+        .await
+        .map_err(|e| e.to_string())?;
+    let subscriber = devkit::create_bus(sdk, bus, source)
+        .await
+        .map_err(|e| e.to_string())?;
+    let on_failure = devkit::create_queue(sdk, &format!("{table}-publisher-failures"), false)
+        .await
+        .map_err(|e| e.to_string())?;
+    let read_model = devkit::create_read_model(
+        sdk,
+        &format!("{table}-read-model"),
+        bus,
+        source,
+        LOCAL_VISIBILITY_SECONDS,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    println!(
+        "table={table}\nstream={stream}\nbus={bus}\nsubscriber={}\non_failure={}\nread_model={}\nprojector_queue={}\nprojector_dlq={}",
+        subscriber.queue_url,
+        on_failure.queue_url,
+        read_model.table,
+        read_model.queue.queue_url,
+        read_model.dead_letters.queue_url
+    );
+    Ok(())
+}
+
+async fn pump(
+    sdk: &aws_config::SdkConfig,
+    table: &str,
+    port: u16,
+    function: &str,
+) -> Result<(), String> {
+    let ddb = aws_sdk_dynamodb::Client::new(sdk);
+    let stream_arn = ddb
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| outbox_core::aws::error_line("DescribeTable", &e))?
+        .table
+        .and_then(|t| t.latest_stream_arn)
+        .ok_or_else(|| format!("table {table} has no stream"))?;
+    let state = PathBuf::from(".local").join(format!("pump-{table}.json"));
+    let positions: BTreeMap<String, String> = std::fs::read_to_string(&state)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    let mapping = MappingSettings::from_template(&PathBuf::from("template.yaml"))
+        .map_err(|e| e.to_string())?;
+    let on_failure = std::env::var("ON_FAILURE_QUEUE_URL")
+        .ok()
+        .map(|queue_url| OnFailure {
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            queue_url,
+        });
+    let invoker = HttpInvoker::new(port, function);
+    let cursor = StreamCursor::resume(sdk, &stream_arn, positions);
+    let mut pump = Pump::new(cursor, mapping, invoker, on_failure).map_err(|e| e.to_string())?;
+    pump.run_until_idle().await.map_err(|e| e.to_string())?;
+    let _ = std::fs::create_dir_all(".local");
+    std::fs::write(
+        &state,
+        serde_json::to_string(pump.cursor().positions()).unwrap_or_default(),
+    )
+    .map_err(|e| format!("cannot save {}: {e}", state.display()))?;
+    let s = &pump.stats;
+    println!(
+        "pump: {} records read, {} filtered out, {} invocations, {} partial failures, {} function errors, {} sent to OnFailure",
+        s.records_read, s.filtered_out, s.invocations, s.partial_failures, s.function_errors, s.on_failure_messages
+    );
+    Ok(())
+}
+
+/// What Lambda's SQS event source mapping does with `ReportBatchItemFailures`
+/// (`devkit::drain_queue`): batches of 10 to the function, the messages
+/// it did not report deleted, the reported ones back after the visibility
+/// timeout and, after the queue's `maxReceiveCount`, in its dead-letter
+/// queue.
+async fn deliver(
+    sdk: &aws_config::SdkConfig,
+    queue_url: &str,
+    port: u16,
+    function: &str,
+) -> Result<(), String> {
+    use aws_lambda_events::event::sqs::SqsBatchResponse;
+    let invoker = HttpInvoker::new(port, function);
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let invoker = &invoker;
+    let stats = devkit::drain_queue(
+        &sqs,
+        queue_url,
+        std::time::Duration::from_secs(DELIVER_PATIENCE_SECONDS),
+        |event| async move {
+            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+            let answer = invoker.call(payload).await?;
+            // A function error fails the whole batch: nothing is deleted.
+            if answer.status != 200 || answer.function_error {
+                return Err(format!("{function} failed the batch"));
+            }
+            Ok(serde_json::from_slice::<SqsBatchResponse>(&answer.body)
+                .map_err(|e| format!("invalid batch response: {e}"))?
+                .batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect::<HashSet<String>>())
+        },
+    )
+    .await?;
+    println!(
+        "deliver: {} messages in {} batches to {function}, {} handled and deleted, {} reported for retry",
+        stats.messages, stats.batches, stats.deleted, stats.reported
+    );
+    Ok(())
+}
+
+/// How long `deliver` waits for messages in flight to come back (longer
+/// than the local queues' visibility timeouts).
+const DELIVER_PATIENCE_SECONDS: u64 = 35;
+
+async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), String> {
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let mut total = 0;
+    let mut distinct = HashSet::new();
+    let mut empty = 0;
+    while empty < 2 {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .map_err(|e| outbox_core::aws::error_line("ReceiveMessage", &e))?;
+        let messages = out.messages.unwrap_or_default();
+        if messages.is_empty() {
+            empty += 1;
+            continue;
+        }
+        for m in messages {
+            let body: serde_json::Value =
+                serde_json::from_str(m.body().unwrap_or("{}")).unwrap_or_default();
+            total += 1;
+            if let Some(info) = body.get("DDBStreamBatchInfo") {
+                println!(
+                    "  OnFailure  {}  batch of {} from {} ({})",
+                    body["requestContext"]["condition"].as_str().unwrap_or(""),
+                    info["batchSize"],
+                    info["startSequenceNumber"].as_str().unwrap_or(""),
+                    info["shardId"].as_str().unwrap_or("")
+                );
+            } else {
+                let detail = body.get("detail").unwrap_or(&body);
+                let id = detail["eventId"].as_str().unwrap_or("").to_owned();
+                let first = distinct.insert(id.clone());
+                println!(
+                    "  {id}  {:<13} order {}  v{}{}",
+                    detail["eventType"].as_str().unwrap_or(""),
+                    detail["aggregateId"].as_str().unwrap_or(""),
+                    detail["aggregateVersion"],
+                    if first {
+                        ""
+                    } else {
+                        "  (duplicate: same eventId)"
+                    }
+                );
+            }
+            if let Some(handle) = m.receipt_handle() {
+                let _ = sqs
+                    .delete_message()
+                    .queue_url(queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await;
+            }
+        }
+    }
+    println!("received={total} distinct={}", distinct.len());
+    Ok(())
+}
+
+async fn print_items(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), String> {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let mut rows = Vec::new();
+    for item in devkit::scan_all(&client, table).await? {
+        let get = |name: &str| match item.get(name) {
+            Some(AttributeValue::S(s)) => s.clone(),
+            Some(AttributeValue::N(n)) => n.clone(),
+            Some(other) => format!("{other:?}"),
+            None => String::new(),
+        };
+        let pk = get("PK");
+        let pk = if pk.len() > 34 {
+            format!("{}…", &pk[..33])
+        } else {
+            pk
+        };
+        rows.push(format!(
+            "{:<34} {:<34} {:<13} {:<8} {:<7} {}",
+            pk,
+            get("SK"),
+            get("eventType"),
+            get("status"),
+            get("version"),
+            if item.contains_key("deadLetteredAt") {
+                "dead-lettered"
+            } else {
+                ""
+            }
+        ));
+    }
+    rows.sort();
+    println!(
+        "{:<34} {:<34} {:<13} {:<8} {:<7}",
+        "PK", "SK", "eventType", "status", "version"
+    );
+    for row in rows {
+        println!("{row}");
+    }
+    Ok(())
+}
+
+/// The projector's read model: per customer, the summary then the orders;
+/// and how many inbox records (events applied) the table holds.
+async fn print_read_model(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), String> {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let mut customers: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+    let mut inbox = 0;
+    for item in devkit::scan_all(&client, table).await? {
+        let get = |name: &str| match item.get(name) {
+            Some(AttributeValue::S(s)) => s.clone(),
+            Some(AttributeValue::N(n)) => n.clone(),
+            _ => "0".into(),
+        };
+        let (pk, sk) = (get("PK"), get("SK"));
+        if pk.starts_with("INBOX#") {
+            inbox += 1;
+            continue;
+        }
+        let Some(customer) = pk.strip_prefix("CUSTOMER#") else {
+            continue;
+        };
+        let entry = customers.entry(customer.to_owned()).or_default();
+        if sk == "SUMMARY" {
+            entry.0 = format!(
+                "orders={} paidOrders={} paidCents={}",
+                get("orders"),
+                get("paidOrders"),
+                get("paidCents")
+            );
+        } else {
+            entry.1.push(format!(
+                "    {:<28} {:<8} {} {:>10}  v{}",
+                get("orderId"),
+                get("status"),
+                get("currency"),
+                get("totalCents"),
+                get("version")
+            ));
+        }
+    }
+    for (customer, (summary, mut orders)) in customers {
+        orders.sort();
+        println!("  customer {customer}: {summary}");
+        for order in orders {
+            println!("{order}");
+        }
+    }
+    println!("inbox records (events applied): {inbox}");
+    Ok(())
+}

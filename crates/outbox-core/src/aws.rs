@@ -1,0 +1,159 @@
+//! AWS client construction and error classification: the one place every
+//! binary, the CLI and the tests get their SDK configuration from.
+//!
+//! # Retries: one layer per kind of failure
+//! - A whole call (any SDK operation) is retried by the SDK itself:
+//!   standard mode (token bucket, exponential backoff with jitter),
+//!   [`SDK_MAX_ATTEMPTS`] attempts, each cut at [`ATTEMPT_TIMEOUT`], the
+//!   whole operation at [`OPERATION_TIMEOUT`]. Nothing of ours retries a
+//!   whole call on top of that.
+//! - What the SDK cannot see, because the call succeeded, is retried by
+//!   [`crate::retry::RetryPolicy`]: `BatchWriteItem`'s unprocessed items and
+//!   the failed entries of a `PutEvents`/`PublishBatch` answer.
+//! - Errors are classified from the SDK's error metadata
+//!   ([`ProvideErrorMetadata::code`]), never from `Debug` text.
+
+use std::time::Duration;
+
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_runtime_api::http::Response as HttpResponse;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+
+/// The SDK's own attempts per call (standard retry mode).
+pub const SDK_MAX_ATTEMPTS: u32 = 3;
+/// Connecting to an AWS endpoint.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// One HTTP attempt: a call that hangs is abandoned and retried.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// One operation, its retries included.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(12);
+
+/// The HTTP client ([`http_client`]) and the retry and timeout settings
+/// every client of ours uses, set explicitly rather than left to the SDK's
+/// defaults (which have no attempt or operation timeout: a hung call would
+/// hold an invocation until Lambda kills it).
+pub fn settings(loader: aws_config::ConfigLoader) -> aws_config::ConfigLoader {
+    loader
+        .http_client(http_client())
+        .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(OPERATION_TIMEOUT)
+                .build(),
+        )
+}
+
+/// The default loader (environment, profile, role) with [`settings`].
+pub fn loader() -> aws_config::ConfigLoader {
+    settings(aws_config::defaults(aws_config::BehaviorVersion::latest()))
+}
+
+/// Loads the AWS configuration the usual way with [`settings`].
+/// `AWS_ENDPOINT_URL` (and `AWS_ENDPOINT_URL_<SERVICE>`) point clients at a
+/// local emulator.
+pub async fn load() -> aws_config::SdkConfig {
+    loader().load().await
+}
+
+/// The HTTP client of every AWS client: the SDK's own (hyper and rustls,
+/// connection pooling, the connect timeout of [`settings`]) with rustls on
+/// `ring`, or on `aws-lc-rs` with the `tls-aws-lc` feature (post-quantum
+/// hybrid key exchange preferred; about 1.2 MB more per function,
+/// docs/performance.md §4).
+pub fn http_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+    use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+    #[cfg(feature = "tls-aws-lc")]
+    let mode = CryptoMode::AwsLc;
+    #[cfg(not(feature = "tls-aws-lc"))]
+    let mode = CryptoMode::Ring;
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(mode))
+        .build_https()
+}
+
+/// The code of a failed call: the service's own error code from the SDK's
+/// error metadata; `InternalServerError` for a 5xx without one; otherwise
+/// the kind of transport failure (`Timeout`, `DispatchFailure`,
+/// `ResponseError`).
+pub fn error_code<E: ProvideErrorMetadata>(error: &SdkError<E, HttpResponse>) -> String {
+    match error {
+        SdkError::TimeoutError(_) => "Timeout".into(),
+        SdkError::DispatchFailure(_) => "DispatchFailure".into(),
+        SdkError::ResponseError(_) => "ResponseError".into(),
+        SdkError::ServiceError(service) => match service.err().code() {
+            Some(code) if code != "Unknown" => code.to_owned(),
+            _ if service.raw().status().is_server_error() => "InternalServerError".into(),
+            _ => "Unknown".into(),
+        },
+        _ => "ConstructionFailure".into(),
+    }
+}
+
+/// A failed call as one readable line: `Operation: Code: message`, the
+/// code and message from the SDK's error metadata. A credential failure
+/// (no credentials found, an expired SSO session) reads as such.
+pub fn error_line<E>(operation: &str, error: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let code = error_code(error);
+    let message = match error {
+        SdkError::ServiceError(service) => service.err().message().map(str::to_owned),
+        SdkError::DispatchFailure(_) | SdkError::ConstructionFailure(_) => {
+            // Credential and endpoint problems surface here; their sources
+            // say what is missing.
+            let mut text = String::new();
+            let mut source = std::error::Error::source(error);
+            while let Some(e) = source {
+                text = e.to_string();
+                source = e.source();
+            }
+            (!text.is_empty()).then_some(text)
+        }
+        _ => None,
+    };
+    match message {
+        Some(message) if !message.is_empty() => format!("{operation}: {code}: {message}"),
+        _ => format!("{operation}: {code}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The HTTP client speaks TLS to an `https` endpoint (local tests and
+    /// the demo use `http` endpoints, so nothing else exercises it): a
+    /// loopback listener receives a TLS ClientHello, and the call fails
+    /// with an error rather than a panic (no crypto provider, say).
+    #[tokio::test]
+    async fn https_endpoints_get_a_tls_client_hello() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hello = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut head = [0u8; 6];
+            socket.read_exact(&mut head).await.unwrap();
+            head
+        });
+        let sdk = super::loader()
+            .endpoint_url(format!("https://127.0.0.1:{port}"))
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "test",
+            ))
+            .retry_config(aws_config::retry::RetryConfig::disabled())
+            .load()
+            .await;
+        let call = aws_sdk_dynamodb::Client::new(&sdk).list_tables().send();
+        let (result, head) = tokio::join!(call, hello);
+        let error = result.expect_err("nothing answers the handshake");
+        assert_eq!(super::error_code(&error), "DispatchFailure");
+        let head = head.unwrap();
+        // A TLS record (0x16: handshake) whose first message is a ClientHello (0x01).
+        assert_eq!((head[0], head[5]), (0x16, 0x01), "{head:?}");
+    }
+}

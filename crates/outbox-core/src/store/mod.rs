@@ -1,0 +1,303 @@
+//! The outbox store: every read and write that the publisher, the sweeper
+//! and the operator commands make on outbox items, their two sparse indexes
+//! and the settings item. One port ([`OutboxStore`]) and its adapters.
+//!
+//! # Layout
+//! - this file: the port and the types it speaks in.
+//! - `dynamo.rs`: [`DynamoStore`], the DynamoDB adapter.
+//! - `memory.rs`: [`MemoryStore`] (feature `testing`), one in-memory store
+//!   that the unit tests, benches and examples share.
+//!
+//! Every write is either a delete (harmless when the item is already gone)
+//! or an update conditioned on the item still existing in the state it
+//! expects, so nothing here can resurrect an item another process deleted.
+//! Every call is bounded by the caller's [`Deadline`]; whole calls are
+//! retried by the SDK only ([`crate::aws`]), unprocessed batch items by
+//! [`crate::retry::RetryPolicy`].
+
+mod dynamo;
+#[cfg(any(test, feature = "testing"))]
+mod memory;
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Serialize;
+use ulid::Ulid;
+
+use crate::item::OutboxItem;
+use crate::keys::ItemKey;
+use crate::retry::Deadline;
+
+pub use dynamo::{record_shard_count, DynamoStore};
+#[cfg(any(test, feature = "testing"))]
+pub use memory::{MemoryStore, WriteLog};
+
+/// Most requests in one `BatchWriteItem`.
+pub const MAX_BATCH_WRITE: usize = 25;
+
+/// A store call failed (after the SDK's retries, or cut by the deadline).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("outbox store {operation} failed: {code}")]
+pub struct StoreError {
+    /// What the store was doing.
+    pub operation: &'static str,
+    /// The service's error code (from the SDK's error metadata), or ours
+    /// (`DeadlineReached`, `NoOldItem`).
+    pub code: String,
+}
+
+impl StoreError {
+    pub(crate) fn new(operation: &'static str, code: impl Into<String>) -> Self {
+        Self {
+            operation,
+            code: code.into(),
+        }
+    }
+}
+
+/// What a conditional write found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Marked {
+    /// The item was written.
+    Updated,
+    /// The item was gone (published and deleted by someone else) or no
+    /// longer in the state the write expects; nothing was written.
+    Gone,
+}
+
+/// An item to dead-letter.
+#[derive(Debug, Clone, Copy)]
+pub struct DeadLetter<'a> {
+    /// The item.
+    pub key: &'a ItemKey,
+    /// The aggregate (it picks the dead-letter shard); the partition key
+    /// stands in when the item does not decode.
+    pub aggregate_id: Option<&'a str>,
+    /// Why: recorded on the item, sanitized.
+    pub reason: &'a str,
+    /// Attempts to record, when the sweeper gives up.
+    pub attempts: Option<u32>,
+}
+
+/// Where in a shard of the pending index to read, by creation time (the
+/// ULID sort key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Created {
+    /// Created before this id (the stranded ones).
+    Before(Ulid),
+    /// Created between these ids, both included (an OnFailure window).
+    Between(Ulid, Ulid),
+    /// The whole shard (the operator's status).
+    Any,
+}
+
+/// A query of one shard of the pending index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingQuery {
+    /// The shard of the index.
+    pub shard: u16,
+    /// Which creation times.
+    pub created: Created,
+    /// Items read per page.
+    pub limit: i32,
+}
+
+/// Where a paged query goes on.
+pub type Cursor = HashMap<String, AttributeValue>;
+
+/// A pending item as read from the index.
+// Nearly every value is an item: boxing it would cost an allocation per
+// event to shrink the rare other variant.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum PendingItem {
+    /// It decodes.
+    Item(OutboxItem),
+    /// It does not decode: it can never be published, it is dead-lettered.
+    Undecodable {
+        /// Its primary key.
+        key: ItemKey,
+        /// What did not decode.
+        reason: String,
+    },
+}
+
+/// One page of pending items, oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// The items, oldest first.
+    pub items: Vec<PendingItem>,
+    /// Items DynamoDB read for this page (its read cost).
+    pub scanned: usize,
+    /// Where the next page starts; `None` after the last.
+    pub next: Option<Cursor>,
+}
+
+/// What one shard holds, read at a bounded cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    /// The oldest pending event id (one item read).
+    pub oldest: Option<Ulid>,
+    /// Pending items counted, at most the count limit.
+    pub pending: usize,
+    /// Whether `pending` stopped at the limit (then it is a lower bound).
+    pub pending_capped: bool,
+    /// Dead letters counted, at most the count limit.
+    pub dead_letters: usize,
+    /// Whether `dead_letters` stopped at the limit.
+    pub dead_letters_capped: bool,
+    /// Items DynamoDB read.
+    pub scanned: usize,
+    /// Queries sent.
+    pub queries: usize,
+}
+
+/// A dead letter as the dead-letter index holds it.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadLetterRecord {
+    /// The event id (the index's sort key).
+    pub event_id: String,
+    /// The event type, empty when the item does not decode.
+    pub event_type: String,
+    /// The aggregate, empty when the item does not decode.
+    pub aggregate_id: String,
+    /// Failed attempts recorded.
+    pub attempts: u32,
+    /// Why it was dead-lettered.
+    pub reason: String,
+    /// When (RFC 3339).
+    pub dead_lettered_at: String,
+    /// The item's primary key.
+    #[serde(skip)]
+    pub key: ItemKey,
+    /// The shard of both indexes it belongs to.
+    #[serde(skip)]
+    pub shard: u16,
+    /// The stored envelope (JSON text), when there is one.
+    #[serde(skip)]
+    pub envelope: Option<String>,
+}
+
+/// One page of a shard's dead letters, oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct DeadLetterPage {
+    /// The dead letters.
+    pub items: Vec<DeadLetterRecord>,
+    /// Where the next page starts; `None` after the last.
+    pub next: Option<Cursor>,
+}
+
+/// The port the publisher, the sweeper and the operator commands read and
+/// write outbox items through.
+pub trait OutboxStore: Send + Sync {
+    /// Deletes the items of published events, in batches, retrying
+    /// unprocessed ones while `deadline` allows. Returns the keys it could
+    /// not delete (they stay, and the sweeper will republish them).
+    fn delete_published(
+        &self,
+        keys: &[ItemKey],
+        deadline: &Deadline,
+    ) -> impl Future<Output = Vec<ItemKey>> + Send;
+
+    /// Marks an item dead-lettered: reason and time recorded, moved from the
+    /// pending index to the dead-letter index. Conditional on the item
+    /// existing and not being dead-lettered already.
+    fn dead_letter(
+        &self,
+        letter: DeadLetter<'_>,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// Records a failed attempt: `attempts`, the sanitized error and the
+    /// time before which no sweeper retries it. Conditional on the item
+    /// existing and still pending.
+    fn record_failure(
+        &self,
+        key: &ItemKey,
+        attempts: u32,
+        next_attempt_at: i64,
+        error: &str,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// The configured shard count (`OUTBOX_SHARDS`).
+    fn configured_shards(&self) -> u16;
+
+    /// How many shards to read: the configured count or the highest count
+    /// ever recorded, whichever is larger (and records the configured one).
+    fn shard_count(
+        &self,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<u16, StoreError>> + Send;
+
+    /// The highest shard count the writers and sweepers recorded, read
+    /// without writing (the operator's view); the configured count when
+    /// none is recorded.
+    fn recorded_shards(
+        &self,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<u16, StoreError>> + Send;
+
+    /// One page of a shard of the pending index, oldest first. Not-yet-due
+    /// items are returned too: they hold their aggregate's later events.
+    fn pending_page(
+        &self,
+        query: &PendingQuery,
+        cursor: Option<Cursor>,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Page, StoreError>> + Send;
+
+    /// The oldest pending id of a shard and its counts (pending, dead
+    /// letters), each count stopping at `count_limit` items.
+    fn shard_stats(
+        &self,
+        shard: u16,
+        count_limit: i32,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<ShardStats, StoreError>> + Send;
+
+    /// One page of a shard of the dead-letter index, oldest first.
+    fn dead_letter_page(
+        &self,
+        shard: u16,
+        limit: i32,
+        cursor: Option<Cursor>,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<DeadLetterPage, StoreError>> + Send;
+
+    /// The dead letter of `event_id` in `shard`, if that shard holds it.
+    fn find_dead_letter(
+        &self,
+        shard: u16,
+        event_id: Ulid,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Option<DeadLetterRecord>, StoreError>> + Send;
+
+    /// Puts a dead letter back into the pending index, attempts reset, with
+    /// its `eventId` unchanged. Conditional on it still being dead-lettered:
+    /// of two concurrent redrives, one wins ([`Marked::Gone`] for the other).
+    fn redrive(
+        &self,
+        letter: &DeadLetterRecord,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// Deletes a dead letter; conditional on it still being one.
+    fn discard(
+        &self,
+        letter: &DeadLetterRecord,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+}
+
+/// Keeps stored error text short and printable.
+pub fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(512)
+        .collect()
+}

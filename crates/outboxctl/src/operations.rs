@@ -1,0 +1,342 @@
+//! Operations on a deployed stack's outbox, through the store port
+//! ([`OutboxStore`]): status, dead letters (list, find, redrive, discard).
+//! Read only through the two sparse indexes, each read bounded per shard;
+//! every write is conditional, so two operators (or an operator and the
+//! sweeper) never double an effect.
+
+use outbox_core::retry::Deadline;
+use outbox_core::store::{
+    Created, DeadLetterRecord, Marked, OutboxStore, PendingItem, PendingQuery, StoreError,
+};
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use ulid::Ulid;
+
+/// An operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// A store call failed (its AWS error code).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No dead letter has that id.
+    #[error("no dead letter with event id {0}")]
+    NotFound(String),
+    /// The id is not a ULID.
+    #[error("{0} is not an event id (a ULID)")]
+    BadEventId(String),
+}
+
+/// Items read per shard and index, at most (a status is a bounded read).
+pub const READ_LIMIT: usize = 1_000;
+
+/// How long one operator read or write may take, its SDK retries included.
+const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn deadline() -> Deadline {
+    Deadline::after(CALL_DEADLINE)
+}
+
+/// One shard's figures.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardStatus {
+    /// The shard.
+    pub shard: u16,
+    /// Pending items.
+    pub pending: usize,
+    /// `pending` stopped at [`READ_LIMIT`]: it is a lower bound.
+    pub pending_capped: bool,
+    /// Pending items a sweeper attempt failed for, waiting for their backoff.
+    pub backing_off: usize,
+    /// Dead letters.
+    pub dead_letters: usize,
+    /// `dead_letters` stopped at [`READ_LIMIT`].
+    pub dead_letters_capped: bool,
+    /// Age of the shard's oldest pending event.
+    pub oldest_pending_age_seconds: Option<i64>,
+}
+
+/// `outboxctl status`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// Pending items, every shard.
+    pub pending: usize,
+    /// Age of the oldest pending event.
+    pub oldest_pending_age_seconds: Option<i64>,
+    /// Pending items a sweeper attempt failed for, waiting for their backoff.
+    pub backing_off: usize,
+    /// When the earliest of them is due (RFC 3339).
+    pub next_attempt_due: Option<String>,
+    /// Dead letters, every shard.
+    pub dead_letters: usize,
+    /// A count stopped at the read limit somewhere: totals are lower bounds.
+    pub capped: bool,
+    /// Per shard.
+    pub shards: Vec<ShardStatus>,
+}
+
+/// Which dead letters a list or a redrive takes.
+#[derive(Debug, Clone, Default)]
+pub struct DeadLetterFilter {
+    /// Only this event type.
+    pub event_type: Option<String>,
+    /// Only this aggregate.
+    pub aggregate_id: Option<String>,
+    /// Dead-lettered at or after.
+    pub since: Option<OffsetDateTime>,
+}
+
+impl DeadLetterFilter {
+    /// Whether any criterion is set.
+    pub fn is_set(&self) -> bool {
+        self.event_type.is_some() || self.aggregate_id.is_some() || self.since.is_some()
+    }
+
+    fn keeps(&self, row: &DeadLetterRecord) -> bool {
+        self.event_type
+            .as_ref()
+            .is_none_or(|t| *t == row.event_type)
+            && self
+                .aggregate_id
+                .as_ref()
+                .is_none_or(|a| *a == row.aggregate_id)
+            && self.since.is_none_or(|since| {
+                OffsetDateTime::parse(&row.dead_lettered_at, &Rfc3339).is_ok_and(|at| at >= since)
+            })
+    }
+}
+
+/// The operator's operations on one stack's outbox.
+#[derive(Debug, Clone)]
+pub struct Operations<S> {
+    store: S,
+}
+
+impl<S: OutboxStore> Operations<S> {
+    /// Operations through `store`.
+    pub fn new(store: S) -> Self {
+        Self { store }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Shards to read: the highest count the writers and sweepers recorded.
+    pub async fn shards(&self) -> Result<u16, OpsError> {
+        Ok(self.store.recorded_shards(&deadline()).await?)
+    }
+
+    /// Pending items of one shard, oldest first, at most [`READ_LIMIT`]
+    /// (and whether it stopped there).
+    async fn pending(&self, shard: u16) -> Result<(Vec<PendingItem>, bool), OpsError> {
+        let query = PendingQuery {
+            shard,
+            created: Created::Any,
+            limit: READ_LIMIT as i32,
+        };
+        let mut items = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self.store.pending_page(&query, cursor, &deadline()).await?;
+            items.extend(page.items);
+            cursor = page.next;
+            if cursor.is_none() {
+                return Ok((items, false));
+            }
+            if items.len() >= READ_LIMIT {
+                items.truncate(READ_LIMIT);
+                return Ok((items, true));
+            }
+        }
+    }
+
+    /// Dead letters of one shard, oldest first, at most [`READ_LIMIT`].
+    async fn shard_dead_letters(
+        &self,
+        shard: u16,
+    ) -> Result<(Vec<DeadLetterRecord>, bool), OpsError> {
+        let mut items = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self
+                .store
+                .dead_letter_page(shard, READ_LIMIT as i32, cursor, &deadline())
+                .await?;
+            items.extend(page.items);
+            cursor = page.next;
+            if cursor.is_none() {
+                return Ok((items, false));
+            }
+            if items.len() >= READ_LIMIT {
+                items.truncate(READ_LIMIT);
+                return Ok((items, true));
+            }
+        }
+    }
+
+    /// Pending, backing-off and dead-lettered events, per shard.
+    pub async fn status(&self, now: OffsetDateTime) -> Result<Status, OpsError> {
+        let mut status = Status::default();
+        let mut next_due: Option<i64> = None;
+        for shard in 0..self.shards().await? {
+            let (pending, pending_capped) = self.pending(shard).await?;
+            let (dead, dead_capped) = self.shard_dead_letters(shard).await?;
+            let age = pending.first().and_then(created_at).map(|created| {
+                (now.unix_timestamp() - (created.timestamp_ms() / 1000) as i64).max(0)
+            });
+            let waiting: Vec<i64> = pending
+                .iter()
+                .filter_map(|p| match p {
+                    PendingItem::Item(item) => item.next_attempt_at,
+                    PendingItem::Undecodable { .. } => None,
+                })
+                .filter(|at| *at > now.unix_timestamp())
+                .collect();
+            if let Some(min) = waiting.iter().min() {
+                next_due = Some(next_due.map_or(*min, |d| d.min(*min)));
+            }
+            let row = ShardStatus {
+                shard,
+                pending: pending.len(),
+                pending_capped,
+                backing_off: waiting.len(),
+                dead_letters: dead.len(),
+                dead_letters_capped: dead_capped,
+                oldest_pending_age_seconds: age,
+            };
+            status.pending += row.pending;
+            status.backing_off += row.backing_off;
+            status.dead_letters += row.dead_letters;
+            status.capped |= pending_capped || dead_capped;
+            status.oldest_pending_age_seconds = match (status.oldest_pending_age_seconds, age) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            status.shards.push(row);
+        }
+        status.next_attempt_due = next_due
+            .and_then(|t| OffsetDateTime::from_unix_timestamp(t).ok())
+            .and_then(|t| t.format(&Rfc3339).ok());
+        Ok(status)
+    }
+
+    /// Every dead letter that `filter` keeps, oldest first (at most
+    /// [`READ_LIMIT`] per shard).
+    pub async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+    ) -> Result<Vec<DeadLetterRecord>, OpsError> {
+        let mut rows = Vec::new();
+        for shard in 0..self.shards().await? {
+            let (items, _) = self.shard_dead_letters(shard).await?;
+            rows.extend(items.into_iter().filter(|row| filter.keeps(row)));
+        }
+        rows.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+        Ok(rows)
+    }
+
+    /// The dead letter of `event_id`.
+    pub async fn find(&self, event_id: &str) -> Result<DeadLetterRecord, OpsError> {
+        let id =
+            Ulid::from_string(event_id).map_err(|_| OpsError::BadEventId(event_id.to_owned()))?;
+        for shard in 0..self.shards().await? {
+            if let Some(row) = self.store.find_dead_letter(shard, id, &deadline()).await? {
+                return Ok(row);
+            }
+        }
+        Err(OpsError::NotFound(id.to_string()))
+    }
+
+    /// Puts a dead letter back into the pending index ([`Marked::Gone`]:
+    /// someone else redrove or discarded it first).
+    pub async fn redrive(&self, row: &DeadLetterRecord) -> Result<Marked, OpsError> {
+        Ok(self.store.redrive(row, &deadline()).await?)
+    }
+
+    /// Deletes a dead letter ([`Marked::Gone`]: it was no longer one).
+    pub async fn discard(&self, row: &DeadLetterRecord) -> Result<Marked, OpsError> {
+        Ok(self.store.discard(row, &deadline()).await?)
+    }
+}
+
+/// When a pending item's event was created (its ULID).
+fn created_at(item: &PendingItem) -> Option<Ulid> {
+    match item {
+        PendingItem::Item(item) => Some(item.event_id),
+        PendingItem::Undecodable { key, .. } => outbox_core::keys::event_id_from_sk(&key.sk),
+    }
+}
+
+/// The envelope of a dead letter, when it decodes.
+pub fn envelope_of(row: &DeadLetterRecord) -> Option<serde_json::Value> {
+    serde_json::from_str(row.envelope.as_deref()?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use outbox_core::store::{DeadLetter, MemoryStore};
+    use outbox_core::{EventEnvelope, OutboxItem};
+    use serde_json::json;
+
+    use super::*;
+
+    fn item(aggregate: &str) -> OutboxItem {
+        let env = EventEnvelope::new("OrderCreated", "Order", aggregate, 1, json!({})).unwrap();
+        OutboxItem::new(
+            &outbox_core::keys::order_pk(aggregate),
+            &env,
+            &outbox_core::size::EventLimits::eventbridge("src"),
+            1,
+        )
+        .unwrap()
+    }
+
+    /// Status, list, find, redrive and discard, through the port.
+    #[tokio::test]
+    async fn operations_go_through_the_store_port() {
+        let store = MemoryStore::new(1);
+        let (a, b) = (item("a"), item("b"));
+        store.insert(a.clone());
+        store.insert(b.clone());
+        let letter = DeadLetter {
+            key: &a.key(),
+            aggregate_id: Some("a"),
+            reason: "poison",
+            attempts: Some(3),
+        };
+        store.dead_letter(letter, &deadline()).await.unwrap();
+        let ops = Operations::new(store);
+        let status = ops.status(OffsetDateTime::now_utc()).await.unwrap();
+        assert_eq!((status.pending, status.dead_letters), (1, 1));
+        let rows = ops
+            .dead_letters(&DeadLetterFilter::default())
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].attempts, 3);
+        let only_b = DeadLetterFilter {
+            aggregate_id: Some("b".into()),
+            ..DeadLetterFilter::default()
+        };
+        assert!(ops.dead_letters(&only_b).await.unwrap().is_empty());
+        let found = ops.find(&a.event_id.to_string()).await.unwrap();
+        assert_eq!(
+            envelope_of(&found).unwrap()["eventId"],
+            a.event_id.to_string()
+        );
+        assert!(matches!(
+            ops.find("nope").await,
+            Err(OpsError::BadEventId(_))
+        ));
+        assert_eq!(ops.redrive(&found).await.unwrap(), Marked::Updated);
+        assert_eq!(ops.discard(&found).await.unwrap(), Marked::Gone);
+        assert!(matches!(
+            ops.find(&a.event_id.to_string()).await,
+            Err(OpsError::NotFound(_))
+        ));
+    }
+}

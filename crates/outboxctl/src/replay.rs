@@ -1,0 +1,112 @@
+//! `outboxctl replay`: an EventBridge archive replayed onto the bus
+//! (optionally only to one rule), followed to its end.
+
+use aws_config::SdkConfig;
+use aws_sdk_eventbridge::types::{ReplayDestination, ReplayState};
+use outbox_core::aws::error_line;
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::output::{print_json, Progress};
+
+/// What to replay.
+pub(crate) struct Replay {
+    pub(crate) bus: String,
+    pub(crate) archive: String,
+    pub(crate) from: OffsetDateTime,
+    pub(crate) to: OffsetDateTime,
+    pub(crate) rule: Option<String>,
+}
+
+pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(), String> {
+    let Replay {
+        bus,
+        archive,
+        from,
+        to,
+        rule,
+    } = replay;
+    if from >= to {
+        return Err("--from must be before --to".into());
+    }
+    let events = aws_sdk_eventbridge::Client::new(sdk);
+    let bus_arn = events
+        .describe_event_bus()
+        .name(&bus)
+        .send()
+        .await
+        .map_err(|e| error_line("DescribeEventBus", &e))?
+        .arn
+        .ok_or("the bus has no ARN")?;
+    let archive_arn = events
+        .describe_archive()
+        .archive_name(&archive)
+        .send()
+        .await
+        .map_err(|e| error_line("DescribeArchive", &e))?
+        .archive_arn
+        .ok_or("the archive has no ARN")?;
+    let mut destination = ReplayDestination::builder().arn(&bus_arn);
+    if let Some(rule) = &rule {
+        let rule_arn = events
+            .describe_rule()
+            .name(rule)
+            .event_bus_name(&bus)
+            .send()
+            .await
+            .map_err(|e| error_line("DescribeRule", &e))?
+            .arn
+            .ok_or("the rule has no ARN")?;
+        destination = destination.filter_arns(rule_arn);
+    }
+    let name = format!("outboxctl-{}", ulid::Ulid::new());
+    let smithy = |t: OffsetDateTime| aws_smithy_types::DateTime::from_secs(t.unix_timestamp());
+    events
+        .start_replay()
+        .replay_name(&name)
+        .event_source_arn(&archive_arn)
+        .event_start_time(smithy(from))
+        .event_end_time(smithy(to))
+        .destination(destination.build().map_err(|e| e.to_string())?)
+        .send()
+        .await
+        .map_err(|e| error_line("StartReplay", &e))?;
+    let started = std::time::Instant::now();
+    let progress = Progress::new(json, None, "replay");
+    loop {
+        let replay = events
+            .describe_replay()
+            .replay_name(&name)
+            .send()
+            .await
+            .map_err(|e| error_line("DescribeReplay", &e))?;
+        let state = replay.state.clone();
+        let state_name = state.as_ref().map_or("?", |s| s.as_str()).to_owned();
+        let last = replay
+            .event_last_replayed_time
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "-".into());
+        progress.say(format!(
+            "replay {name}: {state_name} (last event replayed {last})"
+        ));
+        match state {
+            Some(ReplayState::Completed) => {
+                drop(progress);
+                if json {
+                    return print_json(
+                        &json!({"replay": name, "state": "COMPLETED", "lastReplayed": last, "seconds": started.elapsed().as_secs()}),
+                    );
+                }
+                println!("replay {name} completed (events up to {last} replayed onto {bus})");
+                return Ok(());
+            }
+            Some(ReplayState::Failed | ReplayState::Cancelled) => {
+                return Err(format!(
+                    "replay {name} ended {state_name}: {}",
+                    replay.state_reason.unwrap_or_default()
+                ));
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
+        }
+    }
+}

@@ -22,7 +22,7 @@ use sweeper::{Response, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{drain_queue, far_deadline, InProcessPublisher, Stack};
 use writer::orders::{CreateOrderRequest, NewOrder};
-use writer::{OrderService, Outcome};
+use writer::{OrderService, Reply};
 
 fn envelopes(messages: &[Value]) -> Vec<EventEnvelope> {
     messages
@@ -62,7 +62,7 @@ async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
             }))
             .unwrap();
             match service.create(&testkit::test_caller(), NewOrder::try_from(request).unwrap(), None, None).await.unwrap() {
-                Outcome::Done(order) => order,
+                Reply::Done(order) => order,
                 other => panic!("{other:?}"),
             }
         });

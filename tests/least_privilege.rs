@@ -122,7 +122,7 @@ async fn the_writer_role_grants_what_the_writer_calls() {
         .await
         .unwrap()
     {
-        writer::Outcome::Done(order) => order,
+        writer::Reply::Done(order) => order,
         other => panic!("{other:?}"),
     };
     service

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
-use inbox::{Inbox, Outcome};
+use inbox::{EventOutcome, Inbox};
 use outbox_core::EventEnvelope;
 use projector::{project_batch, Counts, Projector};
 use serde_json::json;
@@ -228,7 +228,7 @@ async fn concurrent_deliveries_of_one_event_apply_it_once() {
         outcomes.push(pair);
     }
     for pair in &outcomes {
-        assert_eq!(pair, &[Outcome::Applied, Outcome::Duplicate]);
+        assert_eq!(pair, &[EventOutcome::Applied, EventOutcome::Duplicate]);
     }
     let model = model(&sdk, &table).await;
     assert_eq!(model.summaries["c1"], (20, 0, 0));
@@ -359,7 +359,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
             .await
             .unwrap()
         {
-            writer::Outcome::Done(order) => order,
+            writer::Reply::Done(order) => order,
             other => panic!("{other:?}"),
         };
         if i % 3 != 0 {
@@ -368,7 +368,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
                 .await
                 .unwrap()
             {
-                writer::Outcome::Done(order) => order,
+                writer::Reply::Done(order) => order,
                 other => panic!("{other:?}"),
             };
         }

@@ -95,7 +95,7 @@ async fn the_pattern_against_real_stream_records() {
         .await
         .unwrap()
     {
-        writer::Outcome::Done(order) => order,
+        writer::Reply::Done(order) => order,
         other => panic!("{other:?}"),
     };
     service

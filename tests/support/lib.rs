@@ -442,7 +442,7 @@ impl Stack {
                 .await
                 .expect("order created")
             {
-                writer::Outcome::Done(order) => orders.push(order),
+                writer::Reply::Done(order) => orders.push(order),
                 other => panic!("unexpected {other:?}"),
             }
         }

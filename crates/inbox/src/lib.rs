@@ -6,17 +6,17 @@
 //!   (`attribute_not_exists`), kept for `INBOX_TTL_SECONDS` (default 7
 //!   days, longer than any redelivery window) by the table's TTL;
 //! - a transaction cancelled because the inbox record exists is
-//!   [`Outcome::Duplicate`], not an error: the event was applied before;
+//!   [`EventOutcome::Duplicate`], not an error: the event was applied before;
 //! - a *version guard* applies a state-carrying event to an entity only when
 //!   `attribute_not_exists(version) OR version < :eventVersion`; an event at
-//!   or below the stored version is [`Outcome::Stale`] and changes nothing
+//!   or below the stored version is [`EventOutcome::Stale`] and changes nothing
 //!   (this also holds after the inbox record expired).
 //!
 //! # Example
 //!
 //! ```
 //! use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
-//! use inbox::{Inbox, Outcome};
+//! use inbox::{Inbox, EventOutcome};
 //! use outbox_core::EventEnvelope;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -54,8 +54,8 @@
 //!     .unwrap().contains("< :inboxEventVersion"));
 //!
 //! // In the handler: `match tx.commit(&client).await? { … }`, where
-//! // `Outcome::Duplicate` and `Outcome::Stale` are successes.
-//! # let _ = Outcome::Applied;
+//! // `EventOutcome::Duplicate` and `EventOutcome::Stale` are successes.
+//! # let _ = EventOutcome::Applied;
 //! # Ok(())
 //! # }
 //! ```
@@ -67,7 +67,7 @@
 //! - [`Inbox`]: the settings (table, TTL) and the inbox record.
 //! - [`InboxTransaction`]: the consumer's actions plus the inbox record, on
 //!   `outbox_core`'s transaction builder (the writer's), with guarded actions.
-//! - [`Outcome`] and [`InboxError`]: what became of an event; whether a retry
+//! - [`EventOutcome`] and [`InboxError`]: what became of an event; whether a retry
 //!   can help.
 
 use std::collections::HashMap;
@@ -104,7 +104,7 @@ pub fn inbox_pk(event_id: Ulid) -> String {
 
 /// What became of one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum EventOutcome {
     /// Its changes and its inbox record were committed.
     Applied,
     /// Its inbox record existed: it was applied before; nothing changed.
@@ -117,7 +117,7 @@ pub enum Outcome {
     Ignored,
 }
 
-impl Outcome {
+impl EventOutcome {
     /// The metric name of the outcome.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -266,7 +266,7 @@ impl Inbox {
         Put::builder()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(PK)")
+            .condition_expression(outbox_core::keys::absent())
             .build()
             .map_err(|e| InboxError::Config(format!("inbox record: {e}")))
     }
@@ -296,7 +296,7 @@ impl Inbox {
 ///
 /// Actions added with [`guarded_put`](Self::guarded_put) or
 /// [`guarded_update`](Self::guarded_update) carry the version guard; when
-/// only guarded conditions fail, the event is [`Outcome::Stale`]. The
+/// only guarded conditions fail, the event is [`EventOutcome::Stale`]. The
 /// transaction's own checks apply (100 actions, 4 MB, one action per item).
 #[derive(Debug, Clone)]
 pub struct InboxTransaction {
@@ -376,24 +376,27 @@ impl InboxTransaction {
     }
 
     /// Sends the transaction and classifies a cancellation: the inbox
-    /// record's condition → [`Outcome::Duplicate`] (whatever else failed);
-    /// only guarded conditions → [`Outcome::Stale`]; any other condition →
+    /// record's condition → [`EventOutcome::Duplicate`] (whatever else failed);
+    /// only guarded conditions → [`EventOutcome::Stale`]; any other condition →
     /// [`InboxError::ConditionFailed`] with the items as they were.
-    pub async fn commit(self, client: &aws_sdk_dynamodb::Client) -> Result<Outcome, InboxError> {
+    pub async fn commit(
+        self,
+        client: &aws_sdk_dynamodb::Client,
+    ) -> Result<EventOutcome, InboxError> {
         let guarded = self.guarded;
         match self.tx.send(client).await {
-            Ok(_) => Ok(Outcome::Applied),
+            Ok(_) => Ok(EventOutcome::Applied),
             Err(TransactionError::ConditionFailed(failed)) => classify(failed, &guarded),
             Err(e) => Err(InboxError::Transaction(e)),
         }
     }
 }
 
-fn classify(failed: Vec<FailedCondition>, guarded: &[String]) -> Result<Outcome, InboxError> {
+fn classify(failed: Vec<FailedCondition>, guarded: &[String]) -> Result<EventOutcome, InboxError> {
     if failed.iter().any(|c| c.label == INBOX_LABEL) {
-        Ok(Outcome::Duplicate)
+        Ok(EventOutcome::Duplicate)
     } else if !failed.is_empty() && failed.iter().all(|c| guarded.contains(&c.label)) {
-        Ok(Outcome::Stale)
+        Ok(EventOutcome::Stale)
     } else {
         Err(InboxError::ConditionFailed(failed))
     }
@@ -524,11 +527,11 @@ mod tests {
         // its guard (same version).
         assert_eq!(
             classify(vec![failed("row"), failed(INBOX_LABEL)], &guarded).unwrap(),
-            Outcome::Duplicate
+            EventOutcome::Duplicate
         );
         assert_eq!(
             classify(vec![failed("row")], &guarded).unwrap(),
-            Outcome::Stale
+            EventOutcome::Stale
         );
         let err = classify(vec![failed("row"), failed("other")], &guarded).unwrap_err();
         assert!(!err.is_retryable());

@@ -59,6 +59,25 @@ pub const TTL_ATTRIBUTE: &str = "expiresAt";
 /// Partition key of the shard settings item (its sort key is [`META`]).
 pub const SETTINGS_PK: &str = "OUTBOX_SETTINGS";
 
+/// The condition that an item with this key does not exist yet
+/// (`attribute_not_exists(PK)`).
+pub fn absent() -> String {
+    format!("attribute_not_exists({PK})")
+}
+
+/// Attribute names of the business item (`PK=ORDER#<id>, SK=META`) that
+/// conditions and updates name.
+pub mod order_attr {
+    /// `PENDING`, `PAID`.
+    pub const STATUS: &str = "status";
+    /// The aggregate's version, one per event.
+    pub const VERSION: &str = "version";
+    /// The caller that owns the order (never returned by the API).
+    pub const OWNER: &str = "ownerId";
+    /// When the order last changed (RFC 3339).
+    pub const UPDATED_AT: &str = "updatedAt";
+}
+
 /// Attribute names of outbox items (as `OutboxItem` serializes them) and of
 /// the settings item. Update expressions and filters use these constants.
 pub mod attr {

@@ -33,7 +33,7 @@ pub mod model;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use inbox::{Inbox, InboxError, Outcome};
+use inbox::{EventOutcome, Inbox, InboxError};
 use lambda_runtime::{Error, LambdaEvent};
 use model::{OrderState, Stored};
 use outbox_core::metrics::{self, Unit};
@@ -76,7 +76,7 @@ impl ProjectError {
 /// What became of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Projected {
-    pub outcome: Outcome,
+    pub outcome: EventOutcome,
     pub occurred_at: OffsetDateTime,
 }
 
@@ -105,7 +105,7 @@ impl Projector {
         // Another version (docs/events.md) is a new shape: ignored, not misread.
         let outcome = match (envelope.event_type.as_str(), envelope.schema_version) {
             (model::ORDER_CREATED | model::ORDER_PAID, 1) => self.apply_order(&envelope).await?,
-            _ => Outcome::Ignored,
+            _ => EventOutcome::Ignored,
         };
         tracing::info!(
             event_id = %envelope.event_id,
@@ -121,7 +121,7 @@ impl Projector {
         })
     }
 
-    async fn apply_order(&self, envelope: &EventEnvelope) -> Result<Outcome, ProjectError> {
+    async fn apply_order(&self, envelope: &EventEnvelope) -> Result<EventOutcome, ProjectError> {
         let order: OrderState = serde_json::from_value(envelope.payload.clone()).map_err(|e| {
             ProjectError::Malformed(format!(
                 "{} payload is not an order ({:?} error)",
@@ -162,7 +162,7 @@ impl Projector {
                     };
                     match Stored::from_item(failed.item.as_ref()) {
                         Stored::Present { version: old, .. } if old >= version => {
-                            return Ok(Outcome::Stale)
+                            return Ok(EventOutcome::Stale)
                         }
                         now => stored = now,
                     }
@@ -199,12 +199,12 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, outcome: Outcome) {
+    fn add(&mut self, outcome: EventOutcome) {
         match outcome {
-            Outcome::Applied => self.applied += 1,
-            Outcome::Duplicate => self.duplicate += 1,
-            Outcome::Stale => self.stale += 1,
-            Outcome::Ignored => self.ignored += 1,
+            EventOutcome::Applied => self.applied += 1,
+            EventOutcome::Duplicate => self.duplicate += 1,
+            EventOutcome::Stale => self.stale += 1,
+            EventOutcome::Ignored => self.ignored += 1,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! PK=INBOX#<eventId>        SK=META             (the inbox library's record, with a TTL)
 //! ```
 
+use outbox_core::keys;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
@@ -26,6 +27,10 @@ pub fn order_sk(order_id: &str) -> String {
 }
 
 pub const SUMMARY_SK: &str = "SUMMARY";
+/// A row's version: the order's `aggregateVersion` it reflects.
+pub const VERSION: &str = "version";
+/// A row's order status.
+pub const STATUS: &str = "status";
 
 /// An order's status as events carry it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -93,12 +98,12 @@ impl Stored {
             return Self::Absent;
         };
         let version = item
-            .get("version")
+            .get(VERSION)
             .and_then(|v| v.as_n().ok())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
         let status = item
-            .get("status")
+            .get(STATUS)
             .and_then(|v| v.as_s().ok())
             .and_then(|s| Status::parse(s))
             .unwrap_or(Status::Pending);
@@ -119,21 +124,21 @@ pub fn row_put(
     let n = |v: u64| AttributeValue::N(v.to_string());
     let builder = Put::builder()
         .table_name(table)
-        .item("PK", s(&customer_pk(&order.customer_id)))
-        .item("SK", s(&order_sk(&order.order_id)))
+        .item(keys::PK, s(&customer_pk(&order.customer_id)))
+        .item(keys::SK, s(&order_sk(&order.order_id)))
         .item("orderId", s(&order.order_id))
         .item("customerId", s(&order.customer_id))
-        .item("status", s(order.status.as_str()))
+        .item(STATUS, s(order.status.as_str()))
         .item("currency", s(&order.currency))
         .item("totalCents", n(order.total_cents))
-        .item("version", n(version))
+        .item(VERSION, n(version))
         .item("updatedAt", s(updated_at));
     match stored {
-        Stored::Absent => builder.condition_expression("attribute_not_exists(PK)"),
+        Stored::Absent => builder.condition_expression(keys::absent()),
         Stored::Present { status, .. } => builder
             .condition_expression("#version < :version AND #status = :stored")
-            .expression_attribute_names("#version", "version")
-            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#version", VERSION)
+            .expression_attribute_names("#status", STATUS)
             .expression_attribute_values(":version", n(version))
             .expression_attribute_values(":stored", s(status.as_str())),
     }
@@ -160,8 +165,8 @@ pub fn summary_update(
     let mut adds = Vec::new();
     let mut builder = Update::builder()
         .table_name(table)
-        .key("PK", AttributeValue::S(customer_pk(&order.customer_id)))
-        .key("SK", AttributeValue::S(SUMMARY_SK.into()));
+        .key(keys::PK, AttributeValue::S(customer_pk(&order.customer_id)))
+        .key(keys::SK, AttributeValue::S(SUMMARY_SK.into()));
     if new {
         adds.push("orders :one");
     }

@@ -11,12 +11,14 @@
 //!   the mapping's retries is recovered in minutes, not a day.
 //!
 //! # Layout
-//! - [`Sweeper`]: the dependencies (a sink and a store, both ports of
-//!   `outbox_core`), [`Sweeper::sweep`] and [`Sweeper::redrive`].
-//! - [`OnFailureMessage`] and [`Window`]: what an OnFailure message says and
-//!   which items it points at.
-//! - [`SweepReport`]: what one run did and saw, emitted as EMF metrics.
-//! - [`handler`], [`Trigger`], [`Response`]: the Lambda handler.
+//! - `lib.rs`: [`SweepSettings`], [`Sweeper`] (the dependencies: a sink and
+//!   a store, both ports of `outbox_core`) with [`Sweeper::sweep`] and
+//!   [`Sweeper::redrive`], and the Lambda [`handler`] with its [`Trigger`]
+//!   and [`Response`].
+//! - `on_failure.rs`: what an OnFailure message says ([`OnFailureMessage`]),
+//!   which items it points at ([`Window`]), and [`redrive_messages`].
+//! - `report.rs`: [`SweepReport`], what one run did and saw, emitted as EMF
+//!   metrics and one log line.
 //!
 //! # Order and safety
 //! Items are read shard by shard in ULID order; the shard is a hash of the
@@ -27,19 +29,25 @@
 //! existing, so nothing deleted is ever resurrected; an event the publisher
 //! sends at the same moment may go out twice (same event id).
 
+mod on_failure;
+mod report;
+
 use std::collections::HashSet;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+
 use futures::future::join_all;
 use lambda_runtime::{Error, LambdaEvent};
-use outbox_core::metrics::{self, Unit};
-use outbox_core::publish::relay::{Entry, Mode, Relay, RelayReport};
+pub use on_failure::{redrive_messages, OnFailureMessage, RequestContext, StreamBatchInfo, Window};
+use outbox_core::publish::relay::{Entry, Mode, Relay};
 use outbox_core::publish::EventSink;
 use outbox_core::retry::{Backoff, Deadline, RetryPolicy};
 use outbox_core::store::{Created, OutboxStore, PendingQuery};
 use outbox_core::Config;
-use serde::{Deserialize, Serialize};
+use report::log;
+pub use report::SweepReport;
+use serde::Serialize;
 use time::OffsetDateTime;
 use ulid::Ulid;
 
@@ -94,111 +102,6 @@ pub struct Sweeper<S, T> {
     pub retry: RetryPolicy,
 }
 
-/// What one run did and saw.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SweepReport {
-    /// Pending items found in the swept range (due or not).
-    pub stranded: usize,
-    pub republished: usize,
-    /// Failed attempts (recorded with their backoff).
-    pub failed: usize,
-    /// Items dead-lettered in this run.
-    pub dead_lettered: usize,
-    /// Items left pending on purpose: not due yet, or behind an earlier
-    /// event of their aggregate that failed or is backing off.
-    pub deferred: usize,
-    /// Shards read (the configured count or the recorded high-water mark).
-    pub shards: u16,
-    /// Pending items after the run, all shards (a lower bound when
-    /// `pendingCapped`).
-    pub pending: usize,
-    pub pending_capped: bool,
-    /// Age of the oldest pending item after the run (0 when none).
-    pub oldest_pending_age_seconds: f64,
-    /// Dead-lettered items in the table (a lower bound when capped).
-    pub dead_letter_count: usize,
-    pub dead_letters_capped: bool,
-    /// Items the queries read (DynamoDB's ScannedCount), the read cost.
-    pub items_read: usize,
-    /// Query calls made.
-    pub queries: usize,
-    /// Shard reads or bookkeeping writes that failed.
-    pub shard_errors: usize,
-    /// Whether the run stopped early for the deadline.
-    pub stopped_early: bool,
-    /// Whether the statistics were read (not when the deadline came first).
-    pub stats_read: bool,
-    /// OnFailure windows fully redriven / left for a retry of the message.
-    pub windows_redriven: usize,
-    pub windows_failed: usize,
-}
-
-impl SweepReport {
-    fn add(&mut self, other: SweepReport) {
-        self.stranded += other.stranded;
-        self.republished += other.republished;
-        self.failed += other.failed;
-        self.dead_lettered += other.dead_lettered;
-        self.deferred += other.deferred;
-        self.items_read += other.items_read;
-        self.queries += other.queries;
-        self.shard_errors += other.shard_errors;
-        self.stopped_early |= other.stopped_early;
-    }
-
-    fn add_relay(&mut self, relayed: &RelayReport) {
-        self.republished += relayed.published;
-        self.failed += relayed.failed;
-        self.dead_lettered += relayed.dead_lettered;
-        self.deferred += relayed.deferred;
-        self.shard_errors += relayed.store_errors;
-        self.stopped_early |= relayed.not_attempted > 0;
-    }
-
-    /// Whether every item of the swept range was settled: published,
-    /// dead-lettered, and nothing left pending, failed or unread.
-    pub fn settled(&self) -> bool {
-        self.failed == 0 && self.deferred == 0 && self.shard_errors == 0 && !self.stopped_early
-    }
-
-    /// The EMF document of this run.
-    pub fn emf(&self) -> String {
-        metrics::emf_line("sweeper", &self.metrics())
-    }
-
-    fn metrics(&self) -> Vec<(&'static str, f64, Unit)> {
-        let flag = |b: bool| if b { 1.0 } else { 0.0 };
-        let mut metrics = vec![
-            ("Stranded", self.stranded as f64, Unit::Count),
-            ("Republished", self.republished as f64, Unit::Count),
-            ("Failed", self.failed as f64, Unit::Count),
-            ("DeadLettered", self.dead_lettered as f64, Unit::Count),
-            ("Deferred", self.deferred as f64, Unit::Count),
-            ("SweepErrors", self.shard_errors as f64, Unit::Count),
-            ("WindowsRedriven", self.windows_redriven as f64, Unit::Count),
-            ("WindowsFailed", self.windows_failed as f64, Unit::Count),
-        ];
-        if self.stats_read {
-            metrics.extend([
-                ("PendingCount", self.pending as f64, Unit::Count),
-                ("PendingCountCapped", flag(self.pending_capped), Unit::Count),
-                (
-                    "OldestPendingAgeSeconds",
-                    self.oldest_pending_age_seconds,
-                    Unit::Seconds,
-                ),
-                (
-                    "DeadLetterCount",
-                    self.dead_letter_count as f64,
-                    Unit::Count,
-                ),
-            ]);
-        }
-        metrics
-    }
-}
-
 /// The smallest ULID of a millisecond: every id created before `at` sorts
 /// below it.
 pub fn ulid_floor(at: OffsetDateTime) -> Ulid {
@@ -210,64 +113,8 @@ pub fn ulid_ceiling(at: OffsetDateTime) -> Ulid {
     Ulid::from_parts(millis(at), u128::MAX)
 }
 
-fn millis(at: OffsetDateTime) -> u64 {
+pub(crate) fn millis(at: OffsetDateTime) -> u64 {
     (at.unix_timestamp_nanos() / 1_000_000).max(0) as u64
-}
-
-/// The message a DynamoDB stream mapping sends to its OnFailure destination
-/// (metadata only). Unknown fields and `condition` values are accepted.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct OnFailureMessage {
-    #[serde(rename = "requestContext", default)]
-    pub request_context: RequestContext,
-    #[serde(rename = "DDBStreamBatchInfo")]
-    pub batch: StreamBatchInfo,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RequestContext {
-    /// `RetryAttemptsExhausted`, `RecordAgeExceeded`, or any other value.
-    #[serde(default)]
-    pub condition: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StreamBatchInfo {
-    #[serde(default)]
-    pub shard_id: Option<String>,
-    #[serde(default)]
-    pub start_sequence_number: Option<String>,
-    #[serde(default)]
-    pub end_sequence_number: Option<String>,
-    #[serde(with = "time::serde::rfc3339")]
-    pub approximate_arrival_of_first_record: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
-    pub approximate_arrival_of_last_record: OffsetDateTime,
-    #[serde(default)]
-    pub batch_size: Option<u64>,
-    #[serde(default)]
-    pub stream_arn: Option<String>,
-}
-
-/// The creation-time range of an abandoned batch's events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    pub from: OffsetDateTime,
-    pub to: OffsetDateTime,
-}
-
-impl Window {
-    /// The window of `message`, widened by the settings' lead and lag.
-    pub fn of(message: &OnFailureMessage, settings: &SweepSettings) -> Self {
-        let first = message.batch.approximate_arrival_of_first_record;
-        let last = message.batch.approximate_arrival_of_last_record.max(first);
-        Self {
-            from: first - settings.window_lead,
-            to: last + settings.window_lag,
-        }
-    }
 }
 
 impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
@@ -504,79 +351,6 @@ pub async fn handler<S: EventSink, T: OutboxStore>(
     }
 }
 
-/// Redrives each OnFailure message's window, in order.
-pub async fn redrive_messages<S: EventSink, T: OutboxStore>(
-    sweeper: &Sweeper<S, T>,
-    event: &SqsEvent,
-    deadline: &Deadline,
-) -> (SqsBatchResponse, SweepReport) {
-    let mut response = SqsBatchResponse::default();
-    let mut total = SweepReport::default();
-    for message in &event.records {
-        let id = message.message_id.clone().unwrap_or_default();
-        let parsed = message
-            .body
-            .as_deref()
-            .ok_or_else(|| "message has no body".to_owned())
-            .and_then(|b| serde_json::from_str::<OnFailureMessage>(b).map_err(|e| e.to_string()));
-        let settled = match parsed {
-            Err(e) => {
-                tracing::error!(message_id = %id, error = %e, "not an OnFailure message of a DynamoDB stream mapping");
-                false
-            }
-            Ok(_) if !deadline.allows(Duration::ZERO) => false,
-            Ok(message) => {
-                let window = Window::of(&message, &sweeper.settings);
-                let report = sweeper
-                    .redrive(window, OffsetDateTime::now_utc(), deadline)
-                    .await;
-                tracing::info!(
-                    message_id = %id,
-                    condition = message.request_context.condition.as_deref().unwrap_or(""),
-                    shard_id = message.batch.shard_id.as_deref().unwrap_or(""),
-                    batch_size = message.batch.batch_size.unwrap_or(0),
-                    found = report.stranded,
-                    republished = report.republished,
-                    settled = report.settled(),
-                    "OnFailure window redriven"
-                );
-                let settled = report.settled();
-                total.add(report);
-                settled
-            }
-        };
-        if settled {
-            total.windows_redriven += 1;
-        } else {
-            total.windows_failed += 1;
-            let mut failure = aws_lambda_events::event::sqs::BatchItemFailure::default();
-            failure.item_identifier = id;
-            response.batch_item_failures.push(failure);
-        }
-    }
-    (response, total)
-}
-
-fn log(report: &SweepReport, message: &'static str) {
-    println!("{}", report.emf());
-    tracing::info!(
-        stranded = report.stranded,
-        republished = report.republished,
-        failed = report.failed,
-        dead_lettered = report.dead_lettered,
-        deferred = report.deferred,
-        shards = report.shards,
-        pending = report.pending,
-        oldest_pending_age_seconds = report.oldest_pending_age_seconds,
-        dead_letter_count = report.dead_letter_count,
-        items_read = report.items_read,
-        stopped_early = report.stopped_early,
-        windows_redriven = report.windows_redriven,
-        windows_failed = report.windows_failed,
-        "{message}"
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,45 +367,6 @@ mod tests {
             ulid_floor(OffsetDateTime::UNIX_EPOCH - time::Duration::days(1)),
             Ulid::from_parts(0, 0)
         );
-    }
-
-    #[test]
-    fn on_failure_messages_parse_whatever_their_condition() {
-        for condition in [
-            "RetryAttemptsExhausted",
-            "RecordAgeExceeded",
-            "SomethingNew",
-        ] {
-            let body = serde_json::json!({
-                "requestContext": {"requestId": "r", "functionArn": "arn", "condition": condition, "approximateInvokeCount": 3},
-                "responseContext": {"statusCode": 200},
-                "version": "1.0",
-                "timestamp": "2026-11-30T10:00:10.000Z",
-                "DDBStreamBatchInfo": {
-                    "shardId": "shardId-1", "startSequenceNumber": "100", "endSequenceNumber": "200",
-                    "approximateArrivalOfFirstRecord": "2026-11-30T10:00:00.123Z",
-                    "approximateArrivalOfLastRecord": "2026-11-30T10:00:05Z",
-                    "batchSize": 3, "streamArn": "arn:stream", "somethingNew": true
-                }
-            });
-            let message: OnFailureMessage = serde_json::from_value(body).unwrap();
-            assert_eq!(
-                message.request_context.condition.as_deref(),
-                Some(condition)
-            );
-            let settings = SweepSettings::from(
-                &Config::from_lookup(|k| (k == "TABLE_NAME").then(|| "t".to_owned())).unwrap(),
-            );
-            let window = Window::of(&message, &settings);
-            assert_eq!(
-                window.from,
-                message.batch.approximate_arrival_of_first_record - Duration::from_secs(300)
-            );
-            assert_eq!(
-                window.to,
-                message.batch.approximate_arrival_of_last_record + Duration::from_secs(2)
-            );
-        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ use serde_json::json;
 use crate::caller::Caller;
 use crate::idempotency::IdempotencyKey;
 use crate::orders::{CreateOrderRequest, NewOrder, Order};
-use crate::service::{CreateOrderError, GetOrderError, OrderService, Outcome, PayOrderError};
+use crate::service::{OrderError, OrderService, Reply};
 
 /// The environment variable naming the caller of requests that carry no
 /// principal. For local runs only: the template never sets it.
@@ -97,48 +97,24 @@ impl ApiError {
     }
 }
 
-impl From<CreateOrderError> for ApiError {
-    fn from(e: CreateOrderError) -> Self {
+/// The one mapping from a command's error to an HTTP status and code.
+impl From<OrderError> for ApiError {
+    fn from(e: OrderError) -> Self {
         match e {
-            CreateOrderError::KeyReused => key_reused(),
-            CreateOrderError::Conflict => Self::new(
-                StatusCode::CONFLICT,
-                "conflict",
-                "a request with this idempotency key is in progress; retry",
-            ),
-            CreateOrderError::Throttled => Self::throttled(),
-            CreateOrderError::Internal(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<PayOrderError> for ApiError {
-    fn from(e: PayOrderError) -> Self {
-        match e {
-            PayOrderError::NotFound => not_found(),
-            PayOrderError::NotPending(status) => Self::new(
+            OrderError::NotFound => not_found(),
+            OrderError::NotPending(status) => Self::new(
                 StatusCode::CONFLICT,
                 "order_not_pending",
                 format!("order is {status}; only PENDING orders can be paid"),
             ),
-            PayOrderError::KeyReused => key_reused(),
-            PayOrderError::Conflict => Self::new(
+            OrderError::KeyReused => key_reused(),
+            OrderError::Conflict => Self::new(
                 StatusCode::CONFLICT,
                 "conflict",
-                "the order is being changed concurrently; retry",
+                "the order is being changed concurrently, or a request with this idempotency key is in progress; retry",
             ),
-            PayOrderError::Throttled => Self::throttled(),
-            PayOrderError::Internal(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<GetOrderError> for ApiError {
-    fn from(e: GetOrderError) -> Self {
-        match e {
-            GetOrderError::NotFound => not_found(),
-            GetOrderError::Throttled => Self::throttled(),
-            GetOrderError::Internal(e) => Self::internal(&e),
+            OrderError::Throttled => Self::throttled(),
+            OrderError::Internal(e) => Self::internal(&e),
         }
     }
 }
@@ -283,7 +259,7 @@ async fn create(
     let outcome = service
         .create(caller, new, key.as_ref(), traceparent)
         .await?;
-    Ok(outcome_response(outcome, StatusCode::CREATED))
+    Ok(reply_response(outcome, StatusCode::CREATED))
 }
 
 async fn pay(
@@ -299,7 +275,7 @@ async fn pay(
         let _: serde_json::Map<String, serde_json::Value> = json_body(request)?;
     }
     let outcome = service.pay(caller, id, key.as_ref(), traceparent).await?;
-    Ok(outcome_response(outcome, StatusCode::OK))
+    Ok(reply_response(outcome, StatusCode::OK))
 }
 
 async fn get(
@@ -311,13 +287,13 @@ async fn get(
     Ok(order_response(StatusCode::OK, &order))
 }
 
-fn outcome_response(outcome: Outcome, status: StatusCode) -> Response<Body> {
+fn reply_response(outcome: Reply, status: StatusCode) -> Response<Body> {
     match outcome {
-        Outcome::Done(order) => {
+        Reply::Done(order) => {
             tracing::info!(order_id = %order.order_id, version = order.version, "order written");
             order_response(status, &order)
         }
-        Outcome::Replayed(stored) => {
+        Reply::Replayed(stored) => {
             let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
             let mut response = json_response(status, stored.body);
             response.headers_mut().insert(
@@ -453,23 +429,17 @@ mod tests {
 
     #[test]
     fn throttling_is_503_with_retry_after() {
-        for error in [
-            ApiError::from(CreateOrderError::Throttled),
-            ApiError::from(PayOrderError::Throttled),
-            ApiError::from(GetOrderError::Throttled),
-        ] {
-            let response = error.into_response();
-            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
-        }
+        let response = ApiError::from(OrderError::Throttled).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
     }
 
     #[test]
     fn internal_errors_hide_their_detail() {
-        let cause = crate::service::StoreError::Event(outbox_core::OutboxError::InvalidEvent(
+        let cause = crate::service::BackendError::Event(outbox_core::OutboxError::InvalidEvent(
             "arn:aws:dynamodb:secret".into(),
         ));
-        let response = ApiError::from(CreateOrderError::Internal(cause)).into_response();
+        let response = ApiError::from(OrderError::Internal(cause)).into_response();
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
         match response.body() {
             Body::Text(text) => assert!(!text.contains("secret")),

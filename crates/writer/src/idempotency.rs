@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use crate::caller::Caller;
-use crate::service::StoreError;
+use crate::service::BackendError;
 
 /// A validated `Idempotency-Key`: 1 to 255 printable ASCII characters. Only
 /// a SHA-256 of it, with its caller, is stored.
@@ -87,17 +87,16 @@ impl IdempotencyRecord {
     /// The record as a conditional put: it is written only where no live
     /// record is. A record past its TTL may not be deleted yet; it no
     /// longer counts.
-    pub(crate) fn put(&self, table: &str, now: i64) -> Result<Put, StoreError> {
-        debug_assert_eq!(keys::TTL_ATTRIBUTE, "expiresAt");
-        let item = serde_dynamo::to_item(self).map_err(StoreError::Encode)?;
+    pub(crate) fn put(&self, table: &str, now: i64) -> Result<Put, BackendError> {
+        let item = serde_dynamo::to_item(self).map_err(BackendError::Encode)?;
         Put::builder()
             .table_name(table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(PK) OR #expires < :now")
+            .condition_expression(format!("{} OR #expires < :now", keys::absent()))
             .expression_attribute_names("#expires", keys::TTL_ATTRIBUTE)
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
             .build()
-            .map_err(StoreError::Request)
+            .map_err(BackendError::Request)
     }
 
     /// What this record says about a request hashing to `request_hash`;

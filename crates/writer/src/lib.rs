@@ -13,7 +13,7 @@
 //! - [`service`]: [`OrderService`]: create, pay and read a caller's orders,
 //!   with idempotency records stored in the same transaction.
 //! - [`api`]: the HTTP API (API Gateway HTTP API, payload v2): the caller
-//!   from the authorizer, routing, body checks, one error enum per endpoint
+//!   from the authorizer, routing, body checks, one error enum ([`OrderError`])
 //!   mapped to status codes.
 //! - `schemas` (feature `schema`): the events' JSON Schemas, from these
 //!   types, as checked in under `schemas/`.
@@ -32,7 +32,7 @@ pub use outbox_core::transaction;
 pub use api::Api;
 pub use caller::Caller;
 pub use idempotency::{IdempotencyKey, StoredResponse};
-pub use service::{OrderService, Outcome};
+pub use service::{BackendError, OrderError, OrderService, Reply};
 pub use transaction::{
     Committed, FailedCondition, OutboxSettings, OutboxTransaction, TransactionError,
 };

@@ -10,7 +10,6 @@ use aws_sdk_dynamodb::operation::get_item::GetItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
-use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use outbox_core::envelope::now_utc_millis;
 use outbox_core::keys::{self, ItemKey};
 use outbox_core::{EventEnvelope, OutboxError};
@@ -27,7 +26,7 @@ use crate::transaction::{OutboxSettings, OutboxTransaction, TransactionError};
 pub const AGGREGATE_TYPE: &str = "Order";
 /// The order item's attribute holding its owner's [`Caller::id`]. It is
 /// neither returned by the API nor carried by the events.
-pub const OWNER_ATTRIBUTE: &str = "ownerId";
+pub const OWNER_ATTRIBUTE: &str = keys::order_attr::OWNER;
 const ORDER_LABEL: &str = "order";
 const IDEMPOTENCY_LABEL: &str = "idempotency";
 /// How often a payment is retried when the order changed between its read
@@ -36,148 +35,87 @@ const PAY_ATTEMPTS: usize = 3;
 
 /// The result of a command: done now, or done before and replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Reply {
+    /// Done now: the order as it is after the command.
     Done(Order),
+    /// Done before with the same idempotency key: the stored response.
     Replayed(StoredResponse),
 }
 
 /// A failure below the domain (DynamoDB, encoding), kept with its cause
 /// for the log; the API answers 500 without it.
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub enum BackendError {
+    /// The transaction failed for a reason no condition explains.
     #[error("the transaction failed")]
     Transaction(#[source] TransactionError),
+    /// A read failed.
     #[error("reading an item failed")]
     Read(#[source] Box<SdkError<GetItemError, HttpResponse>>),
+    /// A stored order does not decode.
     #[error("a stored order does not decode")]
     Decode(#[source] serde_dynamo::Error),
+    /// An item does not encode.
     #[error("an item does not encode")]
     Encode(#[source] serde_dynamo::Error),
+    /// A response does not encode.
     #[error("a response does not encode")]
     Json(#[source] serde_json::Error),
+    /// The event could not be built.
     #[error("the event could not be built")]
     Event(#[source] OutboxError),
+    /// A request could not be built.
     #[error("a DynamoDB request could not be built")]
     Request(#[source] aws_sdk_dynamodb::error::BuildError),
 }
 
-/// Why an order could not be created. Nothing was written in any case.
+/// Why a command (create, pay, get) failed. Nothing was written in any
+/// case. The API maps each kind to one HTTP status (`api.rs`).
 #[derive(Debug, thiserror::Error)]
-pub enum CreateOrderError {
-    #[error("the idempotency key was already used for a different request")]
-    KeyReused,
-    #[error("a request with this idempotency key is in progress")]
-    Conflict,
-    #[error("throttled")]
-    Throttled,
-    #[error("internal error")]
-    Internal(#[source] StoreError),
-}
-
-/// Why an order could not be paid. Nothing was written in any case.
-#[derive(Debug, thiserror::Error)]
-pub enum PayOrderError {
+pub enum OrderError {
     /// No such order, or it belongs to another caller.
     #[error("order not found")]
     NotFound,
+    /// The order is not pending (it was paid already, say).
     #[error("order is {0}, not PENDING")]
     NotPending(&'static str),
+    /// The idempotency key was used for a different request.
     #[error("the idempotency key was already used for a different request")]
     KeyReused,
+    /// A request with this key, or a change of this order, is in progress.
     #[error("the order is being changed concurrently")]
     Conflict,
+    /// DynamoDB throttled the request.
     #[error("throttled")]
     Throttled,
+    /// Anything else: a 500, its cause logged.
     #[error("internal error")]
-    Internal(#[source] StoreError),
+    Internal(#[source] BackendError),
 }
 
-/// Why an order could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum GetOrderError {
-    /// No such order, or it belongs to another caller.
-    #[error("order not found")]
-    NotFound,
-    #[error("throttled")]
-    Throttled,
-    #[error("internal error")]
-    Internal(#[source] StoreError),
-}
-
-/// A failure that no condition explained, as every command reports it: the
-/// one mapping from DynamoDB's answers to the service errors.
-enum Failure {
-    Throttled,
-    Conflict,
-    Internal(StoreError),
-}
-
-impl From<TransactionError> for Failure {
+impl From<TransactionError> for OrderError {
     fn from(e: TransactionError) -> Self {
         match e {
             TransactionError::Throttled => Self::Throttled,
             TransactionError::Conflict { .. } | TransactionError::InProgress => Self::Conflict,
-            other => Self::Internal(StoreError::Transaction(other)),
+            other => Self::Internal(BackendError::Transaction(other)),
         }
     }
 }
 
-impl From<SdkError<GetItemError, HttpResponse>> for Failure {
+impl From<SdkError<GetItemError, HttpResponse>> for OrderError {
     fn from(e: SdkError<GetItemError, HttpResponse>) -> Self {
-        if e.code().is_some_and(outbox_core::retry::is_throttling) {
+        if outbox_core::retry::is_throttling(&outbox_core::aws::error_code(&e)) {
             Self::Throttled
         } else {
-            Self::Internal(StoreError::Read(Box::new(e)))
+            Self::Internal(BackendError::Read(Box::new(e)))
         }
     }
 }
 
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Self {
+impl From<BackendError> for OrderError {
+    fn from(e: BackendError) -> Self {
         Self::Internal(e)
-    }
-}
-
-macro_rules! from_failure {
-    ($error:ident) => {
-        impl From<Failure> for $error {
-            fn from(f: Failure) -> Self {
-                match f {
-                    Failure::Throttled => Self::Throttled,
-                    Failure::Conflict => Self::Conflict,
-                    Failure::Internal(e) => Self::Internal(e),
-                }
-            }
-        }
-
-        impl From<StoreError> for $error {
-            fn from(e: StoreError) -> Self {
-                Self::Internal(e)
-            }
-        }
-    };
-}
-from_failure!(CreateOrderError);
-from_failure!(PayOrderError);
-
-impl From<Failure> for GetOrderError {
-    fn from(f: Failure) -> Self {
-        match f {
-            Failure::Throttled => Self::Throttled,
-            // A read does not conflict; keep the arm total all the same.
-            Failure::Conflict => Self::Throttled,
-            Failure::Internal(e) => Self::Internal(e),
-        }
-    }
-}
-
-impl From<GetOrderError> for PayOrderError {
-    fn from(e: GetOrderError) -> Self {
-        match e {
-            GetOrderError::NotFound => Self::NotFound,
-            GetOrderError::Throttled => Self::Throttled,
-            GetOrderError::Internal(e) => Self::Internal(e),
-        }
     }
 }
 
@@ -214,7 +152,7 @@ impl OrderService {
         new: NewOrder,
         key: Option<&IdempotencyKey>,
         traceparent: Option<&str>,
-    ) -> Result<Outcome, CreateOrderError> {
+    ) -> Result<Reply, OrderError> {
         let order_id = Ulid::new().to_string();
         let now = timestamp(now_utc_millis());
         let order = Order {
@@ -231,7 +169,7 @@ impl OrderService {
         let request_hash = idempotency::request_hash("POST /orders", &canonical(&new));
         let envelope = event("OrderCreated", &order, traceparent)?;
         let mut item: HashMap<String, AttributeValue> =
-            serde_dynamo::to_item(&order).map_err(StoreError::Encode)?;
+            serde_dynamo::to_item(&order).map_err(BackendError::Encode)?;
         item.extend(ItemKey::order(&order_id).to_attributes());
         item.insert(
             OWNER_ATTRIBUTE.to_owned(),
@@ -240,9 +178,9 @@ impl OrderService {
         let put = Put::builder()
             .table_name(&self.settings.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(PK)")
+            .condition_expression(keys::absent())
             .build()
-            .map_err(StoreError::Request)?;
+            .map_err(BackendError::Request)?;
         let mut tx = OutboxTransaction::new(&self.settings)
             .put(ORDER_LABEL, put)
             .event(&keys::order_pk(&order_id), &envelope)
@@ -252,11 +190,11 @@ impl OrderService {
             tx = tx.put(IDEMPOTENCY_LABEL, record);
         }
         match tx.send(&self.client).await {
-            Ok(_) => Ok(Outcome::Done(order)),
+            Ok(_) => Ok(Reply::Done(order)),
             Err(e) => match replay(&e, &request_hash) {
-                Some(Prior::Replay(stored)) => Ok(Outcome::Replayed(stored)),
-                Some(Prior::KeyReused) => Err(CreateOrderError::KeyReused),
-                None => Err(Failure::from(e).into()),
+                Some(Prior::Replay(stored)) => Ok(Reply::Replayed(stored)),
+                Some(Prior::KeyReused) => Err(OrderError::KeyReused),
+                None => Err(e.into()),
             },
         }
     }
@@ -271,7 +209,7 @@ impl OrderService {
         order_id: &str,
         key: Option<&IdempotencyKey>,
         traceparent: Option<&str>,
-    ) -> Result<Outcome, PayOrderError> {
+    ) -> Result<Reply, OrderError> {
         let request_hash =
             idempotency::request_hash(&format!("POST /orders/{order_id}/payment"), "");
         for _ in 0..PAY_ATTEMPTS {
@@ -280,12 +218,12 @@ impl OrderService {
                 // Paid already: by this very request (a retry), or not.
                 if let Some(key) = key {
                     match self.prior(key, caller, &request_hash).await? {
-                        Some(Prior::Replay(stored)) => return Ok(Outcome::Replayed(stored)),
-                        Some(Prior::KeyReused) => return Err(PayOrderError::KeyReused),
+                        Some(Prior::Replay(stored)) => return Ok(Reply::Replayed(stored)),
+                        Some(Prior::KeyReused) => return Err(OrderError::KeyReused),
                         None => {}
                     }
                 }
-                return Err(PayOrderError::NotPending(current.status.as_str()));
+                return Err(OrderError::NotPending(current.status.as_str()));
             }
             let paid = Order {
                 status: OrderStatus::Paid,
@@ -297,11 +235,13 @@ impl OrderService {
             let update = Update::builder()
                 .table_name(&self.settings.table)
                 .set_key(Some(ItemKey::order(order_id).to_attributes()))
-                .update_expression("SET #status = :paid, version = :next, updatedAt = :now")
+                .update_expression("SET #status = :paid, #version = :next, #updated = :now")
                 .condition_expression(
-                    "#status = :pending AND version = :current AND #owner = :owner",
+                    "#status = :pending AND #version = :current AND #owner = :owner",
                 )
-                .expression_attribute_names("#status", "status")
+                .expression_attribute_names("#status", keys::order_attr::STATUS)
+                .expression_attribute_names("#version", keys::order_attr::VERSION)
+                .expression_attribute_names("#updated", keys::order_attr::UPDATED_AT)
                 .expression_attribute_names("#owner", OWNER_ATTRIBUTE)
                 .expression_attribute_values(
                     ":paid",
@@ -319,7 +259,7 @@ impl OrderService {
                 .expression_attribute_values(":now", AttributeValue::S(paid.updated_at.clone()))
                 .expression_attribute_values(":owner", AttributeValue::S(caller.id().to_owned()))
                 .build()
-                .map_err(StoreError::Request)?;
+                .map_err(BackendError::Request)?;
             let mut tx = OutboxTransaction::new(&self.settings)
                 .update(ORDER_LABEL, update)
                 .event(&keys::order_pk(order_id), &envelope)
@@ -329,55 +269,53 @@ impl OrderService {
                 tx = tx.put(IDEMPOTENCY_LABEL, record);
             }
             match tx.send(&self.client).await {
-                Ok(_) => return Ok(Outcome::Done(paid)),
+                Ok(_) => return Ok(Reply::Done(paid)),
                 Err(e) => {
                     match replay(&e, &request_hash) {
-                        Some(Prior::Replay(stored)) => return Ok(Outcome::Replayed(stored)),
-                        Some(Prior::KeyReused) => return Err(PayOrderError::KeyReused),
+                        Some(Prior::Replay(stored)) => return Ok(Reply::Replayed(stored)),
+                        Some(Prior::KeyReused) => return Err(OrderError::KeyReused),
                         None => {}
                     }
                     match e.failed_condition(ORDER_LABEL) {
                         // Deleted meanwhile.
-                        Some(failed) if failed.item.is_none() => {
-                            return Err(PayOrderError::NotFound)
-                        }
+                        Some(failed) if failed.item.is_none() => return Err(OrderError::NotFound),
                         // Changed meanwhile: read again and decide again.
                         Some(_) => continue,
-                        None => return Err(Failure::from(e).into()),
+                        None => return Err(e.into()),
                     }
                 }
             }
         }
-        Err(PayOrderError::Conflict)
+        Err(OrderError::Conflict)
     }
 
     /// Reads `caller`'s order (strongly consistent). Another caller's order
     /// is `NotFound`, exactly like one that does not exist.
-    pub async fn get(&self, caller: &Caller, order_id: &str) -> Result<Order, GetOrderError> {
+    pub async fn get(&self, caller: &Caller, order_id: &str) -> Result<Order, OrderError> {
         self.read_order(caller, order_id).await
     }
 
-    async fn read_order(&self, caller: &Caller, order_id: &str) -> Result<Order, GetOrderError> {
+    async fn read_order(&self, caller: &Caller, order_id: &str) -> Result<Order, OrderError> {
         if Ulid::from_string(order_id).is_err() {
-            return Err(GetOrderError::NotFound);
+            return Err(OrderError::NotFound);
         }
         let item = self
             .get_item(ItemKey::order(order_id))
             .await?
-            .ok_or(GetOrderError::NotFound)?;
+            .ok_or(OrderError::NotFound)?;
         // An order without an owner (written before owners were stored)
         // belongs to no caller.
         let owner = item.get(OWNER_ATTRIBUTE).and_then(|v| v.as_s().ok());
         if owner.map(String::as_str) != Some(caller.id()) {
-            return Err(GetOrderError::NotFound);
+            return Err(OrderError::NotFound);
         }
-        serde_dynamo::from_item(item).map_err(|e| GetOrderError::Internal(StoreError::Decode(e)))
+        serde_dynamo::from_item(item).map_err(|e| OrderError::Internal(BackendError::Decode(e)))
     }
 
     async fn get_item(
         &self,
         key: ItemKey,
-    ) -> Result<Option<HashMap<String, AttributeValue>>, Failure> {
+    ) -> Result<Option<HashMap<String, AttributeValue>>, OrderError> {
         let out = self
             .client
             .get_item()
@@ -395,7 +333,7 @@ impl OrderService {
         key: &IdempotencyKey,
         caller: &Caller,
         request_hash: &str,
-    ) -> Result<Option<Prior>, PayOrderError> {
+    ) -> Result<Option<Prior>, OrderError> {
         let item = self.get_item(key.record_key(caller)).await?;
         Ok(item
             .and_then(|item| IdempotencyRecord::prior_of(&item, request_hash, idempotency::now())))
@@ -409,9 +347,9 @@ impl OrderService {
         request_hash: &str,
         status: u16,
         order: &Order,
-    ) -> Result<Put, StoreError> {
+    ) -> Result<Put, BackendError> {
         let now = idempotency::now();
-        let body = serde_json::to_string(order).map_err(StoreError::Json)?;
+        let body = serde_json::to_string(order).map_err(BackendError::Json)?;
         let response = StoredResponse { status, body };
         IdempotencyRecord::new(
             &key.record_key(caller),
@@ -435,8 +373,8 @@ fn event(
     event_type: &str,
     order: &Order,
     traceparent: Option<&str>,
-) -> Result<EventEnvelope, StoreError> {
-    let payload = serde_json::to_value(order).map_err(StoreError::Json)?;
+) -> Result<EventEnvelope, BackendError> {
+    let payload = serde_json::to_value(order).map_err(BackendError::Json)?;
     let envelope = EventEnvelope::new(
         event_type,
         AGGREGATE_TYPE,
@@ -444,7 +382,7 @@ fn event(
         order.version,
         payload,
     )
-    .map_err(StoreError::Event)?;
+    .map_err(BackendError::Event)?;
     match traceparent {
         // An invalid trace header is dropped, not an error: tracing must not
         // fail a business write.

@@ -23,16 +23,16 @@
 //! after the first unhandled entry is sent: on a failure after retries, a
 //! dead-letter write that fails for a poison entry known before its call, a
 //! record without an image, or the deadline, the relay stops; that entry and
-//! all after it are [`Outcome::Failed`] or [`Outcome::NotAttempted`].
+//! all after it are [`RelayOutcome::Failed`] or [`RelayOutcome::NotAttempted`].
 //! A poison entry discovered *by* the sink, whose dead-letter write then
-//! fails, is [`Outcome::Deferred`]: its call-mates after it were already
+//! fails, is [`RelayOutcome::Deferred`]: its call-mates after it were already
 //! accepted, so reporting it would only republish them on every retry;
 //! its item stays pending (counted by the oldest-age metric) and the sweeper
 //! dead-letters it.
 //!
 //! # [`Mode::Sweep`] (the sweeper)
 //! Aggregates are independent: a failure holds its aggregate (the later
-//! events of that aggregate are [`Outcome::Deferred`] for the rest of the
+//! events of that aggregate are [`RelayOutcome::Deferred`] for the rest of the
 //! run, across pages, through the caller's `held` set) and the others go on.
 //! An item not yet due (`nextAttemptAt` in the future) holds its aggregate
 //! too, so a later event never overtakes an earlier one that is backing off.
@@ -113,7 +113,7 @@ pub enum Mode {
 
 /// What became of one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RelayOutcome {
     /// Accepted by the sink (its item deleted, unless the delete failed:
     /// see [`RelayReport::delete_failed`]).
     Published,
@@ -130,7 +130,7 @@ pub enum Outcome {
     NotAttempted,
 }
 
-impl Outcome {
+impl RelayOutcome {
     /// Whether the entry needs no retry of the stream record.
     pub fn is_handled(&self) -> bool {
         matches!(self, Self::Published | Self::DeadLettered | Self::Deferred)
@@ -141,7 +141,7 @@ impl Outcome {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RelayReport {
     /// One per entry, in order.
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<RelayOutcome>,
     pub published: usize,
     pub dead_lettered: usize,
     pub failed: usize,
@@ -159,6 +159,50 @@ impl RelayReport {
     /// report).
     pub fn first_unhandled(&self) -> Option<usize> {
         self.outcomes.iter().position(|o| !o.is_handled())
+    }
+}
+
+/// The state of one [`Relay::run`].
+struct Run {
+    mode: Mode,
+    /// The deadline of deletes and bookkeeping writes.
+    finish: Deadline,
+    outcomes: Vec<RelayOutcome>,
+    published: Vec<ItemKey>,
+    store_errors: usize,
+    /// Where the last batch's scan stopped.
+    batch_end: usize,
+}
+
+impl Run {
+    fn sweep(&self) -> bool {
+        matches!(self.mode, Mode::Sweep { .. })
+    }
+
+    /// Records the outcome of entry `i`, settled alone. A failure holds its
+    /// aggregate; in stream mode it ends the run (returns `false`), in sweep
+    /// mode the entry stays pending (its write failed) and the run goes on.
+    fn record_alone(
+        &mut self,
+        i: usize,
+        entry: &Entry,
+        outcome: RelayOutcome,
+        held: &mut HashSet<String>,
+    ) -> bool {
+        if !matches!(outcome, RelayOutcome::Failed(_)) {
+            self.outcomes[i] = outcome;
+            return true;
+        }
+        if let Some(aggregate) = entry.aggregate() {
+            held.insert(aggregate.to_owned());
+        }
+        if !self.sweep() {
+            self.outcomes[i] = outcome;
+            return false;
+        }
+        self.store_errors += 1;
+        self.outcomes[i] = RelayOutcome::Deferred;
+        true
     }
 }
 
@@ -180,198 +224,246 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         held: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> RelayReport {
-        let finish = deadline.finishing(FINISH_GRACE);
-        let mut outcomes = vec![Outcome::NotAttempted; entries.len()];
-        let mut published: Vec<ItemKey> = Vec::new();
-        let mut store_errors = 0;
-        let sweep = matches!(mode, Mode::Sweep { .. });
+        let mut run = Run {
+            mode,
+            finish: deadline.finishing(FINISH_GRACE),
+            outcomes: vec![RelayOutcome::NotAttempted; entries.len()],
+            published: Vec::new(),
+            store_errors: 0,
+            batch_end: 0,
+        };
         let mut i = 0;
-        'entries: while i < entries.len() {
-            if !deadline.allows(self.retry.backoff.base) {
-                break;
-            }
-            // What cannot be batched is settled on its own, before anything
-            // after it is sent.
-            let settled = match &entries[i] {
-                Entry::Unusable { key, reason } => {
-                    tracing::error!(key = %key, reason = %reason, "outbox record cannot be handled; reporting it");
-                    Some(Outcome::Failed(PublishFailure::new(
-                        FailureKind::Rejected,
-                        "Unusable",
-                        reason.clone(),
-                    )))
-                }
-                Entry::Poison {
-                    key,
-                    aggregate_id,
-                    reason,
-                } => Some(
-                    self.dead_letter(key, aggregate_id.as_deref(), reason, None, &finish)
-                        .await,
-                ),
-                Entry::Item(item) if sweep && !self.sendable(item, mode, held) => {
-                    Some(Outcome::Deferred)
-                }
-                Entry::Item(item) if self.sink.entry_size(item) > self.sink.max_bytes() => {
-                    let reason = format!(
-                        "EntryTooLarge: entry is {} bytes; the sink accepts {}",
-                        self.sink.entry_size(item),
-                        self.sink.max_bytes()
-                    );
-                    let attempts = sweep.then(|| item.attempts.saturating_add(1));
-                    Some(
-                        self.dead_letter(
-                            &item.key(),
-                            Some(&item.aggregate_id),
-                            &reason,
-                            attempts,
-                            &finish,
-                        )
-                        .await,
-                    )
-                }
-                Entry::Item(_) => None,
-            };
-            if let Some(outcome) = settled {
-                if matches!(outcome, Outcome::Failed(_)) {
-                    if let Some(aggregate) = entries[i].aggregate() {
-                        held.insert(aggregate.to_owned());
-                    }
-                    if !sweep {
-                        outcomes[i] = outcome;
-                        break 'entries;
-                    }
-                    store_errors += 1;
-                    outcomes[i] = Outcome::Deferred;
-                } else {
-                    outcomes[i] = outcome;
+        while i < entries.len() && deadline.allows(self.retry.backoff.base) {
+            if let Some(outcome) = self.settle_alone(&entries[i], &mut run, held).await {
+                if !run.record_alone(i, &entries[i], outcome, held) {
+                    break;
                 }
                 i += 1;
                 continue;
             }
-
-            // A batch: contiguous items, one per aggregate, within limits.
-            let mut batch: Vec<usize> = Vec::new();
-            let mut aggregates: HashSet<&str> = HashSet::new();
-            let mut bytes = 0;
-            let mut j = i;
-            while j < entries.len() && batch.len() < self.sink.max_entries() {
-                let Entry::Item(item) = &entries[j] else {
-                    break;
-                };
-                if sweep && !self.sendable(item, mode, held) {
-                    if batch.is_empty() {
-                        break;
-                    }
-                    outcomes[j] = Outcome::Deferred;
-                    j += 1;
-                    continue;
-                }
-                let size = self.sink.entry_size(item);
-                if aggregates.contains(item.aggregate_id.as_str())
-                    || size > self.sink.max_bytes()
-                    || bytes + size > self.sink.max_bytes()
-                {
-                    break;
-                }
-                aggregates.insert(&item.aggregate_id);
-                bytes += size;
-                batch.push(j);
-                j += 1;
-            }
+            let batch = self.next_batch(entries, i, &mut run, held);
             if batch.is_empty() {
-                // The entry at `i` is settled above on the next turn.
+                // The entry at `i` is settled alone on the next turn.
                 continue;
             }
-            let items: Vec<&OutboxItem> = batch
-                .iter()
-                .filter_map(|k| match &entries[*k] {
-                    Entry::Item(item) => Some(item),
-                    _ => None,
-                })
-                .collect();
-            let results = publish_with_retries(self.sink, &items, self.retry, deadline).await;
-            let mut stop = false;
-            for ((index, item), result) in batch.iter().zip(&items).zip(results) {
-                outcomes[*index] = match result {
-                    Ok(()) => {
-                        published.push(item.key());
-                        Outcome::Published
-                    }
-                    Err(failure) if failure.kind == FailureKind::Poison => {
-                        let attempts = sweep.then(|| item.attempts.saturating_add(1));
-                        match self
-                            .dead_letter(
-                                &item.key(),
-                                Some(&item.aggregate_id),
-                                &failure.to_string(),
-                                attempts,
-                                &finish,
-                            )
-                            .await
-                        {
-                            Outcome::Failed(_) => {
-                                // Its call-mates went out already: reporting
-                                // it would send them again on every retry.
-                                tracing::error!(event_id = %item.event_id, "poison event left pending for the sweeper (dead-letter write failed)");
-                                store_errors += 1;
-                                held.insert(item.aggregate_id.clone());
-                                Outcome::Deferred
-                            }
-                            other => other,
-                        }
-                    }
-                    Err(failure) => {
-                        tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
-                        held.insert(item.aggregate_id.clone());
-                        match mode {
-                            Mode::Stream => {
-                                stop = true;
-                                Outcome::Failed(failure)
-                            }
-                            Mode::Sweep {
-                                now,
-                                max_attempts,
-                                backoff,
-                            } => {
-                                let (outcome, ok) = self
-                                    .record_failure(
-                                        item,
-                                        failure,
-                                        now,
-                                        max_attempts,
-                                        backoff,
-                                        &finish,
-                                    )
-                                    .await;
-                                if !ok {
-                                    store_errors += 1;
-                                }
-                                outcome
-                            }
-                        }
-                    }
-                };
-            }
-            i = j;
+            let stop = self
+                .publish_batch(entries, &batch, &mut run, held, deadline)
+                .await;
+            i = run.batch_end;
             if stop {
                 break;
             }
         }
+        self.finish(run).await
+    }
 
-        let undeleted = self.store.delete_published(&published, &finish).await;
+    /// Settles what cannot be batched (before anything after it is sent):
+    /// an unusable record, a poison entry, an item its aggregate holds back
+    /// (sweep) or one too large for the sink. `None`: it goes in a batch.
+    async fn settle_alone(
+        &self,
+        entry: &Entry,
+        run: &mut Run,
+        held: &mut HashSet<String>,
+    ) -> Option<RelayOutcome> {
+        let sweep = run.sweep();
+        match entry {
+            Entry::Unusable { key, reason } => {
+                tracing::error!(key = %key, reason = %reason, "outbox record cannot be handled; reporting it");
+                Some(RelayOutcome::Failed(PublishFailure::new(
+                    FailureKind::Rejected,
+                    "Unusable",
+                    reason.clone(),
+                )))
+            }
+            Entry::Poison {
+                key,
+                aggregate_id,
+                reason,
+            } => Some(
+                self.dead_letter(key, aggregate_id.as_deref(), reason, None, &run.finish)
+                    .await,
+            ),
+            Entry::Item(item) if sweep && !self.sendable(item, run.mode, held) => {
+                Some(RelayOutcome::Deferred)
+            }
+            Entry::Item(item) if self.sink.entry_size(item) > self.sink.max_bytes() => {
+                let reason = format!(
+                    "EntryTooLarge: entry is {} bytes; the sink accepts {}",
+                    self.sink.entry_size(item),
+                    self.sink.max_bytes()
+                );
+                let attempts = sweep.then(|| item.attempts.saturating_add(1));
+                Some(
+                    self.dead_letter(
+                        &item.key(),
+                        Some(&item.aggregate_id),
+                        &reason,
+                        attempts,
+                        &run.finish,
+                    )
+                    .await,
+                )
+            }
+            Entry::Item(_) => None,
+        }
+    }
+
+    /// The next batch from `start`: contiguous items, one per aggregate,
+    /// within the sink's limits (sweep: items held back are deferred and
+    /// skipped once the batch has begun).
+    fn next_batch(
+        &self,
+        entries: &[Entry],
+        start: usize,
+        run: &mut Run,
+        held: &mut HashSet<String>,
+    ) -> Vec<usize> {
+        let mut batch: Vec<usize> = Vec::new();
+        let mut aggregates: HashSet<&str> = HashSet::new();
+        let mut bytes = 0;
+        let mut j = start;
+        while j < entries.len() && batch.len() < self.sink.max_entries() {
+            let Entry::Item(item) = &entries[j] else {
+                break;
+            };
+            if run.sweep() && !self.sendable(item, run.mode, held) {
+                if batch.is_empty() {
+                    break;
+                }
+                run.outcomes[j] = RelayOutcome::Deferred;
+                j += 1;
+                continue;
+            }
+            let size = self.sink.entry_size(item);
+            if aggregates.contains(item.aggregate_id.as_str())
+                || size > self.sink.max_bytes()
+                || bytes + size > self.sink.max_bytes()
+            {
+                break;
+            }
+            aggregates.insert(&item.aggregate_id);
+            bytes += size;
+            batch.push(j);
+            j += 1;
+        }
+        run.batch_end = j;
+        batch
+    }
+
+    /// Publishes one batch and settles each of its entries. Returns whether
+    /// the run stops (stream mode, after a failure).
+    async fn publish_batch(
+        &self,
+        entries: &[Entry],
+        batch: &[usize],
+        run: &mut Run,
+        held: &mut HashSet<String>,
+        deadline: &Deadline,
+    ) -> bool {
+        let items: Vec<&OutboxItem> = batch
+            .iter()
+            .filter_map(|k| match &entries[*k] {
+                Entry::Item(item) => Some(item),
+                _ => None,
+            })
+            .collect();
+        let results = publish_with_retries(self.sink, &items, self.retry, deadline).await;
+        let mut stop = false;
+        for ((index, item), result) in batch.iter().zip(&items).zip(results) {
+            run.outcomes[*index] = match result {
+                Ok(()) => {
+                    run.published.push(item.key());
+                    RelayOutcome::Published
+                }
+                Err(failure) if failure.kind == FailureKind::Poison => {
+                    self.sink_poison(item, &failure, run, held).await
+                }
+                Err(failure) => {
+                    tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
+                    held.insert(item.aggregate_id.clone());
+                    match run.mode {
+                        Mode::Stream => {
+                            stop = true;
+                            RelayOutcome::Failed(failure)
+                        }
+                        Mode::Sweep {
+                            now,
+                            max_attempts,
+                            backoff,
+                        } => {
+                            let (outcome, ok) = self
+                                .record_failure(
+                                    item,
+                                    failure,
+                                    now,
+                                    max_attempts,
+                                    backoff,
+                                    &run.finish,
+                                )
+                                .await;
+                            if !ok {
+                                run.store_errors += 1;
+                            }
+                            outcome
+                        }
+                    }
+                }
+            };
+        }
+        stop
+    }
+
+    /// An entry the sink refused as poison: dead-lettered; if even that
+    /// fails, left pending for the sweeper (its call-mates went out already:
+    /// reporting it would send them again on every retry).
+    async fn sink_poison(
+        &self,
+        item: &OutboxItem,
+        failure: &PublishFailure,
+        run: &mut Run,
+        held: &mut HashSet<String>,
+    ) -> RelayOutcome {
+        let attempts = run.sweep().then(|| item.attempts.saturating_add(1));
+        match self
+            .dead_letter(
+                &item.key(),
+                Some(&item.aggregate_id),
+                &failure.to_string(),
+                attempts,
+                &run.finish,
+            )
+            .await
+        {
+            RelayOutcome::Failed(_) => {
+                tracing::error!(event_id = %item.event_id, "poison event left pending for the sweeper (dead-letter write failed)");
+                run.store_errors += 1;
+                held.insert(item.aggregate_id.clone());
+                RelayOutcome::Deferred
+            }
+            other => other,
+        }
+    }
+
+    /// Deletes what was published and counts the outcomes.
+    async fn finish(&self, run: Run) -> RelayReport {
+        let undeleted = self
+            .store
+            .delete_published(&run.published, &run.finish)
+            .await;
         for key in &undeleted {
             tracing::error!(key = %key, "published event's outbox item not deleted; the sweeper will republish it");
         }
-        let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+        let outcomes = run.outcomes;
+        let count = |f: fn(&RelayOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
         RelayReport {
-            published: published.len(),
-            dead_lettered: count(|o| *o == Outcome::DeadLettered),
-            failed: count(|o| matches!(o, Outcome::Failed(_))),
-            deferred: count(|o| *o == Outcome::Deferred),
-            not_attempted: count(|o| *o == Outcome::NotAttempted),
+            published: run.published.len(),
+            dead_lettered: count(|o| *o == RelayOutcome::DeadLettered),
+            failed: count(|o| matches!(o, RelayOutcome::Failed(_))),
+            deferred: count(|o| *o == RelayOutcome::Deferred),
+            not_attempted: count(|o| *o == RelayOutcome::NotAttempted),
             delete_failed: undeleted.len(),
-            store_errors,
+            store_errors: run.store_errors,
             outcomes,
         }
     }
@@ -402,7 +494,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         reason: &str,
         attempts: Option<u32>,
         finish: &Deadline,
-    ) -> Outcome {
+    ) -> RelayOutcome {
         let letter = DeadLetter {
             key,
             aggregate_id,
@@ -412,11 +504,11 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         match self.store.dead_letter(letter, finish).await {
             Ok(marked) => {
                 tracing::error!(key = %key, reason, outcome = ?marked, "outbox item dead-lettered");
-                Outcome::DeadLettered
+                RelayOutcome::DeadLettered
             }
             Err(e) => {
                 tracing::error!(key = %key, error = %e, "could not dead-letter an outbox item");
-                Outcome::Failed(PublishFailure::new(
+                RelayOutcome::Failed(PublishFailure::new(
                     FailureKind::Transient,
                     "DeadLetterFailed",
                     e.to_string(),
@@ -435,7 +527,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         max_attempts: u32,
         backoff: Backoff,
         finish: &Deadline,
-    ) -> (Outcome, bool) {
+    ) -> (RelayOutcome, bool) {
         let attempts = item.attempts.saturating_add(1);
         if attempts >= max_attempts {
             let reason = format!("gave up after {attempts} attempts; last error {failure}");
@@ -448,12 +540,12 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                     finish,
                 )
                 .await;
-            let ok = outcome == Outcome::DeadLettered;
+            let ok = outcome == RelayOutcome::DeadLettered;
             return (
                 if ok {
                     outcome
                 } else {
-                    Outcome::Failed(failure)
+                    RelayOutcome::Failed(failure)
                 },
                 ok,
             );
@@ -474,11 +566,11 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 if marked == Marked::Gone {
                     tracing::info!(event_id = %item.event_id, "item gone meanwhile (published by someone else)");
                 }
-                (Outcome::Failed(failure), true)
+                (RelayOutcome::Failed(failure), true)
             }
             Err(e) => {
                 tracing::error!(event_id = %item.event_id, error = %e, "could not record a failed attempt; the item stays due");
-                (Outcome::Failed(failure), false)
+                (RelayOutcome::Failed(failure), false)
             }
         }
     }

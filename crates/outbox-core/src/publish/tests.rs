@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use time::OffsetDateTime;
 
-use super::relay::{Entry, Mode, Outcome, Relay, RelayReport};
+use super::relay::{Entry, Mode, Relay, RelayOutcome, RelayReport};
 use super::*;
 use crate::envelope::EventEnvelope;
 use crate::keys::ItemKey;
@@ -158,7 +158,10 @@ async fn run_until(
 }
 
 fn all_published(report: &RelayReport) -> bool {
-    report.outcomes.iter().all(|o| *o == Outcome::Published)
+    report
+        .outcomes
+        .iter()
+        .all(|o| *o == RelayOutcome::Published)
 }
 
 #[tokio::test]
@@ -220,10 +223,10 @@ async fn the_stream_stops_at_the_first_failure() {
     let out = &report.outcomes;
     // The second call holds the failure at 12; the rest of that call went
     // out with it; the third call is not made.
-    assert!(out[..12].iter().all(|o| *o == Outcome::Published));
-    assert!(matches!(out[12], Outcome::Failed(_)));
-    assert!(out[13..20].iter().all(|o| *o == Outcome::Published));
-    assert!(out[20..].iter().all(|o| *o == Outcome::NotAttempted));
+    assert!(out[..12].iter().all(|o| *o == RelayOutcome::Published));
+    assert!(matches!(out[12], RelayOutcome::Failed(_)));
+    assert!(out[13..20].iter().all(|o| *o == RelayOutcome::Published));
+    assert!(out[20..].iter().all(|o| *o == RelayOutcome::NotAttempted));
     assert_eq!(report.first_unhandled(), Some(12));
     // 1 + 3 attempts at the second batch (1 full, 2 retries of E12 alone).
     assert_eq!(sink.calls().len(), 4);
@@ -241,13 +244,13 @@ async fn a_sweep_goes_on_and_holds_the_failed_aggregate() {
     let entries: Vec<Entry> = items_of(9, 3).into_iter().map(Entry::Item).collect();
     let report = run(&sink, &store, &entries, sweep_mode()).await;
     let out = &report.outcomes;
-    assert!(matches!(out[0], Outcome::Failed(_)));
+    assert!(matches!(out[0], RelayOutcome::Failed(_)));
     // o0's later events are held; o1 and o2 go on.
     for i in [3, 6] {
-        assert_eq!(out[i], Outcome::Deferred, "E{i}");
+        assert_eq!(out[i], RelayOutcome::Deferred, "E{i}");
     }
     for i in [1, 2, 4, 5, 7, 8] {
-        assert_eq!(out[i], Outcome::Published, "E{i}");
+        assert_eq!(out[i], RelayOutcome::Published, "E{i}");
     }
     assert_eq!(store.log().failures.len(), 1, "the attempt is recorded");
     assert!(sink
@@ -267,10 +270,10 @@ async fn an_item_not_due_holds_its_aggregate() {
     assert_eq!(
         report.outcomes,
         vec![
-            Outcome::Deferred,
-            Outcome::Published,
-            Outcome::Deferred,
-            Outcome::Published
+            RelayOutcome::Deferred,
+            RelayOutcome::Published,
+            RelayOutcome::Deferred,
+            RelayOutcome::Published
         ]
     );
 }
@@ -289,7 +292,7 @@ async fn poison_is_dead_lettered_before_anything_after_it() {
     let mut entries = items(3);
     entries.insert(1, poison("p"));
     let report = run(&sink, &store, &entries, Mode::Stream).await;
-    assert_eq!(report.outcomes[1], Outcome::DeadLettered);
+    assert_eq!(report.outcomes[1], RelayOutcome::DeadLettered);
     assert_eq!(report.published, 3);
     assert_eq!(sink.calls(), vec![vec!["E0"], vec!["E1", "E2"]]);
     assert_eq!(store.log().dead_lettered.len(), 1);
@@ -306,7 +309,7 @@ async fn a_poison_whose_dead_letter_fails_stops_the_stream_before_the_rest() {
     assert_eq!(sink.calls(), vec![vec!["E0"]], "nothing after it is sent");
     assert!(report.outcomes[2..]
         .iter()
-        .all(|o| *o == Outcome::NotAttempted));
+        .all(|o| *o == RelayOutcome::NotAttempted));
 }
 
 #[tokio::test]
@@ -316,7 +319,7 @@ async fn sink_poison_whose_dead_letter_fails_is_left_for_the_sweeper() {
     let report = run(&sink, &store, &items(3), Mode::Stream).await;
     // Its call-mates were accepted in the same call: reporting it would
     // send them again on every retry.
-    assert_eq!(report.outcomes[1], Outcome::Deferred);
+    assert_eq!(report.outcomes[1], RelayOutcome::Deferred);
     assert_eq!(report.first_unhandled(), None);
     assert_eq!(report.published, 2);
     assert_eq!(report.store_errors, 1);
@@ -331,7 +334,7 @@ async fn oversized_entries_are_dead_lettered_without_a_call() {
     all[1].envelope = format!("{{\"x\":\"{}\"}}", "y".repeat(sink.max_bytes));
     let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
     let report = run(&sink, &store, &entries, Mode::Stream).await;
-    assert_eq!(report.outcomes[1], Outcome::DeadLettered);
+    assert_eq!(report.outcomes[1], RelayOutcome::DeadLettered);
     assert_eq!(report.published, 2);
     assert!(sink.calls().iter().flatten().all(|t| t != "E1"));
 }
@@ -364,7 +367,10 @@ async fn nothing_starts_past_the_deadline() {
         &Deadline::after(Duration::ZERO),
     )
     .await;
-    assert!(report.outcomes.iter().all(|o| *o == Outcome::NotAttempted));
+    assert!(report
+        .outcomes
+        .iter()
+        .all(|o| *o == RelayOutcome::NotAttempted));
     assert!(sink.calls().is_empty());
 }
 
@@ -381,7 +387,7 @@ async fn a_sink_that_never_answers_is_cut_at_the_deadline() {
     )
     .await;
     assert_eq!(report.first_unhandled(), Some(0));
-    assert!(matches!(&report.outcomes[0], Outcome::Failed(f) if f.code == "DeadlineReached"));
+    assert!(matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == "DeadlineReached"));
 }
 
 #[test]

@@ -1,0 +1,169 @@
+//! The publisher mapping's OnFailure destination: what its messages say
+//! ([`OnFailureMessage`]), which items they point at ([`Window`]), and
+//! [`redrive_messages`], which republishes each window through the sweeper.
+
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use outbox_core::publish::EventSink;
+use outbox_core::retry::Deadline;
+use outbox_core::store::OutboxStore;
+use serde::Deserialize;
+use time::OffsetDateTime;
+
+use crate::{SweepReport, SweepSettings, Sweeper};
+
+/// The message a DynamoDB stream mapping sends to its OnFailure destination
+/// (metadata only). Unknown fields and `condition` values are accepted.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct OnFailureMessage {
+    #[serde(rename = "requestContext", default)]
+    pub request_context: RequestContext,
+    #[serde(rename = "DDBStreamBatchInfo")]
+    pub batch: StreamBatchInfo,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestContext {
+    /// `RetryAttemptsExhausted`, `RecordAgeExceeded`, or any other value.
+    #[serde(default)]
+    pub condition: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamBatchInfo {
+    #[serde(default)]
+    pub shard_id: Option<String>,
+    #[serde(default)]
+    pub start_sequence_number: Option<String>,
+    #[serde(default)]
+    pub end_sequence_number: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub approximate_arrival_of_first_record: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub approximate_arrival_of_last_record: OffsetDateTime,
+    #[serde(default)]
+    pub batch_size: Option<u64>,
+    #[serde(default)]
+    pub stream_arn: Option<String>,
+}
+
+/// The creation-time range of an abandoned batch's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub from: OffsetDateTime,
+    pub to: OffsetDateTime,
+}
+
+impl Window {
+    /// The window of `message`, widened by the settings' lead and lag.
+    pub fn of(message: &OnFailureMessage, settings: &SweepSettings) -> Self {
+        let first = message.batch.approximate_arrival_of_first_record;
+        let last = message.batch.approximate_arrival_of_last_record.max(first);
+        Self {
+            from: first - settings.window_lead,
+            to: last + settings.window_lag,
+        }
+    }
+}
+
+/// Redrives each OnFailure message's window, in order.
+pub async fn redrive_messages<S: EventSink, T: OutboxStore>(
+    sweeper: &Sweeper<S, T>,
+    event: &SqsEvent,
+    deadline: &Deadline,
+) -> (SqsBatchResponse, SweepReport) {
+    let mut response = SqsBatchResponse::default();
+    let mut total = SweepReport::default();
+    for message in &event.records {
+        let id = message.message_id.clone().unwrap_or_default();
+        let parsed = message
+            .body
+            .as_deref()
+            .ok_or_else(|| "message has no body".to_owned())
+            .and_then(|b| serde_json::from_str::<OnFailureMessage>(b).map_err(|e| e.to_string()));
+        let settled = match parsed {
+            Err(e) => {
+                tracing::error!(message_id = %id, error = %e, "not an OnFailure message of a DynamoDB stream mapping");
+                false
+            }
+            Ok(_) if !deadline.allows(Duration::ZERO) => false,
+            Ok(message) => {
+                let window = Window::of(&message, &sweeper.settings);
+                let report = sweeper
+                    .redrive(window, OffsetDateTime::now_utc(), deadline)
+                    .await;
+                tracing::info!(
+                    message_id = %id,
+                    condition = message.request_context.condition.as_deref().unwrap_or(""),
+                    shard_id = message.batch.shard_id.as_deref().unwrap_or(""),
+                    batch_size = message.batch.batch_size.unwrap_or(0),
+                    found = report.stranded,
+                    republished = report.republished,
+                    settled = report.settled(),
+                    "OnFailure window redriven"
+                );
+                let settled = report.settled();
+                total.add(report);
+                settled
+            }
+        };
+        if settled {
+            total.windows_redriven += 1;
+        } else {
+            total.windows_failed += 1;
+            let mut failure = aws_lambda_events::event::sqs::BatchItemFailure::default();
+            failure.item_identifier = id;
+            response.batch_item_failures.push(failure);
+        }
+    }
+    (response, total)
+}
+
+#[cfg(test)]
+mod tests {
+    use outbox_core::Config;
+
+    use super::*;
+
+    #[test]
+    fn on_failure_messages_parse_whatever_their_condition() {
+        for condition in [
+            "RetryAttemptsExhausted",
+            "RecordAgeExceeded",
+            "SomethingNew",
+        ] {
+            let body = serde_json::json!({
+                "requestContext": {"requestId": "r", "functionArn": "arn", "condition": condition, "approximateInvokeCount": 3},
+                "responseContext": {"statusCode": 200},
+                "version": "1.0",
+                "timestamp": "2026-11-30T10:00:10.000Z",
+                "DDBStreamBatchInfo": {
+                    "shardId": "shardId-1", "startSequenceNumber": "100", "endSequenceNumber": "200",
+                    "approximateArrivalOfFirstRecord": "2026-11-30T10:00:00.123Z",
+                    "approximateArrivalOfLastRecord": "2026-11-30T10:00:05Z",
+                    "batchSize": 3, "streamArn": "arn:stream", "somethingNew": true
+                }
+            });
+            let message: OnFailureMessage = serde_json::from_value(body).unwrap();
+            assert_eq!(
+                message.request_context.condition.as_deref(),
+                Some(condition)
+            );
+            let settings = SweepSettings::from(
+                &Config::from_lookup(|k| (k == "TABLE_NAME").then(|| "t".to_owned())).unwrap(),
+            );
+            let window = Window::of(&message, &settings);
+            assert_eq!(
+                window.from,
+                message.batch.approximate_arrival_of_first_record - Duration::from_secs(300)
+            );
+            assert_eq!(
+                window.to,
+                message.batch.approximate_arrival_of_last_record + Duration::from_secs(2)
+            );
+        }
+    }
+}

@@ -83,6 +83,8 @@ lint:
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# outbox-core as the writer and the projector link it: without the sink features.
 	cargo clippy -p outbox-core --all-targets --locked -- -D warnings
+	# Every documented link resolves ([workspace.lints] keeps docs complete).
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --features outbox-core/sinks,outbox-core/testing
 
 # `sam build` as a user runs it (BuildMethod rust-cargolambda calls cargo
 # lambda build --release), offline, for this machine's architecture: an arm64

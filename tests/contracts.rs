@@ -191,7 +191,7 @@ fn the_local_projector_rule_is_the_templates() {
 #[test]
 fn the_template_never_sets_the_local_caller() {
     let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
-    assert!(!text.contains(writer::api::LOCAL_CALLER_ENV));
+    assert!(!text.contains(writer::LOCAL_CALLER_ENV));
 }
 
 #[test]

@@ -207,8 +207,8 @@ async fn sweeper_statistics_cost_a_bounded_amount() {
     );
     assert!(report.pending <= 5 * 8);
     let age = report.oldest_pending_age_seconds;
-    let expected = (OffsetDateTime::now_utc() - outbox_core::envelope::ulid_time(oldest.event_id))
-        .as_seconds_f64();
+    let expected =
+        (OffsetDateTime::now_utc() - outbox_core::ulid_time(oldest.event_id)).as_seconds_f64();
     assert!((age - expected).abs() < 60.0, "{age} vs {expected}");
     // Per shard: one range page, the oldest item, two bounded counts.
     assert_eq!(report.queries, 8 * 4);

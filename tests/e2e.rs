@@ -21,7 +21,7 @@ use serde_json::Value;
 use sweeper::{Response, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{drain_queue, far_deadline, InProcessPublisher, Stack};
-use writer::orders::{CreateOrderRequest, NewOrder};
+use writer::{CreateOrderRequest, NewOrder};
 use writer::{OrderService, Reply};
 
 fn envelopes(messages: &[Value]) -> Vec<EventEnvelope> {

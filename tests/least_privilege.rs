@@ -108,8 +108,8 @@ async fn the_writer_role_grants_what_the_writer_calls() {
     let service = writer::OrderService::from_config(ddb, &config);
     let key = writer::IdempotencyKey::parse("least-privilege").unwrap();
     let request = || {
-        writer::orders::NewOrder::try_from(
-            serde_json::from_value::<writer::orders::CreateOrderRequest>(serde_json::json!({
+        writer::NewOrder::try_from(
+            serde_json::from_value::<writer::CreateOrderRequest>(serde_json::json!({
                 "customerId": "c-1", "currency": "EUR",
                 "items": [{"sku": "A-1", "quantity": 1, "unitPriceCents": 100}]
             }))

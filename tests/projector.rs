@@ -348,12 +348,12 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
     let service = writer::OrderService::from_config(stack.patient_ddb(), &stack.config(&[]));
     let mut committed = BTreeMap::new();
     for i in 0..200u64 {
-        let request: writer::orders::CreateOrderRequest = serde_json::from_value(json!({
+        let request: writer::CreateOrderRequest = serde_json::from_value(json!({
             "customerId": format!("cust-{}", i % 20), "currency": "EUR",
             "items": [{"sku": "SKU-1", "quantity": 1 + i % 3, "unitPriceCents": 100 + i}]
         }))
         .unwrap();
-        let new = writer::orders::NewOrder::try_from(request).unwrap();
+        let new = writer::NewOrder::try_from(request).unwrap();
         let mut order = match service
             .create(&testkit::test_caller(), new, None, None)
             .await
@@ -441,7 +441,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
         ..Model::default()
     };
     for order in committed.values() {
-        let paid = order.status == writer::orders::OrderStatus::Paid;
+        let paid = order.status == writer::OrderStatus::Paid;
         expected.orders.insert(
             order.order_id.clone(),
             (

@@ -82,8 +82,8 @@ async fn the_pattern_against_real_stream_records() {
     // idempotency records, and the shard settings record.
     let service = writer::OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));
     let key = writer::IdempotencyKey::parse("template-test-key").unwrap();
-    let new = writer::orders::NewOrder::try_from(
-        serde_json::from_value::<writer::orders::CreateOrderRequest>(serde_json::json!({
+    let new = writer::NewOrder::try_from(
+        serde_json::from_value::<writer::CreateOrderRequest>(serde_json::json!({
             "customerId": "c-1", "currency": "EUR",
             "items": [{"sku": "A-1", "quantity": 1, "unitPriceCents": 100}]
         }))

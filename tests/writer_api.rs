@@ -487,7 +487,7 @@ async fn requests_without_a_principal_are_401_unless_run_locally() {
 async fn amounts_stay_javascript_safe() {
     let stack = Stack::new().await;
     let api = service(&stack);
-    let max = writer::orders::MAX_SAFE_CENTS;
+    let max = writer::MAX_SAFE_CENTS;
     let post = |items: Value| {
         let order = json!({"customerId": "c", "currency": "EUR", "items": items}).to_string();
         let headers = [("content-type", "application/json")];

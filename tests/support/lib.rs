@@ -1,15 +1,20 @@
 //! Test harness shared by the workspace's integration tests.
 //!
 //! # Layout
-//! - [`Stack`]: a uniquely named table (and, on demand, bus, subscriber
-//!   queue and SNS FIFO topic) on the local AWS API, so tests run in parallel.
-//! - [`CallCounter`]: an SDK interceptor that counts calls per operation.
-//! - [`proxy::FaultProxy`]: faults on the wire between the SDK clients and
-//!   the local API (throttles, 5xx, partial `PutEvents`, hangs, resets).
-//! - [`InProcessPublisher`] and [`Stack::pump`]: the mapping emulator feeding
-//!   the publisher in-process.
-//! - [`api_request`]: an API Gateway sample event from `events/` as a
-//!   `lambda_http::Request`.
+//! - `stack.rs`: [`Stack`], one test's uniquely named resources on the local
+//!   AWS API (table and, on demand, bus, subscriber queue, SNS FIFO topic),
+//!   so tests run in parallel, with one method per action on them: write
+//!   events, read items, pump the stream, drain the subscriber.
+//! - this file: [`CallCounter`] (an SDK interceptor that counts calls per
+//!   operation), [`InProcessPublisher`] (the publisher in-process behind the
+//!   mapping emulator), API Gateway sample events ([`api_request`]), and
+//!   small helpers (deadlines, retry policies, contexts).
+//! - [`proxy`]: [`proxy::FaultProxy`], faults on the wire between the SDK
+//!   clients and the local API (throttles, 5xx, partial `PutEvents`, hangs,
+//!   resets).
+//! - [`lambda`]: the real binaries under a local Lambda Runtime API.
+//! - [`chaos`]: the chaos run (workload, faults, verdict).
+//! - [`contract`]: responses checked against `docs/openapi.yaml`.
 //!
 //! Everything goes through `devkit::sdk_config`, which refuses any
 //! endpoint outside 127.0.0.0/8.
@@ -41,6 +46,9 @@ pub mod chaos;
 pub mod contract;
 pub mod lambda;
 pub mod proxy;
+mod stack;
+
+pub use stack::Stack;
 
 pub type Item = HashMap<String, AttributeValue>;
 
@@ -99,154 +107,6 @@ impl Intercept for CallCounter {
             .unwrap_or_else(|| "unknown".into());
         self.0.lock().unwrap().push(name);
         Ok(())
-    }
-}
-
-/// One test's resources on the local AWS API.
-pub struct Stack {
-    pub sdk: SdkConfig,
-    pub table: String,
-    pub stream_arn: String,
-    pub ddb: aws_sdk_dynamodb::Client,
-    /// DynamoDB client whose calls are counted in `calls`.
-    pub counted_ddb: aws_sdk_dynamodb::Client,
-    pub calls: CallCounter,
-    pub bus: Option<(String, Subscriber)>,
-}
-
-impl Stack {
-    /// A fresh table.
-    pub async fn new() -> Self {
-        let sdk = sdk().await;
-        let table = unique("outbox");
-        let stream_arn = devkit::create_table(&sdk, &table)
-            .await
-            .expect("create table");
-        let calls = CallCounter::default();
-        let counted_ddb = aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::config::Builder::from(&sdk)
-                .interceptor(calls.clone())
-                .build(),
-        );
-        Self {
-            ddb: aws_sdk_dynamodb::Client::new(&sdk),
-            sdk,
-            table,
-            stream_arn,
-            counted_ddb,
-            calls,
-            bus: None,
-        }
-    }
-
-    /// A fresh table, bus and subscriber queue (a rule on `outbox.orders`).
-    pub async fn with_bus() -> Self {
-        let mut stack = Self::new().await;
-        let bus = unique("bus");
-        let subscriber = devkit::create_bus(&stack.sdk, &bus, "outbox.orders")
-            .await
-            .expect("create bus");
-        stack.bus = Some((bus, subscriber));
-        stack
-    }
-
-    /// A DynamoDB client for writers that send many transactions to the
-    /// local API under load. moto copies the whole table per
-    /// `TransactWriteItems`, so one call can outlast the 5-second attempt
-    /// timeout after it took effect; moto ignores `ClientRequestToken`, so
-    /// the SDK's retry would then fail its own conditions (docs/local.md,
-    /// deviations). Long attempts avoid that retry.
-    pub fn patient_ddb(&self) -> aws_sdk_dynamodb::Client {
-        aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::config::Builder::from(&self.sdk)
-                .retry_config(
-                    aws_sdk_dynamodb::config::retry::RetryConfig::standard().with_max_attempts(10),
-                )
-                .timeout_config(
-                    aws_smithy_types::timeout::TimeoutConfig::builder()
-                        .operation_attempt_timeout(Duration::from_secs(60))
-                        .operation_timeout(Duration::from_secs(300))
-                        .build(),
-                )
-                .build(),
-        )
-    }
-
-    /// The configuration the functions would read, for this stack.
-    pub fn config(&self, extra: &[(&str, &str)]) -> Config {
-        let mut vars: HashMap<String, String> =
-            HashMap::from([("TABLE_NAME".into(), self.table.clone())]);
-        if let Some((bus, _)) = &self.bus {
-            vars.insert("EVENT_BUS_NAME".into(), bus.clone());
-        }
-        for (k, v) in extra {
-            vars.insert((*k).into(), (*v).into());
-        }
-        Config::from_lookup(|k| vars.get(k).cloned()).expect("test config")
-    }
-
-    /// The operator's operations (`outboxctl`) on this stack's table.
-    pub fn operations(&self) -> outboxctl::Operations<DynamoStore> {
-        outboxctl::Operations::new(DynamoStore::new(self.ddb.clone(), &self.table, 8))
-    }
-
-    /// Every item in the table.
-    pub async fn items(&self) -> Vec<Item> {
-        devkit::scan_all(&self.ddb, &self.table)
-            .await
-            .expect("scan")
-    }
-
-    /// Every outbox item, decoded.
-    pub async fn outbox_items(&self) -> Vec<OutboxItem> {
-        let mut out: Vec<OutboxItem> = self
-            .items()
-            .await
-            .into_iter()
-            .filter(|i| {
-                i.get("SK")
-                    .and_then(|v| v.as_s().ok())
-                    .is_some_and(|s| s.starts_with("OUTBOX#"))
-            })
-            .map(|i| OutboxItem::from_attributes(i).expect("outbox item decodes"))
-            .collect();
-        out.sort_by_key(|i| i.event_id);
-        out
-    }
-
-    /// One item by key.
-    pub async fn get(&self, pk: &str, sk: &str) -> Option<Item> {
-        self.ddb
-            .get_item()
-            .table_name(&self.table)
-            .key("PK", AttributeValue::S(pk.into()))
-            .key("SK", AttributeValue::S(sk.into()))
-            .consistent_read(true)
-            .send()
-            .await
-            .expect("get item")
-            .item
-    }
-
-    /// Receives everything currently in the subscriber queue (bodies).
-    pub async fn drain_subscriber(&self) -> Vec<serde_json::Value> {
-        let (_, subscriber) = self.bus.as_ref().expect("stack has a bus");
-        drain_queue(&self.sdk, &subscriber.queue_url).await
-    }
-
-    /// [`Stack::drain_subscriber`] for tests whose events come from the
-    /// writer: each event is checked against its schema in `schemas/`
-    /// (other tests publish made-up events of their own).
-    pub async fn drain_subscriber_checked(&self) -> Vec<serde_json::Value> {
-        let messages = self.drain_subscriber().await;
-        for message in &messages {
-            let envelope =
-                contract::envelope_of(message).unwrap_or_else(|| panic!("not an event: {message}"));
-            if let Err(e) = contract::check_envelope(&envelope) {
-                panic!("an event off its schema: {e}");
-            }
-        }
-        messages
     }
 }
 
@@ -396,131 +256,6 @@ pub fn throttled() -> PublishFailure {
     PublishFailure::new(FailureKind::Transient, "ThrottlingException", "injected")
 }
 
-impl Stack {
-    /// An EventBridge sink on this stack's bus, its calls counted in the
-    /// returned counter.
-    pub fn eventbridge_sink(&self) -> (EventBridgeSink, CallCounter) {
-        let (bus, _) = self.bus.as_ref().expect("stack has a bus");
-        let calls = CallCounter::default();
-        let client = aws_sdk_eventbridge::Client::from_conf(
-            aws_sdk_eventbridge::config::Builder::from(&self.sdk)
-                .interceptor(calls.clone())
-                .build(),
-        );
-        (
-            EventBridgeSink::new(client, bus.clone(), "outbox.orders".into()),
-            calls,
-        )
-    }
-
-    /// The DynamoDB store of this stack, its calls counted in `self.calls`.
-    pub fn store(&self) -> DynamoStore {
-        DynamoStore::new(self.counted_ddb.clone(), &self.table, 8)
-    }
-
-    /// A cursor at the start of this table's stream.
-    pub fn stream(&self) -> StreamCursor {
-        StreamCursor::new(&self.sdk, &self.stream_arn)
-    }
-
-    /// Writes `n` orders through the writer library (one `OrderCreated` each).
-    pub async fn create_orders(&self, n: usize) -> Vec<writer::orders::Order> {
-        let service = writer::OrderService::from_config(self.ddb.clone(), &self.config(&[]));
-        let mut orders = Vec::new();
-        for i in 0..n {
-            let new = writer::orders::NewOrder::try_from(
-                serde_json::from_value::<writer::orders::CreateOrderRequest>(serde_json::json!({
-                    "customerId": format!("c-{i}"),
-                    "currency": "EUR",
-                    "items": [{"sku": "A-1", "quantity": i + 1, "unitPriceCents": 100}]
-                }))
-                .expect("request"),
-            )
-            .expect("valid order");
-            match service
-                .create(&test_caller(), new, None, None)
-                .await
-                .expect("order created")
-            {
-                writer::Reply::Done(order) => orders.push(order),
-                other => panic!("unexpected {other:?}"),
-            }
-        }
-        orders
-    }
-
-    /// Writes `n` items that are not outbox items (`PK=<prefix>#<i>`,
-    /// `SK=META`), 25 per `BatchWriteItem`.
-    pub async fn fill_unrelated(&self, prefix: &str, n: usize) {
-        use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
-        let requests: Vec<WriteRequest> = (0..n)
-            .map(|i| {
-                let item = HashMap::from([
-                    ("PK".to_owned(), AttributeValue::S(format!("{prefix}#{i}"))),
-                    ("SK".to_owned(), AttributeValue::S("META".into())),
-                    ("status".to_owned(), AttributeValue::S("ACTIVE".into())),
-                ]);
-                let put = PutRequest::builder()
-                    .set_item(Some(item))
-                    .build()
-                    .expect("put request");
-                WriteRequest::builder().put_request(put).build()
-            })
-            .collect();
-        for chunk in requests.chunks(25) {
-            self.ddb
-                .batch_write_item()
-                .request_items(&self.table, chunk.to_vec())
-                .send()
-                .await
-                .expect("batch write");
-        }
-    }
-
-    /// Puts an outbox item created `age` ago (its ULID and `occurredAt` carry
-    /// that time), without a transaction.
-    pub async fn put_event_aged(&self, age: Duration) -> OutboxItem {
-        let order = ulid::Ulid::new().to_string();
-        let mut envelope = outbox_core::EventEnvelope::new(
-            "OrderCreated",
-            "Order",
-            &order,
-            1,
-            serde_json::json!({"orderId": order}),
-        )
-        .expect("envelope");
-        let at = time::OffsetDateTime::now_utc() - age;
-        envelope.occurred_at = at
-            .replace_nanosecond(at.nanosecond() / 1_000_000 * 1_000_000)
-            .expect("millisecond");
-        envelope.event_id = ulid::Ulid::from_parts(
-            (at.unix_timestamp_nanos() / 1_000_000) as u64,
-            fastrand::u128(..),
-        );
-        let item = OutboxItem::new(
-            &format!("ORDER#{order}"),
-            &envelope,
-            &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
-            8,
-        )
-        .expect("outbox item");
-        self.put_raw(item.to_attributes().expect("attributes"))
-            .await;
-        item
-    }
-
-    /// Puts a raw item (for poison and hand-made records).
-    pub async fn put_raw(&self, item: Item) {
-        self.ddb
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .expect("put item");
-    }
-}
-
 /// A deadline far enough away for any test.
 pub fn far_deadline() -> Deadline {
     Deadline::after(Duration::from_secs(120))
@@ -584,19 +319,6 @@ impl<S: EventSink, T: OutboxStore> Invoker for InProcessPublisher<S, T> {
     }
 }
 
-impl Stack {
-    /// The mapping of `template.yaml`, fed by this stack's stream into `invoker`.
-    pub fn pump<I: Invoker>(&self, invoker: I, on_failure: Option<&str>) -> Pump<I> {
-        let mapping = MappingSettings::from_template(&root().join("template.yaml"))
-            .expect("template mapping");
-        let on_failure = on_failure.map(|url| OnFailure {
-            sqs: aws_sdk_sqs::Client::new(&self.sdk),
-            queue_url: url.to_owned(),
-        });
-        Pump::new(self.stream(), mapping, invoker, on_failure).expect("filters compile")
-    }
-}
-
 /// Receives up to 10 messages from a queue as the SQS event Lambda's SQS
 /// mapping would pass (the messages stay in the queue, invisible for the
 /// queue's visibility timeout, as with a real mapping).
@@ -621,61 +343,6 @@ pub fn context_with_deadline(after: Duration) -> lambda_runtime::Context {
     context
 }
 
-impl Stack {
-    /// Puts an outbox event of `aggregate` (version `version`) created `age`
-    /// ago plus `offset_ms`, written with `shards` pending-index shards.
-    pub async fn put_aggregate_event(
-        &self,
-        aggregate: &str,
-        version: u64,
-        age: Duration,
-        offset_ms: u64,
-        shards: u16,
-    ) -> OutboxItem {
-        let mut envelope = outbox_core::EventEnvelope::new(
-            "OrderUpdated",
-            "Order",
-            aggregate,
-            version,
-            serde_json::json!({"orderId": aggregate, "version": version}),
-        )
-        .expect("envelope");
-        let at = time::OffsetDateTime::now_utc() - age;
-        let ms = (at.unix_timestamp_nanos() / 1_000_000) as u64 + offset_ms;
-        envelope.event_id = ulid::Ulid::from_parts(ms, fastrand::u128(..));
-        envelope.occurred_at = outbox_core::envelope::ulid_time(envelope.event_id);
-        let item = OutboxItem::new(
-            &format!("ORDER#{aggregate}"),
-            &envelope,
-            &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
-            shards,
-        )
-        .expect("outbox item");
-        self.put_raw(item.to_attributes().expect("attributes"))
-            .await;
-        item
-    }
-
-    /// The bus sink and the store of this stack, their clients going
-    /// through `proxy`.
-    pub async fn through(
-        &self,
-        proxy: &proxy::FaultProxy,
-        shards: u16,
-    ) -> (EventBridgeSink, DynamoStore) {
-        let sdk = proxy.sdk().await;
-        let (bus, _) = self.bus.as_ref().expect("stack has a bus");
-        (
-            EventBridgeSink::new(
-                aws_sdk_eventbridge::Client::new(&sdk),
-                bus.clone(),
-                "outbox.orders".into(),
-            ),
-            DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &self.table, shards),
-        )
-    }
-}
-
 /// Whether a stream record is the insert of an outbox item.
 pub fn is_outbox_insert(record: &aws_lambda_events::event::dynamodb::EventRecord) -> bool {
     record.event_name == "INSERT"
@@ -686,44 +353,4 @@ pub fn is_outbox_insert(record: &aws_lambda_events::event::dynamodb::EventRecord
             .and_then(|v| serde_json::to_value(v).ok())
             .and_then(|v| v["S"].as_str().map(|s| s.starts_with("OUTBOX#")))
             .unwrap_or(false)
-}
-
-impl Stack {
-    /// Every outbox insert in the table's stream so far.
-    pub async fn outbox_inserts(&self) -> Vec<aws_lambda_events::event::dynamodb::EventRecord> {
-        self.stream()
-            .read()
-            .await
-            .expect("stream")
-            .into_iter()
-            .filter(is_outbox_insert)
-            .collect()
-    }
-
-    /// Puts a poison outbox item of aggregate `order`: its envelope replaced
-    /// by `envelope` (not JSON, say), or removed when `None`.
-    pub async fn put_poison(&self, order: &str, envelope: Option<&str>) {
-        let event = outbox_core::EventEnvelope::new(
-            "OrderCreated",
-            "Order",
-            order,
-            1,
-            serde_json::json!({}),
-        )
-        .expect("envelope");
-        let mut item = OutboxItem::new(
-            &format!("ORDER#{order}"),
-            &event,
-            &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
-            8,
-        )
-        .expect("outbox item")
-        .to_attributes()
-        .expect("attributes");
-        match envelope {
-            Some(text) => item.insert("envelope".into(), AttributeValue::S(text.into())),
-            None => item.remove("envelope"),
-        };
-        self.put_raw(item).await;
-    }
 }

@@ -64,7 +64,7 @@ pub async fn settle_batch(
     Ok((deleted, kept))
 }
 
-/// What [`drain`] did.
+/// What [`drain_queue`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct DrainStats {
     /// Invocations (batches).

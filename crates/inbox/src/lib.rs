@@ -220,10 +220,12 @@ impl Inbox {
         self
     }
 
+    /// The table the inbox records go to.
     pub fn table(&self) -> &str {
         &self.table
     }
 
+    /// How long an inbox record lives.
     pub fn ttl(&self) -> Duration {
         self.ttl
     }

@@ -8,12 +8,17 @@ pub const DEFAULT_OUTBOX_SHARDS: u16 = 8;
 /// A configuration variable is missing or cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
+    /// A required variable is not set.
     #[error("environment variable {0} is required but not set")]
     Missing(&'static str),
+    /// A variable is set to something unusable.
     #[error("environment variable {name}={value:?} is invalid: {reason}")]
     Invalid {
+        /// The variable.
         name: &'static str,
+        /// Its value.
         value: String,
+        /// What is wrong with it.
         reason: String,
     },
 }
@@ -22,9 +27,15 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SinkConfig {
     /// `SINK=eventbridge` (the default): `PutEvents` on `EVENT_BUS_NAME`.
-    EventBridge { bus_name: String },
+    EventBridge {
+        /// The bus.
+        bus_name: String,
+    },
     /// `SINK=sns`: `PublishBatch` on `SNS_TOPIC_ARN` (FIFO when it ends in `.fifo`).
-    Sns { topic_arn: String },
+    Sns {
+        /// The topic.
+        topic_arn: String,
+    },
 }
 
 /// Everything the three functions read from their environment.
@@ -45,15 +56,23 @@ pub enum SinkConfig {
 /// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB | writer (size check), publisher, sweeper (batches) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    /// `TABLE_NAME`: the outbox table.
     pub table_name: String,
+    /// `EVENT_SOURCE`: the events' source (EventBridge).
     pub event_source: String,
+    /// `SINK` and its target.
     pub sink: SinkConfig,
+    /// `OUTBOX_SHARDS`: shards of the pending and dead-letter indexes.
     pub outbox_shards: u16,
+    /// `IDEMPOTENCY_TTL_SECONDS`: how long an idempotency record replays.
     pub idempotency_ttl: Duration,
+    /// `STRANDED_AFTER_SECONDS`: the age at which the sweeper takes an item.
     pub stranded_after: Duration,
+    /// `MAX_ATTEMPTS`: sweeper attempts before an item is dead-lettered.
     pub max_attempts: u32,
     /// The sweeper's first persisted backoff (it doubles up to 6 hours).
     pub retry_base: Duration,
+    /// `SWEEP_PAGE_SIZE`: items per page of the pending index.
     pub sweep_page_size: i32,
     /// Largest event entry (and sink call) the sink accepts, in bytes.
     pub max_event_bytes: usize,

@@ -6,22 +6,32 @@ use ulid::Ulid;
 /// the kind: every variant is the caller's input, none is retryable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OutboxError {
+    /// The event breaks a rule (an aggregate id a FIFO group cannot carry).
     #[error("event is invalid: {0}")]
     InvalidEvent(String),
+    /// The sink would refuse the entry for its size.
     #[error(
         "event {event_id} would be a {size}-byte entry for the configured sink; its limit is {limit} bytes"
     )]
     EventTooLarge {
+        /// The event.
         event_id: Ulid,
+        /// Its entry's size as the sink counts it.
         size: usize,
+        /// The sink's limit (`MAX_EVENT_BYTES`).
         limit: usize,
     },
+    /// The item would exceed DynamoDB's item limit.
     #[error("outbox item for event {event_id} would be {size} bytes; the DynamoDB limit is {limit} bytes")]
     ItemTooLarge {
+        /// The event.
         event_id: Ulid,
+        /// The item's size.
         size: usize,
+        /// DynamoDB's limit.
         limit: usize,
     },
+    /// The event does not serialize.
     #[error("event could not be serialized: {0}")]
     Serialize(String),
 }

@@ -20,13 +20,19 @@ use crate::size;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OutboxItem {
+    /// The item collection: the aggregate's partition key.
     #[serde(rename = "PK")]
     pub pk: String,
+    /// `OUTBOX#<eventId>`.
     #[serde(rename = "SK")]
     pub sk: String,
+    /// The event id (stable across republishing).
     pub event_id: Ulid,
+    /// The event type (`OrderCreated`).
     pub event_type: String,
+    /// The aggregate the event is about.
     pub aggregate_id: String,
+    /// The W3C trace context of the write, passed on to the sink.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
     /// The [`EventEnvelope`] as JSON.
@@ -45,14 +51,19 @@ pub struct OutboxItem {
     /// Epoch seconds before which the sweeper leaves the item alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_attempt_at: Option<i64>,
+    /// The last failure the sweeper recorded (sanitized).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// When it was dead-lettered (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_lettered_at: Option<String>,
+    /// Why it was dead-lettered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter_reason: Option<String>,
+    /// Dead-letter-index partition key (`DEAD#<shard>`).
     #[serde(rename = "GSI2PK", default, skip_serializing_if = "Option::is_none")]
     pub dead_pk: Option<String>,
+    /// Dead-letter-index sort key (the ULID).
     #[serde(rename = "GSI2SK", default, skip_serializing_if = "Option::is_none")]
     pub dead_sk: Option<String>,
 }

@@ -81,18 +81,27 @@ pub mod order_attr {
 /// Attribute names of outbox items (as `OutboxItem` serializes them) and of
 /// the settings item. Update expressions and filters use these constants.
 pub mod attr {
+    /// The event id (a ULID).
     pub const EVENT_ID: &str = "eventId";
+    /// The event type.
     pub const EVENT_TYPE: &str = "eventType";
+    /// The aggregate id.
     pub const AGGREGATE_ID: &str = "aggregateId";
+    /// The envelope's JSON, published as it is.
     pub const ENVELOPE: &str = "envelope";
+    /// When the event was created (RFC 3339).
     pub const CREATED_AT: &str = "createdAt";
+    /// The W3C trace context.
     pub const TRACEPARENT: &str = "traceparent";
     /// Failed publish attempts recorded by the sweeper.
     pub const ATTEMPTS: &str = "attempts";
     /// Epoch seconds before which the sweeper leaves the item alone.
     pub const NEXT_ATTEMPT_AT: &str = "nextAttemptAt";
+    /// The last failure recorded.
     pub const LAST_ERROR: &str = "lastError";
+    /// When the item was dead-lettered; present only on dead letters.
     pub const DEAD_LETTERED_AT: &str = "deadLetteredAt";
+    /// Why it was dead-lettered.
     pub const DEAD_LETTER_REASON: &str = "deadLetterReason";
     /// On the settings item: the highest `OUTBOX_SHARDS` ever used.
     pub const SHARDS_HIGH_WATER: &str = "shardsHighWater";
@@ -156,11 +165,14 @@ pub fn settings_key() -> ItemKey {
 /// The primary key of an item, as DynamoDB wants it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ItemKey {
+    /// The partition key.
     pub pk: String,
+    /// The sort key.
     pub sk: String,
 }
 
 impl ItemKey {
+    /// A key of `pk` and `sk`.
     pub fn new(pk: impl Into<String>, sk: impl Into<String>) -> Self {
         Self {
             pk: pk.into(),

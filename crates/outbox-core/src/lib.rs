@@ -5,19 +5,28 @@
 //! is at least once; consumers deduplicate on the envelope's `eventId`.
 //!
 //! # Layout
-//! - [`keys`]: the key schema (business item, outbox item, indexes, shard).
-//! - [`envelope`]: [`EventEnvelope`], what subscribers receive.
-//! - [`item`]: [`OutboxItem`], the stored form, its codec and size checks.
+//! The value types are at the crate's root; the API areas are its public
+//! modules.
+//!
+//! - [`keys`]: the key schema (business item, outbox item, indexes, shard,
+//!   attribute names).
+//! - `envelope.rs`: [`EventEnvelope`], what subscribers receive; event ids
+//!   and trace context.
+//! - `item.rs`: [`OutboxItem`], the stored form, its codec and size checks.
+//! - `config.rs`: [`Config`] from the environment.
+//! - `error.rs`: [`OutboxError`] (an event that cannot be stored) and
+//!   [`DecodeError`] (an item that cannot be read).
 //! - [`size`]: service limits and size arithmetic.
-//! - [`config`]: [`Config`] from the environment.
 //! - [`publish`]: the one publishing module (sink port, EventBridge and SNS
 //!   adapters, and [`publish::relay`]: publishing and the handling of every
 //!   outcome, for the publisher and the sweeper alike).
-//! - [`store`]: the store port and its DynamoDB adapter: deletes, dead
+//! - [`store`]: the store port ([`store::OutboxStore`]) and its adapters:
+//!   DynamoDB, and in memory for tests (feature `testing`). Deletes, dead
 //!   letters, failure records, the pending and dead-letter indexes, the
-//!   shard high-water mark.
+//!   shard high-water mark, the operator's redrives and discards.
 //! - [`retry`]: the one backoff type, the deadline that bounds every call,
-//!   and the classification of retryable error codes.
+//!   the retry policy for what the SDK cannot see (unprocessed items, failed
+//!   entries), and the classification of retryable error codes.
 //! - [`metrics`]: CloudWatch Embedded Metric Format lines.
 //! - [`transaction`]: [`transaction::OutboxTransaction`], one
 //!   `TransactWriteItems` of the caller's actions plus outbox events, limits
@@ -28,10 +37,10 @@
 //! - [`telemetry`]: JSON logs for the binaries.
 
 pub mod aws;
-pub mod config;
-pub mod envelope;
-pub mod error;
-pub mod item;
+mod config;
+mod envelope;
+mod error;
+mod item;
 pub mod keys;
 pub mod metrics;
 pub mod publish;
@@ -41,8 +50,11 @@ pub mod store;
 pub mod telemetry;
 pub mod transaction;
 
-pub use config::{Config, ConfigError, SinkConfig};
-pub use envelope::EventEnvelope;
+pub use config::{Config, ConfigError, SinkConfig, DEFAULT_OUTBOX_SHARDS};
+pub use envelope::{
+    is_valid_traceparent, next_event_id, now_utc_millis, ulid_time, xray_trace_header,
+    EventEnvelope,
+};
 pub use error::{DecodeError, OutboxError};
 pub use item::OutboxItem;
 pub use keys::ItemKey;

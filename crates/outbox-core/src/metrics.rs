@@ -11,7 +11,9 @@ pub const NAMESPACE: &str = "DynamoDbOutbox";
 /// A unit CloudWatch understands.
 #[derive(Debug, Clone, Copy)]
 pub enum Unit {
+    /// A count.
     Count,
+    /// A duration in seconds.
     Seconds,
 }
 

@@ -103,8 +103,11 @@ pub enum Jitter {
 /// drawn below `min(cap, base * 2^(n-1))`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
+    /// The first delay's ceiling.
     pub base: Duration,
+    /// The largest delay.
     pub cap: Duration,
+    /// How a delay is drawn below its ceiling.
     pub jitter: Jitter,
 }
 
@@ -151,6 +154,7 @@ impl Backoff {
 pub struct RetryPolicy {
     /// Attempts in all, the first included.
     pub max_attempts: u32,
+    /// The delays between attempts.
     pub backoff: Backoff,
 }
 

@@ -31,11 +31,21 @@ pub const MAX_FIFO_GROUP_ID: usize = 128;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventLimits {
     /// `PutEvents`: the entry is `Source` + `DetailType` + `Detail`.
-    EventBridge { source: String, max_bytes: usize },
+    EventBridge {
+        /// The events' `Source`.
+        source: String,
+        /// `MAX_EVENT_BYTES`.
+        max_bytes: usize,
+    },
     /// `PublishBatch`: the message plus its `eventType` and `eventId`
     /// attributes; a FIFO topic also needs the aggregate id as a valid
     /// message group id.
-    Sns { fifo: bool, max_bytes: usize },
+    Sns {
+        /// Whether the topic is FIFO.
+        fifo: bool,
+        /// `MAX_EVENT_BYTES`.
+        max_bytes: usize,
+    },
 }
 
 impl EventLimits {

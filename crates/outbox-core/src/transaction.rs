@@ -75,30 +75,65 @@ pub struct FailedCondition {
 /// Why a transaction was not committed. Nothing was written in any case.
 #[derive(Debug, thiserror::Error)]
 pub enum TransactionError {
+    /// Nothing to write.
     #[error("the transaction has no actions")]
     Empty,
+    /// More actions than one `TransactWriteItems` takes.
     #[error("the transaction has {count} actions; DynamoDB allows {limit}")]
-    TooManyActions { count: usize, limit: usize },
+    TooManyActions {
+        /// Actions in the transaction.
+        count: usize,
+        /// DynamoDB's limit.
+        limit: usize,
+    },
+    /// Larger than one `TransactWriteItems` takes.
     #[error("the transaction is about {size} bytes; DynamoDB allows {limit}")]
-    TooLarge { size: usize, limit: usize },
+    TooLarge {
+        /// Its estimated size.
+        size: usize,
+        /// DynamoDB's limit.
+        limit: usize,
+    },
+    /// Two actions name the same item.
     #[error("actions `{first}` and `{second}` write the same item")]
-    DuplicateItem { first: String, second: String },
+    DuplicateItem {
+        /// The first action's label.
+        first: String,
+        /// The second action's label.
+        second: String,
+    },
+    /// The idempotency token is not 1 to 36 characters.
     #[error("idempotency token must be 1 to 36 characters")]
     InvalidToken,
+    /// An event could not be stored.
     #[error(transparent)]
     Event(#[from] OutboxError),
+    /// A condition failed: which actions, with the items that failed them.
     #[error("condition failed on {}", .0.iter().map(|c| c.label.as_str()).collect::<Vec<_>>().join(", "))]
     ConditionFailed(Vec<FailedCondition>),
+    /// Another transaction was writing the same item.
     #[error("transaction conflicted with another one on `{label}`; retry")]
-    Conflict { label: String },
+    Conflict {
+        /// The action on the contended item.
+        label: String,
+    },
+    /// DynamoDB throttled the call.
     #[error("request was throttled; retry later")]
     Throttled,
+    /// The token was used with other parameters within 10 minutes.
     #[error("the idempotency token was used with different parameters")]
     IdempotentParameterMismatch,
+    /// A transaction with this token has not finished yet.
     #[error("a transaction with this idempotency token is still in progress")]
     InProgress,
+    /// Cancelled for another reason.
     #[error("DynamoDB rejected the transaction: {code}: {message}")]
-    Rejected { code: String, message: String },
+    Rejected {
+        /// The cancellation reason's code.
+        code: String,
+        /// Its message.
+        message: String,
+    },
     /// The call failed below the service (connection, timeout, an
     /// unexpected service error); the SDK's error is the source.
     #[error("the DynamoDB call failed")]
@@ -210,6 +245,7 @@ enum TransactionErrorSeed {
 }
 
 impl OutboxTransaction {
+    /// An empty transaction on the table of `settings`.
     pub fn new(settings: &OutboxSettings) -> Self {
         Self {
             settings: settings.clone(),

@@ -14,7 +14,7 @@ pub(crate) fn operations(
     Operations::new(outbox_core::store::DynamoStore::new(
         aws_sdk_dynamodb::Client::new(sdk),
         table,
-        outbox_core::config::DEFAULT_OUTBOX_SHARDS,
+        outbox_core::DEFAULT_OUTBOX_SHARDS,
     ))
 }
 

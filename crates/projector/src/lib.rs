@@ -11,7 +11,7 @@
 //!   `maxReceiveCount`, lands in the queue's dead-letter queue (alarmed);
 //! - `OrderCreated` and `OrderPaid` are applied with the inbox library: the
 //!   inbox record, the order row and the customer summary in one
-//!   transaction, without reads ([`model`]);
+//!   transaction, without reads (`model.rs`);
 //! - other event types, and other `schemaVersion`s than 1, are acknowledged
 //!   and counted `Ignored`;
 //! - an error is reported for retry; whether a retry can help is logged.
@@ -25,11 +25,11 @@
 //! conflicts with itself, and the SQS mapping scales out by invocations.
 //!
 //! # Layout
-//! - [`model`]: the read model's keys, the payload it reads, the row and
+//! - `model.rs`: the read model's keys, the payload it reads, the row and
 //!   summary actions.
 //! - [`Projector`], [`handler`]: applying one message, and a batch.
 
-pub mod model;
+mod model;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
@@ -55,6 +55,7 @@ pub enum ProjectError {
     /// `maxReceiveCount` it moves to the dead-letter queue.
     #[error("malformed message: {0}")]
     Malformed(String),
+    /// The inbox transaction failed.
     #[error(transparent)]
     Inbox(#[from] InboxError),
     /// The row changed between every attempt (concurrent deliveries of
@@ -64,6 +65,7 @@ pub enum ProjectError {
 }
 
 impl ProjectError {
+    /// Whether a redelivery may succeed (the message is reported, not dropped).
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Malformed(_) => false,
@@ -76,7 +78,9 @@ impl ProjectError {
 /// What became of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Projected {
+    /// What became of the event.
     pub outcome: EventOutcome,
+    /// When the event happened (for the lag metric).
     pub occurred_at: OffsetDateTime,
 }
 
@@ -89,6 +93,7 @@ pub struct Projector {
 }
 
 impl Projector {
+    /// A projector writing through `client` with `inbox`.
     pub fn new(client: aws_sdk_dynamodb::Client, inbox: Inbox) -> Self {
         Self { client, inbox }
     }
@@ -189,12 +194,18 @@ fn parse(body: &str) -> Result<EventEnvelope, ProjectError> {
         })
 }
 
+/// Events of one batch, by outcome (the EMF metrics).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
+    /// Applied.
     pub applied: u32,
+    /// Seen before.
     pub duplicate: u32,
+    /// Older than the row.
     pub stale: u32,
+    /// Not handled by the projector.
     pub ignored: u32,
+    /// Failed (reported for redelivery).
     pub failed: u32,
 }
 

@@ -15,33 +15,40 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
 use serde::Deserialize;
 
 /// The event types the projector applies; others are `Ignored`.
-pub const ORDER_CREATED: &str = "OrderCreated";
-pub const ORDER_PAID: &str = "OrderPaid";
+pub(crate) const ORDER_CREATED: &str = "OrderCreated";
+/// The event that marks an order paid.
+pub(crate) const ORDER_PAID: &str = "OrderPaid";
 
-pub fn customer_pk(customer_id: &str) -> String {
+/// A customer's partition key.
+pub(crate) fn customer_pk(customer_id: &str) -> String {
     format!("CUSTOMER#{customer_id}")
 }
 
-pub fn order_sk(order_id: &str) -> String {
+/// An order row's sort key.
+pub(crate) fn order_sk(order_id: &str) -> String {
     format!("ORDER#{order_id}")
 }
 
-pub const SUMMARY_SK: &str = "SUMMARY";
+/// The customer summary's sort key.
+pub(crate) const SUMMARY_SK: &str = "SUMMARY";
 /// A row's version: the order's `aggregateVersion` it reflects.
-pub const VERSION: &str = "version";
+pub(crate) const VERSION: &str = "version";
 /// A row's order status.
-pub const STATUS: &str = "status";
+pub(crate) const STATUS: &str = "status";
 
 /// An order's status as events carry it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Status {
+pub(crate) enum Status {
+    /// Created, not paid.
     Pending,
+    /// Paid.
     Paid,
 }
 
 impl Status {
-    pub fn as_str(self) -> &'static str {
+    /// As stored.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "PENDING",
             Self::Paid => "PAID",
@@ -62,11 +69,16 @@ impl Status {
 /// producer may add some.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct OrderState {
+pub(crate) struct OrderState {
+    /// The order.
     pub order_id: String,
+    /// Its customer.
     pub customer_id: String,
+    /// Its status.
     pub status: Status,
+    /// Its currency.
     pub currency: String,
+    /// Its total.
     pub total_cents: u64,
 }
 
@@ -74,15 +86,22 @@ pub struct OrderState {
 /// transaction: it starts from a guess (no read) and learns the truth from a
 /// failed condition's `ALL_OLD` item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stored {
+pub(crate) enum Stored {
+    /// No row yet.
     Absent,
-    Present { version: u64, status: Status },
+    /// A row at this version and status.
+    Present {
+        /// The row's version.
+        version: u64,
+        /// The row's status.
+        status: Status,
+    },
 }
 
 impl Stored {
     /// The first guess for an event: the order is new when the event says
     /// `PENDING` (its `OrderCreated`), else it was `PENDING` before.
-    pub fn guess(order: &OrderState, version: u64) -> Self {
+    pub(crate) fn guess(order: &OrderState, version: u64) -> Self {
         match order.status {
             Status::Pending => Self::Absent,
             Status::Paid => Self::Present {
@@ -93,7 +112,7 @@ impl Stored {
     }
 
     /// The stored row as a failed condition returned it.
-    pub fn from_item(item: Option<&HashMap<String, AttributeValue>>) -> Self {
+    pub(crate) fn from_item(item: Option<&HashMap<String, AttributeValue>>) -> Self {
         let Some(item) = item else {
             return Self::Absent;
         };
@@ -113,7 +132,7 @@ impl Stored {
 
 /// The row put, conditional on `stored` still being true: absent, or at
 /// that status with an older version than `version`.
-pub fn row_put(
+pub(crate) fn row_put(
     table: &str,
     order: &OrderState,
     version: u64,
@@ -148,7 +167,7 @@ pub fn row_put(
 /// The summary's counters for this change: a new order counts once, an
 /// order that becomes `PAID` counts once in `paidOrders` and `paidCents`.
 /// `None` when the change moves no counter.
-pub fn summary_update(
+pub(crate) fn summary_update(
     table: &str,
     order: &OrderState,
     stored: Stored,

@@ -10,6 +10,9 @@
 //! bytes, order per aggregate, deletes), so that the figure is ours and not
 //! the network's. docs/performance.md §3 turns it into the scaling model.
 
+// criterion_group! and criterion_main! define undocumented items.
+#![allow(missing_docs)]
+
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

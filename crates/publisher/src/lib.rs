@@ -42,8 +42,11 @@ pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
 /// The publisher's dependencies, built once per cold start.
 #[derive(Debug, Clone)]
 pub struct Publisher<S, T> {
+    /// Where events go.
     pub sink: S,
+    /// Where outbox items are.
     pub store: T,
+    /// Retries of failed entries within the call.
     pub retry: RetryPolicy,
 }
 
@@ -98,6 +101,7 @@ impl Report {
 }
 
 impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
+    /// A publisher with the default retry policy.
     pub fn new(sink: S, store: T) -> Self {
         Self {
             sink,

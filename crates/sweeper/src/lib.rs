@@ -61,9 +61,13 @@ pub const STATS_RESERVE: Duration = Duration::from_secs(3);
 /// The sweeper's settings, from [`Config`].
 #[derive(Debug, Clone)]
 pub struct SweepSettings {
+    /// Items older than this are swept.
     pub stranded_after: Duration,
+    /// Attempts before an item is dead-lettered.
     pub max_attempts: u32,
+    /// Items per page of the pending index.
     pub page_size: i32,
+    /// The persisted backoff between attempts.
     pub backoff: Backoff,
     /// Items each statistics count reads at most, per shard and index.
     pub count_limit: i32,
@@ -96,9 +100,13 @@ impl From<&Config> for SweepSettings {
 /// The sweeper's dependencies, built once per cold start.
 #[derive(Debug, Clone)]
 pub struct Sweeper<S, T> {
+    /// Where events go.
     pub sink: S,
+    /// Where outbox items are.
     pub store: T,
+    /// The sweep's settings.
     pub settings: SweepSettings,
+    /// Retries of failed entries within the call.
     pub retry: RetryPolicy,
 }
 
@@ -118,6 +126,7 @@ pub(crate) fn millis(at: OffsetDateTime) -> u64 {
 }
 
 impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
+    /// A sweeper with the default retry policy.
     pub fn new(sink: S, store: T, settings: SweepSettings) -> Self {
         Self {
             sink,
@@ -291,11 +300,14 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
 /// has `Records` of `aws:sqs`; anything else is the schedule.
 #[derive(Debug, Clone)]
 pub enum Trigger {
+    /// The schedule (any event that is not an SQS batch).
     Schedule,
+    /// A batch of the OnFailure queue.
     OnFailure(SqsEvent),
 }
 
 impl Trigger {
+    /// Tells the trigger from the event's shape.
     pub fn from_value(event: serde_json::Value) -> Result<Self, Error> {
         let is_sqs = event
             .get("Records")
@@ -318,7 +330,9 @@ impl Trigger {
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum Response {
+    /// A scheduled run's report.
     Sweep(SweepReport),
+    /// The OnFailure messages to retry.
     Batch(SqsBatchResponse),
 }
 

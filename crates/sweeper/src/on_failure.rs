@@ -17,12 +17,15 @@ use crate::{SweepReport, SweepSettings, Sweeper};
 /// (metadata only). Unknown fields and `condition` values are accepted.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct OnFailureMessage {
+    /// Why the batch was discarded.
     #[serde(rename = "requestContext", default)]
     pub request_context: RequestContext,
+    /// Which records.
     #[serde(rename = "DDBStreamBatchInfo")]
     pub batch: StreamBatchInfo,
 }
 
+/// The message's `requestContext`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestContext {
@@ -31,21 +34,29 @@ pub struct RequestContext {
     pub condition: Option<String>,
 }
 
+/// The message's `DDBStreamBatchInfo`: the discarded batch.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamBatchInfo {
+    /// The stream shard.
     #[serde(default)]
     pub shard_id: Option<String>,
+    /// The batch's first record.
     #[serde(default)]
     pub start_sequence_number: Option<String>,
+    /// The batch's last record.
     #[serde(default)]
     pub end_sequence_number: Option<String>,
+    /// When the first record reached the stream.
     #[serde(with = "time::serde::rfc3339")]
     pub approximate_arrival_of_first_record: OffsetDateTime,
+    /// When the last record reached the stream.
     #[serde(with = "time::serde::rfc3339")]
     pub approximate_arrival_of_last_record: OffsetDateTime,
+    /// Records in the batch.
     #[serde(default)]
     pub batch_size: Option<u64>,
+    /// The stream.
     #[serde(default)]
     pub stream_arn: Option<String>,
 }
@@ -53,7 +64,9 @@ pub struct StreamBatchInfo {
 /// The creation-time range of an abandoned batch's events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
+    /// Events created from.
     pub from: OffsetDateTime,
+    /// Events created to.
     pub to: OffsetDateTime,
 }
 

@@ -11,6 +11,7 @@ use serde::Serialize;
 pub struct SweepReport {
     /// Pending items found in the swept range (due or not).
     pub stranded: usize,
+    /// Events published.
     pub republished: usize,
     /// Failed attempts (recorded with their backoff).
     pub failed: usize,
@@ -24,11 +25,13 @@ pub struct SweepReport {
     /// Pending items after the run, all shards (a lower bound when
     /// `pendingCapped`).
     pub pending: usize,
+    /// Whether `pending` stopped at the count limit.
     pub pending_capped: bool,
     /// Age of the oldest pending item after the run (0 when none).
     pub oldest_pending_age_seconds: f64,
     /// Dead-lettered items in the table (a lower bound when capped).
     pub dead_letter_count: usize,
+    /// Whether `dead_letter_count` stopped at the count limit.
     pub dead_letters_capped: bool,
     /// Items the queries read (DynamoDB's ScannedCount), the read cost.
     pub items_read: usize,
@@ -42,6 +45,7 @@ pub struct SweepReport {
     pub stats_read: bool,
     /// OnFailure windows fully redriven / left for a retry of the message.
     pub windows_redriven: usize,
+    /// OnFailure windows left for a retry of their message.
     pub windows_failed: usize,
 }
 

@@ -2,6 +2,9 @@
 //! envelope, the outbox item (codec and size checks) and the limit checks.
 //! No I/O.
 
+// criterion_group! and criterion_main! define undocumented items.
+#![allow(missing_docs)]
+
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use criterion::{criterion_group, criterion_main, Criterion};
 use outbox_core::EventEnvelope;

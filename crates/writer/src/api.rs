@@ -39,9 +39,13 @@ const RETRY_AFTER_SECONDS: u32 = 1;
 /// An error response: status, stable machine code, human message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The error code of the JSON body.
     pub code: &'static str,
+    /// A message for people.
     pub message: String,
+    /// The request field at fault, if one is.
     pub field: Option<String>,
 }
 

@@ -20,6 +20,7 @@ use crate::service::BackendError;
 pub struct IdempotencyKey(String);
 
 impl IdempotencyKey {
+    /// Checks an `Idempotency-Key` header (1 to 255 visible ASCII characters).
     pub fn parse(raw: &str) -> Result<Self, &'static str> {
         if raw.is_empty() || raw.len() > 255 || !raw.bytes().all(|b| (0x20..0x7f).contains(&b)) {
             return Err("Idempotency-Key must be 1 to 255 printable ASCII characters");
@@ -37,7 +38,9 @@ impl IdempotencyKey {
 /// A response stored with an idempotency key and replayed for a retry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredResponse {
+    /// The HTTP status first answered.
     pub status: u16,
+    /// The body first answered.
     pub body: String,
 }
 

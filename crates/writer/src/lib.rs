@@ -6,32 +6,37 @@
 //! - [`transaction`] (from `outbox-core`): [`OutboxTransaction`], the reusable builder: the
 //!   caller's puts, updates, condition checks and deletes plus events, one
 //!   `TransactWriteItems`, limits checked first, typed cancellation reasons.
-//! - [`orders`]: the order domain and request validation.
-//! - [`caller`]: [`Caller`], the authenticated principal that owns orders.
-//! - [`idempotency`]: `Idempotency-Key`s scoped to their caller and the
+//! - `orders.rs`: the order domain ([`Order`], [`OrderStatus`]) and request
+//!   validation ([`CreateOrderRequest`] into [`NewOrder`]).
+//! - `caller.rs`: [`Caller`], the authenticated principal that owns orders.
+//! - `idempotency.rs`: [`IdempotencyKey`]s scoped to their caller and the
 //!   records that replay a command's response.
-//! - [`service`]: [`OrderService`]: create, pay and read a caller's orders,
+//! - `service.rs`: [`OrderService`]: create, pay and read a caller's orders,
 //!   with idempotency records stored in the same transaction.
-//! - [`api`]: the HTTP API (API Gateway HTTP API, payload v2): the caller
+//! - `api.rs`: [`Api`], the HTTP API (API Gateway HTTP API, payload v2): the caller
 //!   from the authorizer, routing, body checks, one error enum ([`OrderError`])
 //!   mapped to status codes.
 //! - `schemas` (feature `schema`): the events' JSON Schemas, from these
 //!   types, as checked in under `schemas/`.
 
-pub mod api;
-pub mod caller;
-pub mod idempotency;
-pub mod orders;
+mod api;
+mod caller;
+mod idempotency;
+mod orders;
 #[cfg(feature = "schema")]
 pub mod schemas;
-pub mod service;
+mod service;
 /// The transaction builder lives in `outbox-core` (the inbox library uses it
 /// too); it is re-exported here, where users of the writer look for it.
 pub use outbox_core::transaction;
 
-pub use api::Api;
+pub use api::{Api, ApiError, LOCAL_CALLER_ENV, MAX_BODY_BYTES};
 pub use caller::Caller;
 pub use idempotency::{IdempotencyKey, StoredResponse};
+pub use orders::{
+    CreateOrderRequest, FieldError, NewOrder, Order, OrderLine, OrderStatus, MAX_LINES,
+    MAX_SAFE_CENTS,
+};
 pub use service::{BackendError, OrderError, OrderService, Reply};
 pub use transaction::{
     Committed, FailedCondition, OutboxSettings, OutboxTransaction, TransactionError,

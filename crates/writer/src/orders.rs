@@ -22,16 +22,19 @@ pub struct Order {
         schemars(regex(pattern = r"^[0-9A-HJKMNP-TV-Z]{26}$"))
     )]
     pub order_id: String,
+    /// The customer who placed it.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 128)))]
     pub customer_id: String,
     /// ISO 4217 code.
     #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Z]{3}$")))]
     pub currency: String,
+    /// What was ordered.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 100)))]
     pub items: Vec<OrderLine>,
     /// The sum of the lines' `quantity × unitPriceCents`.
     #[cfg_attr(feature = "schema", schemars(range(max = 9_007_199_254_740_991u64)))]
     pub total_cents: u64,
+    /// `PENDING` until paid.
     pub status: OrderStatus,
     /// 1 when created, +1 with each change; the events' `aggregateVersion`.
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
@@ -52,8 +55,10 @@ pub struct OrderLine {
     /// 1 to 64 characters, no spaces or control characters.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 64)))]
     pub sku: String,
+    /// How many.
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub quantity: u32,
+    /// The price of one, in cents.
     #[cfg_attr(feature = "schema", schemars(range(max = 9_007_199_254_740_991u64)))]
     pub unit_price_cents: u64,
 }
@@ -63,11 +68,14 @@ pub struct OrderLine {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OrderStatus {
+    /// Created, not paid.
     Pending,
+    /// Paid.
     Paid,
 }
 
 impl OrderStatus {
+    /// As stored and published.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "PENDING",
@@ -80,8 +88,11 @@ impl OrderStatus {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateOrderRequest {
+    /// The customer.
     pub customer_id: String,
+    /// ISO 4217 code.
     pub currency: String,
+    /// The lines.
     pub items: Vec<OrderLine>,
 }
 
@@ -91,6 +102,7 @@ pub struct CreateOrderRequest {
 pub struct FieldError {
     /// JSON path of the field, e.g. `items[2].quantity`.
     pub field: String,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -104,9 +116,13 @@ fn field_error(field: impl Into<String>, message: impl Into<String>) -> FieldErr
 /// A valid new order: everything `POST /orders` needs, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewOrder {
+    /// The customer.
     pub customer_id: String,
+    /// ISO 4217 code.
     pub currency: String,
+    /// The lines, at least one.
     pub items: Vec<OrderLine>,
+    /// Their sum, at most 2^53 - 1.
     pub total_cents: u64,
 }
 

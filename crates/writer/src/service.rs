@@ -10,8 +10,8 @@ use aws_sdk_dynamodb::operation::get_item::GetItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
-use outbox_core::envelope::now_utc_millis;
 use outbox_core::keys::{self, ItemKey};
+use outbox_core::now_utc_millis;
 use outbox_core::{EventEnvelope, OutboxError};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -23,10 +23,10 @@ use crate::orders::{NewOrder, Order, OrderStatus};
 use crate::transaction::{OutboxSettings, OutboxTransaction, TransactionError};
 
 /// The aggregate type of orders' events.
-pub const AGGREGATE_TYPE: &str = "Order";
+pub(crate) const AGGREGATE_TYPE: &str = "Order";
 /// The order item's attribute holding its owner's [`Caller::id`]. It is
 /// neither returned by the API nor carried by the events.
-pub const OWNER_ATTRIBUTE: &str = keys::order_attr::OWNER;
+const OWNER_ATTRIBUTE: &str = keys::order_attr::OWNER;
 const ORDER_LABEL: &str = "order";
 const IDEMPOTENCY_LABEL: &str = "idempotency";
 /// How often a payment is retried when the order changed between its read
@@ -128,6 +128,7 @@ pub struct OrderService {
 }
 
 impl OrderService {
+    /// A service on `client` with the outbox `settings`.
     pub fn new(
         client: aws_sdk_dynamodb::Client,
         settings: OutboxSettings,
@@ -140,6 +141,7 @@ impl OrderService {
         }
     }
 
+    /// A service with the functions' configuration.
     pub fn from_config(client: aws_sdk_dynamodb::Client, config: &outbox_core::Config) -> Self {
         Self::new(client, OutboxSettings::from(config), config.idempotency_ttl)
     }

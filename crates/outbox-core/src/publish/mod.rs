@@ -48,6 +48,7 @@ pub enum FailureKind {
 /// Why one entry was not published.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishFailure {
+    /// What kind of failure.
     pub kind: FailureKind,
     /// The service's error code, or a code of ours.
     pub code: String,
@@ -60,6 +61,7 @@ pub struct PublishFailure {
 }
 
 impl PublishFailure {
+    /// A failure of one entry (the message cut at 256 bytes).
     pub fn new(kind: FailureKind, code: impl Into<String>, message: impl Into<String>) -> Self {
         let mut message: String = message.into();
         if message.len() > 256 {
@@ -99,7 +101,9 @@ pub type EntryOutcome = Result<(), PublishFailure>;
 #[derive(Debug, thiserror::Error)]
 #[error("event sink {target} is not usable: {reason}")]
 pub struct SinkError {
+    /// The bus or topic.
     pub target: String,
+    /// Why it is not usable.
     pub reason: String,
 }
 
@@ -126,7 +130,9 @@ pub trait EventSink: Send + Sync {
 #[cfg(feature = "sinks")]
 #[derive(Debug, Clone)]
 pub enum AnySink {
+    /// `SINK=eventbridge`.
     EventBridge(eventbridge::EventBridgeSink),
+    /// `SINK=sns`.
     Sns(sns::SnsSink),
 }
 

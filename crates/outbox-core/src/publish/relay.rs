@@ -64,14 +64,22 @@ pub enum Entry {
     Item(OutboxItem),
     /// It can never be published: dead-letter it.
     Poison {
+        /// Its primary key.
         key: ItemKey,
+        /// Its aggregate, when known (it picks the dead-letter shard).
         aggregate_id: Option<String>,
+        /// Why it can never be published.
         reason: String,
     },
     /// It cannot be handled here, through nobody's fault in the data (a
     /// stream record without its new image: a configuration error). Never
     /// dead-lettered; reported.
-    Unusable { key: ItemKey, reason: String },
+    Unusable {
+        /// Its primary key.
+        key: ItemKey,
+        /// What is missing.
+        reason: String,
+    },
 }
 
 impl From<PendingItem> for Entry {
@@ -105,8 +113,11 @@ pub enum Mode {
     /// A sweep at `now`: hold failed aggregates, persist the backoff,
     /// dead-letter after `max_attempts`.
     Sweep {
+        /// The time of the sweep.
         now: OffsetDateTime,
+        /// Attempts before an item is dead-lettered.
         max_attempts: u32,
+        /// The persisted backoff between attempts.
         backoff: Backoff,
     },
 }
@@ -142,10 +153,15 @@ impl RelayOutcome {
 pub struct RelayReport {
     /// One per entry, in order.
     pub outcomes: Vec<RelayOutcome>,
+    /// Entries the sink accepted.
     pub published: usize,
+    /// Entries dead-lettered.
     pub dead_lettered: usize,
+    /// Entries that failed.
     pub failed: usize,
+    /// Entries left pending on purpose.
     pub deferred: usize,
+    /// Entries not tried.
     pub not_attempted: usize,
     /// Published events whose item could not be deleted: published again
     /// later by the sweeper (same event id).
@@ -208,8 +224,11 @@ impl Run {
 
 /// The sink, the store and the in-call retry policy.
 pub struct Relay<'a, S, T> {
+    /// Where events go.
     pub sink: &'a S,
+    /// Where outbox items are.
     pub store: &'a T,
+    /// Retries of failed entries within the call.
     pub retry: &'a RetryPolicy,
 }
 

@@ -1,0 +1,280 @@
+//! The fault side of a chaos run: each proxy's seeded schedule, the
+//! labels and severity of fault kinds, and invocations tagged on their
+//! proxy so that the journal says which invocation made a call.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
+use devkit::Invoker;
+
+use crate::lambda::{FunctionError, LambdaFunction};
+use crate::proxy::{Fault, FaultProxy};
+
+/// A fault kind, as the tables name it.
+pub(super) fn label(function: &str, operation: &str, fault: &Fault) -> String {
+    let sink = matches!(operation, "PutEvents" | "PublishBatch");
+    let what = match fault {
+        Fault::Throttle => "throttled",
+        Fault::ServerError => "5xx",
+        Fault::Reset => "connection reset",
+        Fault::Hang => "hangs past the deadline",
+        Fault::FailEntries(_) => "some entries refused in a 200",
+        Fault::RefuseEntries { .. } => "outage (every entry refused)",
+        Fault::Crash { forward: false } => "SIGKILL before the call",
+        Fault::Crash { forward: true } => "SIGKILL after the call, before its answer",
+        Fault::Pass => "none",
+    };
+    let call = match (sink, operation) {
+        (true, _) => "sink call",
+        (_, "BatchWriteItem") => "deletes",
+        (_, "UpdateItem") => "dead-letter/backoff write",
+        (_, "Query") => "sweep read",
+        (_, "TransactWriteItems") => "transaction",
+        (_, other) => other,
+    };
+    format!("{function}: {call} {what}")
+}
+
+/// How surely a fault makes an invocation's work come back: a kill or a
+/// timeout always, refused entries for what follows them, a fault repeated
+/// over the SDK's retries (a burst) when it outlasts them, a single
+/// throttle or reset hardly ever (the SDK retries it).
+pub(super) fn severity(fault: &Fault) -> u8 {
+    match fault {
+        Fault::Crash { .. } => 5,
+        Fault::Hang => 4,
+        Fault::RefuseEntries { .. } | Fault::FailEntries(_) => 3,
+        Fault::ServerError => 2,
+        Fault::Throttle | Fault::Reset => 1,
+        Fault::Pass => 0,
+    }
+}
+
+/// The fault schedule of one proxy: a seeded generator, per-call odds, and
+/// bursts (a fault repeated over the SDK's retries, so that it is seen).
+pub(super) struct Schedule {
+    pub(super) rng: fastrand::Rng,
+    pub(super) rate: f64,
+    /// Faults applied first, one every other call of their operation
+    /// (`"sink"` for the sink calls), so that a short run meets every kind.
+    pub(super) script: HashMap<&'static str, std::collections::VecDeque<Fault>>,
+    pub(super) calls: HashMap<String, u32>,
+    /// (operation, fault, calls left).
+    pub(super) burst: Option<(String, Fault, u32)>,
+    /// Tag range of the sink outage.
+    pub(super) outage: Option<(u64, u64)>,
+    pub(super) hangs: u32,
+}
+
+impl Schedule {
+    pub(super) fn choose_publishing(
+        &mut self,
+        operation: &str,
+        tag: u64,
+        sweeper: bool,
+    ) -> Option<Fault> {
+        let sink = matches!(operation, "PutEvents" | "PublishBatch");
+        if sink {
+            if let Some((from, to)) = self.outage {
+                if (from..to).contains(&tag) {
+                    return Some(Fault::refuse_all("ServiceUnavailable"));
+                }
+            }
+        }
+        let key = if sink { "sink" } else { operation };
+        if let Some(fault) = self.planned(operation, key) {
+            return Some(fault);
+        }
+        if !self.rng.f64().lt(&self.rate) {
+            return None;
+        }
+        let fault = match operation {
+            "PutEvents" | "PublishBatch" => match self.rng.u32(0..7) {
+                0 => Fault::Throttle,
+                1 => self.burst(operation, Fault::ServerError),
+                2 => Fault::Reset,
+                3 => {
+                    let n = self.rng.usize(1..4);
+                    Fault::FailEntries((0..n).map(|_| self.rng.usize(0..10)).collect())
+                }
+                4 => Fault::Crash { forward: false },
+                5 => Fault::Crash { forward: true },
+                _ if self.hangs > 0 => {
+                    self.hangs -= 1;
+                    Fault::Hang
+                }
+                _ => Fault::Throttle,
+            },
+            "BatchWriteItem" => match self.rng.u32(0..4) {
+                0 => self.burst(operation, Fault::ServerError),
+                1 => self.burst(operation, Fault::Throttle),
+                2 => Fault::Crash { forward: false },
+                _ => Fault::Crash { forward: true },
+            },
+            "UpdateItem" => self.burst(operation, Fault::ServerError),
+            "Query" if sweeper => match self.rng.u32(0..3) {
+                0 => Fault::Throttle,
+                _ => Fault::Crash { forward: false },
+            },
+            _ => return None,
+        };
+        Some(fault)
+    }
+
+    pub(super) fn choose_writer(&mut self, operation: &str) -> Option<Fault> {
+        if operation != "TransactWriteItems" {
+            return None;
+        }
+        if let Some(fault) = self.planned(operation, operation) {
+            return Some(fault);
+        }
+        if !self.rng.f64().lt(&self.rate) {
+            return None;
+        }
+        Some(match self.rng.u32(0..4) {
+            0 => self.burst(operation, Fault::Throttle),
+            1 => self.burst(operation, Fault::ServerError),
+            // Committed, and the client never hears of it: the retry with
+            // the same Idempotency-Key must replay, not write twice.
+            2 => Fault::Crash { forward: true },
+            _ => Fault::Crash { forward: false },
+        })
+    }
+
+    /// The rest of a burst, or the next scripted fault (every other call).
+    pub(super) fn planned(&mut self, operation: &str, key: &str) -> Option<Fault> {
+        if let Some((op, fault, left)) = &mut self.burst {
+            if op == operation && *left > 0 {
+                *left -= 1;
+                return Some(fault.clone());
+            }
+        }
+        let n = {
+            let n = self.calls.entry(operation.to_owned()).or_default();
+            *n += 1;
+            *n
+        };
+        if n % 2 == 0 {
+            if let Some(fault) = self.script.get_mut(key).and_then(|s| s.pop_front()) {
+                return Some(match fault {
+                    Fault::ServerError | Fault::Throttle => self.burst(operation, fault),
+                    other => other,
+                });
+            }
+        }
+        None
+    }
+
+    pub(super) fn new(seed: u64, rate: f64) -> Self {
+        Self {
+            rng: fastrand::Rng::with_seed(seed),
+            rate,
+            script: HashMap::new(),
+            calls: HashMap::new(),
+            burst: None,
+            outage: None,
+            hangs: 0,
+        }
+    }
+
+    /// A writer's transactions: committed then killed, killed before,
+    /// throttled, 5xx.
+    pub(super) fn scripted_writer(mut self) -> Self {
+        self.script.insert(
+            "TransactWriteItems",
+            [
+                Fault::Crash { forward: true },
+                Fault::Crash { forward: false },
+                Fault::Throttle,
+                Fault::ServerError,
+            ]
+            .into(),
+        );
+        self
+    }
+
+    /// Every fault kind once, early.
+    pub(super) fn scripted(mut self, sweeper: bool) -> Self {
+        let crash = |forward| Fault::Crash { forward };
+        if sweeper {
+            self.script.insert("Query", [crash(false)].into());
+            self.script.insert("sink", [crash(true)].into());
+        } else {
+            self.script.insert(
+                "sink",
+                [
+                    Fault::FailEntries(vec![0, 2]),
+                    crash(false),
+                    Fault::Hang,
+                    crash(true),
+                    Fault::ServerError,
+                    Fault::Reset,
+                    Fault::Throttle,
+                ]
+                .into(),
+            );
+            self.script.insert(
+                "BatchWriteItem",
+                [crash(false), Fault::ServerError, crash(true)].into(),
+            );
+            self.script
+                .insert("UpdateItem", [Fault::ServerError].into());
+        }
+        self
+    }
+
+    /// The fault now and for the SDK's two retries of the same call.
+    pub(super) fn burst(&mut self, operation: &str, fault: Fault) -> Fault {
+        self.burst = Some((operation.to_owned(), fault.clone(), 2));
+        fault
+    }
+}
+
+/// A function behind its proxy, invoked one call at a time, each invocation
+/// tagged on the proxy so that the journal says which invocation made a call.
+pub(super) struct Tagged {
+    pub(super) function: Arc<LambdaFunction>,
+    pub(super) proxy: Arc<FaultProxy>,
+    pub(super) next_tag: AtomicU64,
+    /// Invocations that ended in a function error (tag → error).
+    pub(super) errors: Mutex<BTreeMap<u64, FunctionError>>,
+}
+
+impl Tagged {
+    pub(super) fn new(function: LambdaFunction, proxy: Arc<FaultProxy>) -> Self {
+        let function = Arc::new(function);
+        let killer = function.killer();
+        proxy.set_crash_hook(Arc::new(move || killer.kill()));
+        Self {
+            function,
+            proxy,
+            next_tag: AtomicU64::new(1),
+            errors: Mutex::default(),
+        }
+    }
+
+    pub(super) fn tag(&self) -> u64 {
+        self.next_tag.load(Ordering::SeqCst)
+    }
+
+    pub(super) async fn call(&self, payload: &[u8]) -> Result<Vec<u8>, FunctionError> {
+        let tag = self.next_tag.fetch_add(1, Ordering::SeqCst);
+        self.proxy.set_tag(tag);
+        let outcome = self.function.invoke(payload).await;
+        if let Err(e) = &outcome {
+            self.errors.lock().unwrap().insert(tag, e.clone());
+        }
+        outcome
+    }
+}
+
+impl Invoker for &Tagged {
+    async fn invoke(&self, event: StreamEvent) -> Result<DynamoDbEventResponse, String> {
+        let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+        let body = self.call(&payload).await.map_err(|e| e.to_string())?;
+        serde_json::from_slice(&body).map_err(|e| format!("invalid response: {e}"))
+    }
+}

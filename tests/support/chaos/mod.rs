@@ -1,0 +1,395 @@
+//! The chaos run: the real `writer`, `publisher` and `sweeper` binaries
+//! under a local Lambda Runtime API ([`crate::lambda`]), the mapping
+//! emulator with the template's settings, and each function's AWS calls
+//! through its own fault proxy ([`crate::proxy`]) in front of moto.
+//!
+//! # Layout
+//! - `mod.rs`: [`ChaosConfig`] and [`run`], which wires the parts together.
+//! - `faults.rs`: the seeded fault schedule of each proxy, fault labels and
+//!   their severity, and the tagging of each invocation on its proxy.
+//! - `workload.rs`: the orders created and paid through the writer, as API
+//!   clients with an `Idempotency-Key` would.
+//! - `verdict.rs`: [`Verdict`], judged from the subscriber queue, the table
+//!   and the proxies' journals.
+//!
+//! What each does:
+//! - [`ChaosConfig`]: seed, size, sink and fault rate of one run.
+//! - [`run`]: provisions a fresh stack, creates and pays orders
+//!   concurrently through the writer (faults and writer crashes on its
+//!   transactions; clients retry with their `Idempotency-Key`), drains the
+//!   stream through the publisher (wire faults, a sink outage, `SIGKILL`s
+//!   around the sink call and the deletes), runs the scheduled sweeper and
+//!   feeds it the OnFailure queue (killed mid-sweep too), then heals every
+//!   fault, drains again and sweeps until nothing is pending.
+//! - [`Verdict`]: computed from the subscriber queue and the table, never
+//!   from the functions' logs, with every duplicate attributed to the fault
+//!   that caused it ([`Verdict::failures`] lists what breaks a promise).
+//!
+//! Every fault decision comes from one seeded generator per proxy, in call
+//! order: the same seed gives the same faults at the same call positions.
+//! The writers run concurrently, so the stream's order (which event sits
+//! where in a batch) is up to the scheduler.
+
+mod faults;
+mod verdict;
+mod workload;
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::lambda::{binary, FunctionSpec, LambdaFunction};
+use crate::proxy::{Call, Fault, FaultProxy};
+use crate::Stack;
+
+use faults::{label, Schedule, Tagged};
+use verdict::{judge, order_versions, pending_outbox, recovery};
+pub use verdict::{FaultRow, Verdict};
+use workload::workload;
+
+/// The sink a run publishes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkKind {
+    /// EventBridge bus → rule → SQS queue.
+    EventBridge,
+    /// SNS FIFO topic → SQS FIFO queue (order per aggregate is checked).
+    SnsFifo,
+}
+
+impl SinkKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::EventBridge => "eventbridge",
+            Self::SnsFifo => "sns-fifo",
+        }
+    }
+}
+
+/// One run.
+#[derive(Debug, Clone)]
+pub struct ChaosConfig {
+    pub seed: u64,
+    pub orders: usize,
+    pub sink: SinkKind,
+    /// Undecodable outbox items written straight to the table: each must
+    /// end dead-lettered with a reason, and nothing else may.
+    pub poison: usize,
+    /// Probability that a publisher or sweeper call meets a fault.
+    pub fault_rate: f64,
+    /// Probability that a writer transaction meets a fault.
+    pub writer_fault_rate: f64,
+    /// Concurrent writer sandboxes.
+    pub writers: usize,
+    /// Publisher invocations the sink outage lasts (kept below the
+    /// mapping's `MaximumRetryAttempts`).
+    pub outage_invocations: u64,
+    /// Calls that hang until the deadline (each costs a timeout).
+    pub hangs: u32,
+    /// The functions' timeout (the template's are longer; a hang costs this).
+    pub timeout: Duration,
+    /// Where the functions' logs go.
+    pub log_dir: std::path::PathBuf,
+}
+
+impl ChaosConfig {
+    /// The configuration `make test` runs: small, every fault kind.
+    pub fn small(seed: u64, sink: SinkKind) -> Self {
+        Self {
+            seed,
+            orders: 40,
+            sink,
+            poison: 2,
+            fault_rate: 0.25,
+            writer_fault_rate: 0.15,
+            writers: 3,
+            outage_invocations: 4,
+            hangs: 1,
+            timeout: Duration::from_secs(6),
+            log_dir: crate::root().join("target").join("chaos"),
+        }
+    }
+}
+
+/// Feeds the OnFailure queue to the sweeper the way an SQS mapping does;
+/// returns how many messages it handled.
+async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) -> usize {
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let mut handled = 0;
+    for _ in 0..20 {
+        let Ok(messages) = devkit::receive_batch(&sqs, queue_url).await else {
+            break;
+        };
+        if messages.is_empty() {
+            break;
+        }
+        let event = devkit::batch_event(&messages);
+        let payload = serde_json::to_vec(&event).unwrap_or_default();
+        let failed: HashSet<String> = match sweeper.call(&payload).await {
+            Ok(body) => serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| v["batchItemFailures"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
+                .collect(),
+            Err(_) => messages
+                .iter()
+                .filter_map(|m| m.message_id.clone())
+                .collect(),
+        };
+        for m in &messages {
+            if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
+                // Back after the visibility timeout, as in SQS.
+                if let Some(handle) = m.receipt_handle() {
+                    let _ = sqs
+                        .change_message_visibility()
+                        .queue_url(queue_url)
+                        .receipt_handle(handle)
+                        .visibility_timeout(0)
+                        .send()
+                        .await;
+                }
+                continue;
+            }
+            if let Some(handle) = m.receipt_handle() {
+                let _ = sqs
+                    .delete_message()
+                    .queue_url(queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await;
+                handled += 1;
+            }
+        }
+    }
+    handled
+}
+
+fn function(
+    config: &ChaosConfig,
+    name: &str,
+    binary_path: &std::path::Path,
+    proxy: &FaultProxy,
+    env: &[(String, String)],
+) -> LambdaFunction {
+    let mut all = crate::lambda::loopback_env();
+    all.extend(env.iter().cloned());
+    all.push(("AWS_ENDPOINT_URL".into(), proxy.endpoint.clone()));
+    LambdaFunction::new(FunctionSpec {
+        name: name.to_owned(),
+        binary: binary_path.to_owned(),
+        env: all,
+        timeout: config.timeout,
+        log: config
+            .log_dir
+            .join(format!("{}-{}-{name}.log", config.seed, config.sink.name())),
+    })
+}
+
+/// One chaos run. `Err` only when the harness itself cannot run.
+pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&config.log_dir).map_err(|e| e.to_string())?;
+    let binaries = (binary("writer")?, binary("publisher")?, binary("sweeper")?);
+    let mut stack = Stack::new().await;
+    let (sink_env, subscriber) = match config.sink {
+        SinkKind::EventBridge => {
+            let bus = crate::unique("chaos-bus");
+            let subscriber = devkit::create_bus(&stack.sdk, &bus, "outbox.orders")
+                .await
+                .map_err(|e| e.to_string())?;
+            stack.bus = Some((bus.clone(), subscriber.clone()));
+            (
+                vec![
+                    ("SINK".to_owned(), "eventbridge".to_owned()),
+                    ("EVENT_BUS_NAME".to_owned(), bus),
+                ],
+                subscriber,
+            )
+        }
+        SinkKind::SnsFifo => {
+            let (topic, subscriber) =
+                devkit::create_fifo_topic(&stack.sdk, &crate::unique("chaos-events"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            (
+                vec![
+                    ("SINK".to_owned(), "sns".to_owned()),
+                    ("SNS_TOPIC_ARN".to_owned(), topic),
+                ],
+                subscriber,
+            )
+        }
+    };
+    let on_failure = devkit::create_queue(&stack.sdk, &crate::unique("chaos-on-failure"), false)
+        .await
+        .map_err(|e| e.to_string())?
+        .queue_url;
+    let mut env = sink_env.clone();
+    env.extend([
+        ("TABLE_NAME".to_owned(), stack.table.clone()),
+        ("EVENT_SOURCE".to_owned(), "outbox.orders".to_owned()),
+        ("RETRY_BASE_SECONDS".to_owned(), "1".to_owned()),
+    ]);
+
+    // Writers: each its own proxy (a crash kills the writer that called).
+    let mut writers = Vec::new();
+    let transactions = Arc::new(tokio::sync::Mutex::new(()));
+    for w in 0..config.writers {
+        let proxy = Arc::new(FaultProxy::start().await);
+        proxy.serialize("TransactWriteItems", transactions.clone());
+        let schedule = Mutex::new(
+            Schedule::new(
+                config.seed.wrapping_add(1000 + w as u64),
+                config.writer_fault_rate,
+            )
+            .scripted_writer(),
+        );
+        proxy.set_chooser(Box::new(move |op, _| {
+            schedule.lock().ok()?.choose_writer(op)
+        }));
+        let f = function(config, &format!("writer{w}"), &binaries.0, &proxy, &env);
+        writers.push(Tagged::new(f, proxy));
+    }
+    for (i, _) in (0..config.poison).enumerate() {
+        stack
+            .put_poison(&format!("poison-{}-{i}", config.seed), Some("not json"))
+            .await;
+    }
+    let mut phases = Vec::new();
+    let mut mark = Instant::now();
+    let (writer_requests, writer_retries, acknowledged) = workload(config, &writers).await;
+    let writer_faults: Vec<Call> = writers.iter().flat_map(|w| w.proxy.journal()).collect();
+    phases.push(("writes", mark.elapsed()));
+    mark = Instant::now();
+    drop(writers);
+
+    // Publisher and sweeper, each behind its proxy.
+    let mut rng = fastrand::Rng::with_seed(config.seed);
+    let outage_start = rng.u64(2..6);
+    let publisher_proxy = Arc::new(FaultProxy::start().await);
+    let schedule = Mutex::new(Schedule {
+        outage: Some((outage_start, outage_start + config.outage_invocations)),
+        hangs: config.hangs,
+        ..Schedule::new(config.seed.wrapping_add(1), config.fault_rate).scripted(false)
+    });
+    publisher_proxy.set_chooser(Box::new(move |op, tag| {
+        schedule.lock().ok()?.choose_publishing(op, tag, false)
+    }));
+    let publisher = Tagged::new(
+        function(config, "publisher", &binaries.1, &publisher_proxy, &env),
+        publisher_proxy.clone(),
+    );
+    let sweeper_proxy = Arc::new(FaultProxy::start().await);
+    let schedule =
+        Mutex::new(Schedule::new(config.seed.wrapping_add(2), config.fault_rate).scripted(true));
+    sweeper_proxy.set_chooser(Box::new(move |op, _| {
+        schedule.lock().ok()?.choose_publishing(op, 0, true)
+    }));
+    // The sweeper runs between the pump's passes, never alongside one, so
+    // it takes every pending item at once (STRANDED_AFTER_SECONDS=0): those
+    // whose delete failed, whose dead-letter write failed, or that the
+    // mapping gave up on. (Deployed, it waits for the stream's retention.)
+    let mut sweeper_env = env.clone();
+    sweeper_env.push(("STRANDED_AFTER_SECONDS".into(), "0".into()));
+    let sweeper = Tagged::new(
+        function(config, "sweeper", &binaries.2, &sweeper_proxy, &sweeper_env),
+        sweeper_proxy.clone(),
+    );
+
+    // Drain the stream under faults, sweeping between passes.
+    let scheduled = crate::sample("sweeper-scheduled.json").into_bytes();
+    let mut on_failure_messages = 0;
+    let mut pump = stack.pump(&publisher, Some(&on_failure));
+    for pass in 0.. {
+        let read = pump.pass().await.map_err(|e| e.to_string())?;
+        let _ = sweeper.call(&scheduled).await;
+        on_failure_messages += deliver_on_failure(&stack, &on_failure, &sweeper).await;
+        if read == 0 && pass > 0 {
+            break;
+        }
+    }
+
+    phases.push(("drain under faults", mark.elapsed()));
+    mark = Instant::now();
+    // Heal; drain what is left; then a fresh sweeper that takes every
+    // pending item, until nothing is pending.
+    publisher_proxy.heal();
+    sweeper_proxy.heal();
+    pump.run_until_idle().await.map_err(|e| e.to_string())?;
+    let pump_stats = pump.stats.clone();
+    drop(pump);
+    on_failure_messages += deliver_on_failure(&stack, &on_failure, &sweeper).await;
+    for _ in 0..15 {
+        let _ = sweeper.call(&scheduled).await;
+        if pending_outbox(&stack).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+    }
+
+    phases.push(("heal, drain, final sweep", mark.elapsed()));
+    let mut verdict = judge(
+        config,
+        &stack,
+        &subscriber.queue_url,
+        &[&publisher, &sweeper],
+    )
+    .await?;
+    verdict.writer_requests = writer_requests;
+    for call in writer_faults.iter().filter(|c| c.fault.is_some()) {
+        let fault = call.fault.as_ref().unwrap_or(&Fault::Pass);
+        verdict
+            .faults
+            .entry(label("writer", &call.operation, fault))
+            .or_default()
+            .injected += 1;
+    }
+    // What the API acknowledged must be in the table.
+    let versions = order_versions(&stack).await;
+    for (order, version) in &acknowledged {
+        if versions.get(order).copied().unwrap_or(0) < *version {
+            verdict.unacknowledged_writes += 1;
+            verdict.examples.push(format!(
+                "acknowledged but not in the table: {order} v{version}"
+            ));
+        }
+    }
+    verdict.writer_retries = writer_retries;
+    verdict.publisher_invocations = publisher.tag() - 1;
+    verdict.publisher_errors = publisher.errors.lock().unwrap().len();
+    verdict.sweeper_invocations = sweeper.tag() - 1;
+    verdict.sweeper_errors = sweeper.errors.lock().unwrap().len();
+    verdict.cold_starts = [&publisher, &sweeper]
+        .iter()
+        .map(|t| t.function.cold_starts.load(Ordering::SeqCst))
+        .sum();
+    verdict.on_failure_messages = on_failure_messages.max(pump_stats.on_failure_messages);
+    verdict.recovery = recovery(
+        &publisher_proxy.journal(),
+        outage_start + config.outage_invocations,
+        &verdict,
+    );
+    verdict.phases = phases;
+    verdict.elapsed = started.elapsed();
+    cleanup(&stack, &subscriber.queue_url, &on_failure).await;
+    Ok(verdict)
+}
+
+/// Deletes the run's table and queues so that the local API's memory stays
+/// bounded over many runs.
+async fn cleanup(stack: &Stack, subscriber: &str, on_failure: &str) {
+    let _ = stack
+        .ddb
+        .delete_table()
+        .table_name(&stack.table)
+        .send()
+        .await;
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    for queue in [subscriber, on_failure] {
+        let _ = sqs.delete_queue().queue_url(queue).send().await;
+    }
+}

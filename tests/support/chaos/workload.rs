@@ -1,0 +1,118 @@
+//! The workload of a chaos run: orders created and paid through the
+//! writer, concurrently, retried as API clients with an `Idempotency-Key`
+//! would.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::faults::Tagged;
+use super::ChaosConfig;
+
+fn api_event(template: &str, path: &str, key: &str, body: Option<String>) -> Vec<u8> {
+    let mut event: Value = serde_json::from_str(&crate::sample(template)).unwrap_or_default();
+    event["rawPath"] = json!(path);
+    event["requestContext"]["http"]["path"] = json!(path);
+    event["requestContext"]["requestId"] = json!(ulid::Ulid::new().to_string());
+    event["headers"]["idempotency-key"] = json!(key);
+    if let Some(id) = path.split('/').nth(2) {
+        if path.ends_with("/payment") {
+            event["pathParameters"] = json!({ "id": id });
+        }
+    }
+    if let Some(body) = body {
+        event["body"] = json!(body);
+    }
+    serde_json::to_vec(&event).unwrap_or_default()
+}
+
+/// Calls the writer until it answers with a final status (not 5xx, not a
+/// function error), as an API client with an Idempotency-Key would.
+pub(super) async fn until_final(
+    writer: &Tagged,
+    payload: &[u8],
+    retries: &AtomicU64,
+) -> Option<(u16, Value)> {
+    for attempt in 0..12u32 {
+        if attempt > 0 {
+            retries.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
+        }
+        let Ok(body) = writer.call(payload).await else {
+            continue;
+        };
+        let response: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let status = response["statusCode"].as_u64().unwrap_or(0) as u16;
+        if status >= 500 || status == 429 || status == 0 {
+            continue;
+        }
+        let body: Value = response["body"]
+            .as_str()
+            .and_then(|b| serde_json::from_str(b).ok())
+            .unwrap_or_default();
+        return Some((status, body));
+    }
+    None
+}
+
+/// Creates and pays `orders` orders through `writers`, concurrently.
+pub(super) async fn workload(
+    config: &ChaosConfig,
+    writers: &[Tagged],
+) -> (usize, usize, Vec<(String, u64)>) {
+    let next = AtomicU64::new(0);
+    let acknowledged: Mutex<Vec<(String, u64)>> = Mutex::default();
+    let retries = AtomicU64::new(0);
+    let requests = AtomicU64::new(0);
+    let work = writers.iter().map(|writer| async {
+        loop {
+            let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+            if i >= config.orders {
+                break;
+            }
+            let mut rng = fastrand::Rng::with_seed(config.seed ^ (i as u64).wrapping_mul(0x9e37));
+            let body = json!({
+                "customerId": format!("cust-{}", rng.u32(0..50)),
+                "currency": "EUR",
+                "items": (0..rng.usize(1..4)).map(|n| json!({
+                    "sku": format!("SKU-{n}"),
+                    "quantity": rng.u32(1..5),
+                    "unitPriceCents": rng.u32(100..10_000),
+                })).collect::<Vec<_>>(),
+            })
+            .to_string();
+            let create = api_event(
+                "writer-create-order.json",
+                "/orders",
+                &format!("chaos-{}-{i}-create", config.seed),
+                Some(body),
+            );
+            requests.fetch_add(1, Ordering::SeqCst);
+            let Some((201, order)) = until_final(writer, &create, &retries).await else {
+                continue;
+            };
+            let Some(id) = order["orderId"].as_str() else {
+                continue;
+            };
+            acknowledged.lock().unwrap().push((id.to_owned(), 1));
+            let pay = api_event(
+                "writer-pay-order.json",
+                &format!("/orders/{id}/payment"),
+                &format!("chaos-{}-{i}-pay", config.seed),
+                None,
+            );
+            requests.fetch_add(1, Ordering::SeqCst);
+            if let Some((200, _)) = until_final(writer, &pay, &retries).await {
+                acknowledged.lock().unwrap().push((id.to_owned(), 2));
+            }
+        }
+    });
+    futures::future::join_all(work).await;
+    (
+        requests.load(Ordering::SeqCst) as usize,
+        retries.load(Ordering::SeqCst) as usize,
+        acknowledged.into_inner().unwrap_or_default(),
+    )
+}

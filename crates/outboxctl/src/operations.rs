@@ -6,7 +6,7 @@
 
 use outbox_core::retry::Deadline;
 use outbox_core::store::{
-    Created, DeadLetterRecord, Marked, OutboxStore, PendingItem, PendingQuery, StoreError,
+    Created, Cursor, DeadLetterRecord, Marked, OutboxStore, PendingItem, PendingQuery, StoreError,
 };
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
@@ -138,20 +138,11 @@ impl<S: OutboxStore> Operations<S> {
             created: Created::Any,
             limit: READ_LIMIT as i32,
         };
-        let mut items = Vec::new();
-        let mut cursor = None;
-        loop {
+        read_capped(|cursor| async {
             let page = self.store.pending_page(&query, cursor, &deadline()).await?;
-            items.extend(page.items);
-            cursor = page.next;
-            if cursor.is_none() {
-                return Ok((items, false));
-            }
-            if items.len() >= READ_LIMIT {
-                items.truncate(READ_LIMIT);
-                return Ok((items, true));
-            }
-        }
+            Ok((page.items, page.next))
+        })
+        .await
     }
 
     /// Dead letters of one shard, oldest first, at most [`READ_LIMIT`].
@@ -159,23 +150,14 @@ impl<S: OutboxStore> Operations<S> {
         &self,
         shard: u16,
     ) -> Result<(Vec<DeadLetterRecord>, bool), OpsError> {
-        let mut items = Vec::new();
-        let mut cursor = None;
-        loop {
+        read_capped(|cursor| async {
             let page = self
                 .store
                 .dead_letter_page(shard, READ_LIMIT as i32, cursor, &deadline())
                 .await?;
-            items.extend(page.items);
-            cursor = page.next;
-            if cursor.is_none() {
-                return Ok((items, false));
-            }
-            if items.len() >= READ_LIMIT {
-                items.truncate(READ_LIMIT);
-                return Ok((items, true));
-            }
-        }
+            Ok((page.items, page.next))
+        })
+        .await
     }
 
     /// Pending, backing-off and dead-lettered events, per shard.
@@ -260,6 +242,29 @@ impl<S: OutboxStore> Operations<S> {
     /// Deletes a dead letter ([`Marked::Gone`]: it was no longer one).
     pub async fn discard(&self, row: &DeadLetterRecord) -> Result<Marked, OpsError> {
         Ok(self.store.discard(row, &deadline()).await?)
+    }
+}
+
+/// Reads pages until the last or until [`READ_LIMIT`] items (then `true`:
+/// the read stopped there).
+async fn read_capped<T, F, Fut>(mut page: F) -> Result<(Vec<T>, bool), OpsError>
+where
+    F: FnMut(Option<Cursor>) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<T>, Option<Cursor>), StoreError>>,
+{
+    let mut items = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (more, next) = page(cursor).await?;
+        items.extend(more);
+        cursor = next;
+        if cursor.is_none() {
+            return Ok((items, false));
+        }
+        if items.len() >= READ_LIMIT {
+            items.truncate(READ_LIMIT);
+            return Ok((items, true));
+        }
     }
 }
 

@@ -145,14 +145,9 @@ pub async fn drain_queue(sdk: &SdkConfig, queue_url: &str) -> Vec<serde_json::Va
                 }
             }
             bodies.push(value);
-            if let Some(handle) = m.receipt_handle() {
-                sqs.delete_message()
-                    .queue_url(queue_url)
-                    .receipt_handle(handle)
-                    .send()
-                    .await
-                    .expect("delete message");
-            }
+            devkit::delete_message(&sqs, queue_url, &m)
+                .await
+                .expect("delete message");
         }
     }
     bodies

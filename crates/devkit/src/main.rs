@@ -283,14 +283,7 @@ async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), Str
                     }
                 );
             }
-            if let Some(handle) = m.receipt_handle() {
-                let _ = sqs
-                    .delete_message()
-                    .queue_url(queue_url)
-                    .receipt_handle(handle)
-                    .send()
-                    .await;
-            }
+            devkit::delete_message(&sqs, queue_url, &m).await?;
         }
     }
     println!("received={total} distinct={}", distinct.len());

@@ -332,7 +332,7 @@ impl<I: Invoker> Pump<I> {
             .message_body(message.to_string())
             .send()
             .await
-            .map_err(|e| PumpError::OnFailure(format!("{e:?}")))?;
+            .map_err(|e| PumpError::OnFailure(outbox_core::aws::error_line("SendMessage", &e)))?;
         Ok(())
     }
 }

@@ -51,17 +51,29 @@ pub async fn settle_batch(
             kept += 1;
             continue;
         }
-        if let Some(handle) = m.receipt_handle() {
-            sqs.delete_message()
-                .queue_url(queue_url)
-                .receipt_handle(handle)
-                .send()
-                .await
-                .map_err(|e| outbox_core::aws::error_line("DeleteMessage", &e))?;
+        if delete_message(sqs, queue_url, m).await? {
             deleted += 1;
         }
     }
     Ok((deleted, kept))
+}
+
+/// Deletes a received message; `false` when it has no receipt handle.
+pub async fn delete_message(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    message: &aws_sdk_sqs::types::Message,
+) -> Result<bool, String> {
+    let Some(handle) = message.receipt_handle() else {
+        return Ok(false);
+    };
+    sqs.delete_message()
+        .queue_url(queue_url)
+        .receipt_handle(handle)
+        .send()
+        .await
+        .map_err(|e| outbox_core::aws::error_line("DeleteMessage", &e))?;
+    Ok(true)
 }
 
 /// What [`drain_queue`] did.

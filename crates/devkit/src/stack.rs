@@ -26,8 +26,8 @@ fn fail(what: impl Into<String>) -> impl FnOnce(String) -> StackError {
     move |message| StackError { what, message }
 }
 
-fn text<E: std::fmt::Debug>(e: E) -> String {
-    format!("{e:?}")
+fn text<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
 }
 
 fn attr(name: &str) -> Result<AttributeDefinition, String> {
@@ -44,6 +44,21 @@ fn key(name: &str, kind: KeyType) -> Result<KeySchemaElement, String> {
         .key_type(kind)
         .build()
         .map_err(text)
+}
+
+/// A `CreateTable` of `table` on demand, keyed `PK`/`SK`.
+fn keyed_table(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder, String> {
+    Ok(client
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr(keys::PK)?)
+        .attribute_definitions(attr(keys::SK)?)
+        .key_schema(key(keys::PK, KeyType::Hash)?)
+        .key_schema(key(keys::SK, KeyType::Range)?))
 }
 
 /// Creates the outbox table: `PK`/`SK`, stream with `NEW_IMAGE`, the sparse
@@ -66,18 +81,11 @@ pub async fn create_table(sdk: &SdkConfig, table: &str) -> Result<String, StackE
             .map_err(text)
     };
     let build = || -> Result<_, String> {
-        Ok(client
-            .create_table()
-            .table_name(table)
-            .billing_mode(BillingMode::PayPerRequest)
-            .attribute_definitions(attr(keys::PK)?)
-            .attribute_definitions(attr(keys::SK)?)
+        Ok(keyed_table(&client, table)?
             .attribute_definitions(attr(keys::PENDING_PK)?)
             .attribute_definitions(attr(keys::PENDING_SK)?)
             .attribute_definitions(attr(keys::DEAD_PK)?)
             .attribute_definitions(attr(keys::DEAD_SK)?)
-            .key_schema(key(keys::PK, KeyType::Hash)?)
-            .key_schema(key(keys::SK, KeyType::Range)?)
             .global_secondary_indexes(index(
                 keys::PENDING_INDEX,
                 keys::PENDING_PK,
@@ -320,17 +328,7 @@ pub async fn create_read_model(
 /// The read-model table alone: `PK`/`SK`, on-demand, TTL on `expiresAt`.
 pub async fn create_read_model_table(sdk: &SdkConfig, table: &str) -> Result<(), StackError> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
-    let request = (|| -> Result<_, String> {
-        Ok(client
-            .create_table()
-            .table_name(table)
-            .billing_mode(BillingMode::PayPerRequest)
-            .attribute_definitions(attr(keys::PK)?)
-            .attribute_definitions(attr(keys::SK)?)
-            .key_schema(key(keys::PK, KeyType::Hash)?)
-            .key_schema(key(keys::SK, KeyType::Range)?))
-    })()
-    .map_err(fail(format!("table {table}")))?;
+    let request = keyed_table(&client, table).map_err(fail(format!("table {table}")))?;
     match request.send().await {
         Ok(_) => {}
         Err(e)
@@ -402,7 +400,7 @@ pub async fn scan_all(
         .send();
     let mut items = Vec::new();
     while let Some(item) = pages.next().await {
-        items.push(item.map_err(|e| format!("Scan {table}: {e:?}"))?);
+        items.push(item.map_err(|e| outbox_core::aws::error_line("Scan", &e))?);
     }
     Ok(items)
 }

@@ -70,7 +70,9 @@ impl StreamCursor {
             .stream_arn(&self.stream_arn)
             .send()
             .await
-            .map_err(|e| err("DescribeStream")(format!("{e:?}")))?;
+            .map_err(|e| {
+                err("DescribeStream")(outbox_core::aws::error_line("DescribeStream", &e))
+            })?;
         let shards = description
             .stream_description()
             .map(|d| d.shards().to_vec())
@@ -94,7 +96,9 @@ impl StreamCursor {
             let iterator = request
                 .send()
                 .await
-                .map_err(|e| err("GetShardIterator")(format!("{e:?}")))?
+                .map_err(|e| {
+                    err("GetShardIterator")(outbox_core::aws::error_line("GetShardIterator", &e))
+                })?
                 .shard_iterator;
             self.iterators.insert(id.to_owned(), iterator);
         }
@@ -133,7 +137,9 @@ impl StreamCursor {
                     .limit(1000)
                     .send()
                     .await
-                    .map_err(|e| err("GetRecords")(format!("{e:?}")))?;
+                    .map_err(|e| {
+                        err("GetRecords")(outbox_core::aws::error_line("GetRecords", &e))
+                    })?;
                 let records = page.records();
                 let empty = records.is_empty();
                 for record in records {

@@ -154,13 +154,10 @@ async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) ->
                 }
                 continue;
             }
-            if let Some(handle) = m.receipt_handle() {
-                let _ = sqs
-                    .delete_message()
-                    .queue_url(queue_url)
-                    .receipt_handle(handle)
-                    .send()
-                    .await;
+            if devkit::delete_message(&sqs, queue_url, m)
+                .await
+                .unwrap_or(false)
+            {
                 handled += 1;
             }
         }

@@ -2,6 +2,8 @@
 //! emulator (settings and filter from template.yaml) → publisher →
 //! EventBridge → subscriber queue, with faults injected.
 
+#![recursion_limit = "256"]
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -207,6 +209,9 @@ impl OutboxStore for CrashBeforeDelete {
         deadline: &Deadline,
     ) -> Result<ShardStats, StoreError> {
         self.inner.shard_stats(shard, limit, deadline).await
+    }
+    async fn older_pending(&self, key: &ItemKey, deadline: &Deadline) -> Result<bool, StoreError> {
+        self.inner.older_pending(key, deadline).await
     }
     async fn recorded_shards(&self, deadline: &Deadline) -> Result<u16, StoreError> {
         self.inner.recorded_shards(deadline).await

@@ -443,3 +443,79 @@ async fn a_replay_from_the_archive_is_started_and_followed_to_its_end() {
     assert!(!ok);
     assert!(err.contains("DescribeArchive"), "{err}");
 }
+
+/// A redriven dead letter is due at once: dead letters a few minutes old,
+/// redriven with `outboxctl` (no `--now`), go out with the next scheduled
+/// run of the real `sweeper` binary with its default settings
+/// (`STRANDED_AFTER_SECONDS` a day), each once with its own id, while a
+/// fresh pending event stays for the stream; `status` then shows no dead
+/// letters.
+#[tokio::test]
+async fn redriven_dead_letters_go_out_with_the_next_scheduled_sweep_whatever_their_age() {
+    use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
+    let stack = Stack::with_bus().await;
+    let mut dead = Vec::new();
+    for _ in 0..3 {
+        dead.push(stack.put_event_aged(Duration::from_secs(300)).await);
+    }
+    let proxy = FaultProxy::start().await;
+    let mut failing = failing_sweeper(&stack, &proxy, 1).await;
+    failing.settings.stranded_after = Duration::ZERO;
+    let report = failing
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert_eq!(report.dead_lettered, 3);
+    let fresh = stack.put_event_aged(Duration::from_secs(60)).await;
+
+    let (ok, out, err) = outboxctl(&["dead-letters", "redrive", "--table", &stack.table, "--all"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.matches("redriven").count(), 3, "{out}");
+    assert!(out.contains("next scheduled sweep"), "{out}");
+
+    let (bus, _) = stack.bus.clone().unwrap();
+    let sweeper = LambdaFunction::new(FunctionSpec {
+        name: "sweeper".into(),
+        binary: binary("sweeper").unwrap(),
+        env: loopback_env()
+            .into_iter()
+            .chain([
+                (
+                    "AWS_ENDPOINT_URL".to_owned(),
+                    std::env::var("AWS_ENDPOINT_URL").unwrap(),
+                ),
+                ("TABLE_NAME".to_owned(), stack.table.clone()),
+                ("EVENT_BUS_NAME".to_owned(), bus),
+            ])
+            .collect(),
+        timeout: Duration::from_secs(60),
+        log: std::env::temp_dir().join(format!("{}-sweeper.log", stack.table)),
+    });
+    let scheduled = std::fs::read(testkit::root().join("events/sweeper-scheduled.json")).unwrap();
+    let answer = sweeper.invoke(&scheduled).await.expect("scheduled sweep");
+    let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(report["republished"], 3, "{report}");
+
+    let delivered = stack.drain_subscriber().await;
+    let mut ids: Vec<String> = delivered
+        .iter()
+        .map(|m| m["detail"]["eventId"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    let mut expected: Vec<String> = dead.iter().map(|d| d.event_id.to_string()).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "each redriven event once, with its own id");
+
+    let left = stack.outbox_items().await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(
+        left[0].event_id, fresh.event_id,
+        "the fresh event stays pending"
+    );
+    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (status["deadLetters"].as_u64(), status["pending"].as_u64()),
+        (Some(0), Some(1))
+    );
+}

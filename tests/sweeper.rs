@@ -290,3 +290,63 @@ async fn a_sweep_past_its_deadline_starts_nothing() {
         "left consistent for the next run"
     );
 }
+
+/// A redriven event sorts first in the pending index whatever its age; it
+/// still waits behind an older pending event of its aggregate: the sweep
+/// publishes the older one first, the redriven one with the next sweep.
+#[tokio::test]
+async fn a_redriven_event_waits_behind_an_older_pending_event_of_its_aggregate() {
+    use outbox_core::store::{DeadLetter, OutboxStore};
+    let stack = Stack::with_bus().await;
+    let aggregate = ulid::Ulid::new().to_string();
+    let first = stack
+        .put_aggregate_event(&aggregate, 1, 2 * DAY, 0, 8)
+        .await;
+    let second = stack
+        .put_aggregate_event(&aggregate, 2, Duration::from_secs(3600), 0, 8)
+        .await;
+    let other = stack.put_event_aged(Duration::from_secs(600)).await;
+    let store = stack.store();
+    for item in [&second, &other] {
+        let letter = DeadLetter {
+            key: &item.key(),
+            aggregate_id: Some(&item.aggregate_id),
+            reason: "test",
+            attempts: None,
+        };
+        store.dead_letter(letter, &far_deadline()).await.unwrap();
+    }
+    let operations = stack.operations();
+    for item in [&second, &other] {
+        let row = operations.find(&item.event_id.to_string()).await.unwrap();
+        operations.redrive(&row).await.unwrap();
+    }
+    // The redriven event sorts first in its shard; the oldest pending age
+    // still comes from the oldest event.
+    let shard = outbox_core::keys::shard_of(&aggregate, 8);
+    let stats = store
+        .shard_stats(shard, 100, &far_deadline())
+        .await
+        .unwrap();
+    assert_eq!(stats.oldest, Some(first.event_id));
+
+    let (sink, _) = stack.eventbridge_sink();
+    let sweeper = sweeper(sink, &stack, 12);
+    let report = sweep(&sweeper, OffsetDateTime::now_utc()).await;
+    assert_eq!((report.republished, report.deferred), (2, 1), "{report:?}");
+    let report = sweep(&sweeper, OffsetDateTime::now_utc()).await;
+    assert_eq!(report.republished, 1, "{report:?}");
+    let ids: Vec<String> = stack
+        .drain_subscriber()
+        .await
+        .iter()
+        .map(|m| m["detail"]["eventId"].as_str().unwrap().to_owned())
+        .collect();
+    let position = |id: ulid::Ulid| ids.iter().position(|i| *i == id.to_string()).unwrap();
+    assert_eq!(ids.len(), 3);
+    assert!(
+        position(first.event_id) < position(second.event_id),
+        "{ids:?}"
+    );
+    assert!(stack.outbox_items().await.is_empty());
+}

@@ -152,6 +152,35 @@ pub fn pending_pk(shard: u16) -> String {
     format!("{OUTBOX_PREFIX}{shard}")
 }
 
+/// The prefix of a redriven item's pending-index sort key. `!` sorts
+/// before every ULID character, so a redriven item is due at once: the
+/// scheduled sweep's key condition (`GSI1SK < <ulid of now - threshold>`)
+/// selects it whatever its age, before the stranded ones, redriven items
+/// among themselves in creation order.
+pub const REDRIVEN_PREFIX: &str = "!";
+
+/// The pending-index sort key of a redriven event: `!<ulid>`.
+pub fn redriven_sk(event_id: Ulid) -> String {
+    format!("{REDRIVEN_PREFIX}{event_id}")
+}
+
+/// Whether a pending-index sort key is a redriven event's.
+pub fn is_redriven_sk(sk: &str) -> bool {
+    sk.starts_with(REDRIVEN_PREFIX)
+}
+
+/// The bounds of every redriven sort key: `BETWEEN` these selects all
+/// redriven items of a shard and nothing else (`~` sorts after every ULID
+/// character).
+pub fn redriven_range() -> (String, String) {
+    (REDRIVEN_PREFIX.to_owned(), format!("{REDRIVEN_PREFIX}~"))
+}
+
+/// The event id of a pending-index sort key (`<ulid>` or `!<ulid>`).
+pub fn event_id_from_pending_sk(sk: &str) -> Option<Ulid> {
+    Ulid::from_string(sk.strip_prefix(REDRIVEN_PREFIX).unwrap_or(sk)).ok()
+}
+
 /// `DEAD#<shard>`: partition key of the dead-letter index.
 pub fn dead_pk(shard: u16) -> String {
     format!("DEAD#{shard}")
@@ -215,6 +244,24 @@ impl std::fmt::Display for ItemKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redriven_sort_keys_sort_before_every_event_and_among_themselves_by_age() {
+        let (old, new) = (
+            Ulid::from_parts(1, 0),
+            Ulid::from_parts(2_000_000_000_000, 5),
+        );
+        let (from, to) = redriven_range();
+        for id in [old, new] {
+            let sk = redriven_sk(id);
+            assert!(sk < Ulid::from_parts(0, 1).to_string());
+            assert!(from <= sk && sk <= to && is_redriven_sk(&sk));
+            assert_eq!(event_id_from_pending_sk(&sk), Some(id));
+            assert_eq!(event_id_from_pending_sk(&id.to_string()), Some(id));
+        }
+        assert!(redriven_sk(old) < redriven_sk(new));
+        assert!(!is_redriven_sk(&new.to_string()));
+    }
 
     #[test]
     fn keys_follow_the_design_card() {

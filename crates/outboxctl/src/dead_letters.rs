@@ -133,7 +133,7 @@ pub(crate) async fn redrive(
     let ops = operations(sdk, table_name);
     let rows = selection.rows(&ops).await?;
     let mut report = Vec::new();
-    let mut redriven = Vec::new();
+    let mut redriven = 0;
     let progress = Progress::new(json, Some(rows.len() as u64), "redriving");
     for row in &rows {
         let outcome = if dry_run {
@@ -141,7 +141,7 @@ pub(crate) async fn redrive(
         } else {
             match ops.redrive(row).await.map_err(|e| e.to_string())? {
                 Marked::Updated => {
-                    redriven.push(row);
+                    redriven += 1;
                     "redriven"
                 }
                 Marked::Gone => "skipped: no longer a dead letter",
@@ -154,8 +154,8 @@ pub(crate) async fn redrive(
     }
     drop(progress);
     let mut published = None;
-    if let (Some(sink), false) = (now, redriven.is_empty()) {
-        published = Some(publish_now(sdk, &ops, &sink, &redriven).await?);
+    if let (Some(sink), true) = (now, redriven > 0) {
+        published = Some(publish_now(sdk, &ops, &sink).await?);
     }
     let out = json!({"deadLetters": report, "published": published});
     if json {
@@ -171,39 +171,25 @@ pub(crate) async fn redrive(
     match published {
         Some(p) => println!("published now: {p}"),
         None if !dry_run => println!(
-            "the next sweep publishes them once they are older than STRANDED_AFTER_SECONDS; --now publishes them at once"
+            "they are due: the next scheduled sweep publishes them, whatever their age (--now publishes them at once)"
         ),
         None => {}
     }
     Ok(())
 }
 
-/// `--now`: a sweep of the window the redriven events were created in.
+/// `--now`: a sweep of the redriven range of every shard (the events just
+/// redriven, and any other redriven event still due), through the stack's
+/// sink.
 async fn publish_now(
     sdk: &SdkConfig,
     ops: &Operations<DynamoStore>,
     sink: &Sink,
-    redriven: &[&DeadLetterRecord],
 ) -> Result<serde_json::Value, String> {
-    let times: Vec<OffsetDateTime> = redriven
-        .iter()
-        .filter_map(|r| ulid::Ulid::from_string(&r.event_id).ok())
-        .filter_map(|id| {
-            OffsetDateTime::from_unix_timestamp_nanos(i128::from(id.timestamp_ms()) * 1_000_000)
-                .ok()
-        })
-        .collect();
-    let (Some(from), Some(to)) = (times.iter().min(), times.iter().max()) else {
-        return Ok(serde_json::Value::Null);
-    };
     let sweeper = sink.sweeper(sdk, ops).await?;
     let deadline = Deadline::after(std::time::Duration::from_secs(300));
-    let window = sweeper::Window {
-        from: *from,
-        to: *to + time::Duration::milliseconds(1),
-    };
     let run = sweeper
-        .redrive(window, OffsetDateTime::now_utc(), &deadline)
+        .sweep_redriven(OffsetDateTime::now_utc(), &deadline)
         .await;
     Ok(
         json!({"republished": run.republished, "failed": run.failed, "deferred": run.deferred, "deadLettered": run.dead_lettered}),

@@ -25,6 +25,10 @@
 //! aggregate id, so each aggregate's events come in creation order, and the
 //! relay ([`Mode::Sweep`]) holds an aggregate after a failure (or behind an
 //! event still backing off) so that its later events never overtake it.
+//! A redriven dead letter (pending sort key `!<ulid>`) sorts first in its
+//! shard whatever its age, so it is due at once; it still waits while an
+//! older event of its aggregate is pending (one consistent read of the
+//! aggregate's item collection per redriven event).
 //! Every write is a delete or an update conditioned on the item still
 //! existing, so nothing deleted is ever resurrected; an event the publisher
 //! sends at the same moment may go out twice (same event id).
@@ -40,10 +44,11 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use futures::future::join_all;
 use lambda_runtime::{Error, LambdaEvent};
 pub use on_failure::{redrive_messages, OnFailureMessage, RequestContext, StreamBatchInfo, Window};
+use outbox_core::keys;
 use outbox_core::publish::relay::{Entry, Mode, Relay};
 use outbox_core::publish::EventSink;
 use outbox_core::retry::{Backoff, Deadline, RetryPolicy};
-use outbox_core::store::{Created, OutboxStore, PendingQuery};
+use outbox_core::store::{Created, OutboxStore, PendingItem, PendingQuery};
 use outbox_core::Config;
 use report::log;
 pub use report::SweepReport;
@@ -156,6 +161,50 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
         self.run(created, now, deadline, false).await
     }
 
+    /// Publishes every redriven event now (`outboxctl dead-letters redrive
+    /// --now`): every shard, the redriven range only, whatever the age. No
+    /// statistics.
+    pub async fn sweep_redriven(&self, now: OffsetDateTime, deadline: &Deadline) -> SweepReport {
+        self.run(Created::Redriven, now, deadline, false).await
+    }
+
+    /// The entries of a page, less the redriven events that an older
+    /// pending event of their aggregate is still ahead of (a redriven event
+    /// sorts first in the index, whatever its age): they stay pending, due,
+    /// and go out once the older one is published. Their aggregate is not
+    /// held, so the older event is published in this very run when due.
+    /// One consistent read of the item collection per redriven event.
+    async fn behind_older_events(
+        &self,
+        items: Vec<PendingItem>,
+        report: &mut SweepReport,
+        deadline: &Deadline,
+    ) -> Vec<Entry> {
+        let mut entries = Vec::with_capacity(items.len());
+        for stored in items {
+            if let PendingItem::Item(item) = &stored {
+                if item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk) {
+                    report.queries += 1;
+                    match self.store.older_pending(&item.key(), deadline).await {
+                        Ok(false) => {}
+                        Ok(true) => {
+                            tracing::info!(event_id = %item.event_id, "redriven event waits behind an older pending event of its aggregate");
+                            report.deferred += 1;
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::error!(event_id = %item.event_id, error = %e, "could not check a redriven event's aggregate; it stays due");
+                            report.shard_errors += 1;
+                            continue;
+                        }
+                    }
+                }
+            }
+            entries.push(Entry::from(stored));
+        }
+        entries
+    }
+
     async fn run(
         &self,
         created: Created,
@@ -237,8 +286,10 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             };
             report.queries += 1;
             report.items_read += page.scanned;
-            let entries: Vec<Entry> = page.items.into_iter().map(Entry::from).collect();
-            report.stranded += entries.len();
+            report.stranded += page.items.len();
+            let entries = self
+                .behind_older_events(page.items, &mut report, deadline)
+                .await;
             let relayed = relay.run(&entries, mode, &mut held, deadline).await;
             report.add_relay(&relayed);
             if relayed.not_attempted > 0 {

@@ -106,6 +106,46 @@ impl DynamoStore {
         conditional(result, operation)
     }
 
+    /// The first pending-index sort key of a shard (after `after`, when
+    /// given), one item read; and the items read.
+    async fn first_pending(
+        &self,
+        shard: u16,
+        after: Option<&str>,
+        deadline: &Deadline,
+    ) -> Result<(Option<String>, usize), StoreError> {
+        let mut request = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(keys::PENDING_INDEX)
+            .key_condition_expression(if after.is_some() {
+                "#pk = :pk AND #sk > :after"
+            } else {
+                "#pk = :pk"
+            })
+            .expression_attribute_names("#pk", keys::PENDING_PK)
+            .expression_attribute_names("#sk", keys::PENDING_SK)
+            .expression_attribute_values(":pk", s(keys::pending_pk(shard)))
+            .projection_expression("#sk")
+            .scan_index_forward(true)
+            .limit(1);
+        if let Some(after) = after {
+            request = request.expression_attribute_values(":after", s(after));
+        }
+        let out = self
+            .call("oldest_pending", deadline, request.send())
+            .await
+            .map_err(|e| e.into_store("oldest_pending"))?;
+        let first = out
+            .items()
+            .first()
+            .and_then(|i| i.get(keys::PENDING_SK))
+            .and_then(|v| v.as_s().ok())
+            .cloned();
+        Ok((first, out.scanned_count().max(0) as usize))
+    }
+
     async fn count(
         &self,
         index: &'static str,
@@ -387,6 +427,13 @@ impl OutboxStore for DynamoStore {
                 "#pk = :pk AND #sk BETWEEN :from AND :to",
                 vec![(":from", from.to_string()), (":to", to.to_string())],
             ),
+            Created::Redriven => {
+                let (from, to) = keys::redriven_range();
+                (
+                    "#pk = :pk AND #sk BETWEEN :from AND :to",
+                    vec![(":from", from), (":to", to)],
+                )
+            }
             Created::Any => ("#pk = :pk", vec![]),
         };
         let mut request = self
@@ -437,25 +484,23 @@ impl OutboxStore for DynamoStore {
         count_limit: i32,
         deadline: &Deadline,
     ) -> Result<ShardStats, StoreError> {
-        let oldest = self
-            .call(
-                "oldest_pending",
-                deadline,
-                self.client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(keys::PENDING_INDEX)
-                    .key_condition_expression("#pk = :pk")
-                    .expression_attribute_names("#pk", keys::PENDING_PK)
-                    .expression_attribute_names("#sk", keys::PENDING_SK)
-                    .expression_attribute_values(":pk", s(keys::pending_pk(shard)))
-                    .projection_expression("#sk")
-                    .scan_index_forward(true)
-                    .limit(1)
-                    .send(),
-            )
-            .await
-            .map_err(|e| e.into_store("oldest_pending"))?;
+        // The index's first item is the oldest, unless it is a redriven one
+        // (`!<ulid>` sorts first whatever its age): then the oldest is the
+        // older of it and the first item after the redriven range.
+        let (first, mut scanned) = self.first_pending(shard, None, deadline).await?;
+        let mut queries = 3;
+        let mut oldest = first.as_deref().and_then(keys::event_id_from_pending_sk);
+        if first.as_deref().is_some_and(keys::is_redriven_sk) {
+            let after = keys::redriven_range().1;
+            let (next, more) = self.first_pending(shard, Some(&after), deadline).await?;
+            scanned += more;
+            queries += 1;
+            let stranded = next.as_deref().and_then(keys::event_id_from_pending_sk);
+            oldest = match (oldest, stranded) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
         let (pending, pending_capped, pending_scanned) = self
             .count(
                 keys::PENDING_INDEX,
@@ -475,18 +520,13 @@ impl OutboxStore for DynamoStore {
             )
             .await?;
         Ok(ShardStats {
-            oldest: oldest
-                .items()
-                .first()
-                .and_then(|i| i.get(keys::PENDING_SK))
-                .and_then(|v| v.as_s().ok())
-                .and_then(|v| Ulid::from_string(v).ok()),
+            oldest,
             pending,
             pending_capped,
             dead_letters,
             dead_letters_capped,
-            scanned: oldest.scanned_count().max(0) as usize + pending_scanned + dead_scanned,
-            queries: 3,
+            scanned: scanned + pending_scanned + dead_scanned,
+            queries,
         })
     }
 
@@ -511,6 +551,44 @@ impl OutboxStore for DynamoStore {
             .and_then(|n| n.parse().ok())
             .unwrap_or(self.shards)
             .max(1))
+    }
+
+    async fn older_pending(&self, key: &ItemKey, deadline: &Deadline) -> Result<bool, StoreError> {
+        let mut cursor = None;
+        loop {
+            let out = self
+                .call(
+                    "older_pending",
+                    deadline,
+                    self.client
+                        .query()
+                        .table_name(&self.table)
+                        .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                        .expression_attribute_names("#pk", keys::PK)
+                        .expression_attribute_names("#sk", keys::SK)
+                        .expression_attribute_names("#ppk", keys::PENDING_PK)
+                        .expression_attribute_values(":pk", s(key.pk.clone()))
+                        .expression_attribute_values(":lo", s(keys::OUTBOX_PREFIX))
+                        .expression_attribute_values(":hi", s(key.sk.clone()))
+                        .projection_expression("#sk, #ppk")
+                        .consistent_read(true)
+                        .set_exclusive_start_key(cursor)
+                        .send(),
+                )
+                .await
+                .map_err(|e| e.into_store("older_pending"))?;
+            let older = out.items().iter().any(|item| {
+                item.get(keys::SK).and_then(|v| v.as_s().ok()) != Some(&key.sk)
+                    && item.contains_key(keys::PENDING_PK)
+            });
+            if older {
+                return Ok(true);
+            }
+            match out.last_evaluated_key() {
+                Some(next) => cursor = Some(next.clone()),
+                None => return Ok(false),
+            }
+        }
     }
 
     async fn dead_letter_page(
@@ -582,11 +660,14 @@ impl OutboxStore for DynamoStore {
         letter: &DeadLetterRecord,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
+        let redriven_sk = Ulid::from_string(&letter.event_id)
+            .map(keys::redriven_sk)
+            .map_err(|_| StoreError::new("redrive", "NotAnEventId"))?;
         self.conditional_update(
             &letter.key,
             (
                 "SET #ppk = :ppk, #psk = :psk, #attempts = :zero REMOVE #dpk, #dsk, #dla, #reason, #next",
-                "attribute_exists(#dla) AND #dsk = :psk",
+                "attribute_exists(#dla) AND #dsk = :id",
             ),
             &[
                 ("#ppk", keys::PENDING_PK),
@@ -600,7 +681,8 @@ impl OutboxStore for DynamoStore {
             ],
             HashMap::from([
                 (":ppk".to_owned(), s(keys::pending_pk(letter.shard))),
-                (":psk".to_owned(), s(letter.event_id.clone())),
+                (":psk".to_owned(), s(redriven_sk)),
+                (":id".to_owned(), s(letter.event_id.clone())),
                 (":zero".to_owned(), n(0)),
             ]),
             "redrive",

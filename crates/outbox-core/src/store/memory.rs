@@ -243,6 +243,7 @@ impl OutboxStore for MemoryStore {
                         Created::Between(from, to) => {
                             sk >= from.to_string() && sk <= to.to_string()
                         }
+                        Created::Redriven => keys::is_redriven_sk(&sk),
                         Created::Any => true,
                     };
                 keep.then_some(sk)
@@ -301,6 +302,12 @@ impl OutboxStore for MemoryStore {
         })
     }
 
+    async fn older_pending(&self, key: &ItemKey, _: &Deadline) -> Result<bool, StoreError> {
+        Ok(lock(&self.items).values().any(|i| {
+            i.pk == key.pk && keys::is_outbox_sk(&i.sk) && i.sk < key.sk && i.pending_pk.is_some()
+        }))
+    }
+
     async fn dead_letter_page(
         &self,
         shard: u16,
@@ -353,7 +360,7 @@ impl OutboxStore for MemoryStore {
                     && item.dead_sk.as_deref() == Some(letter.event_id.as_str()) =>
             {
                 item.pending_pk = Some(keys::pending_pk(letter.shard));
-                item.pending_sk = Some(letter.event_id.clone());
+                item.pending_sk = Some(keys::redriven_sk(item.event_id));
                 item.attempts = 0;
                 item.dead_pk = None;
                 item.dead_sk = None;

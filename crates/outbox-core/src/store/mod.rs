@@ -90,6 +90,8 @@ pub enum Created {
     Before(Ulid),
     /// Created between these ids, both included (an OnFailure window).
     Between(Ulid, Ulid),
+    /// Redriven items only (their sort keys are `!<ulid>`): due at once.
+    Redriven,
     /// The whole shard (the operator's status).
     Any,
 }
@@ -260,6 +262,16 @@ pub trait OutboxStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<ShardStats, StoreError>> + Send;
 
+    /// Whether the item collection of `key` (its aggregate) holds a pending
+    /// outbox item older than it: one strongly consistent `Query` of the
+    /// collection's outbox keys older than `key`. A redriven event waits
+    /// behind it, so that its aggregate's events still go out oldest first.
+    fn older_pending(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// One page of a shard of the dead-letter index, oldest first.
     fn dead_letter_page(
         &self,
@@ -278,8 +290,11 @@ pub trait OutboxStore: Send + Sync {
     ) -> impl Future<Output = Result<Option<DeadLetterRecord>, StoreError>> + Send;
 
     /// Puts a dead letter back into the pending index, attempts reset, with
-    /// its `eventId` unchanged. Conditional on it still being dead-lettered:
-    /// of two concurrent redrives, one wins ([`Marked::Gone`] for the other).
+    /// its `eventId` unchanged, **due at once**: its pending sort key is
+    /// [`crate::keys::redriven_sk`], which the next scheduled sweep selects
+    /// whatever the event's age. Conditional on it still being
+    /// dead-lettered: of two concurrent redrives, one wins ([`Marked::Gone`]
+    /// for the other).
     fn redrive(
         &self,
         letter: &DeadLetterRecord,

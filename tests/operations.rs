@@ -304,6 +304,24 @@ async fn bad_arguments_fail_clearly_and_change_nothing() {
             vec!["dead-letters", "frobnicate"],
             "unrecognized subcommand",
         ),
+        // A command that cannot honour a switch refuses it: discard has no
+        // dry run, so `--dry-run` deletes nothing (it did, once).
+        (
+            vec![
+                "dead-letters",
+                "discard",
+                "--table",
+                t,
+                "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+                "--yes",
+                "--dry-run",
+            ],
+            "unexpected argument '--dry-run'",
+        ),
+        (
+            vec!["status", "--table", t, "--table", t],
+            "cannot be used multiple times",
+        ),
     ] {
         let (ok, _, err) = outboxctl(&args);
         assert!(!ok, "{args:?} should fail");

@@ -107,7 +107,8 @@ enum DeadLetters {
         json: JsonArg,
     },
     /// Put dead letters back into the pending index (attempts reset, same
-    /// eventId); the next sweep publishes them, `--now` at once.
+    /// eventId), due at once: the next scheduled sweep publishes them,
+    /// whatever their age; `--now` publishes them immediately.
     Redrive {
         #[command(flatten)]
         table: TableArg,

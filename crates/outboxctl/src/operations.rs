@@ -138,19 +138,21 @@ impl<S: OutboxStore> Operations<S> {
             created: Created::Any,
             limit: READ_LIMIT as i32,
         };
-        read_capped(|cursor| async {
+        read_capped(READ_LIMIT, |cursor| async {
             let page = self.store.pending_page(&query, cursor, &deadline()).await?;
             Ok((page.items, page.next))
         })
         .await
     }
 
-    /// Dead letters of one shard, oldest first, at most [`READ_LIMIT`].
+    /// Dead letters of one shard, oldest first, at most `cap` (and whether
+    /// the read stopped there).
     async fn shard_dead_letters(
         &self,
         shard: u16,
+        cap: usize,
     ) -> Result<(Vec<DeadLetterRecord>, bool), OpsError> {
-        read_capped(|cursor| async {
+        read_capped(cap, |cursor| async {
             let page = self
                 .store
                 .dead_letter_page(shard, READ_LIMIT as i32, cursor, &deadline())
@@ -166,7 +168,7 @@ impl<S: OutboxStore> Operations<S> {
         let mut next_due: Option<i64> = None;
         for shard in 0..self.shards().await? {
             let (pending, pending_capped) = self.pending(shard).await?;
-            let (dead, dead_capped) = self.shard_dead_letters(shard).await?;
+            let (dead, dead_capped) = self.shard_dead_letters(shard, READ_LIMIT).await?;
             let age = pending.first().and_then(created_at).map(|created| {
                 (now.unix_timestamp() - (created.timestamp_ms() / 1000) as i64).max(0)
             });
@@ -206,15 +208,16 @@ impl<S: OutboxStore> Operations<S> {
         Ok(status)
     }
 
-    /// Every dead letter that `filter` keeps, oldest first (at most
-    /// [`READ_LIMIT`] per shard).
+    /// Every dead letter that `filter` keeps, oldest first: every page of
+    /// every shard (a list or a redrive covers its whole selection; only
+    /// `status` is a bounded read).
     pub async fn dead_letters(
         &self,
         filter: &DeadLetterFilter,
     ) -> Result<Vec<DeadLetterRecord>, OpsError> {
         let mut rows = Vec::new();
         for shard in 0..self.shards().await? {
-            let (items, _) = self.shard_dead_letters(shard).await?;
+            let (items, _) = self.shard_dead_letters(shard, usize::MAX).await?;
             rows.extend(items.into_iter().filter(|row| filter.keeps(row)));
         }
         rows.sort_by(|a, b| a.event_id.cmp(&b.event_id));
@@ -245,9 +248,9 @@ impl<S: OutboxStore> Operations<S> {
     }
 }
 
-/// Reads pages until the last or until [`READ_LIMIT`] items (then `true`:
-/// the read stopped there).
-async fn read_capped<T, F, Fut>(mut page: F) -> Result<(Vec<T>, bool), OpsError>
+/// Reads pages until the last or until `cap` items (then `true`: the read
+/// stopped there).
+async fn read_capped<T, F, Fut>(cap: usize, mut page: F) -> Result<(Vec<T>, bool), OpsError>
 where
     F: FnMut(Option<Cursor>) -> Fut,
     Fut: std::future::Future<Output = Result<(Vec<T>, Option<Cursor>), StoreError>>,
@@ -261,8 +264,8 @@ where
         if cursor.is_none() {
             return Ok((items, false));
         }
-        if items.len() >= READ_LIMIT {
-            items.truncate(READ_LIMIT);
+        if items.len() >= cap {
+            items.truncate(cap);
             return Ok((items, true));
         }
     }
@@ -298,6 +301,32 @@ mod tests {
             1,
         )
         .unwrap()
+    }
+
+    /// A list covers every dead letter; only the status is a bounded read
+    /// (and says so).
+    #[tokio::test]
+    async fn lists_page_through_everything_and_only_status_is_capped() {
+        let store = MemoryStore::new(1);
+        for i in 0..READ_LIMIT + 1 {
+            let it = item(&format!("a{i}"));
+            store.insert(it.clone());
+            let letter = DeadLetter {
+                key: &it.key(),
+                aggregate_id: Some(&it.aggregate_id),
+                reason: "poison",
+                attempts: None,
+            };
+            store.dead_letter(letter, &deadline()).await.unwrap();
+        }
+        let ops = Operations::new(store);
+        let all = ops
+            .dead_letters(&DeadLetterFilter::default())
+            .await
+            .unwrap();
+        assert_eq!(all.len(), READ_LIMIT + 1);
+        let status = ops.status(OffsetDateTime::now_utc()).await.unwrap();
+        assert_eq!((status.dead_letters, status.capped), (READ_LIMIT, true));
     }
 
     /// Status, list, find, redrive and discard, through the port.

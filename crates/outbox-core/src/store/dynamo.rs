@@ -179,7 +179,7 @@ impl DynamoStore {
 
 /// The outcome of a conditional write: [`Marked::Gone`] when its condition
 /// failed.
-fn conditional<T, E>(
+fn conditional<T, E: ProvideErrorMetadata>(
     result: Result<T, Failed<E>>,
     operation: &'static str,
 ) -> Result<Marked, StoreError> {
@@ -198,10 +198,15 @@ enum Failed<E> {
     Store(StoreError),
 }
 
-impl<E> Failed<E> {
+impl<E: ProvideErrorMetadata> Failed<E> {
+    /// The store error, with the service's code and message.
     fn into_store(self, operation: &'static str) -> StoreError {
         match self {
-            Self::Service(_, code) => StoreError::new(operation, code.clone()),
+            Self::Service(error, code) => {
+                let mut e = StoreError::new(operation, code);
+                e.message = error.message().map(str::to_owned);
+                e
+            }
             Self::Store(e) => e,
         }
     }

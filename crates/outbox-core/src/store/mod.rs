@@ -39,13 +39,15 @@ pub const MAX_BATCH_WRITE: usize = 25;
 
 /// A store call failed (after the SDK's retries, or cut by the deadline).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("outbox store {operation} failed: {code}")]
+#[error("outbox store {operation} failed: {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
 pub struct StoreError {
     /// What the store was doing.
     pub operation: &'static str,
     /// The service's error code (from the SDK's error metadata), or ours
     /// (`DeadlineReached`, `NoOldItem`).
     pub code: String,
+    /// The service's message, when it gave one.
+    pub message: Option<String>,
 }
 
 impl StoreError {
@@ -53,6 +55,7 @@ impl StoreError {
         Self {
             operation,
             code: code.into(),
+            message: None,
         }
     }
 }

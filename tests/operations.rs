@@ -537,3 +537,33 @@ async fn redriven_dead_letters_go_out_with_the_next_scheduled_sweep_whatever_the
         (Some(0), Some(1))
     );
 }
+
+/// Errors carry AWS's reason from the SDK's error metadata, in one line: a
+/// missing table names the service's code and message; missing credentials
+/// read as such (the instance-metadata provider is disabled, as in every
+/// local run, so nothing leaves this machine).
+#[tokio::test]
+async fn errors_carry_the_reason_in_one_readable_line() {
+    let (ok, _, err) = outboxctl(&["status", "--table", "no-such-table"]);
+    assert!(!ok);
+    let line = err.trim();
+    assert!(!line.contains('\n'), "{line}");
+    assert!(line.contains("ResourceNotFoundException: "), "{line}");
+
+    let binary = testkit::lambda::binary("outboxctl").expect("outboxctl binary");
+    let out = Command::new(binary)
+        .args(["status", "--table", "t"])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_PROFILE")
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .expect("run outboxctl");
+    assert!(!out.status.success());
+    let line = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    assert!(!line.contains('\n'), "{line}");
+    assert!(line.contains("no credentials found"), "{line}");
+}

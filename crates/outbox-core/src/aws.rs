@@ -93,32 +93,42 @@ pub fn error_code<E: ProvideErrorMetadata>(error: &SdkError<E, HttpResponse>) ->
     }
 }
 
-/// A failed call as one readable line: `Operation: Code: message`, the
-/// code and message from the SDK's error metadata. A credential failure
-/// (no credentials found, an expired SSO session) reads as such.
-pub fn error_line<E>(operation: &str, error: &SdkError<E, HttpResponse>) -> String
+/// What a failed call says besides its code: the service's message, or
+/// for a call that never reached it (no credentials, an expired SSO
+/// session, a refused connection) the innermost cause.
+pub fn error_message<E>(error: &SdkError<E, HttpResponse>) -> Option<String>
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let code = error_code(error);
     let message = match error {
         SdkError::ServiceError(service) => service.err().message().map(str::to_owned),
         SdkError::DispatchFailure(_) | SdkError::ConstructionFailure(_) => {
-            // Credential and endpoint problems surface here; their sources
-            // say what is missing.
             let mut text = String::new();
             let mut source = std::error::Error::source(error);
             while let Some(e) = source {
                 text = e.to_string();
                 source = e.source();
             }
-            (!text.is_empty()).then_some(text)
+            Some(text)
         }
         _ => None,
     };
-    match message {
-        Some(message) if !message.is_empty() => format!("{operation}: {code}: {message}"),
-        _ => format!("{operation}: {code}"),
+    // One line: a credential chain's report lists each provider on its own.
+    message
+        .map(|m| m.lines().map(str::trim).collect::<Vec<_>>().join("; "))
+        .filter(|m| !m.is_empty())
+}
+
+/// A failed call as one readable line: `Operation: Code: message`, the
+/// code and message from the SDK's error metadata ([`error_message`]).
+pub fn error_line<E>(operation: &str, error: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let code = error_code(error);
+    match error_message(error) {
+        Some(message) => format!("{operation}: {code}: {message}"),
+        None => format!("{operation}: {code}"),
     }
 }
 

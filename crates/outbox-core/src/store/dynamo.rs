@@ -15,7 +15,7 @@ use super::{
     sanitize, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OutboxStore,
     Page, PendingItem, PendingQuery, ShardStats, StoreError, MAX_BATCH_WRITE,
 };
-use crate::aws::error_code;
+use crate::aws::{error_code, error_message};
 use crate::envelope::now_utc_millis;
 use crate::item::OutboxItem;
 use crate::keys::{self, attr, ItemKey};
@@ -58,7 +58,7 @@ impl DynamoStore {
     ) -> Result<T, Failed<E>>
     where
         Fut: Future<Output = Result<T, SdkError<E, aws_smithy_runtime_api::http::Response>>>,
-        E: ProvideErrorMetadata,
+        E: ProvideErrorMetadata + std::error::Error + 'static,
     {
         match deadline.bound(call).await {
             Some(Ok(out)) => Ok(out),
@@ -66,7 +66,11 @@ impl DynamoStore {
                 let code = error_code(&error);
                 Err(match error {
                     SdkError::ServiceError(service) => Failed::Service(service.into_err(), code),
-                    _ => Failed::Store(StoreError::new(operation, code)),
+                    other => {
+                        let mut e = StoreError::new(operation, code);
+                        e.message = error_message(&other);
+                        Failed::Store(e)
+                    }
                 })
             }
             None => Err(Failed::Store(StoreError::new(operation, "DeadlineReached"))),

@@ -382,6 +382,57 @@ async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
     );
 }
 
+/// A message that cannot be settled is kept (it comes back after the
+/// visibility timeout) and the command says so with a non-zero exit, after
+/// handling everything else in the queue.
+#[tokio::test]
+async fn redrive_on_failure_exits_non_zero_when_a_message_is_kept() {
+    let stack = Stack::with_bus().await;
+    stack.put_event_aged(Duration::from_secs(30)).await;
+    let records = stack.outbox_inserts().await;
+    let message = devkit::on_failure_message(
+        "arn:aws:lambda:us-east-1:123456789012:function:publisher",
+        &stack.stream_arn,
+        "shardId-1",
+        &records,
+        "RetryAttemptsExhausted",
+        11,
+    );
+    let queue = devkit::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
+        .await
+        .unwrap()
+        .queue_url;
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    for body in ["not an OnFailure message".to_owned(), message.to_string()] {
+        sqs.send_message()
+            .queue_url(&queue)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let (bus, _) = stack.bus.clone().unwrap();
+    let (ok, out, err) = outboxctl(&[
+        "redrive-on-failure",
+        "--queue",
+        &queue,
+        "--table",
+        &stack.table,
+        "--bus",
+        &bus,
+        "--json",
+    ]);
+    assert!(!ok, "a kept message fails the command: {out}");
+    assert!(err.contains("1 OnFailure messages were kept"), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (json["handled"].as_u64(), json["kept"].as_u64()),
+        (Some(1), Some(1)),
+        "{out}"
+    );
+    assert_eq!(json["republished"], 1, "{out}");
+}
+
 #[tokio::test]
 async fn a_replay_from_the_archive_is_started_and_followed_to_its_end() {
     let stack = Stack::with_bus().await;

@@ -322,7 +322,7 @@ pub async fn sqs_event(
     queue_url: &str,
 ) -> aws_lambda_events::event::sqs::SqsEvent {
     let sqs = aws_sdk_sqs::Client::new(sdk);
-    let messages = devkit::receive_batch(&sqs, queue_url)
+    let messages = devkit::receive_batch(&sqs, queue_url, 0)
         .await
         .expect("receive");
     devkit::batch_event(&messages)

@@ -38,7 +38,8 @@ pub use invoke::{HttpInvoker, Invocation, INVOKE_TIMEOUT};
 pub use local::{endpoint, is_loopback, sdk_config, sdk_config_at, LocalError};
 pub use pump::{on_failure_message, Invoker, OnFailure, Pump, PumpError, PumpStats};
 pub use sqs::{
-    batch_event, delete_message, drain_queue, receive_batch, settle_batch, DrainStats, MAX_BATCH,
+    batch_event, delete_message, drain_queue, queue_depth, receive_batch, settle_batch, DrainStats,
+    MAX_BATCH,
 };
 pub use stack::{
     create_bus, create_fifo_topic, create_queue, create_queue_with, create_read_model,

@@ -7,15 +7,19 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 /// Most messages in one batch (one `ReceiveMessage`).
 pub const MAX_BATCH: i32 = 10;
 
-/// Receives up to [`MAX_BATCH`] messages; they stay in the queue, invisible
-/// for its visibility timeout, until deleted.
+/// Receives up to [`MAX_BATCH`] messages, waiting up to `wait_seconds`
+/// (0: a short poll, which may answer empty while messages remain; up to
+/// 20: a long poll); they stay in the queue, invisible for its visibility
+/// timeout, until deleted.
 pub async fn receive_batch(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
+    wait_seconds: i32,
 ) -> Result<Vec<aws_sdk_sqs::types::Message>, String> {
     sqs.receive_message()
         .queue_url(queue_url)
         .max_number_of_messages(MAX_BATCH)
+        .wait_time_seconds(wait_seconds)
         .send()
         .await
         .map(|out| out.messages.unwrap_or_default())
@@ -89,8 +93,9 @@ pub struct DrainStats {
     pub reported: usize,
 }
 
-/// The queue's visible and in-flight message counts.
-async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<(u64, u64), String> {
+/// The queue's visible and in-flight message counts (approximate, as SQS
+/// counts them).
+pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<(u64, u64), String> {
     use aws_sdk_sqs::types::QueueAttributeName as A;
     let out = sqs
         .get_queue_attributes()
@@ -133,9 +138,9 @@ where
     let mut stats = DrainStats::default();
     let mut idle_since = std::time::Instant::now();
     loop {
-        let messages = receive_batch(sqs, queue_url).await?;
+        let messages = receive_batch(sqs, queue_url, 0).await?;
         if messages.is_empty() {
-            let (visible, in_flight) = depth(sqs, queue_url).await?;
+            let (visible, in_flight) = queue_depth(sqs, queue_url).await?;
             if (visible == 0 && in_flight == 0) || idle_since.elapsed() > patience {
                 return Ok(stats);
             }

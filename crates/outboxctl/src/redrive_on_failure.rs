@@ -9,6 +9,9 @@ use crate::cli::Sink;
 use crate::output::{print_json, Progress};
 use crate::status::operations;
 
+/// How long one receive waits for a message (SQS allows up to 20).
+const LONG_POLL_SECONDS: i32 = 5;
+
 pub(crate) async fn run(
     sdk: &SdkConfig,
     queue: &str,
@@ -17,14 +20,48 @@ pub(crate) async fn run(
     json: bool,
 ) -> Result<(), String> {
     let sweeper = sink.sweeper(sdk, &operations(sdk, table)).await?;
-    let sqs = aws_sdk_sqs::Client::new(sdk);
+    // A long poll outlasts the functions' 5-second attempt timeout.
+    let sqs = aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::config::Builder::from(sdk)
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .connect_timeout(outbox_core::aws::CONNECT_TIMEOUT)
+                    .operation_attempt_timeout(std::time::Duration::from_secs(
+                        LONG_POLL_SECONDS as u64 + 5,
+                    ))
+                    .operation_timeout(std::time::Duration::from_secs(60))
+                    .build(),
+            )
+            .build(),
+    );
     let (mut handled, mut kept, mut republished) = (0, 0, 0);
+    let mut seen = std::collections::HashSet::new();
     let progress = Progress::new(json, None, "OnFailure messages");
     loop {
-        let messages = devkit::receive_batch(&sqs, queue).await?;
+        // A long poll: a short one may answer empty while messages remain.
+        let messages = devkit::receive_batch(&sqs, queue, LONG_POLL_SECONDS).await?;
         if messages.is_empty() {
+            // Empty only when no message is visible any more (the ones kept
+            // are in flight until the visibility timeout).
+            let (visible, _) = devkit::queue_depth(&sqs, queue).await?;
+            if visible == 0 {
+                break;
+            }
+            continue;
+        }
+        // A kept message that comes back (a short visibility timeout) is
+        // not handled twice in one run.
+        if messages
+            .iter()
+            .all(|m| m.message_id().is_some_and(|id| seen.contains(id)))
+        {
             break;
         }
+        seen.extend(
+            messages
+                .iter()
+                .filter_map(|m| m.message_id().map(str::to_owned)),
+        );
         let event = devkit::batch_event(&messages);
         let deadline = Deadline::after(std::time::Duration::from_secs(300));
         let (response, run) = sweeper::redrive_messages(&sweeper, &event, &deadline).await;
@@ -45,8 +82,14 @@ pub(crate) async fn run(
     drop(progress);
     let out = json!({"handled": handled, "kept": kept, "republished": republished});
     if json {
-        return print_json(&out);
+        print_json(&out)?;
+    } else {
+        println!("{handled} OnFailure messages handled and deleted, {republished} events republished, {kept} kept (they come back after the queue's visibility timeout)");
     }
-    println!("{handled} OnFailure messages handled and deleted, {republished} events republished, {kept} kept (they come back after the queue's visibility timeout)");
+    if kept > 0 {
+        return Err(format!(
+            "{kept} OnFailure messages were kept (a window not settled, or not an OnFailure message): see the sweeper's log lines above, then run again"
+        ));
+    }
     Ok(())
 }

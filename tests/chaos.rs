@@ -7,7 +7,7 @@
 //! `CHAOS_WRITERS` (concurrent writers, default 4; 1 replays a seed exactly),
 //! printing the verdict tables and writing each run's to
 //! `target/chaos/run-<seed>-<sink>.md` (`infra/local/chaos.sh`, which `make
-//! chaos` runs, gives each run a fresh moto server and assembles
+//! chaos` runs, runs them all on one pair of local servers and assembles
 //! `target/chaos/report.md`).
 
 use testkit::chaos::{run, ChaosConfig, SinkKind, Verdict};
@@ -102,7 +102,7 @@ async fn chaos() {
             let verdict = run(&config).await.expect("chaos harness");
             eprintln!("{}\n{}", Verdict::HEADER, verdict.row());
             // One file per run (its row first): infra/local/chaos.sh
-            // assembles the report of runs made on separate moto servers.
+            // assembles the report of the runs.
             let file = dir.join(format!("run-{seed}-{}.md", sink.name()));
             let text = format!(
                 "{}\n\n### seed {} · {} · {} orders\n\n{}",

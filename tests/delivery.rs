@@ -1,5 +1,5 @@
 //! The delivery path under faults on the wire: the real SDK clients (with
-//! the functions' retry and timeout settings) talk to the moto server
+//! the functions' retry and timeout settings) talk to DynamoDB Local and the moto server
 //! through `testkit::proxy::FaultProxy`. One test per behaviour the
 //! publisher and the sweeper owe (see docs/publisher.md and docs/sweeper.md).
 

@@ -3,7 +3,7 @@ runtime API, and resident memory after one invocation, for each function's
 release `bootstrap`, against a local runtime API stub on 127.0.0.1.
 
 usage: coldstart.py RUNS FUNCTION=BOOTSTRAP:EVENT_FILE ...
-Needs the loopback AWS environment (run through infra/local/with-moto.sh) and
+Needs the loopback AWS environment (run through infra/local/with-local.sh) and
 the function's environment (TABLE_NAME, EVENT_BUS_NAME) exported.
 """
 import http.server

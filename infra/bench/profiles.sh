@@ -58,7 +58,7 @@ text = sys.stdin.read()
 m = re.search(r"time:\s+\[\S+ \S+ (\S+) (\S+)", text)
 unit = {"ns": 1e-3, "µs": 1, "us": 1, "ms": 1e3, "s": 1e6}
 print("%.2f" % (float(m.group(1)) * unit[m.group(2)] / 100) if m else "n/a")')
-  cold=$(infra/local/with-moto.sh bash -c '
+  cold=$(infra/local/with-local.sh bash -c '
     set -euo pipefail
     eval "$(target/debug/devkit provision prof-orders prof-bus outbox.orders)"
     export TABLE_NAME=prof-orders EVENT_BUS_NAME=prof-bus

@@ -9,7 +9,7 @@ export PATH="$root/.venv/bin:$PATH"
 mkdir -p .local/bench
 
 echo "# 1, 3, 6. AWS calls, writer round trips, sweep cost (and the cost model's inputs)"
-infra/local/with-moto.sh cargo bench --locked --bench aws_calls | grep -v "^{" | tee .local/bench/aws_calls.md
+infra/local/with-local.sh cargo bench --locked --bench aws_calls | grep -v "^{" | tee .local/bench/aws_calls.md
 
 echo "# 2. Handler CPU per record, and the publisher per invocation against an instant sink (criterion)"
 cargo bench --locked -p outbox-publisher --bench decode -- --warm-up-time 2 --measurement-time 5 | tee .local/bench/decode.txt
@@ -19,7 +19,7 @@ echo "# 4. Artifacts"
 infra/bench/artifacts.sh | tee .local/bench/artifacts.md
 
 echo "# 5. Cold-start proxy"
-infra/local/with-moto.sh bash -c '
+infra/local/with-local.sh bash -c '
   set -euo pipefail
   eval "$(target/debug/devkit provision bench-orders bench-bus outbox.orders 2>/dev/null || cargo run -q --locked -p outbox-devkit --bin devkit -- provision bench-orders bench-bus outbox.orders)"
   export TABLE_NAME=bench-orders EVENT_BUS_NAME=bench-bus

@@ -14,7 +14,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 export PATH="$root/.venv/bin:$PATH"  # cargo-lambda
-: "${AWS_ENDPOINT_URL:?run through make test or make fuzz (infra/local/with-moto.sh)}"
+: "${AWS_ENDPOINT_URL:?run through make test or make fuzz (infra/local/with-local.sh)}"
 examples=${FUZZ_EXAMPLES:-25}
 seed=${FUZZ_SEED:-1}
 state=".local/contract"

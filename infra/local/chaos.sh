@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# `make chaos`: every seed × sink of the chaos run (tests/chaos.rs), each on a
-# fresh moto server on 127.0.0.1 (moto's TransactWriteItems deep-copies the
-# whole table, stream included, so its memory follows the largest table it
-# has held: a server per run keeps it bounded), then the assembled report in
-# target/chaos/report.md. Settings: CHAOS_SEED (comma-separated, default
+# `make chaos`: every seed × sink of the chaos run (tests/chaos.rs), each in
+# its own table, bus and queues on one pair of local servers (DynamoDB
+# Local, moto) on 127.0.0.1, then the assembled report in
+# target/chaos/report.md, with each server's peak memory. Settings: CHAOS_SEED (comma-separated, default
 # 1,2,3), CHAOS_SINKS (default eventbridge,sns-fifo), CHAOS_ORDERS (default
 # 100), CHAOS_WRITERS (default 4; 1 replays a seed exactly).
 set -euo pipefail
@@ -16,19 +15,24 @@ mkdir -p "$out"
 rm -f "$out"/run-*.md
 
 # Build under the same environment the runs use (no rebuild between runs).
-infra/local/with-moto.sh cargo test --locked --test chaos --no-run
-infra/local/with-moto.sh cargo build --locked --bin writer --bin publisher --bin sweeper
+infra/local/with-local.sh cargo test --locked --test chaos --no-run
+infra/local/with-local.sh cargo build --locked --bin writer --bin publisher --bin sweeper
 
 status=0
 started=$(date +%s)
-for seed in ${seeds//,/ }; do
-  for sink in ${sinks//,/ }; do
-    echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders" >&2
-    CHAOS_SEED=$seed CHAOS_SINKS=$sink infra/local/with-moto.sh \
-      cargo test --locked --test chaos -- --ignored --exact chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
-      || { status=1; echo "chaos: seed $seed $sink FAILED (see $out/log-$seed-$sink.txt)" >&2; }
+rm -f "$out/peak-memory.txt"
+export seeds sinks out
+LOCAL_SERVER_LOG_DIR=$out infra/local/with-local.sh bash -c '
+  status=0
+  for seed in ${seeds//,/ }; do
+    for sink in ${sinks//,/ }; do
+      echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders" >&2
+      CHAOS_SEED=$seed CHAOS_SINKS=$sink \
+        cargo test --locked --test chaos -- --ignored --exact chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
+        || { status=1; echo "chaos: seed $seed $sink FAILED (see $out/log-$seed-$sink.txt)" >&2; }
+    done
   done
-done
+  exit $status' || status=1
 
 {
   echo "# Chaos run"
@@ -38,6 +42,10 @@ done
   cat "$out/header.md" 2>/dev/null || true
   for f in "$out"/run-*.md; do [ -e "$f" ] && head -1 "$f"; done
   for f in "$out"/run-*.md; do [ -e "$f" ] && tail -n +2 "$f"; done
+  echo
+  echo "Peak resident memory of each server (VmHWM):"
+  echo
+  sed 's/^/- /' "$out/peak-memory.txt" 2>/dev/null || true
 } >"$out/report.md"
 cat "$out/report.md"
 exit $status

@@ -1,7 +1,7 @@
 //! `make bench`, the parts that need the local AWS API: calls per 1,000
 //! published events, writer round trips, and sweep cost versus table size.
 //! Counts, not times: they are the same on every run. Run through
-//! `infra/local/with-moto.sh cargo bench --bench aws_calls`.
+//! `infra/local/with-local.sh cargo bench --bench aws_calls`.
 
 use std::time::Duration;
 

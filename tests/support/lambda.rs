@@ -336,9 +336,10 @@ pub fn binary(name: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// The environment a function process gets on this machine: the dummy
+/// The environment a function process gets on this machine: the local
+/// servers' loopback endpoints (`devkit::endpoint_env`), the dummy
 /// credentials and region of the test run, no metadata probe, quiet logs.
-/// Add `AWS_ENDPOINT_URL` (loopback) and the function's own settings.
+/// Add the function's own settings.
 pub fn loopback_env() -> Vec<(String, String)> {
     [
         "AWS_ACCESS_KEY_ID",
@@ -350,6 +351,7 @@ pub fn loopback_env() -> Vec<(String, String)> {
     ]
     .iter()
     .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+    .chain(devkit::endpoint_env().expect("loopback endpoints"))
     .chain([
         ("RUST_LOG".to_owned(), "warn".to_owned()),
         ("AWS_EC2_METADATA_DISABLED".to_owned(), "true".to_owned()),

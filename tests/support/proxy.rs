@@ -1,5 +1,7 @@
 //! A fault proxy on the wire: an HTTP/1.1 server on 127.0.0.1 that sits
-//! between the SDK clients and the moto server and, per operation, answers
+//! between the SDK clients and the local servers (DynamoDB and DynamoDB
+//! Streams calls go on to DynamoDB Local, every other call to moto) and, per
+//! operation, answers
 //! with a throttle or a 5xx, refuses some entries of a `PutEvents` in a 200
 //! answer, never answers, or drops the connection. Everything else is
 //! forwarded unchanged. The clients are the real SDK clients with the
@@ -112,8 +114,6 @@ struct State {
     crash: Option<Arc<dyn Fn() + Send + Sync>>,
     tag: u64,
     journal: Vec<Call>,
-    /// Operations forwarded one at a time, per shared lock.
-    serialized: std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>,
     /// Operations seen, in order.
     seen: Vec<String>,
     /// Operations a fault was applied to.
@@ -136,13 +136,20 @@ impl Drop for FaultProxy {
 }
 
 impl FaultProxy {
-    /// A proxy in front of `AWS_ENDPOINT_URL` (the local moto server).
+    /// A proxy in front of the local servers: DynamoDB Local
+    /// (`AWS_ENDPOINT_URL_DYNAMODB`, `..._STREAMS`) and moto
+    /// (`AWS_ENDPOINT_URL`).
     pub async fn start() -> Self {
-        let upstream = devkit::endpoint().expect("a loopback AWS_ENDPOINT_URL");
-        let upstream = upstream
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
+        let host = |url: String| {
+            url.trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_owned()
+        };
+        let upstream = Upstreams {
+            others: host(devkit::endpoint().expect("a loopback AWS_ENDPOINT_URL")),
+            dynamodb: host(devkit::dynamodb_endpoint().expect("a loopback DynamoDB endpoint")),
+            streams: host(devkit::streams_endpoint().expect("a loopback streams endpoint")),
+        };
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
         let state = Arc::new(Mutex::new(State::default()));
@@ -209,18 +216,6 @@ impl FaultProxy {
         self.state.lock().unwrap().chooser = Some(chooser);
     }
 
-    /// Forwards calls of `operation` one at a time under `lock` (shared by
-    /// several proxies): moto's `TransactWriteItems` is not isolated, and a
-    /// transaction that fails restores a copy of the table taken before a
-    /// concurrent one committed, undoing it (DynamoDB isolates them).
-    pub fn serialize(&self, operation: &str, lock: Arc<tokio::sync::Mutex<()>>) {
-        self.state
-            .lock()
-            .unwrap()
-            .serialized
-            .insert(operation.to_owned(), lock);
-    }
-
     /// What [`Fault::Crash`] calls: kills the caller's process.
     pub fn set_crash_hook(&self, hook: Arc<dyn Fn() + Send + Sync>) {
         self.state.lock().unwrap().crash = Some(hook);
@@ -241,6 +236,32 @@ impl FaultProxy {
         devkit::sdk_config_at(&self.endpoint)
             .await
             .expect("loopback proxy")
+    }
+}
+
+/// Where calls go on to, by service.
+#[derive(Clone)]
+struct Upstreams {
+    dynamodb: String,
+    streams: String,
+    others: String,
+}
+
+impl Upstreams {
+    /// The server of a request's service (its `X-Amz-Target` prefix).
+    fn of(&self, request: &hyper::http::request::Parts) -> &str {
+        let target = request
+            .headers
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if target.starts_with("DynamoDBStreams_") {
+            &self.streams
+        } else if target.starts_with("DynamoDB_") {
+            &self.dynamodb
+        } else {
+            &self.others
+        }
     }
 }
 
@@ -352,7 +373,7 @@ fn sink_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
 
 async fn handle(
     state: Arc<Mutex<State>>,
-    upstream: String,
+    upstream: Upstreams,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, BoxError> {
     let (parts, body) = request.into_parts();
@@ -371,10 +392,11 @@ async fn handle(
 
 async fn handle_call(
     state: Arc<Mutex<State>>,
-    upstream: String,
+    upstreams: Upstreams,
     parts: hyper::http::request::Parts,
     body: Bytes,
 ) -> (Result<Response<Full<Bytes>>, BoxError>, Option<usize>) {
+    let upstream = upstreams.of(&parts).to_owned();
     let operation = operation(&parts, &body);
     state
         .lock()
@@ -409,11 +431,6 @@ async fn handle_call(
         // Journaled now: the call never ends.
         let _ = journal(&fault, Vec::new());
     }
-    let serial = state.lock().unwrap().serialized.get(&operation).cloned();
-    let _turn = match &serial {
-        Some(lock) => Some(lock.lock().await),
-        None => None,
-    };
     let (result, delivered) = apply(&upstream, parts, body, &operation, &fault, &crash, all).await;
     let entry = journal(&fault, delivered);
     (result, entry)

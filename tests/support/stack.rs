@@ -53,28 +53,6 @@ impl Stack {
         stack
     }
 
-    /// A DynamoDB client for writers that send many transactions to the
-    /// local API under load. moto copies the whole table per
-    /// `TransactWriteItems`, so one call can outlast the 5-second attempt
-    /// timeout after it took effect; moto ignores `ClientRequestToken`, so
-    /// the SDK's retry would then fail its own conditions (docs/local.md,
-    /// deviations). Long attempts avoid that retry.
-    pub fn patient_ddb(&self) -> aws_sdk_dynamodb::Client {
-        aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::config::Builder::from(&self.sdk)
-                .retry_config(
-                    aws_sdk_dynamodb::config::retry::RetryConfig::standard().with_max_attempts(10),
-                )
-                .timeout_config(
-                    aws_smithy_types::timeout::TimeoutConfig::builder()
-                        .operation_attempt_timeout(Duration::from_secs(60))
-                        .operation_timeout(Duration::from_secs(300))
-                        .build(),
-                )
-                .build(),
-        )
-    }
-
     /// The configuration the functions would read, for this stack.
     pub fn config(&self, extra: &[(&str, &str)]) -> Config {
         let mut vars: HashMap<String, String> =

@@ -35,7 +35,10 @@ mod template;
 
 pub use filter::{FilterCriteria, PatternError};
 pub use invoke::{HttpInvoker, Invocation, INVOKE_TIMEOUT};
-pub use local::{endpoint, is_loopback, sdk_config, sdk_config_at, LocalError};
+pub use local::{
+    dynamodb_endpoint, endpoint, endpoint_env, endpoint_env_at, is_loopback, sdk_config,
+    sdk_config_at, streams_endpoint, LocalError,
+};
 pub use pump::{on_failure_message, Invoker, OnFailure, Pump, PumpError, PumpStats};
 pub use sqs::{
     batch_event, delete_message, drain_queue, queue_depth, receive_batch, settle_batch, DrainStats,

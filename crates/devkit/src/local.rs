@@ -5,7 +5,7 @@ use aws_config::{Region, SdkConfig};
 /// The local run is misconfigured.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
-    #[error("AWS_ENDPOINT_URL is not set: start the local AWS API with `make moto-start` or run through `make test`")]
+    #[error("AWS_ENDPOINT_URL is not set: run through `infra/local/with-local.sh`, `make test` or `make demo`")]
     /// `AWS_ENDPOINT_URL` is not set.
     NoEndpoint,
     #[error(
@@ -49,37 +49,128 @@ pub fn is_loopback(url: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The endpoint of the local AWS API, checked to be loopback.
-pub fn endpoint() -> Result<String, LocalError> {
-    let url = std::env::var("AWS_ENDPOINT_URL").map_err(|_| LocalError::NoEndpoint)?;
-    if !is_loopback(&url) {
-        return Err(LocalError::NotLoopback(url));
+/// The variable naming the endpoint of every service without its own.
+pub(crate) const ENDPOINT_ENV: &str = "AWS_ENDPOINT_URL";
+/// The variable naming DynamoDB's endpoint (DynamoDB Local).
+pub(crate) const DYNAMODB_ENDPOINT_ENV: &str = "AWS_ENDPOINT_URL_DYNAMODB";
+/// The variable naming DynamoDB Streams' endpoint (DynamoDB Local).
+pub(crate) const STREAMS_ENDPOINT_ENV: &str = "AWS_ENDPOINT_URL_DYNAMODB_STREAMS";
+
+fn loopback_var(name: &str) -> Result<Option<String>, LocalError> {
+    match std::env::var(name) {
+        Ok(url) if is_loopback(&url) => Ok(Some(url)),
+        Ok(url) => Err(LocalError::NotLoopback(format!("{name}={url}"))),
+        Err(_) => Ok(None),
     }
-    Ok(url)
 }
 
-/// An SDK configuration that can only reach the local endpoint: explicit
-/// endpoint, static dummy credentials and a region, so no credential
-/// provider ever probes an instance-metadata address.
+/// The endpoint of the local AWS API for every service without its own
+/// (the moto server: EventBridge, SNS, SQS), checked to be loopback, as is
+/// every other `AWS_ENDPOINT_URL_*` variable set.
+pub fn endpoint() -> Result<String, LocalError> {
+    for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_ENDPOINT_URL_")) {
+        loopback_var(&name)?;
+    }
+    loopback_var(ENDPOINT_ENV)?.ok_or(LocalError::NoEndpoint)
+}
+
+/// The endpoint of DynamoDB (DynamoDB Local): `AWS_ENDPOINT_URL_DYNAMODB`,
+/// else [`endpoint`].
+pub fn dynamodb_endpoint() -> Result<String, LocalError> {
+    let fallback = endpoint()?;
+    Ok(loopback_var(DYNAMODB_ENDPOINT_ENV)?.unwrap_or(fallback))
+}
+
+/// The endpoint of DynamoDB Streams: `AWS_ENDPOINT_URL_DYNAMODB_STREAMS`,
+/// else [`dynamodb_endpoint`].
+pub fn streams_endpoint() -> Result<String, LocalError> {
+    let fallback = dynamodb_endpoint()?;
+    Ok(loopback_var(STREAMS_ENDPOINT_ENV)?.unwrap_or(fallback))
+}
+
+/// The endpoint variables of the local run, for a process this one starts
+/// (a function under test, say): each service where it is now.
+pub fn endpoint_env() -> Result<Vec<(String, String)>, LocalError> {
+    Ok(vec![
+        (ENDPOINT_ENV.to_owned(), endpoint()?),
+        (DYNAMODB_ENDPOINT_ENV.to_owned(), dynamodb_endpoint()?),
+        (STREAMS_ENDPOINT_ENV.to_owned(), streams_endpoint()?),
+    ])
+}
+
+/// The endpoint variables that send every service to `url` (a fault proxy
+/// in front of the local servers), for a process this one starts.
+pub fn endpoint_env_at(url: &str) -> Vec<(String, String)> {
+    [ENDPOINT_ENV, DYNAMODB_ENDPOINT_ENV, STREAMS_ENDPOINT_ENV]
+        .iter()
+        .map(|name| ((*name).to_owned(), url.to_owned()))
+        .collect()
+}
+
+/// The per-service endpoints of an [`SdkConfig`], in place of the
+/// environment's: a client of DynamoDB or DynamoDB Streams reads its
+/// endpoint here, every other client the configuration's own.
+#[derive(Debug)]
+struct ServiceEndpoints {
+    dynamodb: String,
+    streams: String,
+}
+
+impl aws_types::service_config::LoadServiceConfig for ServiceEndpoints {
+    fn load_config(&self, key: aws_types::service_config::ServiceConfigKey<'_>) -> Option<String> {
+        if key.env() != ENDPOINT_ENV {
+            return None;
+        }
+        match key.service_id() {
+            "DynamoDB" => Some(self.dynamodb.clone()),
+            "DynamoDB Streams" => Some(self.streams.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// An SDK configuration that can only reach the local servers: DynamoDB
+/// and DynamoDB Streams at [`dynamodb_endpoint`] and [`streams_endpoint`],
+/// every other service at [`endpoint`]; static dummy credentials and a
+/// region, so no credential provider ever probes an instance-metadata
+/// address; the functions' retry and timeout settings.
 pub async fn sdk_config() -> Result<SdkConfig, LocalError> {
-    sdk_config_at(&endpoint()?).await
+    let endpoints = ServiceEndpoints {
+        dynamodb: dynamodb_endpoint()?,
+        streams: streams_endpoint()?,
+    };
+    Ok(configured(&endpoint()?, endpoints).await)
 }
 
-/// [`sdk_config`] for an explicit loopback endpoint (a fault proxy in
-/// front of the local API, say), with the functions' retry and timeout
-/// settings.
+/// [`sdk_config`] with every service at one loopback endpoint (a fault
+/// proxy in front of the local servers, say), whatever the environment's
+/// per-service endpoints say.
 pub async fn sdk_config_at(endpoint: &str) -> Result<SdkConfig, LocalError> {
     if !is_loopback(endpoint) {
         return Err(LocalError::NotLoopback(endpoint.to_owned()));
     }
-    Ok(outbox_core::aws::loader()
-        .endpoint_url(endpoint)
+    let endpoints = ServiceEndpoints {
+        dynamodb: endpoint.to_owned(),
+        streams: endpoint.to_owned(),
+    };
+    Ok(configured(endpoint, endpoints).await)
+}
+
+async fn configured(endpoint: &str, endpoints: ServiceEndpoints) -> SdkConfig {
+    // The endpoint is set on the loaded configuration, not on the loader:
+    // a loader's endpoint counts as set in code, which every client takes
+    // as is, never asking the per-service endpoints.
+    outbox_core::aws::loader()
         .region(Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
             "test", "test", None, None, "local",
         ))
         .load()
-        .await)
+        .await
+        .into_builder()
+        .endpoint_url(endpoint)
+        .service_config(endpoints)
+        .build()
 }
 
 #[cfg(test)]

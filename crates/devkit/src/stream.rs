@@ -140,13 +140,16 @@ impl StreamCursor {
                     .map_err(|e| {
                         err("GetRecords")(outbox_core::aws::error_line("GetRecords", &e))
                     })?;
+                let read_at = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
                 let records = page.records();
                 let empty = records.is_empty();
                 for record in records {
                     if let Some(sequence) = record.dynamodb().and_then(|c| c.sequence_number()) {
                         self.positions.insert(shard.clone(), sequence.to_owned());
                     }
-                    records_of_shard.push(self.to_lambda(record)?);
+                    records_of_shard.push(self.to_lambda(record, read_at)?);
                 }
                 self.iterators
                     .insert(shard.clone(), page.next_shard_iterator().map(str::to_owned));
@@ -159,8 +162,17 @@ impl StreamCursor {
         Ok(out)
     }
 
-    /// One stream record in the shape of a Lambda DynamoDB event record.
-    fn to_lambda(&self, record: &Record) -> Result<EventRecord, StreamError> {
+    /// One stream record in the shape of a Lambda DynamoDB event record,
+    /// read at `read_at` (Unix seconds).
+    ///
+    /// AWS rounds `ApproximateCreationDateTime` down to the second; DynamoDB
+    /// Local (its stream ARNs name the region `ddblocal`) rounds it down to
+    /// the minute, which would put the arrival times of an OnFailure message
+    /// up to a minute before the records of its batch were written. The
+    /// record's second is then taken as the latest it can be: its minute's
+    /// last second, or the second it was read, whichever is earlier
+    /// (docs/local.md, deviations).
+    fn to_lambda(&self, record: &Record, read_at: i64) -> Result<EventRecord, StreamError> {
         let change = record.dynamodb();
         let image = |m: Option<
             &std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>,
@@ -169,11 +181,17 @@ impl StreamCursor {
                 serde_json::to_value(serde_dynamo::Item::from(m.clone())).unwrap_or(Value::Null)
             })
         };
+        let created = change
+            .and_then(|c| c.approximate_creation_date_time())
+            .map(|t| t.secs())
+            .unwrap_or(0);
+        let created = if self.stream_arn.contains(":ddblocal:") {
+            (created + 59).min(read_at).max(created)
+        } else {
+            created
+        };
         let mut dynamodb = json!({
-            "ApproximateCreationDateTime": change
-                .and_then(|c| c.approximate_creation_date_time())
-                .map(|t| t.secs())
-                .unwrap_or(0),
+            "ApproximateCreationDateTime": created,
             "Keys": image(change.and_then(|c| c.keys.as_ref())),
             "SequenceNumber": change.and_then(|c| c.sequence_number()),
             "SizeBytes": change.and_then(|c| c.size_bytes()).unwrap_or(0),

@@ -1,7 +1,7 @@
 //! The chaos run: the real `writer`, `publisher` and `sweeper` binaries
 //! under a local Lambda Runtime API ([`crate::lambda`]), the mapping
 //! emulator with the template's settings, and each function's AWS calls
-//! through its own fault proxy ([`crate::proxy`]) in front of moto.
+//! through its own fault proxy ([`crate::proxy`]) in front of DynamoDB Local and moto.
 //!
 //! # Layout
 //! - `mod.rs`: [`ChaosConfig`] and [`run`], which wires the parts together.
@@ -174,7 +174,9 @@ fn function(
 ) -> LambdaFunction {
     let mut all = crate::lambda::loopback_env();
     all.extend(env.iter().cloned());
-    all.push(("AWS_ENDPOINT_URL".into(), proxy.endpoint.clone()));
+    // Every service through the proxy (it routes DynamoDB and its streams
+    // to DynamoDB Local, the rest to moto).
+    all.extend(devkit::endpoint_env_at(&proxy.endpoint));
     LambdaFunction::new(FunctionSpec {
         name: name.to_owned(),
         binary: binary_path.to_owned(),
@@ -234,10 +236,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
 
     // Writers: each its own proxy (a crash kills the writer that called).
     let mut writers = Vec::new();
-    let transactions = Arc::new(tokio::sync::Mutex::new(()));
     for w in 0..config.writers {
         let proxy = Arc::new(FaultProxy::start().await);
-        proxy.serialize("TransactWriteItems", transactions.clone());
         let schedule = Mutex::new(
             Schedule::new(
                 config.seed.wrapping_add(1000 + w as u64),

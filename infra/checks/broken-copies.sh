@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
-# Proves the template checks: each copy of template.yaml breaks one setting
-# where outbox bugs live, and the checks must fail on every one of them.
+# Proves the template checks rule by rule: each copy of template.yaml breaks
+# one setting where outbox bugs live, and the checks must reject it with
+# exactly the findings the copy declares: the rule it targets first (its id
+# and a fragment of its message), then any other rule that guards the same
+# setting. A copy fails this script when it passes, when a declared finding
+# is missing, or when anything else is reported (another rule, a warning
+# such as an unused parameter, a translation error): a copy can never pass
+# on some other failure.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 passed=0
 failed=0
+# The publisher's stream mapping, from its event name to its destination.
+mapping='/^        OutboxStream:/,/Destination: !GetAtt PublisherFailureQueue.Arn/'
 
-expect_failure() {
-  local name=$1 expr=$2
-  local copy="$work/$name.yaml"
-  sed -e "$expr" "$root/template.yaml" >"$copy"
+# expect NAME 'RULE fragment;RULE fragment…' SED-EXPRESSION…
+expect() {
+  local name=$1 expected=$2
+  shift 2
+  local copy="$work/$name.yaml" args=()
+  for e in "$@"; do args+=(-e "$e"); done
+  sed "${args[@]}" "$root/template.yaml" >"$copy"
   if cmp -s "$copy" "$root/template.yaml"; then
     echo "not ok - $name: the edit changed nothing (fix the sed expression)"
     failed=$((failed + 1))
@@ -20,31 +31,100 @@ expect_failure() {
   if "$root/infra/checks/check-template.sh" --rules-only "$copy" >"$work/$name.log" 2>&1; then
     echo "not ok - $name: a broken template passed the checks"
     failed=$((failed + 1))
+    return
+  fi
+  local findings problems=""
+  findings=$(grep -E '^[EWI][0-9]+ ' "$work/$name.log" || true)
+  # Every declared finding is reported...
+  local IFS=';'
+  for want in $expected; do
+    local rule=${want%% *} text=${want#* }
+    grep -F -- "$rule " <<<"$findings" | grep -qF -- "$text" \
+      || problems+=" missing [$want];"
+  done
+  # ...and nothing else is.
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    local known=false
+    for want in $expected; do
+      local rule=${want%% *} text=${want#* }
+      if [[ $line == "$rule "* && $line == *"$text"* ]]; then known=true; fi
+    done
+    $known || problems+=" unexpected [$line];"
+  done <<<"$findings"
+  if [ -z "$findings" ]; then
+    problems+=" no rule finding (rejected for another reason: $(tail -n 3 "$work/$name.log" | tr '\n' ' '))"
+  fi
+  if [ -n "$problems" ]; then
+    echo "not ok - $name:$problems"
+    failed=$((failed + 1))
   else
-    echo "ok - $name: $(grep -m1 -E '^E[0-9]+' "$work/$name.log" || echo rejected)"
+    echo "ok - $name: ${expected//;/ + }"
     passed=$((passed + 1))
   fi
 }
 
-expect_failure starting-position-latest 's/StartingPosition: TRIM_HORIZON/StartingPosition: LATEST/'
-expect_failure no-partial-batch-response 's/FunctionResponseTypes: \[ReportBatchItemFailures\]/FunctionResponseTypes: []/'
-expect_failure filter-on-event-name 's/- Pattern: .{"dynamodb"/- Pattern: '"'"'{"eventName":["INSERT"],"dynamodb"/'
-expect_failure filter-matches-remove 's/"envelope":{"S":\[{"exists":true}\]},//'
-expect_failure filter-matches-bookkeeping 's/,"lastError":{"S":\[{"exists":false}\]}//'
-expect_failure filter-prefix-typo 's/"prefix":"OUTBOX#"/"prefix":"OUTBOX"/'
-expect_failure no-bisect 's/BisectBatchOnFunctionError: true/BisectBatchOnFunctionError: false/'
-expect_failure unbounded-retries '/MaximumRetryAttempts: !Ref PublisherMaximumRetryAttempts/d'
-expect_failure infinite-retries-default '/PublisherMaximumRetryAttempts:/,/MaxValue/ s/MinValue: 0/MinValue: -1/'
-expect_failure no-on-failure-destination '/DestinationConfig:/,/Destination: !GetAtt PublisherFailureQueue.Arn/d'
-expect_failure wildcard-action 's/Action: \[dynamodb:GetItem, /Action: [dynamodb:*, /'
-expect_failure on-failure-not-swept '/        OnFailureQueue:/,/              MaximumConcurrency: 2/d'
-expect_failure on-failure-dlq-unalarmed 's/Value: !GetAtt OnFailureDeadLetterQueue.QueueName/Value: !GetAtt PublisherFailureQueue.QueueName/'
-expect_failure alarm-topic-aws-managed-key 's/      KmsMasterKeyId: !Ref AlarmKey/      KmsMasterKeyId: alias\/aws\/sns/'
-expect_failure alarm-key-without-cloudwatch 's/Principal: { Service: cloudwatch.amazonaws.com }/Principal: { Service: sns.amazonaws.com }/'
-expect_failure stranded-threshold-disagrees 's/STRANDED_AFTER_SECONDS: !Ref StrandedAfterSeconds/STRANDED_AFTER_SECONDS: "3600"/'
-expect_failure projector-no-partial-batch '/Queue: !GetAtt ProjectorQueue.Arn/,/MaximumConcurrency: 10/ s/FunctionResponseTypes: \[ReportBatchItemFailures\]/FunctionResponseTypes: []/'
-expect_failure projector-short-visibility 's/      VisibilityTimeout: 180$/      VisibilityTimeout: 30/'
-expect_failure projector-dlq-unalarmed 's/Value: !GetAtt ProjectorDeadLetterQueue.QueueName/Value: !GetAtt ProjectorQueue.QueueName/'
+# E9101: the publisher's stream mapping.
+expect starting-position-latest 'E9101 StartingPosition must be TRIM_HORIZON' \
+  "$mapping s/StartingPosition: TRIM_HORIZON/StartingPosition: LATEST/"
+expect no-partial-batch-response 'E9101 FunctionResponseTypes must include ReportBatchItemFailures' \
+  "$mapping s/FunctionResponseTypes: \[ReportBatchItemFailures\]/FunctionResponseTypes: []/"
+expect no-bisect 'E9101 BisectBatchOnFunctionError must be true' \
+  "$mapping s/BisectBatchOnFunctionError: true/BisectBatchOnFunctionError: false/"
+expect unbounded-retries 'E9101 MaximumRetryAttempts must be set' \
+  "$mapping { /MaximumRetryAttempts: !Ref PublisherMaximumRetryAttempts/d }" \
+  '/^  PublisherMaximumRetryAttempts:/,/Description: Retries of a failing batch/d'
+expect infinite-retries-default 'E9101 MaximumRetryAttempts must be bounded' \
+  '/PublisherMaximumRetryAttempts:/,/MaxValue/ s/MinValue: 0/MinValue: -1/'
+# E9103 guards the same setting (the age bound and the sweeper's threshold
+# are one parameter).
+expect record-age-unset 'E9101 MaximumRecordAgeInSeconds must be set;E9103 MaximumRecordAgeInSeconds (None) must be one parameter' \
+  "$mapping { /MaximumRecordAgeInSeconds: !Ref StrandedAfterSeconds/d }"
+expect record-age-below-a-minute 'E9101 MaximumRecordAgeInSeconds must be bounded' \
+  '/^  StrandedAfterSeconds:/,/MaxValue/ s/MinValue: 60/MinValue: 30/'
+expect no-on-failure-destination 'E9101 an OnFailure destination is required' \
+  "$mapping { /DestinationConfig:/,/Destination: !GetAtt PublisherFailureQueue.Arn/d }"
+expect filter-matches-remove 'E9101 filter pattern must be' \
+  's/"envelope":{"S":\[{"exists":true}\]},//'
+expect filter-matches-bookkeeping 'E9101 filter pattern must be' \
+  's/,"lastError":{"S":\[{"exists":false}\]}//'
+expect filter-prefix-typo 'E9101 filter pattern must be' \
+  's/"prefix":"OUTBOX#"/"prefix":"OUTBOX"/'
+# E9105 (a key DynamoDB mappings never filter on); E9101's exact pattern
+# catches the same copy.
+expect filter-on-event-name "E9105 filter key 'eventName';E9101 filter pattern must be" \
+  's/- Pattern: .{"dynamodb"/- Pattern: '"'"'{"eventName":["INSERT"],"dynamodb"/'
+# E9102: least privilege.
+expect wildcard-action 'E9102 wildcard action dynamodb:*' \
+  's/Action: \[dynamodb:GetItem, /Action: [dynamodb:*, /'
+# E9103: one threshold for the mapping and the sweeper.
+expect stranded-threshold-disagrees 'E9103 STRANDED_AFTER_SECONDS (3600) and MaximumRecordAgeInSeconds' \
+  's/STRANDED_AFTER_SECONDS: !Ref StrandedAfterSeconds/STRANDED_AFTER_SECONDS: "3600"/'
+# E9104: the OnFailure queue feeds the sweeper.
+expect on-failure-not-swept 'E9104 the OnFailure queue must be an event source of the sweeper' \
+  '/        OnFailureQueue:/,/              MaximumConcurrency: 2/d'
+# E9104 and E9107 both guard the OnFailure dead-letter queue's alarm.
+expect on-failure-dlq-unalarmed 'E9104 the OnFailure dead-letter queue needs an alarm;E9107 the dead-letter queue of PublisherFailureQueue needs an alarm' \
+  's/Value: !GetAtt OnFailureDeadLetterQueue.QueueName/Value: !GetAtt PublisherFailureQueue.QueueName/'
+# E9104 and E9107 both require the sweeper's OnFailure mapping to report
+# partial batch failures.
+expect on-failure-no-partial-batch "E9104 the sweeper's SQS mapping must report partial batch failures;E9107 SweeperFunctionOnFailureQueue: an SQS mapping must report partial batch failures" \
+  '/        OnFailureQueue:/,/              MaximumConcurrency: 2/ s/FunctionResponseTypes: \[ReportBatchItemFailures\]/FunctionResponseTypes: []/'
+# E9106: alarm topics CloudWatch can publish to.
+expect alarm-topic-aws-managed-key 'E9106 AWS managed key alias/aws/sns' \
+  's/      KmsMasterKeyId: !Ref AlarmKey/      KmsMasterKeyId: alias\/aws\/sns/'
+expect alarm-key-without-cloudwatch 'E9106 must let cloudwatch.amazonaws.com use it' \
+  's/Principal: { Service: cloudwatch.amazonaws.com }/Principal: { Service: sns.amazonaws.com }/'
+# E9107, each branch: partial batch responses, visibility timeout, a redrive
+# policy, an alarmed dead-letter queue.
+expect projector-no-partial-batch 'E9107 ProjectorFunctionQueue: an SQS mapping must report partial batch failures' \
+  '/Queue: !GetAtt ProjectorQueue.Arn/,/MaximumConcurrency: 10/ s/FunctionResponseTypes: \[ReportBatchItemFailures\]/FunctionResponseTypes: []/'
+expect projector-short-visibility 'E9107 VisibilityTimeout (30) must be at least six times' \
+  's/      VisibilityTimeout: 180$/      VisibilityTimeout: 30/'
+expect projector-no-redrive-policy 'E9107 ProjectorQueue: an SQS-triggered queue needs a redrive policy' \
+  '/      VisibilityTimeout: 180$/,/maxReceiveCount: 5/ { /RedrivePolicy:/d; /deadLetterTargetArn: !GetAtt ProjectorDeadLetterQueue.Arn/d; /maxReceiveCount: 5/d }'
+expect projector-dlq-unalarmed 'E9107 the dead-letter queue of ProjectorQueue needs an alarm' \
+  's/Value: !GetAtt ProjectorDeadLetterQueue.QueueName/Value: !GetAtt ProjectorQueue.QueueName/'
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

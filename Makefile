@@ -110,20 +110,46 @@ lint:
 
 # `sam build` as a user runs it (BuildMethod rust-cargolambda calls cargo
 # lambda build --release), offline, for this machine's architecture: an arm64
-# build needs `rustup target add aarch64-unknown-linux-gnu`.
+# build needs `rustup target add aarch64-unknown-linux-gnu`. In `make test`
+# the release profile is lightened (no LTO, no optimisation: the same
+# commands, sources and template, a third of the time); SAM_CHECK_PROFILE=full
+# builds with the shipped profile, as `make bench` and `make build` do.
+SAM_CHECK_PROFILE ?= quick
+ifeq ($(SAM_CHECK_PROFILE),quick)
+SAM_CHECK_ENV := CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=256
+endif
 sam-build-check: venv venv-infra
 	cargo fetch --locked
-	source infra/checks/env.sh && CARGO_NET_OFFLINE=true offline .venv-infra/bin/sam build \
+	source infra/checks/env.sh && $(SAM_CHECK_ENV) CARGO_NET_OFFLINE=true offline .venv-infra/bin/sam build \
 	  --parameter-overrides Architecture=x86_64 --build-dir .local/sam-build-check
 	@ls -l .local/sam-build-check/*/bootstrap
 
+# The tests: with cargo-nextest when installed (every test binary at once,
+# .config/nextest.toml), else cargo test; doc tests with cargo test.
+NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
+ifeq ($(NEXTEST),yes)
+RUN_TESTS := cargo nextest run --workspace --locked && cargo test --workspace --locked --doc
+else
+RUN_TESTS := cargo test --workspace --locked
+endif
+
 # Unit, adapter and end-to-end tests; the benches run once in a quick mode
 # (criterion's test mode, the AWS-call counts on small inputs) so they keep
-# working. No test asserts a time.
-test: local venv-contract lint python-pins check-template sam-build-check
-	$(WITH_LOCAL) cargo test --workspace --locked
-	$(WITH_LOCAL) infra/contract/schemathesis.sh
-	BENCH_QUICK=1 $(WITH_LOCAL) cargo test --workspace --locked --benches
+# working. No test asserts a time. Each step's time lands in
+# .local/make-test-times.txt (docs/local.md).
+TIMED := infra/local/timed.sh
+test:
+	@mkdir -p .local && rm -f .local/make-test-times.txt
+	$(TIMED) install $(MAKE) --no-print-directory local venv-contract venv-infra
+	$(TIMED) lint $(MAKE) --no-print-directory lint
+	$(TIMED) python-pins $(MAKE) --no-print-directory python-pins
+	$(TIMED) check-template $(MAKE) --no-print-directory check-template
+	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
+	$(TIMED) build-tests cargo test --workspace --locked --no-run
+	$(TIMED) tests $(WITH_LOCAL) bash -c '$(RUN_TESTS)'
+	$(TIMED) contract $(WITH_LOCAL) infra/contract/schemathesis.sh
+	$(TIMED) benches env BENCH_QUICK=1 $(WITH_LOCAL) cargo test --workspace --locked --benches
+	@echo "make test: seconds per step"; cat .local/make-test-times.txt
 
 # docs/reliability.md: the real binaries under wire faults and SIGKILLs, with
 # the verdict tables (CHAOS_SEED=1,2,3 CHAOS_ORDERS=100 CHAOS_SINKS=eventbridge,sns-fifo

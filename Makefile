@@ -138,12 +138,18 @@ endif
 # working. No test asserts a time. Each step's time lands in
 # .local/make-test-times.txt (docs/local.md).
 TIMED := infra/local/timed.sh
+PARALLEL := $(MAKE) --no-print-directory --output-sync=target
 test:
 	@mkdir -p .local && rm -f .local/make-test-times.txt
-	$(TIMED) install $(MAKE) --no-print-directory local venv-contract venv-infra
-	$(TIMED) lint $(MAKE) --no-print-directory lint
-	$(TIMED) python-pins $(MAKE) --no-print-directory python-pins
-	$(TIMED) check-template $(MAKE) --no-print-directory check-template
+	# System packages first, one apt at a time; then the venvs and DynamoDB
+	# Local side by side (downloads, mostly).
+	$(ENSURE_VENV)
+	$(ENSURE_JAVA)
+	$(ENSURE_NPM)
+	$(TIMED) install $(PARALLEL) -j4 local venv-contract venv-infra
+	# Clippy and rustdoc beside the Python checks (the pins' resolution, the
+	# template checks), which hardly use a second core.
+	$(TIMED) lint+pins+template $(PARALLEL) -j3 lint python-pins check-template
 	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
 	$(TIMED) build-tests cargo test --workspace --locked --no-run
 	$(TIMED) tests $(WITH_LOCAL) bash -c '$(RUN_TESTS)'

@@ -1,7 +1,8 @@
 //! The chaos run (see `testkit::chaos` and `docs/reliability.md`).
 //!
-//! `make test` runs [`small_run_loses_nothing`]: a small configuration with
-//! every fault kind on both sinks. `make chaos` runs [`chaos`] (ignored
+//! `make test` runs the small run on each sink (every fault kind, an outage
+//! that outlasts the mapping's retries) and the two sabotage runs, whose
+//! verdict must fail for the right reason. `make chaos` runs [`chaos`] (ignored
 //! here): `CHAOS_SEED` (one seed, or a comma-separated list; default
 //! 1,2,3), `CHAOS_ORDERS` (default 100), `CHAOS_SINKS` (default both) and
 //! `CHAOS_WRITERS` (concurrent writers, default 4; 1 replays a seed exactly),
@@ -11,6 +12,7 @@
 //! `target/chaos/report.md`).
 
 use testkit::chaos::{run, ChaosConfig, SinkKind, Verdict};
+use testkit::proxy::Sabotage;
 
 fn report(verdicts: &[Verdict]) -> String {
     let mut out = String::new();
@@ -49,15 +51,62 @@ fn judge(verdicts: &[Verdict]) {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+async fn small_run(sink: SinkKind) {
+    let verdict = run(&ChaosConfig::small(7, sink))
+        .await
+        .expect("chaos harness");
+    println!("{}", report(std::slice::from_ref(&verdict)));
+    judge(&[verdict]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn small_run_loses_nothing() {
-    let mut verdicts = Vec::new();
-    for sink in [SinkKind::EventBridge, SinkKind::SnsFifo] {
-        let config = ChaosConfig::small(7, sink);
-        verdicts.push(run(&config).await.expect("chaos harness"));
-    }
-    println!("{}", report(&verdicts));
-    judge(&verdicts);
+async fn small_run_on_eventbridge_loses_nothing() {
+    small_run(SinkKind::EventBridge).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn small_run_on_sns_fifo_loses_nothing() {
+    small_run(SinkKind::SnsFifo).await;
+}
+
+/// A sabotaged run: what its verdict says is wrong.
+async fn sabotaged(sabotage: Sabotage) -> Vec<String> {
+    // Scripted faults only (every kind once), no long outage: the verdict
+    // must fail for the sabotage, whatever else happens.
+    let mut config = ChaosConfig::small(11, SinkKind::EventBridge);
+    config.orders = 12;
+    config.fault_rate = 0.0;
+    config.writer_fault_rate = 0.0;
+    config.outage_beyond_retries = false;
+    config.sabotage = Some(sabotage);
+    let verdict = run(&config).await.expect("chaos harness");
+    println!("{}\n{}", Verdict::HEADER, verdict.row());
+    verdict.failures()
+}
+
+/// The verdict can fail: deletes answered as done but never made (no
+/// fault the run counts) leave every published event to be sent again,
+/// and no cause in the journals explains those duplicates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_verdict_fails_when_deletes_are_silently_dropped() {
+    let failures = sabotaged(Sabotage::DropDeletes).await;
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.ends_with("unexplained duplicates")),
+        "{failures:#?}"
+    );
+}
+
+/// The verdict can fail: sink calls answered as published but never
+/// forwarded lose their events (the publisher deletes them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_verdict_fails_when_sink_calls_are_swallowed() {
+    let failures = sabotaged(Sabotage::SwallowSinkCalls).await;
+    assert!(
+        failures.iter().any(|f| f.ends_with("events lost")),
+        "{failures:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -94,7 +143,11 @@ async fn chaos() {
         for sink in &sinks {
             let mut config = ChaosConfig::small(*seed, *sink);
             config.orders = orders;
-            config.poison = (*seed % 3) as usize;
+            // Poison in every run: the dead-letter write's faults must run.
+            config.poison = 1 + (*seed % 3) as usize;
+            // One outage outlasts the mapping's retries: the OnFailure path
+            // runs in every full run.
+            config.outage_beyond_retries = true;
             config.fault_rate = 0.1;
             config.writer_fault_rate = 0.05;
             config.writers = writers;
@@ -104,8 +157,14 @@ async fn chaos() {
             // One file per run (its row first): infra/local/chaos.sh
             // assembles the report of the runs.
             let file = dir.join(format!("run-{seed}-{}.md", sink.name()));
+            let failures = verdict.failures();
+            let holds = if failures.is_empty() {
+                "Verdict: every check holds.".to_owned()
+            } else {
+                format!("Verdict: FAILS: {}.", failures.join("; "))
+            };
             let text = format!(
-                "{}\n\n### seed {} · {} · {} orders\n\n{}",
+                "{}\n\n### seed {} · {} · {} orders\n\n{holds}\n\n{}",
                 verdict.row(),
                 seed,
                 verdict.sink,

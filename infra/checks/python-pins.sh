@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Proves that every pinned Python tool set installs on the oldest Python the
+# Proves that every pinned Python tool set resolves on the oldest Python the
 # README supports (3.11.0 and newer): each requirements/constraints pair is
-# installed into a fresh venv of the oldest interpreter on this machine,
-# /usr/bin/python3 when it exists (Debian 12: 3.11.2), otherwise `python3`,
-# exactly as `make venv` / `make venv-infra` build theirs. Reaches only PyPI.
+# resolved by pip (`install --dry-run`: every pin and marker, a wheel or
+# sdist for this platform, the packages' Python bounds) in a fresh venv of
+# the oldest interpreter on this machine, /usr/bin/python3 when it exists
+# (Debian 12: 3.11.2), otherwise `python3`, with the same requirements and
+# constraints `make venv` / `make venv-infra` install; the four pairs at once.
+# Reaches only PyPI.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 python=${PINS_PYTHON:-}
@@ -19,7 +22,6 @@ if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-failed=0
 n=0
 for pair in \
   "infra/local/requirements.txt infra/local/constraints.txt" \
@@ -28,14 +30,19 @@ for pair in \
   "infra/contract/requirements.txt infra/contract/constraints.txt"; do
   set -- $pair
   n=$((n + 1))
-  "$python" -m venv "$work/venv-$n"
-  if "$work/venv-$n/bin/pip" install --quiet --disable-pip-version-check -r "$root/$1" -c "$root/$2" >"$work/log" 2>&1; then
-    echo "ok - $1 with $2 installs on Python $version"
-  else
-    echo "not ok - $1 with $2 does not install on Python $version:"
-    grep -E "ERROR|conflict|requires" "$work/log" | head -10
-    failed=$((failed + 1))
-  fi
-  rm -rf "$work/venv-$n"
+  (
+    "$python" -m venv "$work/venv-$n"
+    if "$work/venv-$n/bin/pip" install --dry-run --ignore-installed --quiet --disable-pip-version-check \
+      -r "$root/$1" -c "$root/$2" >"$work/log-$n" 2>&1; then
+      echo "ok - $1 with $2 resolves on Python $version"
+    else
+      echo "not ok - $1 with $2 does not resolve on Python $version:"
+      grep -E "ERROR|conflict|requires" "$work/log-$n" | head -10
+      exit 1
+    fi
+  ) >"$work/result-$n" &
 done
+failed=0
+for job in $(jobs -p); do wait "$job" || failed=$((failed + 1)); done
+cat "$work"/result-*
 [ "$failed" -eq 0 ]

@@ -34,11 +34,21 @@ LOCAL_SERVER_LOG_DIR=$out infra/local/with-local.sh bash -c '
   done
   exit $status' || status=1
 
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain 2>/dev/null | grep -qv '^??' && echo " (with uncommitted changes)" || true)
 {
   echo "# Chaos run"
   echo
+  echo "Written by \`make chaos\` (infra/local/chaos.sh) at commit \`$commit\`$dirty; nothing here is typed by hand."
+  echo
   echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s"
   echo
+  # Totals, computed from the rows.
+  for f in "$out"/run-*.md; do [ -e "$f" ] && head -1 "$f"; done | awk -F'|' '
+    { runs++; orders += $4; committed += $5; delivered += $6; lost += $7; dups += $8;
+      unexplained += $9; left += $10; onfailure += $14 }
+    END { printf "Totals: %d runs, %d orders, %d events committed, %d delivered, %d lost, %d duplicates, %d unexplained, %d left pending, %d OnFailure messages.\n\n",
+          runs, orders, committed, delivered, lost, dups, unexplained, left, onfailure }'
   cat "$out/header.md" 2>/dev/null || true
   for f in "$out"/run-*.md; do [ -e "$f" ] && head -1 "$f"; done
   for f in "$out"/run-*.md; do [ -e "$f" ] && tail -n +2 "$f"; done
@@ -48,4 +58,7 @@ LOCAL_SERVER_LOG_DIR=$out infra/local/with-local.sh bash -c '
   sed 's/^/- /' "$out/peak-memory.txt" 2>/dev/null || true
 } >"$out/report.md"
 cat "$out/report.md"
+# The report docs/reliability.md shows.
+mkdir -p docs/chaos
+cp "$out/report.md" docs/chaos/report.md
 exit $status

@@ -44,6 +44,18 @@ pub enum FunctionError {
     Spawn(String),
 }
 
+impl FunctionError {
+    /// The kind of failure, in a few words.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Handled(_) => "handler error",
+            Self::Crashed => "process killed",
+            Self::TimedOut => "timed out",
+            Self::Spawn(_) => "not started",
+        }
+    }
+}
+
 impl std::fmt::Display for FunctionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -78,6 +78,16 @@ impl Fault {
     }
 }
 
+/// Wire sabotage the chaos verdict must catch: never a [`Fault`] (the
+/// journal shows no fault for it), only what reached the local API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sabotage {
+    /// Deletes of outbox items are answered as done and never forwarded.
+    DropDeletes,
+    /// Sink calls are answered as published and never forwarded.
+    SwallowSinkCalls,
+}
+
 #[derive(Debug)]
 struct Rule {
     operation: String,
@@ -86,8 +96,8 @@ struct Rule {
     remaining: Option<usize>,
 }
 
-/// One call in the journal: every sink call (`PutEvents`, `PublishBatch`)
-/// and every call that got a fault.
+/// One call in the journal: every sink call (`PutEvents`, `PublishBatch`),
+/// every delete of outbox items, and every call that got a fault.
 #[derive(Debug, Clone)]
 pub struct Call {
     /// The tag set with [`FaultProxy::set_tag`] when the call arrived.
@@ -96,6 +106,11 @@ pub struct Call {
     pub fault: Option<Fault>,
     /// The `eventId`s of the entries that reached the local API.
     pub delivered: Vec<String>,
+    /// The event ids of the outbox items a delete call asked to delete
+    /// (`BatchWriteItem` delete requests, `DeleteItem`; `OUTBOX#<id>`).
+    pub deletes: Vec<String>,
+    /// Those whose delete reached the local API.
+    pub deleted: Vec<String>,
     pub at: std::time::SystemTime,
     /// Whether the caller was still there for the answer (false: it gave
     /// up, by an attempt timeout or its deadline, after the call took
@@ -120,6 +135,7 @@ struct State {
     faulted: Vec<String>,
     /// IAM actions of the calls seen.
     actions: Vec<String>,
+    sabotage: Option<Sabotage>,
 }
 
 /// A running proxy; it stops when dropped.
@@ -214,6 +230,11 @@ impl FaultProxy {
     /// Consulted for every call no rule matches (`None`: forward it).
     pub fn set_chooser(&self, chooser: Chooser) {
         self.state.lock().unwrap().chooser = Some(chooser);
+    }
+
+    /// Sabotages the wire from now on (see [`Sabotage`]).
+    pub fn sabotage(&self, sabotage: Sabotage) {
+        self.state.lock().unwrap().sabotage = Some(sabotage);
     }
 
     /// What [`Fault::Crash`] calls: kills the caller's process.
@@ -353,6 +374,73 @@ fn event_id(text: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The event ids of the outbox items a `BatchWriteItem` or `DeleteItem`
+/// deletes (their sort keys, `OUTBOX#<id>`).
+fn deleted_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
+    let Ok(request) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let sk = |key: &serde_json::Value| {
+        key["SK"]["S"]
+            .as_str()
+            .and_then(|sk| sk.strip_prefix("OUTBOX#"))
+            .map(str::to_owned)
+    };
+    match operation {
+        "BatchWriteItem" => request["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flat_map(|tables| tables.values())
+            .filter_map(|writes| writes.as_array())
+            .flatten()
+            .filter_map(|write| sk(&write["DeleteRequest"]["Key"]))
+            .collect(),
+        "DeleteItem" => sk(&request["Key"]).into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A success answer for a call that was never forwarded ([`Sabotage`]).
+fn fake_success(operation: &str, body: &[u8]) -> Response<Full<Bytes>> {
+    let (content_type, text) = match operation {
+        "PutEvents" => {
+            let entries = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v["Entries"].as_array().map(Vec::len))
+                .unwrap_or(0);
+            let answers: Vec<serde_json::Value> = (0..entries)
+                .map(|i| serde_json::json!({"EventId": format!("sabotaged-{i}")}))
+                .collect();
+            (
+                "application/x-amz-json-1.1",
+                serde_json::json!({"FailedEntryCount": 0, "Entries": answers}).to_string(),
+            )
+        }
+        "PublishBatch" => {
+            let members: String = form_urlencoded::parse(body)
+                .filter(|(k, _)| k.ends_with(".Id"))
+                .map(|(_, id)| {
+                    format!("<member><Id>{id}</Id><MessageId>sabotaged-{id}</MessageId><SequenceNumber>1</SequenceNumber></member>")
+                })
+                .collect();
+            (
+                "text/xml",
+                format!("<PublishBatchResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><PublishBatchResult><Successful>{members}</Successful><Failed></Failed></PublishBatchResult><ResponseMetadata><RequestId>sabotaged</RequestId></ResponseMetadata></PublishBatchResponse>"),
+            )
+        }
+        "BatchWriteItem" => (
+            "application/x-amz-json-1.0",
+            r#"{"UnprocessedItems":{}}"#.to_owned(),
+        ),
+        _ => ("application/x-amz-json-1.0", "{}".to_owned()),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
 /// The event ids a sink call carries, in request order.
 fn sink_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
     match operation {
@@ -404,14 +492,25 @@ async fn handle_call(
         .actions
         .push(iam_action(&parts, &operation));
     let (tag, fault) = fault_for(&state, &operation);
-    let journal = |fault: &Option<Fault>, delivered: Vec<String>| {
-        if is_sink_call(&operation) || fault.as_ref().is_some_and(|f| *f != Fault::Pass) {
+    let deletes = deleted_event_ids(&operation, &body);
+    let journal = |fault: &Option<Fault>, reached: Vec<String>| {
+        if is_sink_call(&operation)
+            || !deletes.is_empty()
+            || fault.as_ref().is_some_and(|f| *f != Fault::Pass)
+        {
+            let (delivered, deleted) = if is_sink_call(&operation) {
+                (reached, Vec::new())
+            } else {
+                (Vec::new(), reached)
+            };
             let mut state = state.lock().unwrap();
             state.journal.push(Call {
                 tag,
                 operation: operation.clone(),
                 fault: fault.clone(),
                 delivered,
+                deletes: deletes.clone(),
+                deleted,
                 at: std::time::SystemTime::now(),
                 answered: false,
             });
@@ -426,10 +525,25 @@ async fn handle_call(
             hook();
         }
     };
-    let all = sink_event_ids(&operation, &body);
+    let all = if is_sink_call(&operation) {
+        sink_event_ids(&operation, &body)
+    } else {
+        deletes.clone()
+    };
     if fault == Some(Fault::Hang) {
         // Journaled now: the call never ends.
         let _ = journal(&fault, Vec::new());
+    }
+    let sabotage = state.lock().unwrap().sabotage;
+    let sabotaged = match sabotage {
+        Some(Sabotage::DropDeletes) => !deletes.is_empty(),
+        Some(Sabotage::SwallowSinkCalls) => is_sink_call(&operation),
+        None => false,
+    };
+    if sabotaged && fault.as_ref().is_none_or(|f| *f == Fault::Pass) {
+        // Answered as done; nothing reached the local API.
+        let entry = journal(&None, Vec::new());
+        return (Ok(fake_success(&operation, &body)), entry);
     }
     let (result, delivered) = apply(&upstream, parts, body, &operation, &fault, &crash, all).await;
     let entry = journal(&fault, delivered);

@@ -58,8 +58,9 @@ pub(super) fn severity(fault: &Fault) -> u8 {
 pub(super) struct Schedule {
     pub(super) rng: fastrand::Rng,
     pub(super) rate: f64,
-    /// Faults applied first, one every other call of their operation
-    /// (`"sink"` for the sink calls), so that a short run meets every kind.
+    /// Faults applied first, one every `script_every` calls of their
+    /// operation (`"sink"` for the sink calls), so that a short run meets
+    /// every kind.
     pub(super) script: HashMap<&'static str, std::collections::VecDeque<Fault>>,
     pub(super) calls: HashMap<String, u32>,
     /// (operation, fault, calls left).
@@ -67,6 +68,8 @@ pub(super) struct Schedule {
     /// Tag range of the sink outage.
     pub(super) outage: Option<(u64, u64)>,
     pub(super) hangs: u32,
+    /// A scripted fault applies to one call in this many of its operation.
+    pub(super) script_every: u32,
 }
 
 impl Schedule {
@@ -157,7 +160,7 @@ impl Schedule {
             *n += 1;
             *n
         };
-        if n % 2 == 0 {
+        if n % self.script_every.max(1) == 0 {
             if let Some(fault) = self.script.get_mut(key).and_then(|s| s.pop_front()) {
                 return Some(match fault {
                     Fault::ServerError | Fault::Throttle => self.burst(operation, fault),
@@ -177,6 +180,7 @@ impl Schedule {
             burst: None,
             outage: None,
             hangs: 0,
+            script_every: 2,
         }
     }
 
@@ -200,6 +204,8 @@ impl Schedule {
     pub(super) fn scripted(mut self, sweeper: bool) -> Self {
         let crash = |forward| Fault::Crash { forward };
         if sweeper {
+            // The sweeper makes few calls: its faults apply to the first.
+            self.script_every = 1;
             self.script.insert("Query", [crash(false)].into());
             self.script.insert("sink", [crash(true)].into());
         } else {
@@ -226,6 +232,22 @@ impl Schedule {
         self
     }
 
+    /// The labels of the scripted faults of `function`: every one must run
+    /// in a run (the verdict checks it).
+    pub(super) fn kinds(&self, function: &str) -> Vec<String> {
+        let mut kinds: Vec<String> = self
+            .script
+            .iter()
+            .flat_map(|(key, faults)| {
+                let operation = if *key == "sink" { "PutEvents" } else { key };
+                faults.iter().map(move |f| label(function, operation, f))
+            })
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    }
+
     /// The fault now and for the SDK's two retries of the same call.
     pub(super) fn burst(&mut self, operation: &str, fault: Fault) -> Fault {
         self.burst = Some((operation.to_owned(), fault.clone(), 2));
@@ -241,6 +263,11 @@ pub(super) struct Tagged {
     pub(super) next_tag: AtomicU64,
     /// Invocations that ended in a function error (tag → error).
     pub(super) errors: Mutex<BTreeMap<u64, FunctionError>>,
+    /// When each invocation started (tag → time).
+    pub(super) started: Mutex<BTreeMap<u64, std::time::SystemTime>>,
+    /// Invocations whose answer reported failed records
+    /// (`batchItemFailures`): Lambda delivers those records again.
+    pub(super) reported: Mutex<std::collections::BTreeSet<u64>>,
 }
 
 impl Tagged {
@@ -253,6 +280,8 @@ impl Tagged {
             proxy,
             next_tag: AtomicU64::new(1),
             errors: Mutex::default(),
+            started: Mutex::default(),
+            reported: Mutex::default(),
         }
     }
 
@@ -262,10 +291,23 @@ impl Tagged {
 
     pub(super) async fn call(&self, payload: &[u8]) -> Result<Vec<u8>, FunctionError> {
         let tag = self.next_tag.fetch_add(1, Ordering::SeqCst);
+        self.started
+            .lock()
+            .unwrap()
+            .insert(tag, std::time::SystemTime::now());
         self.proxy.set_tag(tag);
         let outcome = self.function.invoke(payload).await;
-        if let Err(e) = &outcome {
-            self.errors.lock().unwrap().insert(tag, e.clone());
+        match &outcome {
+            Err(e) => {
+                self.errors.lock().unwrap().insert(tag, e.clone());
+            }
+            Ok(body) => {
+                let reported = serde_json::from_slice::<DynamoDbEventResponse>(body)
+                    .is_ok_and(|r| !r.batch_item_failures.is_empty());
+                if reported {
+                    self.reported.lock().unwrap().insert(tag);
+                }
+            }
         }
         outcome
     }

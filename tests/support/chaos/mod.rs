@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::lambda::{binary, FunctionSpec, LambdaFunction};
-use crate::proxy::{Call, Fault, FaultProxy};
+use crate::proxy::{Call, Fault, FaultProxy, Sabotage};
 use crate::Stack;
 
 use faults::{label, Schedule, Tagged};
@@ -83,9 +83,16 @@ pub struct ChaosConfig {
     pub writer_fault_rate: f64,
     /// Concurrent writer sandboxes.
     pub writers: usize,
-    /// Publisher invocations the sink outage lasts (kept below the
-    /// mapping's `MaximumRetryAttempts`).
+    /// Publisher invocations the sink outage lasts: below the mapping's
+    /// `MaximumRetryAttempts`, or above it (the batch goes to the OnFailure
+    /// queue, the sweeper redrives it) with `outage_beyond_retries`.
     pub outage_invocations: u64,
+    /// The outage outlasts the mapping's retries, and the run must show the
+    /// OnFailure path.
+    pub outage_beyond_retries: bool,
+    /// Wire sabotage on the publisher's and the sweeper's proxies, which
+    /// the verdict must catch (the sabotage tests).
+    pub sabotage: Option<Sabotage>,
     /// Calls that hang until the deadline (each costs a timeout).
     pub hangs: u32,
     /// The functions' timeout (the template's are longer; a hang costs this).
@@ -106,6 +113,8 @@ impl ChaosConfig {
             writer_fault_rate: 0.15,
             writers: 3,
             outage_invocations: 4,
+            outage_beyond_retries: true,
+            sabotage: None,
             hangs: 1,
             timeout: Duration::from_secs(6),
             log_dir: crate::root().join("target").join("chaos"),
@@ -188,6 +197,40 @@ fn function(
     })
 }
 
+/// Passes of the pump, each followed by a scheduled sweep and the OnFailure
+/// queue fed to the sweeper, until a pass reads nothing new; returns the
+/// OnFailure messages handled.
+async fn drain(
+    pump: &mut devkit::Pump<&Tagged>,
+    sweeper: &Tagged,
+    stack: &Stack,
+    on_failure: &str,
+    scheduled: &[u8],
+) -> Result<usize, String> {
+    let mut handled = 0;
+    for pass in 0.. {
+        let read = pump.pass().await.map_err(|e| e.to_string())?;
+        let _ = sweeper.call(scheduled).await;
+        handled += deliver_on_failure(stack, on_failure, sweeper).await;
+        if read == 0 && pass > 0 {
+            break;
+        }
+    }
+    Ok(handled)
+}
+
+/// An invoker that is never called (to read the mapping's settings).
+struct NoInvoker;
+
+impl devkit::Invoker for NoInvoker {
+    async fn invoke(
+        &self,
+        _: aws_lambda_events::event::dynamodb::Event,
+    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
+        Err("not an invoker".into())
+    }
+}
+
 /// One chaos run. `Err` only when the harness itself cannot run.
 pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let started = Instant::now();
@@ -258,21 +301,45 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     }
     let mut phases = Vec::new();
     let mut mark = Instant::now();
-    let (writer_requests, writer_retries, acknowledged) = workload(config, &writers).await;
-    let writer_faults: Vec<Call> = writers.iter().flat_map(|w| w.proxy.journal()).collect();
+    // Most orders first; the rest later, during an outage that outlasts
+    // the mapping's retries (when the run has one).
+    let late = if config.outage_beyond_retries {
+        (config.orders / 4).max(1)
+    } else {
+        0
+    };
+    let first_wave = config.orders.saturating_sub(late);
+    let requested = workload(config, &writers, 0..first_wave).await;
     phases.push(("writes", mark.elapsed()));
     mark = Instant::now();
-    drop(writers);
 
     // Publisher and sweeper, each behind its proxy.
     let mut rng = fastrand::Rng::with_seed(config.seed);
     let outage_start = rng.u64(2..6);
+    let outage_invocations = config.outage_invocations;
+    let retries = stack
+        .pump(NoInvoker, None)
+        .mapping()
+        .maximum_retry_attempts
+        .max(0) as u64;
     let publisher_proxy = Arc::new(FaultProxy::start().await);
-    let schedule = Mutex::new(Schedule {
-        outage: Some((outage_start, outage_start + config.outage_invocations)),
+    let publisher_schedule =
+        Schedule::new(config.seed.wrapping_add(1), config.fault_rate).scripted(false);
+    let sweeper_schedule =
+        Schedule::new(config.seed.wrapping_add(2), config.fault_rate).scripted(true);
+    let writer_kinds = Schedule::new(0, 0.0).scripted_writer().kinds("writer");
+    let expected_kinds: Vec<String> = publisher_schedule
+        .kinds("publisher")
+        .into_iter()
+        .chain(sweeper_schedule.kinds("sweeper"))
+        .chain(writer_kinds)
+        .collect();
+    let publisher_schedule = Arc::new(Mutex::new(Schedule {
+        outage: Some((outage_start, outage_start + outage_invocations)),
         hangs: config.hangs,
-        ..Schedule::new(config.seed.wrapping_add(1), config.fault_rate).scripted(false)
-    });
+        ..publisher_schedule
+    }));
+    let schedule = publisher_schedule.clone();
     publisher_proxy.set_chooser(Box::new(move |op, tag| {
         schedule.lock().ok()?.choose_publishing(op, tag, false)
     }));
@@ -281,8 +348,11 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         publisher_proxy.clone(),
     );
     let sweeper_proxy = Arc::new(FaultProxy::start().await);
-    let schedule =
-        Mutex::new(Schedule::new(config.seed.wrapping_add(2), config.fault_rate).scripted(true));
+    let schedule = Mutex::new(sweeper_schedule);
+    if let Some(sabotage) = config.sabotage {
+        publisher_proxy.sabotage(sabotage);
+        sweeper_proxy.sabotage(sabotage);
+    }
     sweeper_proxy.set_chooser(Box::new(move |op, _| {
         schedule.lock().ok()?.choose_publishing(op, 0, true)
     }));
@@ -301,14 +371,21 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let scheduled = crate::sample("sweeper-scheduled.json").into_bytes();
     let mut on_failure_messages = 0;
     let mut pump = stack.pump(&publisher, Some(&on_failure));
-    for pass in 0.. {
-        let read = pump.pass().await.map_err(|e| e.to_string())?;
-        let _ = sweeper.call(&scheduled).await;
-        on_failure_messages += deliver_on_failure(&stack, &on_failure, &sweeper).await;
-        if read == 0 && pass > 0 {
-            break;
+    on_failure_messages += drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled).await?;
+    let mut requested = requested;
+    if late > 0 {
+        // The second wave meets a sink outage longer than the mapping's
+        // retries: its batches go to the OnFailure queue, which the
+        // sweeper redrives.
+        let from = publisher.tag();
+        if let Ok(mut schedule) = publisher_schedule.lock() {
+            schedule.outage = Some((from, from + retries + 2));
         }
+        requested = requested.merge(workload(config, &writers, first_wave..config.orders).await);
+        on_failure_messages += drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled).await?;
     }
+    let writer_faults: Vec<Call> = writers.iter().flat_map(|w| w.proxy.journal()).collect();
+    drop(writers);
 
     phases.push(("drain under faults", mark.elapsed()));
     mark = Instant::now();
@@ -336,7 +413,11 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         &[&publisher, &sweeper],
     )
     .await?;
-    verdict.writer_requests = writer_requests;
+    verdict.writer_requests = requested.requests;
+    verdict.requests_unanswered = requested.unanswered;
+    verdict.requests_refused = requested.refused.clone();
+    verdict.expected_kinds = expected_kinds;
+    verdict.expect_on_failure = config.outage_beyond_retries;
     for call in writer_faults.iter().filter(|c| c.fault.is_some()) {
         let fault = call.fault.as_ref().unwrap_or(&Fault::Pass);
         verdict
@@ -345,9 +426,23 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             .or_default()
             .injected += 1;
     }
-    // What the API acknowledged must be in the table.
+    // What the API acknowledged must be in the table, and the table holds
+    // no order the API did not acknowledge (a retried create that wrote a
+    // second order, say).
     let versions = order_versions(&stack).await;
-    for (order, version) in &acknowledged {
+    let created: HashSet<&str> = requested
+        .acknowledged
+        .iter()
+        .filter(|(_, v)| *v == 1)
+        .map(|(o, _)| o.as_str())
+        .collect();
+    for order in versions.keys().filter(|o| !created.contains(o.as_str())) {
+        verdict.orders_unacknowledged += 1;
+        verdict
+            .examples
+            .push(format!("in the table, never acknowledged: {order}"));
+    }
+    for (order, version) in &requested.acknowledged {
         if versions.get(order).copied().unwrap_or(0) < *version {
             verdict.unacknowledged_writes += 1;
             verdict.examples.push(format!(
@@ -355,7 +450,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             ));
         }
     }
-    verdict.writer_retries = writer_retries;
+    verdict.writer_retries = requested.retries;
     verdict.publisher_invocations = publisher.tag() - 1;
     verdict.publisher_errors = publisher.errors.lock().unwrap().len();
     verdict.sweeper_invocations = sweeper.tag() - 1;
@@ -367,7 +462,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     verdict.on_failure_messages = on_failure_messages.max(pump_stats.on_failure_messages);
     verdict.recovery = recovery(
         &publisher_proxy.journal(),
-        outage_start + config.outage_invocations,
+        outage_start + outage_invocations,
         &verdict,
     );
     verdict.phases = phases;

@@ -1,7 +1,7 @@
 //! The verdict of a chaos run, from the subscriber queue, the table and
 //! the proxies' journals (never from the functions' logs).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
@@ -63,6 +63,17 @@ pub struct Verdict {
     pub sweeper_errors: usize,
     pub cold_starts: u64,
     pub on_failure_messages: usize,
+    /// The run's outage outlasted the mapping's retries: the OnFailure
+    /// path must have run.
+    pub expect_on_failure: bool,
+    /// Requests that never got a final answer.
+    pub requests_unanswered: usize,
+    /// Final refusals (statuses) of requests that are all valid.
+    pub requests_refused: Vec<u16>,
+    /// Orders in the table that no acknowledged create made.
+    pub orders_unacknowledged: usize,
+    /// The scripted fault kinds: each must have been injected.
+    pub expected_kinds: Vec<String>,
     pub faults: BTreeMap<String, FaultRow>,
     /// (phase, time): the writes, the drain under faults, the final sweep.
     pub phases: Vec<(&'static str, Duration)>,
@@ -127,6 +138,40 @@ impl Verdict {
             format!("{} per-aggregate inversions", self.inversions),
         );
         check(self.committed > 0, "nothing committed".into());
+        check(
+            self.requests_unanswered == 0,
+            format!("{} requests never answered", self.requests_unanswered),
+        );
+        check(
+            self.requests_refused.is_empty(),
+            format!("requests refused: {:?}", self.requests_refused),
+        );
+        check(
+            self.orders_unacknowledged == 0,
+            format!(
+                "{} orders in the table that no request was acknowledged for",
+                self.orders_unacknowledged
+            ),
+        );
+        check(
+            !self.expect_on_failure || self.on_failure_messages > 0,
+            "the outage outlasted the mapping's retries, yet no OnFailure message".into(),
+        );
+        for kind in &self.expected_kinds {
+            check(
+                self.faults.get(kind).is_some_and(|r| r.injected > 0),
+                format!("scripted fault never injected: {kind}"),
+            );
+        }
+        for (kind, row) in &self.faults {
+            check(
+                row.duplicates <= row.exposed,
+                format!(
+                    "{kind}: {} duplicates over its bound of {}",
+                    row.duplicates, row.exposed
+                ),
+            );
+        }
         out
     }
 
@@ -361,20 +406,29 @@ pub(super) async fn judge(
     verdict.identity_changes = ids_of.values().filter(|ids| ids.len() > 1).count();
     verdict.duplicates = deliveries.values().map(|n| n - 1).sum();
 
-    // Attribution. Each function's journal, by invocation.
-    struct Forward {
-        function: usize,
-        tag: u64,
-        index: usize,
-        at: SystemTime,
-    }
+    // Attribution (docs/reliability.md, "How each duplicate is
+    // explained"): every extra delivery needs a cause, in the journals, that
+    // could have produced it; one cause explains one extra delivery of an
+    // event at most.
     let journals: Vec<Vec<Call>> = functions.iter().map(|f| f.proxy.journal()).collect();
-    let errors: Vec<BTreeMap<u64, FunctionError>> = functions
-        .iter()
-        .map(|f| f.errors.lock().unwrap().clone())
-        .collect();
+    let history = Histories {
+        names: functions.iter().map(|f| f.function.name()).collect(),
+        errors: functions
+            .iter()
+            .map(|f| f.errors.lock().unwrap().clone())
+            .collect(),
+        started: functions
+            .iter()
+            .map(|f| f.started.lock().unwrap().clone())
+            .collect(),
+        reported: functions
+            .iter()
+            .map(|f| f.reported.lock().unwrap().clone())
+            .collect(),
+        journals,
+    };
     let mut forwards: HashMap<&str, Vec<Forward>> = HashMap::new();
-    for (function, journal) in journals.iter().enumerate() {
+    for (function, journal) in history.journals.iter().enumerate() {
         for (index, call) in journal.iter().enumerate() {
             for id in &call.delivered {
                 forwards.entry(id.as_str()).or_default().push(Forward {
@@ -386,45 +440,24 @@ pub(super) async fn judge(
             }
         }
     }
-    let names: Vec<&str> = functions.iter().map(|f| f.function.name()).collect();
-    let kind_of = |function: usize, call: &Call| {
-        label(
-            names[function],
-            &call.operation,
-            call.fault.as_ref().unwrap_or(&Fault::Pass),
-        )
-    };
-    // Faults injected, and the events their invocation had sent by then.
-    for (function, journal) in journals.iter().enumerate() {
-        for call in journal
-            .iter()
-            .filter(|c| c.fault.is_none() && !c.answered && !c.delivered.is_empty())
-        {
-            let row = verdict
-                .faults
-                .entry(format!(
-                    "{}: sink answer lost (the caller's timeout or deadline came first)",
-                    names[function]
-                ))
-                .or_default();
-            row.injected += 1;
-            row.exposed += call.delivered.len();
-        }
+    // Faults injected, and the events their invocation had sent by then
+    // (the most they can duplicate).
+    for (function, journal) in history.journals.iter().enumerate() {
         for (index, call) in journal.iter().enumerate() {
             let Some(fault) = &call.fault else { continue };
             if *fault == Fault::Pass {
                 continue;
             }
-            let exposed: usize = journal[..=index]
-                .iter()
-                .filter(|c| c.tag == call.tag)
-                .map(|c| c.delivered.len())
-                .sum();
-            let row = verdict.faults.entry(kind_of(function, call)).or_default();
+            let row = verdict
+                .faults
+                .entry(history.kind_of(function, call))
+                .or_default();
             row.injected += 1;
-            row.exposed += exposed;
+            row.exposed += history.sent(function, call.tag, Some(index));
         }
     }
+    let mut used: HashSet<(Cause, String)> = HashSet::new();
+    let mut counted: HashSet<Cause> = HashSet::new();
     for (id, n) in &deliveries {
         let extra = n - 1;
         if extra == 0 {
@@ -434,57 +467,229 @@ pub(super) async fn judge(
         list.sort_by_key(|f| f.at);
         let mut explained = 0;
         for pair in list.windows(2) {
-            if explained == extra {
-                break;
+            let Some(cause) = history.explain(id, &pair[0], &pair[1]) else {
+                continue;
+            };
+            if !used.insert((cause.clone(), id.clone())) {
+                continue;
             }
-            let before = &pair[0];
-            // The fault that undid that forward: the most severe one at or
-            // after it in its invocation (a throttle the SDK absorbed does
-            // not make the batch come back; a SIGKILL does).
-            let cause = journals[before.function][before.index..]
-                .iter()
-                .filter(|c| c.tag == before.tag)
-                .filter_map(|c| c.fault.as_ref().map(|f| (severity(f), c)))
-                .filter(|(rank, _)| *rank > 0)
-                .max_by_key(|(rank, _)| *rank)
-                .map(|(_, c)| kind_of(before.function, c))
-                .or_else(|| {
-                    errors[before.function]
-                        .get(&before.tag)
-                        .map(|e| format!("{}: function error ({e})", names[before.function]))
-                })
-                .or_else(|| {
-                    // The call took effect but its caller never heard: an
-                    // attempt timeout (the SDK retried it) or the deadline
-                    // cut it (the record was reported and redelivered).
-                    (!journals[before.function][before.index].answered).then(|| {
-                        format!(
-                            "{}: sink answer lost (the caller's timeout or deadline came first)",
-                            names[before.function]
-                        )
-                    })
-                })
-                .or_else(|| {
-                    (pair[1].function != before.function)
-                        .then(|| "publisher and sweeper overlap".to_owned())
-                });
-            if let Some(cause) = cause {
-                verdict.faults.entry(cause).or_default().duplicates += 1;
-                explained += 1;
+            let row = verdict.faults.entry(cause.kind.clone()).or_default();
+            if cause.fault_call.is_none() && counted.insert(cause.clone()) {
+                // A cause that is not an injected fault (a lost answer, a
+                // failed invocation, an overlap): counted once, with the
+                // events its invocation had sent.
+                row.injected += 1;
+                row.exposed += history.sent(cause.function, cause.tag, cause.upto);
             }
+            row.duplicates += 1;
+            explained += 1;
         }
         if explained < extra {
             verdict.unexplained += extra - explained;
-            let history: Vec<String> = list
+            let path: Vec<String> = list
                 .iter()
-                .map(|f| format!("{}#{}", names[f.function], f.tag))
+                .map(|f| format!("{}#{}", history.names[f.function], f.tag))
                 .collect();
             verdict.examples.push(format!(
-                "unexplained: {id} delivered {n}×, forwarded by {history:?}"
+                "unexplained: {id} delivered {n}×, forwarded by {path:?}"
             ));
         }
     }
     Ok(verdict)
+}
+
+/// One forward of an event to the sink: the call that carried it.
+struct Forward {
+    function: usize,
+    tag: u64,
+    index: usize,
+    at: SystemTime,
+}
+
+/// What explains one extra delivery: a kind (the tables' row) and the
+/// instance (the function, its invocation and, for an injected fault, the
+/// call that got it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Cause {
+    kind: String,
+    function: usize,
+    tag: u64,
+    /// The faulted call, for an injected fault.
+    fault_call: Option<usize>,
+    /// The last call whose events it exposes (`None`: the whole invocation).
+    upto: Option<usize>,
+}
+
+/// The functions' journals, errors, start times and reported failures.
+struct Histories<'a> {
+    names: Vec<&'a str>,
+    journals: Vec<Vec<Call>>,
+    errors: Vec<BTreeMap<u64, FunctionError>>,
+    started: Vec<BTreeMap<u64, SystemTime>>,
+    reported: Vec<BTreeSet<u64>>,
+}
+
+impl Histories<'_> {
+    fn kind_of(&self, function: usize, call: &Call) -> String {
+        label(
+            self.names[function],
+            &call.operation,
+            call.fault.as_ref().unwrap_or(&Fault::Pass),
+        )
+    }
+
+    /// Events the invocation `tag` sent, up to call `upto` (all: `None`).
+    fn sent(&self, function: usize, tag: u64, upto: Option<usize>) -> usize {
+        self.journals[function]
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| c.tag == tag && upto.is_none_or(|u| *i <= u))
+            .map(|(_, c)| c.delivered.len())
+            .sum()
+    }
+
+    fn fault(&self, function: usize, index: usize) -> Cause {
+        let call = &self.journals[function][index];
+        Cause {
+            kind: self.kind_of(function, call),
+            function,
+            tag: call.tag,
+            fault_call: Some(index),
+            upto: Some(index),
+        }
+    }
+
+    fn other(&self, kind: String, function: usize, tag: u64, upto: Option<usize>) -> Cause {
+        Cause {
+            kind,
+            function,
+            tag,
+            fault_call: None,
+            upto,
+        }
+    }
+
+    /// Why `event`, forwarded by `first`, was forwarded again by `next`;
+    /// `None` when nothing in the journals could have caused it.
+    fn explain(&self, event: &str, first: &Forward, next: &Forward) -> Option<Cause> {
+        let (f, tag) = (first.function, first.tag);
+        let journal = &self.journals[f];
+        let name = self.names[f];
+        let later = || {
+            journal
+                .iter()
+                .enumerate()
+                .skip(first.index + 1)
+                .filter(move |(_, c)| c.tag == tag)
+        };
+        let faulted = |c: &Call| c.fault.as_ref().is_some_and(|x| *x != Fault::Pass);
+        // 1. The sink call took effect and its caller never heard (an
+        //    attempt timeout, the deadline, a SIGKILL after the call): the
+        //    call is sent again, or its records come back.
+        let call = &journal[first.index];
+        if !call.answered {
+            return Some(if faulted(call) {
+                self.fault(f, first.index)
+            } else {
+                self.other(
+                    format!(
+                        "{name}: sink answer lost (the caller's timeout or deadline came first)"
+                    ),
+                    f,
+                    tag,
+                    Some(first.index),
+                )
+            });
+        }
+        let deleted = later().find(|(_, c)| c.deleted.iter().any(|d| d == event));
+        let Some((_, delete)) = deleted else {
+            // The item was never deleted by that invocation: something
+            // after the sink call stopped it.
+            // 2. A SIGKILL later in the invocation.
+            if let Some((i, _)) =
+                later().find(|(_, c)| matches!(c.fault, Some(Fault::Crash { .. })))
+            {
+                return Some(self.fault(f, i));
+            }
+            // 3. The delete of this very item failed (its faults outlasted
+            //    the SDK's retries, or it hung).
+            if let Some((i, _)) =
+                later().find(|(_, c)| faulted(c) && c.deletes.iter().any(|d| d == event))
+            {
+                return Some(self.fault(f, i));
+            }
+            // 4. The invocation failed before its deletes (a call that hung
+            //    past the deadline, a function error).
+            if let Some(error) = self.errors[f].get(&tag) {
+                let hang = journal
+                    .iter()
+                    .position(|c| c.tag == tag && c.fault == Some(Fault::Hang));
+                return Some(match hang {
+                    Some(i) => self.fault(f, i),
+                    None => self.other(
+                        format!(
+                            "{name}: invocation failed before its deletes ({})",
+                            error.kind()
+                        ),
+                        f,
+                        tag,
+                        None,
+                    ),
+                });
+            }
+            return None;
+        };
+        // The item was deleted after it was published: the next forward
+        // came from something that did not need the item.
+        let next_name = self.names[next.function];
+        // 5. Lambda delivered the record again: the invocation reported a
+        //    record at or before it as failed, or failed as a whole.
+        if name == "publisher"
+            && next_name == "publisher"
+            && next.tag > tag
+            && (self.reported[f].contains(&tag) || self.errors[f].contains_key(&tag))
+        {
+            let reason = journal
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.tag == tag && faulted(c))
+                .max_by_key(|(_, c)| c.fault.as_ref().map_or(0, severity))
+                .map(|(_, c)| self.kind_of(f, c))
+                .unwrap_or_else(|| "a reported failure".to_owned());
+            return Some(self.other(
+                format!("publisher: batch delivered again after {reason}"),
+                f,
+                tag,
+                None,
+            ));
+        }
+        // 6. The sweeper published it before the stream delivered its
+        //    insert (STRANDED_AFTER_SECONDS=0 in this run): the mapping
+        //    delivers every record, whatever the table holds.
+        if name == "sweeper" && next_name == "publisher" {
+            return Some(self.other(
+                "sweeper published ahead of the stream (STRANDED_AFTER_SECONDS=0)".to_owned(),
+                f,
+                tag,
+                None,
+            ));
+        }
+        // 7. The sweep that sent it again had started (and read its page)
+        //    before the delete reached the table.
+        if next_name == "sweeper"
+            && self.started[next.function]
+                .get(&next.tag)
+                .is_some_and(|start| *start < delete.at)
+        {
+            return Some(self.other(
+                "sweeper read the item before its delete reached the table".to_owned(),
+                next.function,
+                next.tag,
+                None,
+            ));
+        }
+        None
+    }
 }
 
 /// From the end of the outage (the first publisher call after it) to the

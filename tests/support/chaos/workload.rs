@@ -57,19 +57,58 @@ pub(super) async fn until_final(
     None
 }
 
-/// Creates and pays `orders` orders through `writers`, concurrently.
+/// What the workload asked for and what it was told.
+#[derive(Debug, Default)]
+pub(super) struct Outcome {
+    /// Requests sent (a create, then a payment for each created order).
+    pub(super) requests: usize,
+    /// Calls repeated after a 5xx, a 429 or a function error.
+    pub(super) retries: usize,
+    /// (order, version) the API acknowledged: 1 for a create (201), 2 for
+    /// a payment (200).
+    pub(super) acknowledged: Vec<(String, u64)>,
+    /// Requests that got a final refusal (another 4xx), with its status.
+    pub(super) refused: Vec<u16>,
+    /// Requests that never got a final answer in 12 attempts.
+    pub(super) unanswered: usize,
+}
+
+impl Outcome {
+    /// Both outcomes together.
+    pub(super) fn merge(mut self, other: Outcome) -> Outcome {
+        self.requests += other.requests;
+        self.retries += other.retries;
+        self.acknowledged.extend(other.acknowledged);
+        self.refused.extend(other.refused);
+        self.unanswered += other.unanswered;
+        self
+    }
+}
+
+/// Creates and pays the orders numbered `orders` through `writers`,
+/// concurrently.
 pub(super) async fn workload(
     config: &ChaosConfig,
     writers: &[Tagged],
-) -> (usize, usize, Vec<(String, u64)>) {
-    let next = AtomicU64::new(0);
+    orders: std::ops::Range<usize>,
+) -> Outcome {
+    let next = AtomicU64::new(orders.start as u64);
     let acknowledged: Mutex<Vec<(String, u64)>> = Mutex::default();
+    let refused: Mutex<Vec<u16>> = Mutex::default();
+    let unanswered = AtomicU64::new(0);
     let retries = AtomicU64::new(0);
     let requests = AtomicU64::new(0);
+    let settle = |answer: &Option<(u16, Value)>, ok: u16| match answer {
+        None => {
+            unanswered.fetch_add(1, Ordering::SeqCst);
+        }
+        Some((status, _)) if *status != ok => refused.lock().unwrap().push(*status),
+        Some(_) => {}
+    };
     let work = writers.iter().map(|writer| async {
         loop {
             let i = next.fetch_add(1, Ordering::SeqCst) as usize;
-            if i >= config.orders {
+            if i >= orders.end {
                 break;
             }
             let mut rng = fastrand::Rng::with_seed(config.seed ^ (i as u64).wrapping_mul(0x9e37));
@@ -90,10 +129,13 @@ pub(super) async fn workload(
                 Some(body),
             );
             requests.fetch_add(1, Ordering::SeqCst);
-            let Some((201, order)) = until_final(writer, &create, &retries).await else {
+            let answer = until_final(writer, &create, &retries).await;
+            settle(&answer, 201);
+            let Some((201, order)) = answer else {
                 continue;
             };
             let Some(id) = order["orderId"].as_str() else {
+                refused.lock().unwrap().push(201);
                 continue;
             };
             acknowledged.lock().unwrap().push((id.to_owned(), 1));
@@ -104,15 +146,19 @@ pub(super) async fn workload(
                 None,
             );
             requests.fetch_add(1, Ordering::SeqCst);
-            if let Some((200, _)) = until_final(writer, &pay, &retries).await {
+            let answer = until_final(writer, &pay, &retries).await;
+            settle(&answer, 200);
+            if let Some((200, _)) = answer {
                 acknowledged.lock().unwrap().push((id.to_owned(), 2));
             }
         }
     });
     futures::future::join_all(work).await;
-    (
-        requests.load(Ordering::SeqCst) as usize,
-        retries.load(Ordering::SeqCst) as usize,
-        acknowledged.into_inner().unwrap_or_default(),
-    )
+    Outcome {
+        requests: requests.load(Ordering::SeqCst) as usize,
+        retries: retries.load(Ordering::SeqCst) as usize,
+        acknowledged: acknowledged.into_inner().unwrap_or_default(),
+        refused: refused.into_inner().unwrap_or_default(),
+        unanswered: unanswered.load(Ordering::SeqCst) as usize,
+    }
 }

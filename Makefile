@@ -25,8 +25,9 @@ DDB_STAMP := infra/local/dynamodb/node_modules/.installed
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 CONTRACT_STAMP := .venv-contract/.installed
+PLOT_STAMP := .venv-plot/.installed
 
-.PHONY: help venv dynamodb-local local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check bench build deploy clean
+.PHONY: help venv venv-plot dynamodb-local local check-local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check bench build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (DynamoDB Local + moto, the writer under cargo lambda watch)"
@@ -59,6 +60,11 @@ dynamodb-local: $(DDB_STAMP)
 # Both local servers and the loopback environment (infra/local/with-local.sh).
 local: venv dynamodb-local
 
+# with-local.sh's own promises: one error line for a missing Java, a taken
+# port or a server that does not answer; servers stopped on exit and Ctrl-C.
+check-local: local
+	infra/local/test-with-local.sh
+
 $(INFRA_STAMP): infra/checks/requirements.txt infra/checks/constraints.txt
 	$(ENSURE_VENV)
 	$(PYTHON) -m venv .venv-infra
@@ -80,6 +86,15 @@ $(CONTRACT_STAMP): infra/contract/requirements.txt infra/contract/constraints.tx
 	touch $@
 
 venv-contract: $(CONTRACT_STAMP)
+
+# matplotlib for the chaos run's pictures (infra/local/plot_backlog.py).
+$(PLOT_STAMP): infra/local/requirements-plot.txt infra/local/constraints-plot.txt
+	$(ENSURE_VENV)
+	$(PYTHON) -m venv .venv-plot
+	.venv-plot/bin/pip install --quiet --disable-pip-version-check -r infra/local/requirements-plot.txt -c infra/local/constraints-plot.txt
+	touch $@
+
+venv-plot: $(PLOT_STAMP)
 
 # The writer against docs/openapi.yaml: schemathesis's generated requests
 # against the real binary under cargo lambda watch (infra/contract/).
@@ -148,8 +163,9 @@ test:
 	$(ENSURE_NPM)
 	$(TIMED) install $(PARALLEL) -j4 local venv-contract venv-infra
 	# Clippy and rustdoc beside the Python checks (the pins' resolution, the
-	# template checks), which hardly use a second core.
-	$(TIMED) lint+pins+template $(PARALLEL) -j3 lint python-pins check-template
+	# template checks) and with-local.sh's own test, which hardly use a
+	# second core.
+	$(TIMED) lint+pins+template $(PARALLEL) -j4 lint python-pins check-template check-local
 	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
 	$(TIMED) build-tests cargo test --workspace --locked --no-run
 	$(TIMED) tests $(WITH_LOCAL) bash -c '$(RUN_TESTS)'
@@ -161,7 +177,7 @@ test:
 # the verdict tables (CHAOS_SEED=1,2,3 CHAOS_ORDERS=100 CHAOS_SINKS=eventbridge,sns-fifo
 # CHAOS_WRITERS=4 by default), each seed and sink in its own table on one pair of local servers; the
 # report lands in target/chaos/report.md.
-chaos: local
+chaos: local venv-plot
 	infra/local/chaos.sh
 
 # docs/performance.md: calls per event, handler CPU, artifacts, cold start, sweep cost.

@@ -152,6 +152,10 @@ async fn chaos() {
             config.writer_fault_rate = 0.05;
             config.writers = writers;
             config.hangs = 2;
+            // Every 5 s on a big run: each sample counts the whole backlog.
+            if orders > 1_000 {
+                config.sample_every = std::time::Duration::from_secs(5);
+            }
             let verdict = run(&config).await.expect("chaos harness");
             eprintln!("{}\n{}", Verdict::HEADER, verdict.row());
             // One file per run (its row first): infra/local/chaos.sh

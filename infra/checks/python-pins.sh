@@ -5,7 +5,7 @@
 # sdist for this platform, the packages' Python bounds) in a fresh venv of
 # the oldest interpreter on this machine, /usr/bin/python3 when it exists
 # (Debian 12: 3.11.2), otherwise `python3`, with the same requirements and
-# constraints `make venv` / `make venv-infra` install; the four pairs at once.
+# constraints `make venv` / `make venv-infra` install; the pairs at once.
 # Reaches only PyPI.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,7 +27,8 @@ for pair in \
   "infra/local/requirements.txt infra/local/constraints.txt" \
   "infra/checks/requirements.txt infra/checks/constraints.txt" \
   "infra/checks/requirements-checkov.txt infra/checks/constraints-checkov.txt" \
-  "infra/contract/requirements.txt infra/contract/constraints.txt"; do
+  "infra/contract/requirements.txt infra/contract/constraints.txt" \
+  "infra/local/requirements-plot.txt infra/local/constraints-plot.txt"; do
   set -- $pair
   n=$((n + 1))
   (

@@ -12,7 +12,7 @@ seeds=${CHAOS_SEED:-1,2,3}
 sinks=${CHAOS_SINKS:-eventbridge,sns-fifo}
 out=target/chaos
 mkdir -p "$out"
-rm -f "$out"/run-*.md
+rm -f "$out"/run-*.md "$out"/backlog-*.csv "$out"/phases-*.csv
 
 # Build under the same environment the runs use (no rebuild between runs).
 infra/local/with-local.sh cargo test --locked --test chaos --no-run
@@ -53,12 +53,32 @@ dirty=$(git status --porcelain 2>/dev/null | grep -qv '^??' && echo " (with unco
   for f in "$out"/run-*.md; do [ -e "$f" ] && head -1 "$f"; done
   for f in "$out"/run-*.md; do [ -e "$f" ] && tail -n +2 "$f"; done
   echo
+  for f in "$out"/backlog-*.csv; do
+    [ -e "$f" ] || continue
+    run=$(basename "$f" .csv); run=${run#backlog-}
+    echo "![pending backlog and oldest pending age, run $run](backlog-$run.png)"
+    echo
+  done
   echo "Peak resident memory of each server (VmHWM):"
   echo
   sed 's/^/- /' "$out/peak-memory.txt" 2>/dev/null || true
 } >"$out/report.md"
 cat "$out/report.md"
-# The report docs/reliability.md shows.
+# The report docs/reliability.md shows, and each run's picture (the pending
+# backlog and the oldest pending age, with the phases and sink outages).
 mkdir -p docs/chaos
 cp "$out/report.md" docs/chaos/report.md
+.venv-plot/bin/python infra/local/plot_backlog.py "$out" docs/chaos || status=1
+# docs/reliability.md shows the report between its chaos-report markers.
+.venv-plot/bin/python - docs/reliability.md docs/chaos/report.md <<'PY'
+import re, sys
+page, report = sys.argv[1], open(sys.argv[2]).read()
+report = report.replace("](backlog-", "](chaos/backlog-").replace("# Chaos run\n", "", 1)
+text = open(page).read()
+start, end = "<!-- chaos-report:start -->", "<!-- chaos-report:end -->"
+if start in text and end in text:
+    head, rest = text.split(start, 1)
+    text = head + start + "\n" + report.strip() + "\n" + end + rest.split(end, 1)[1]
+    open(page, "w").write(text)
+PY
 exit $status

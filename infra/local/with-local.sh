@@ -13,7 +13,8 @@
 # Local), all loopback; dummy credentials, a region,
 # AWS_EC2_METADATA_DISABLED=true, and no profile or config files, so no
 # credential provider can reach beyond this machine. MOTO_PORT and
-# DYNAMODB_PORT choose the ports (default: free ones). LOCAL_SERVER_LOG_DIR
+# DYNAMODB_PORT choose the ports (default: free ones), JAVA the Java runtime
+# (default: `java` on the PATH). LOCAL_SERVER_LOG_DIR
 # keeps the servers' logs and peak memory (VmHWM) in that directory.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,7 +28,8 @@ start_bound=${LOCAL_SERVER_START_SECONDS:-60}
 
 die() { echo "$me: $*" >&2; exit 2; }
 [ -x "$moto" ] || die "$moto missing; run 'make venv'"
-command -v java >/dev/null || die "java is missing (DynamoDB Local needs Java 17 or newer); run 'make dynamodb-local', which installs openjdk-17-jre-headless"
+java=${JAVA:-java}
+command -v "$java" >/dev/null || die "java ($java) is missing (DynamoDB Local needs Java 17 or newer); run 'make dynamodb-local', which installs openjdk-17-jre-headless"
 [ -n "$ddb_lib" ] && [ -f "$ddb_lib/DynamoDBLocal.jar" ] || die "DynamoDB Local is not installed; run 'make dynamodb-local'"
 
 logs=${LOCAL_SERVER_LOG_DIR:-$root/.local}
@@ -67,7 +69,7 @@ pids+=("moto:$!")
 ddb_log="$logs/dynamodb-local-$ddb_port.log"
 # The launcher binds DynamoDB Local to 127.0.0.1 (its command line cannot);
 # telemetry off both ways, as it would otherwise call out.
-DDB_LOCAL_TELEMETRY=0 java -Xmx${DYNAMODB_LOCAL_HEAP:-2g} \
+DDB_LOCAL_TELEMETRY=0 "$java" -Xmx${DYNAMODB_LOCAL_HEAP:-2g} \
   -cp "$ddb_lib/DynamoDBLocal.jar:$ddb_lib/DynamoDBLocal_lib/*" \
   -Djava.library.path="$ddb_lib/DynamoDBLocal_lib" \
   "$ddb_dir/LoopbackDynamoDBLocal.java" \

@@ -214,8 +214,9 @@ impl FaultProxy {
         state.seen.iter().filter(|o| *o == operation).count()
     }
 
-    /// Every call seen, as the IAM action that authorizes it
-    /// (`dynamodb:UpdateItem`, `events:PutEvents`, `sns:Publish`, ...).
+    /// Every call seen, as the IAM actions that authorize it, read from the
+    /// request (`dynamodb:UpdateItem`, `events:PutEvents`, `sns:Publish`,
+    /// each item of a transaction, ...).
     pub fn actions(&self) -> std::collections::BTreeSet<String> {
         let state = self.state.lock().unwrap();
         state.actions.iter().cloned().collect()
@@ -332,6 +333,39 @@ fn iam_action(request: &hyper::http::request::Parts, operation: &str) -> String 
         (_, op) => op,
     };
     format!("{service}:{operation}")
+}
+
+/// The IAM actions that authorize a call, read from the request: a
+/// `TransactWriteItems` is authorized by the action of each of its items
+/// (`Put`, `Update`, `Delete`, `ConditionCheck`), a `TransactGetItems` by
+/// `GetItem`; any other call by [`iam_action`].
+fn iam_actions(request: &hyper::http::request::Parts, operation: &str, body: &[u8]) -> Vec<String> {
+    let transact = match operation {
+        "TransactWriteItems" | "TransactGetItems" => {
+            serde_json::from_slice::<serde_json::Value>(body).ok()
+        }
+        _ => None,
+    };
+    let Some(request_body) = transact else {
+        return vec![iam_action(request, operation)];
+    };
+    request_body["TransactItems"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.as_object()?.keys().next().cloned())
+        .map(|kind| {
+            let action = match kind.as_str() {
+                "Put" => "PutItem",
+                "Update" => "UpdateItem",
+                "Delete" => "DeleteItem",
+                "ConditionCheck" => "ConditionCheckItem",
+                "Get" => "GetItem",
+                other => other,
+            };
+            format!("dynamodb:{action}")
+        })
+        .collect()
 }
 
 fn fault_for(state: &Mutex<State>, operation: &str) -> (u64, Option<Fault>) {
@@ -490,7 +524,7 @@ async fn handle_call(
         .lock()
         .unwrap()
         .actions
-        .push(iam_action(&parts, &operation));
+        .extend(iam_actions(&parts, &operation, &body));
     let (tag, fault) = fault_for(&state, &operation);
     let deletes = deleted_event_ids(&operation, &body);
     let journal = |fault: &Option<Fault>, reached: Vec<String>| {

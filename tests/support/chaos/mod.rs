@@ -97,8 +97,11 @@ pub struct ChaosConfig {
     pub hangs: u32,
     /// The functions' timeout (the template's are longer; a hang costs this).
     pub timeout: Duration,
-    /// Where the functions' logs go.
+    /// Where the functions' logs go, and the backlog samples
+    /// (`backlog-<seed>-<sink>.csv`, `phases-<seed>-<sink>.csv`).
     pub log_dir: std::path::PathBuf,
+    /// How often the backlog is sampled.
+    pub sample_every: Duration,
 }
 
 impl ChaosConfig {
@@ -118,6 +121,7 @@ impl ChaosConfig {
             hangs: 1,
             timeout: Duration::from_secs(6),
             log_dir: crate::root().join("target").join("chaos"),
+            sample_every: Duration::from_secs(1),
         }
     }
 }
@@ -219,6 +223,71 @@ async fn drain(
     Ok(handled)
 }
 
+/// One backlog sample: seconds since the run started, pending outbox
+/// items, the oldest pending event's age in seconds.
+type Sample = (f64, usize, f64);
+
+/// Samples the pending index (every shard: count and oldest id) until
+/// `sampling` turns false.
+async fn sample_backlog(
+    store: outbox_core::store::DynamoStore,
+    started: Instant,
+    every: Duration,
+    sampling: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<Sample> {
+    use outbox_core::store::OutboxStore;
+    let mut samples = Vec::new();
+    loop {
+        // Read before the sample: the last sample follows the run's end.
+        let last = !sampling.load(Ordering::SeqCst);
+        let mut pending = 0;
+        let mut oldest: Option<ulid::Ulid> = None;
+        for shard in 0..outbox_core::DEFAULT_OUTBOX_SHARDS {
+            if let Ok(stats) = store
+                .shard_stats(shard, 10_000_000, &crate::far_deadline())
+                .await
+            {
+                pending += stats.pending;
+                oldest = match (oldest, stats.oldest) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let age = oldest.map_or(0.0, |id| {
+            now_ms.saturating_sub(id.timestamp_ms()) as f64 / 1000.0
+        });
+        samples.push((started.elapsed().as_secs_f64(), pending, age));
+        if last {
+            break;
+        }
+        // Sleep in short steps, so the end of the run is sampled at once.
+        let until = Instant::now() + every;
+        while Instant::now() < until && sampling.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    samples
+}
+
+/// Writes the backlog samples and the phases for `infra/local/plot_backlog.py`.
+fn write_timeline(config: &ChaosConfig, samples: &[Sample], timeline: &[(String, f64, f64)]) {
+    let run = format!("{}-{}", config.seed, config.sink.name());
+    let mut backlog = String::from("seconds,pending,oldest_age_seconds\n");
+    for (seconds, pending, age) in samples {
+        backlog.push_str(&format!("{seconds:.1},{pending},{age:.1}\n"));
+    }
+    let mut phases = String::from("name,start,end\n");
+    for (name, start, end) in timeline {
+        phases.push_str(&format!("\"{name}\",{start:.1},{end:.1}\n"));
+    }
+    let _ = std::fs::write(config.log_dir.join(format!("backlog-{run}.csv")), backlog);
+    let _ = std::fs::write(config.log_dir.join(format!("phases-{run}.csv")), phases);
+}
+
 /// An invoker that is never called (to read the mapping's settings).
 struct NoInvoker;
 
@@ -301,6 +370,16 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     }
     let mut phases = Vec::new();
     let mut mark = Instant::now();
+    let mut timeline: Vec<(String, f64, f64)> = Vec::new();
+    let at = |instant: Instant| instant.duration_since(started).as_secs_f64();
+    // The backlog over the run, sampled from the pending index.
+    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = tokio::spawn(sample_backlog(
+        stack.store(),
+        started,
+        config.sample_every,
+        sampling.clone(),
+    ));
     // Most orders first; the rest later, during an outage that outlasts
     // the mapping's retries (when the run has one).
     let late = if config.outage_beyond_retries {
@@ -311,6 +390,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let first_wave = config.orders.saturating_sub(late);
     let requested = workload(config, &writers, 0..first_wave).await;
     phases.push(("writes", mark.elapsed()));
+    timeline.push(("writes".into(), at(mark), at(Instant::now())));
     mark = Instant::now();
 
     // Publisher and sweeper, each behind its proxy.
@@ -372,6 +452,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let mut on_failure_messages = 0;
     let mut pump = stack.pump(&publisher, Some(&on_failure));
     on_failure_messages += drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled).await?;
+    timeline.push(("drain under faults".into(), at(mark), at(Instant::now())));
+    let wave = Instant::now();
     let mut requested = requested;
     if late > 0 {
         // The second wave meets a sink outage longer than the mapping's
@@ -383,6 +465,11 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         }
         requested = requested.merge(workload(config, &writers, first_wave..config.orders).await);
         on_failure_messages += drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled).await?;
+        timeline.push((
+            "second wave, outage beyond the retries".into(),
+            at(wave),
+            at(Instant::now()),
+        ));
     }
     let writer_faults: Vec<Call> = writers.iter().flat_map(|w| w.proxy.journal()).collect();
     drop(writers);
@@ -406,6 +493,35 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     }
 
     phases.push(("heal, drain, final sweep", mark.elapsed()));
+    timeline.push((
+        "heal, drain, final sweep".into(),
+        at(mark),
+        at(Instant::now()),
+    ));
+    sampling.store(false, Ordering::SeqCst);
+    let samples = sampler.await.unwrap_or_default();
+    // The sink outages, from the publisher's journal: runs of calls whose
+    // entries were all refused.
+    let run_start = std::time::SystemTime::now() - started.elapsed();
+    let since =
+        |t: std::time::SystemTime| t.duration_since(run_start).map_or(0.0, |d| d.as_secs_f64());
+    let mut outage: Option<(f64, f64)> = None;
+    for call in publisher_proxy.journal() {
+        let refused = matches!(call.fault, Some(Fault::RefuseEntries { .. }));
+        match (&mut outage, refused) {
+            (Some((_, end)), true) => *end = since(call.at),
+            (None, true) => outage = Some((since(call.at), since(call.at))),
+            (Some((start, end)), false) => {
+                timeline.push(("sink outage".into(), *start, *end));
+                outage = None;
+            }
+            (None, false) => {}
+        }
+    }
+    if let Some((start, end)) = outage {
+        timeline.push(("sink outage".into(), start, end));
+    }
+    write_timeline(config, &samples, &timeline);
     let mut verdict = judge(
         config,
         &stack,

@@ -132,18 +132,7 @@ pub async fn drain_queue(sdk: &SdkConfig, queue_url: &str) -> Vec<serde_json::Va
             continue;
         }
         for m in messages {
-            let body = m.body().unwrap_or_default();
-            let mut value: serde_json::Value =
-                serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_owned()));
-            if let Some(attrs) = m.attributes() {
-                let system: serde_json::Map<String, serde_json::Value> = attrs
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_owned(), serde_json::Value::String(v.clone())))
-                    .collect();
-                if let serde_json::Value::Object(map) = &mut value {
-                    map.insert("__sqs".into(), serde_json::Value::Object(system));
-                }
-            }
+            let value = message_value(&m);
             bodies.push(value);
             devkit::delete_message(&sqs, queue_url, &m)
                 .await
@@ -151,6 +140,24 @@ pub async fn drain_queue(sdk: &SdkConfig, queue_url: &str) -> Vec<serde_json::Va
         }
     }
     bodies
+}
+
+/// A received message as JSON: its body (a string when not JSON), with
+/// its system attributes under `__sqs`.
+pub fn message_value(m: &aws_sdk_sqs::types::Message) -> serde_json::Value {
+    let body = m.body().unwrap_or_default();
+    let mut value: serde_json::Value =
+        serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_owned()));
+    if let Some(attrs) = m.attributes() {
+        let system: serde_json::Map<String, serde_json::Value> = attrs
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), serde_json::Value::String(v.clone())))
+            .collect();
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert("__sqs".into(), serde_json::Value::Object(system));
+        }
+    }
+    value
 }
 
 /// The workspace root.

@@ -223,6 +223,59 @@ async fn drain(
     Ok(handled)
 }
 
+/// Receives and deletes the subscriber's messages until `reading` turns
+/// false and the queue answers empty twice; every message, in arrival order.
+async fn read_subscriber(
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    reading: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Vec<Value>, String> {
+    use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+    let mut messages = Vec::new();
+    let mut empty = 0;
+    loop {
+        let done = !reading.load(Ordering::SeqCst);
+        let received = sqs
+            .receive_message()
+            .queue_url(&queue_url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .wait_time_seconds(if done { 0 } else { 1 })
+            .send()
+            .await
+            .map_err(|e| outbox_core::aws::error_line("ReceiveMessage", &e))?
+            .messages
+            .unwrap_or_default();
+        if received.is_empty() {
+            empty = if done { empty + 1 } else { 0 };
+            if empty >= 2 {
+                return Ok(messages);
+            }
+            continue;
+        }
+        empty = 0;
+        let mut entries = Vec::new();
+        for (i, m) in received.iter().enumerate() {
+            messages.push(crate::message_value(m));
+            if let Some(handle) = m.receipt_handle() {
+                entries.push(
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(handle)
+                        .build()
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+        }
+        sqs.delete_message_batch()
+            .queue_url(&queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| outbox_core::aws::error_line("DeleteMessageBatch", &e))?;
+    }
+}
+
 /// One backlog sample: seconds since the run started, pending outbox
 /// items, the oldest pending event's age in seconds.
 type Sample = (f64, usize, f64);
@@ -368,6 +421,14 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             .put_poison(&format!("poison-{}-{i}", config.seed), Some("not json"))
             .await;
     }
+    // The subscriber's queue, read all along (a short queue keeps the local
+    // SQS fast on big runs).
+    let reading = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let reader = tokio::spawn(read_subscriber(
+        aws_sdk_sqs::Client::new(&stack.sdk),
+        subscriber.queue_url.clone(),
+        reading.clone(),
+    ));
     let mut phases = Vec::new();
     let mut mark = Instant::now();
     let mut timeline: Vec<(String, f64, f64)> = Vec::new();
@@ -522,13 +583,9 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         timeline.push(("sink outage".into(), start, end));
     }
     write_timeline(config, &samples, &timeline);
-    let mut verdict = judge(
-        config,
-        &stack,
-        &subscriber.queue_url,
-        &[&publisher, &sweeper],
-    )
-    .await?;
+    reading.store(false, Ordering::SeqCst);
+    let messages = reader.await.map_err(|e| e.to_string())??;
+    let mut verdict = judge(config, &stack, messages, &[&publisher, &sweeper]).await?;
     verdict.writer_requests = requested.requests;
     verdict.requests_unanswered = requested.unanswered;
     verdict.requests_refused = requested.refused.clone();

@@ -295,12 +295,13 @@ fn received(sink: SinkKind, message: &Value) -> Option<Received> {
     })
 }
 
-/// The verdict, from the table and the subscriber queue; duplicates are
+/// The verdict, from the table and the subscriber queue's `messages` (in
+/// arrival order); duplicates are
 /// attributed from the proxies' journals.
 pub(super) async fn judge(
     config: &ChaosConfig,
     stack: &Stack,
-    queue_url: &str,
+    messages: Vec<Value>,
     functions: &[&Tagged],
 ) -> Result<Verdict, String> {
     let mut verdict = Verdict {
@@ -350,7 +351,6 @@ pub(super) async fn judge(
     verdict.dead_letters_unlisted = verdict.dead_letters.saturating_sub(listed.len());
 
     // Delivered, in queue order.
-    let messages = crate::drain_queue(&stack.sdk, queue_url).await;
     let mut deliveries: HashMap<String, usize> = HashMap::new();
     let mut ids_of: HashMap<(String, u64), HashSet<String>> = HashMap::new();
     let mut highest: HashMap<String, u64> = HashMap::new();

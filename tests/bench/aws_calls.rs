@@ -11,7 +11,7 @@ use testkit::{far_deadline, request, InProcessPublisher, Stack};
 #[tokio::main]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick") || std::env::var("BENCH_QUICK").is_ok();
-    println!("# AWS calls (counted by an SDK interceptor against the moto server)\n");
+    println!("# AWS calls (counted by an SDK interceptor against DynamoDB Local and moto)\n");
     publisher_calls(if quick { 100 } else { 1000 }).await;
     writer_round_trips().await;
     let sizes: &[usize] = if quick {

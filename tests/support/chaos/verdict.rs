@@ -377,6 +377,10 @@ pub(super) async fn judge(
             let top = highest.entry(r.aggregate.clone()).or_default();
             if r.version < *top {
                 verdict.inversions += 1;
+                verdict.examples.push(format!(
+                    "inversion: {} v{} first delivered after v{} ({})",
+                    r.aggregate, r.version, *top, r.event_id
+                ));
             }
             *top = (*top).max(r.version);
         }

@@ -341,18 +341,6 @@ fn write_timeline(config: &ChaosConfig, samples: &[Sample], timeline: &[(String,
     let _ = std::fs::write(config.log_dir.join(format!("phases-{run}.csv")), phases);
 }
 
-/// An invoker that is never called (to read the mapping's settings).
-struct NoInvoker;
-
-impl devkit::Invoker for NoInvoker {
-    async fn invoke(
-        &self,
-        _: aws_lambda_events::event::dynamodb::Event,
-    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
-        Err("not an invoker".into())
-    }
-}
-
 /// One chaos run. `Err` only when the harness itself cannot run.
 pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let started = Instant::now();
@@ -458,9 +446,9 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let mut rng = fastrand::Rng::with_seed(config.seed);
     let outage_start = rng.u64(2..6);
     let outage_invocations = config.outage_invocations;
-    let retries = stack
-        .pump(NoInvoker, None)
-        .mapping()
+    // The template's mapping, as the pump runs it.
+    let retries = devkit::MappingSettings::from_template(&crate::root().join("template.yaml"))
+        .map_err(|e| e.to_string())?
         .maximum_retry_attempts
         .max(0) as u64;
     let publisher_proxy = Arc::new(FaultProxy::start().await);

@@ -4,7 +4,9 @@
 # Local, moto) on 127.0.0.1, then the assembled report in
 # target/chaos/report.md, with each server's peak memory. Settings: CHAOS_SEED (comma-separated, default
 # 1,2,3), CHAOS_SINKS (default eventbridge,sns-fifo), CHAOS_ORDERS (default
-# 100), CHAOS_WRITERS (default 4; 1 replays a seed exactly).
+# 100), CHAOS_WRITERS (default 4; 1 replays a seed exactly), CHAOS_KEEP=1
+# (add this invocation's runs to the ones already in target/chaos, so one
+# sink at a time can make a single report; the report lists each command).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -12,7 +14,9 @@ seeds=${CHAOS_SEED:-1,2,3}
 sinks=${CHAOS_SINKS:-eventbridge,sns-fifo}
 out=target/chaos
 mkdir -p "$out"
-rm -f "$out"/run-*.md "$out"/backlog-*.csv "$out"/phases-*.csv
+if [ "${CHAOS_KEEP:-0}" != 1 ]; then
+  rm -f "$out"/run-*.md "$out"/backlog-*.csv "$out"/phases-*.csv "$out/commands.txt" "$out/peak-memory.txt"
+fi
 
 # Build under the same environment the runs use (no rebuild between runs).
 infra/local/with-local.sh cargo test --locked --test chaos --no-run
@@ -20,7 +24,6 @@ infra/local/with-local.sh cargo build --locked --bin writer --bin publisher --bi
 
 status=0
 started=$(date +%s)
-rm -f "$out/peak-memory.txt"
 export seeds sinks out
 LOCAL_SERVER_LOG_DIR=$out infra/local/with-local.sh bash -c '
   status=0
@@ -35,13 +38,14 @@ LOCAL_SERVER_LOG_DIR=$out infra/local/with-local.sh bash -c '
   exit $status' || status=1
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s" >>"$out/commands.txt"
 dirty=$(git status --porcelain 2>/dev/null | grep -qv '^??' && echo " (with uncommitted changes)" || true)
 {
   echo "# Chaos run"
   echo
   echo "Written by \`make chaos\` (infra/local/chaos.sh) at commit \`$commit\`$dirty; nothing here is typed by hand."
   echo
-  echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s"
+  sed 's/$/  /' "$out/commands.txt"
   echo
   # Totals, computed from the rows.
   for f in "$out"/run-*.md; do [ -e "$f" ] && head -1 "$f"; done | awk -F'|' '

@@ -488,3 +488,74 @@ async fn the_sample_events_do_what_the_docs_say() {
         }
     }
 }
+
+/// Issue #25 item 8: a guarded action whose *own* condition fails while the
+/// stored version is older is not `Stale` (acknowledging it would drop the
+/// event); `Stale` is read from the stored item's version.
+#[tokio::test]
+async fn a_guarded_actions_own_condition_is_never_called_stale() {
+    use aws_sdk_dynamodb::types::Update;
+    let (sdk, table) = read_model().await;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let s = |v: &str| AttributeValue::S(v.into());
+    client
+        .put_item()
+        .table_name(&table)
+        .item("PK", s("ACCOUNT#a1"))
+        .item("SK", s("META"))
+        .item("version", AttributeValue::N("2".into()))
+        .item("state", s("LOCKED"))
+        .send()
+        .await
+        .expect("seed the account");
+    let inbox = Inbox::new(&table, inbox::DEFAULT_TTL_SECONDS).unwrap();
+    // Renames only an unlocked account, and only from an older version.
+    let rename = |version: u64| {
+        let event =
+            EventEnvelope::new("AccountRenamed", "Account", "a1", version, json!({})).unwrap();
+        let update = Update::builder()
+            .table_name(&table)
+            .key("PK", s("ACCOUNT#a1"))
+            .key("SK", s("META"))
+            .update_expression("SET #n = :n, version = :v")
+            .condition_expression("#st <> :locked")
+            .expression_attribute_names("#n", "name")
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":n", s("Ada"))
+            .expression_attribute_values(":v", AttributeValue::N(version.to_string()))
+            .expression_attribute_values(":locked", s("LOCKED"))
+            .build()
+            .unwrap();
+        let tx = inbox
+            .begin(&event)
+            .unwrap()
+            .guarded_update("account", update, version);
+        (event, tx)
+    };
+
+    // Version 3 against stored 2: the guard holds, the lock fails.
+    let (event, tx) = rename(3);
+    match tx.commit(&client).await {
+        Err(inbox::InboxError::ConditionFailed(failed)) => {
+            assert_eq!(failed.len(), 1);
+            assert_eq!(failed[0].label, "account");
+            let stored = failed[0].item.as_ref().expect("ALL_OLD item");
+            assert_eq!(stored["version"].as_n().unwrap(), "2");
+        }
+        other => panic!("a failed own condition must be an error, got {other:?}"),
+    }
+    let record = client
+        .get_item()
+        .table_name(&table)
+        .key("PK", s(&inbox::inbox_pk(event.event_id)))
+        .key("SK", s("META"))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    assert!(record.item.is_none(), "nothing was written");
+
+    // Version 2 against stored 2: the guard failed: Stale.
+    let (_, tx) = rename(2);
+    assert_eq!(tx.commit(&client).await.unwrap(), EventOutcome::Stale);
+}

@@ -10,7 +10,11 @@
 //! - a *version guard* applies a state-carrying event to an entity only when
 //!   `attribute_not_exists(version) OR version < :eventVersion`; an event at
 //!   or below the stored version is [`EventOutcome::Stale`] and changes nothing
-//!   (this also holds after the inbox record expired).
+//!   (this also holds after the inbox record expired). `Stale` is decided
+//!   from the stored item's version (`ALL_OLD`), never from the failure
+//!   alone: when a guarded action's *own* condition failed and the stored
+//!   version is older, the event is not stale, and the commit returns
+//!   [`InboxError::ConditionFailed`] (never acknowledged silently).
 //!
 //! # Example
 //!
@@ -135,8 +139,11 @@ pub enum InboxError {
     /// A setting is out of range.
     #[error("invalid inbox setting: {0}")]
     Config(String),
-    /// A condition of one of the consumer's own (unguarded) actions failed;
-    /// each failed action comes with the item as it was (`ALL_OLD`).
+    /// A condition of the consumer's own failed: an unguarded action's, or
+    /// a guarded action's own condition while the stored version was older
+    /// than the event's (so the version guard held). Each failed action
+    /// comes with the item as it was (`ALL_OLD`). Not a duplicate, not
+    /// stale: the event was not applied, and acknowledging it would drop it.
     #[error("condition failed on {}", .0.iter().map(|c| c.label.as_str()).collect::<Vec<_>>().join(", "))]
     ConditionFailed(Vec<FailedCondition>),
     /// The transaction failed; [`InboxError::is_retryable`] says whether a
@@ -303,7 +310,8 @@ impl Inbox {
 #[derive(Debug, Clone)]
 pub struct InboxTransaction {
     tx: OutboxTransaction,
-    guarded: Vec<String>,
+    /// Each guarded action's label and the version it carries.
+    guarded: Vec<(String, u64)>,
     version_attribute: String,
 }
 
@@ -352,7 +360,7 @@ impl InboxTransaction {
             &self.version_attribute,
             version,
         );
-        self.guarded.push(label.to_owned());
+        self.guarded.push((label.to_owned(), version));
         self.tx = self.tx.put(label, put);
         self
     }
@@ -367,7 +375,7 @@ impl InboxTransaction {
             &self.version_attribute,
             version,
         );
-        self.guarded.push(label.to_owned());
+        self.guarded.push((label.to_owned(), version));
         self.tx = self.tx.update(label, update);
         self
     }
@@ -379,8 +387,10 @@ impl InboxTransaction {
 
     /// Sends the transaction and classifies a cancellation: the inbox
     /// record's condition → [`EventOutcome::Duplicate`] (whatever else failed);
-    /// only guarded conditions → [`EventOutcome::Stale`]; any other condition →
-    /// [`InboxError::ConditionFailed`] with the items as they were.
+    /// only guarded actions whose stored item holds this version or a newer
+    /// one (read from `ALL_OLD`) → [`EventOutcome::Stale`]; anything else,
+    /// including a guarded action's own condition failing on an older
+    /// item → [`InboxError::ConditionFailed`] with the items as they were.
     pub async fn commit(
         self,
         client: &aws_sdk_dynamodb::Client,
@@ -388,16 +398,36 @@ impl InboxTransaction {
         let guarded = self.guarded;
         match self.tx.send(client).await {
             Ok(_) => Ok(EventOutcome::Applied),
-            Err(TransactionError::ConditionFailed(failed)) => classify(failed, &guarded),
+            Err(TransactionError::ConditionFailed(failed)) => {
+                classify(failed, &guarded, &self.version_attribute)
+            }
             Err(e) => Err(InboxError::Transaction(e)),
         }
     }
 }
 
-fn classify(failed: Vec<FailedCondition>, guarded: &[String]) -> Result<EventOutcome, InboxError> {
+fn classify(
+    failed: Vec<FailedCondition>,
+    guarded: &[(String, u64)],
+    version_attribute: &str,
+) -> Result<EventOutcome, InboxError> {
+    // The version guard failed only if the stored item holds the event's
+    // version or a newer one; otherwise the action's own condition did.
+    let guard_failed = |c: &FailedCondition| {
+        let Some((_, version)) = guarded.iter().find(|(label, _)| *label == c.label) else {
+            return false;
+        };
+        let stored = c
+            .item
+            .as_ref()
+            .and_then(|item| item.get(version_attribute))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse::<u64>().ok());
+        matches!(stored, Some(stored) if stored >= *version)
+    };
     if failed.iter().any(|c| c.label == INBOX_LABEL) {
         Ok(EventOutcome::Duplicate)
-    } else if !failed.is_empty() && failed.iter().all(|c| guarded.contains(&c.label)) {
+    } else if !failed.is_empty() && failed.iter().all(guard_failed) {
         Ok(EventOutcome::Stale)
     } else {
         Err(InboxError::ConditionFailed(failed))
@@ -444,6 +474,17 @@ mod tests {
             index: 0,
             label: label.into(),
             item: None,
+        }
+    }
+
+    /// A failed condition whose stored item is at `version`.
+    fn failed_at(label: &str, version: u64) -> FailedCondition {
+        FailedCondition {
+            item: Some(HashMap::from([(
+                DEFAULT_VERSION_ATTRIBUTE.to_owned(),
+                AttributeValue::N(version.to_string()),
+            )])),
+            ..failed(label)
         }
     }
 
@@ -524,18 +565,31 @@ mod tests {
 
     #[test]
     fn cancellations_are_classified() {
-        let guarded = vec!["row".to_owned()];
+        let guarded = vec![("row".to_owned(), 4)];
+        let classify = |failed| classify(failed, &guarded, DEFAULT_VERSION_ATTRIBUTE);
         // The inbox record wins: a duplicate of an applied event also fails
         // its guard (same version).
         assert_eq!(
-            classify(vec![failed("row"), failed(INBOX_LABEL)], &guarded).unwrap(),
+            classify(vec![failed_at("row", 4), failed(INBOX_LABEL)]).unwrap(),
             EventOutcome::Duplicate
         );
-        assert_eq!(
-            classify(vec![failed("row")], &guarded).unwrap(),
-            EventOutcome::Stale
-        );
-        let err = classify(vec![failed("row"), failed("other")], &guarded).unwrap_err();
+        // Stored at the event's version or newer: the guard failed.
+        for stored in [4, 5] {
+            assert_eq!(
+                classify(vec![failed_at("row", stored)]).unwrap(),
+                EventOutcome::Stale
+            );
+        }
+        // Stored older, without a version, or absent: the guard held, so
+        // the action's own condition failed. Never Stale.
+        let mut unversioned = failed("row");
+        unversioned.item = Some(HashMap::new());
+        for own in [failed_at("row", 3), failed("row"), unversioned] {
+            let err = classify(vec![own]).unwrap_err();
+            assert!(!err.is_retryable());
+            assert!(err.failed_condition("row").is_some());
+        }
+        let err = classify(vec![failed_at("row", 5), failed("other")]).unwrap_err();
         assert!(!err.is_retryable());
         assert!(err.failed_condition("other").is_some());
         assert!(InboxError::Transaction(TransactionError::Throttled).is_retryable());

@@ -59,6 +59,14 @@ fn sample_events_validate_and_broken_ones_do_not() {
     let mut added = envelope.clone();
     added["newField"] = serde_json::json!(true);
     testkit::contract::check_envelope(&added).unwrap();
+    // So is one added to the payload, to the order or to one of its lines
+    // (docs/events.md's evolution rules; issue #25 item 13).
+    for pointer in ["/payload", "/payload/items/0"] {
+        let mut added = envelope.clone();
+        added.pointer_mut(pointer).unwrap()["giftWrap"] = serde_json::json!(true);
+        testkit::contract::check_envelope(&added)
+            .unwrap_or_else(|e| panic!("a field added at {pointer} must validate: {e}"));
+    }
     for (pointer, value) in [
         ("/payload/status", serde_json::json!("PAID")),
         (

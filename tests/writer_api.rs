@@ -236,6 +236,8 @@ async fn bad_input_gets_a_clear_error_and_writes_nothing() {
         (json_ct.to_vec(), json!({"currency": "EUR", "items": []}).to_string(), StatusCode::BAD_REQUEST, "invalid_field", Some("customerId")),
         (json_ct.to_vec(), json!({"customerId": 5, "currency": "EUR", "items": []}).to_string(), StatusCode::BAD_REQUEST, "invalid_field", Some("customerId")),
         (json_ct.to_vec(), json!({"customerId": "c", "currency": "EUR", "items": [], "extra": 1}).to_string(), StatusCode::BAD_REQUEST, "invalid_field", Some("extra")),
+        // Requests stay strict where the event schemas are open (#25 item 13).
+        (json_ct.to_vec(), json!({"customerId": "c", "currency": "EUR", "items": [{"sku": "A", "quantity": 1, "unitPriceCents": 1, "giftWrap": true}]}).to_string(), StatusCode::BAD_REQUEST, "invalid_field", Some("items[0].giftWrap")),
         (json_ct.to_vec(), json!({"customerId": "c", "currency": "EUR", "items": [{"sku": "A", "quantity": -1, "unitPriceCents": 1}]}).to_string(), StatusCode::BAD_REQUEST, "invalid_field", Some("items[0].quantity")),
         (json_ct.to_vec(), json!({"customerId": "c", "currency": "EUR", "items": [{"sku": "A", "quantity": 1}]}).to_string(), StatusCode::BAD_REQUEST, "invalid_field", Some("items[0].unitPriceCents")),
         (json_ct.to_vec(), json!({"customerId": "c", "currency": "EUR", "items": [{"sku": "A", "quantity": 0, "unitPriceCents": 1}]}).to_string(), StatusCode::BAD_REQUEST, "invalid_field", Some("items[0].quantity")),

@@ -34,8 +34,8 @@ pub use api::{Api, ApiError, LOCAL_CALLER_ENV, MAX_BODY_BYTES};
 pub use caller::Caller;
 pub use idempotency::{IdempotencyKey, StoredResponse};
 pub use orders::{
-    CreateOrderRequest, FieldError, NewOrder, Order, OrderLine, OrderStatus, MAX_LINES,
-    MAX_SAFE_CENTS,
+    CreateOrderRequest, FieldError, NewOrder, Order, OrderLine, OrderLineRequest, OrderStatus,
+    MAX_LINES, MAX_SAFE_CENTS,
 };
 pub use service::{BackendError, OrderError, OrderService, Reply};
 pub use transaction::{

@@ -47,10 +47,15 @@ pub struct Order {
     pub updated_at: String,
 }
 
-/// One line of an order.
+/// One line of an order, as stored and carried by the events. Readers
+/// ignore fields they do not know: a version may gain fields.
+// Open on purpose (docs/events.md's evolution rules): no
+// `deny_unknown_fields`, so the event schemas carry no
+// `additionalProperties: false`. Requests are parsed strictly by
+// `OrderLineRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct OrderLine {
     /// 1 to 64 characters, no spaces or control characters.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 64)))]
@@ -84,7 +89,8 @@ impl OrderStatus {
     }
 }
 
-/// The body of `POST /orders`, as received.
+/// The body of `POST /orders`, as received. Unknown fields are refused
+/// (a typo must not be dropped silently).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateOrderRequest {
@@ -93,7 +99,19 @@ pub struct CreateOrderRequest {
     /// ISO 4217 code.
     pub currency: String,
     /// The lines.
-    pub items: Vec<OrderLine>,
+    pub items: Vec<OrderLineRequest>,
+}
+
+/// One line of `POST /orders`, as received. Unknown fields are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrderLineRequest {
+    /// The article.
+    pub sku: String,
+    /// How many.
+    pub quantity: u32,
+    /// The price of one, in cents.
+    pub unit_price_cents: u64,
 }
 
 /// A field of a request that is not acceptable.
@@ -201,7 +219,15 @@ impl TryFrom<CreateOrderRequest> for NewOrder {
         Ok(Self {
             customer_id: req.customer_id,
             currency: req.currency,
-            items: req.items,
+            items: req
+                .items
+                .into_iter()
+                .map(|line| OrderLine {
+                    sku: line.sku,
+                    quantity: line.quantity,
+                    unit_price_cents: line.unit_price_cents,
+                })
+                .collect(),
             total_cents: total,
         })
     }

@@ -196,6 +196,43 @@ fn the_local_projector_rule_is_the_templates() {
     assert_eq!(pattern, devkit::projector_pattern("outbox.orders"));
 }
 
+/// Issue #25 item 10: the projector's inbox outlives every redelivery the
+/// stack's own settings allow, and the projector is told that window.
+#[test]
+fn the_inbox_outlives_every_redelivery_the_template_allows() {
+    let template = template();
+    let resources = &template["Resources"];
+    let number = |v: &Value| {
+        v.as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .unwrap_or_else(|| panic!("not a number: {v}"))
+    };
+    let target = &resources["ProjectorRule"]["Properties"]["Targets"][0];
+    let retry = number(&target["RetryPolicy"]["MaximumEventAgeInSeconds"]);
+    let retention = number(&resources["ProjectorQueue"]["Properties"]["MessageRetentionPeriod"]);
+    let window = retry + retention;
+    let env = &resources["ProjectorFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(number(&env["INBOX_REDELIVERY_WINDOW_SECONDS"]), window);
+    assert_eq!(window, inbox::DEFAULT_REDELIVERY_WINDOW_SECONDS);
+    let ttl = &template["Parameters"]["InboxTtlSeconds"];
+    assert!(
+        number(&ttl["MinValue"]) > window,
+        "the smallest TTL accepted"
+    );
+    assert!(number(&ttl["Default"]) > window);
+    // And the projector's configuration refuses the same values.
+    let lookup = |ttl: u64| {
+        move |k: &str| match k {
+            "TABLE_NAME" => Some("rm".to_owned()),
+            "INBOX_TTL_SECONDS" => Some(ttl.to_string()),
+            "INBOX_REDELIVERY_WINDOW_SECONDS" => Some(window.to_string()),
+            _ => None,
+        }
+    };
+    assert!(inbox::Inbox::from_lookup(lookup(window)).is_err());
+    assert!(inbox::Inbox::from_lookup(lookup(number(&ttl["MinValue"]))).is_ok());
+}
+
 #[test]
 fn the_template_never_sets_the_local_caller() {
     let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();

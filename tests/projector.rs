@@ -559,3 +559,35 @@ async fn a_guarded_actions_own_condition_is_never_called_stale() {
     let (_, tx) = rename(2);
     assert_eq!(tx.commit(&client).await.unwrap(), EventOutcome::Stale);
 }
+
+/// Issue #25 item 10, through the real binary: a projector configured with
+/// an inbox TTL that a redelivery can outlive refuses to start, saying why.
+#[test]
+fn the_projector_refuses_an_inbox_ttl_shorter_than_the_redelivery_window() {
+    let binary = testkit::lambda::binary("projector").expect("projector binary");
+    let run = |ttl: &str| {
+        std::process::Command::new(&binary)
+            .env_clear()
+            .envs(testkit::lambda::loopback_env())
+            .env("TABLE_NAME", "read-model")
+            .env("INBOX_TTL_SECONDS", ttl)
+            .env("INBOX_REDELIVERY_WINDOW_SECONDS", "432000")
+            // Never reached: the settings are read before the runtime.
+            .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")
+            .output()
+            .expect("run the projector")
+    };
+    for ttl in ["3600", "432000"] {
+        let out = run(ttl);
+        assert!(!out.status.success(), "TTL {ttl} must be refused");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains("redelivery window (432000 s"),
+            "the reason is given: {text}"
+        );
+    }
+}

@@ -4,7 +4,12 @@
 //! - each event's changes go into one `TransactWriteItems` together with a
 //!   conditional put of an inbox record `PK=INBOX#<eventId>, SK=META`
 //!   (`attribute_not_exists`), kept for `INBOX_TTL_SECONDS` (default 7
-//!   days, longer than any redelivery window) by the table's TTL;
+//!   days) by the table's TTL. The TTL must exceed the *redelivery window*,
+//!   the longest time in which the same event can arrive again
+//!   (`INBOX_REDELIVERY_WINDOW_SECONDS`, default 5 days: EventBridge retries
+//!   a target for 24 hours, then an SQS queue keeps a message 4 days); a
+//!   shorter TTL is refused, because an unguarded effect (a counter) would
+//!   then count a late redelivery twice;
 //! - a transaction cancelled because the inbox record exists is
 //!   [`EventOutcome::Duplicate`], not an error: the event was applied before;
 //! - a *version guard* applies a state-carrying event to an entity only when
@@ -89,9 +94,14 @@ use ulid::Ulid;
 
 /// The default time an inbox record is kept: 7 days.
 pub const DEFAULT_TTL_SECONDS: u64 = 7 * 24 * 3600;
-/// Shortest accepted TTL: one hour (an EventBridge target retries for 24
-/// hours by default; shorter than the redelivery window defeats the inbox).
-pub const MIN_TTL_SECONDS: u64 = 3600;
+/// The default redelivery window: the longest time in which one event can
+/// arrive again at a consumer behind an EventBridge rule and an SQS queue
+/// with AWS's defaults. An EventBridge target is retried for up to 24 hours
+/// (`MaximumEventAgeInSeconds`), and the queue then keeps the message, which
+/// may be received again, for 4 days (`MessageRetentionPeriod`). The
+/// template's projector states its own (`INBOX_REDELIVERY_WINDOW_SECONDS`,
+/// equal to this, tested against its settings).
+pub const DEFAULT_REDELIVERY_WINDOW_SECONDS: u64 = 24 * 3600 + 4 * 24 * 3600;
 /// Longest accepted TTL: one year.
 pub const MAX_TTL_SECONDS: u64 = 365 * 24 * 3600;
 /// The label of the inbox record's action in the transaction.
@@ -183,16 +193,32 @@ pub struct Inbox {
 }
 
 impl Inbox {
-    /// An inbox in `table` keeping records `ttl_seconds`
-    /// ([`MIN_TTL_SECONDS`]..=[`MAX_TTL_SECONDS`]).
+    /// An inbox in `table` keeping records `ttl_seconds`, which must exceed
+    /// [`DEFAULT_REDELIVERY_WINDOW_SECONDS`] (and be at most
+    /// [`MAX_TTL_SECONDS`]).
     pub fn new(table: impl Into<String>, ttl_seconds: u64) -> Result<Self, InboxError> {
+        Self::with_redelivery_window(table, ttl_seconds, DEFAULT_REDELIVERY_WINDOW_SECONDS)
+    }
+
+    /// An inbox in `table` keeping records `ttl_seconds`, for a consumer in
+    /// which one event can arrive again up to `window_seconds` after it
+    /// first did (its source's retry period plus its queue's retention). The
+    /// TTL must exceed the window: an inbox record that expires first lets
+    /// a redelivery apply an unguarded effect twice.
+    pub fn with_redelivery_window(
+        table: impl Into<String>,
+        ttl_seconds: u64,
+        window_seconds: u64,
+    ) -> Result<Self, InboxError> {
         let table = table.into();
         if table.is_empty() {
             return Err(InboxError::Config("the table name is empty".into()));
         }
-        if !(MIN_TTL_SECONDS..=MAX_TTL_SECONDS).contains(&ttl_seconds) {
+        if ttl_seconds <= window_seconds || ttl_seconds > MAX_TTL_SECONDS {
             return Err(InboxError::Config(format!(
-                "INBOX_TTL_SECONDS must be {MIN_TTL_SECONDS} to {MAX_TTL_SECONDS}, got {ttl_seconds}"
+                "INBOX_TTL_SECONDS must be more than the redelivery window \
+                 ({window_seconds} s, INBOX_REDELIVERY_WINDOW_SECONDS) and at most \
+                 {MAX_TTL_SECONDS}, got {ttl_seconds}"
             )));
         }
         Ok(Self {
@@ -202,18 +228,25 @@ impl Inbox {
         })
     }
 
-    /// From `TABLE_NAME` and `INBOX_TTL_SECONDS` (optional) as `lookup`
+    /// From `TABLE_NAME`, `INBOX_TTL_SECONDS` and
+    /// `INBOX_REDELIVERY_WINDOW_SECONDS` (both optional) as `lookup`
     /// returns them (`std::env::var(..).ok()` in a function).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, InboxError> {
         let table = lookup("TABLE_NAME")
             .ok_or_else(|| InboxError::Config("TABLE_NAME is not set".into()))?;
-        let ttl = match lookup("INBOX_TTL_SECONDS") {
-            None => DEFAULT_TTL_SECONDS,
-            Some(text) => text.trim().parse().map_err(|_| {
-                InboxError::Config(format!("INBOX_TTL_SECONDS is not a number: {text:?}"))
-            })?,
+        let number = |name: &str, default: u64| match lookup(name) {
+            None => Ok(default),
+            Some(text) => text
+                .trim()
+                .parse()
+                .map_err(|_| InboxError::Config(format!("{name} is not a number: {text:?}"))),
         };
-        Self::new(table, ttl)
+        let ttl = number("INBOX_TTL_SECONDS", DEFAULT_TTL_SECONDS)?;
+        let window = number(
+            "INBOX_REDELIVERY_WINDOW_SECONDS",
+            DEFAULT_REDELIVERY_WINDOW_SECONDS,
+        )?;
+        Self::with_redelivery_window(table, ttl, window)
     }
 
     /// From the process environment: see [`Inbox::from_lookup`].
@@ -496,6 +529,15 @@ mod tests {
             Err(InboxError::Config(_))
         ));
         assert!(matches!(Inbox::new("t", 60), Err(InboxError::Config(_))));
+        // One hour, or anything up to the redelivery window, is refused: a
+        // redelivery could outlive the record (#25 item 10).
+        for ttl in [3600, 24 * 3600, DEFAULT_REDELIVERY_WINDOW_SECONDS] {
+            let err = Inbox::new("t", ttl).unwrap_err().to_string();
+            assert!(err.contains("redelivery window (432000 s"), "{err}");
+        }
+        assert!(Inbox::new("t", DEFAULT_REDELIVERY_WINDOW_SECONDS + 1).is_ok());
+        assert!(Inbox::with_redelivery_window("t", 7200, 3600).is_ok());
+        assert!(Inbox::with_redelivery_window("t", 3600, 3600).is_err());
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |k: &str| {
                 pairs
@@ -509,12 +551,22 @@ mod tests {
         assert!(
             Inbox::from_lookup(env(&[("TABLE_NAME", "rm"), ("INBOX_TTL_SECONDS", "x")])).is_err()
         );
+        assert!(
+            Inbox::from_lookup(env(&[("TABLE_NAME", "rm"), ("INBOX_TTL_SECONDS", "3600")]))
+                .is_err()
+        );
+        // A stack with a longer window (a 14-day queue) needs a longer TTL.
+        const LONG: &[(&str, &str)] = &[
+            ("TABLE_NAME", "rm"),
+            ("INBOX_REDELIVERY_WINDOW_SECONDS", "1296000"),
+        ];
+        assert!(Inbox::from_lookup(env(LONG)).is_err());
         assert!(Inbox::from_lookup(env(&[])).is_err());
     }
 
     #[test]
     fn the_record_is_conditional_and_expires() {
-        let inbox = Inbox::new("rm", 7200).unwrap();
+        let inbox = Inbox::with_redelivery_window("rm", 7200, 3600).unwrap();
         let e = event(2);
         let now = OffsetDateTime::from_unix_timestamp(1_000_000).unwrap();
         let put = inbox.record(&e, now).unwrap();

@@ -518,3 +518,133 @@ async fn amounts_stay_javascript_safe() {
     assert_eq!(response.status(), StatusCode::CREATED);
     assert_eq!(body(&response)["totalCents"], json!(max));
 }
+
+/// Issue #25 item 12, through the real writer binary under the local Lambda
+/// runtime: an owner is a principal, never a role session. Cognito users of
+/// one identity pool (one shared role session) are each their own caller;
+/// an assumed role is the same caller whatever its session name (a
+/// redeployed task keeps its orders), and a session name cannot be chosen
+/// to reach another caller's orders; the shared Cognito session without an
+/// identity is 401.
+#[tokio::test]
+async fn owners_are_principals_not_sessions_through_the_writer_binary() {
+    use testkit::api_event;
+    use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
+
+    let stack = Stack::new().await;
+    let writer = LambdaFunction::new(FunctionSpec {
+        name: "writer".into(),
+        binary: binary("writer").expect("writer binary"),
+        env: loopback_env()
+            .into_iter()
+            .chain([
+                ("TABLE_NAME".to_owned(), stack.table.clone()),
+                ("SINK".to_owned(), "eventbridge".to_owned()),
+                ("EVENT_BUS_NAME".to_owned(), "unused".to_owned()),
+            ])
+            .collect(),
+        timeout: std::time::Duration::from_secs(30),
+        log: std::env::temp_dir().join(format!("{}-writer.log", stack.table)),
+    });
+    let call = |who: Principal<'static>, method: &'static str, path: String| {
+        let writer = &writer;
+        async move {
+            let body = (method == "POST" && path == "/orders").then(order_json);
+            let headers: &[(&str, &str)] = if body.is_some() {
+                &[("content-type", "application/json")]
+            } else {
+                &[]
+            };
+            let event = api_event(who, method, &path, headers, body.as_deref());
+            let answer = writer
+                .invoke(event.to_string().as_bytes())
+                .await
+                .expect("the writer answers");
+            let response: Value = serde_json::from_slice(&answer).expect("an API response");
+            let status = response["statusCode"].as_u64().expect("a status");
+            let body: Value = response["body"]
+                .as_str()
+                .and_then(|b| serde_json::from_str(b).ok())
+                .unwrap_or(Value::Null);
+            (status, body)
+        }
+    };
+    let session = |name: &str| {
+        Principal::Iam(Box::leak(
+            format!("arn:aws:sts::123456789012:assumed-role/OrdersService/{name}").into_boxed_str(),
+        ))
+    };
+    let owner = |id: String| {
+        let stack = &stack;
+        async move {
+            let meta = stack.get(&format!("ORDER#{id}"), "META").await.unwrap();
+            meta["ownerId"].as_s().unwrap().clone()
+        }
+    };
+
+    // Two users of one identity pool: two callers.
+    let (status, ada) = call(
+        Principal::Cognito("us-east-1:ada"),
+        "POST",
+        "/orders".into(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let ada = ada["orderId"].as_str().unwrap().to_owned();
+    assert_eq!(owner(ada.clone()).await, "cognito:us-east-1:ada");
+    let (status, _) = call(
+        Principal::Cognito("us-east-1:bea"),
+        "GET",
+        format!("/orders/{ada}"),
+    )
+    .await;
+    assert_eq!(status, 404, "another pool user does not see it");
+    let (status, _) = call(
+        Principal::Cognito("us-east-1:bea"),
+        "POST",
+        format!("/orders/{ada}/payment"),
+    )
+    .await;
+    assert_eq!(status, 404, "nor pay it");
+    let (status, _) = call(
+        Principal::Cognito("us-east-1:ada"),
+        "GET",
+        format!("/orders/{ada}"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    // The pool's shared session without its identity: nobody.
+    let (status, body) = call(
+        Principal::Iam(testkit::COGNITO_SESSION_ARN),
+        "GET",
+        format!("/orders/{ada}"),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (401, Some("unauthenticated"))
+    );
+
+    // A service's role: one caller across sessions (a redeployed task).
+    let (status, svc) = call(session("task-1"), "POST", "/orders".into()).await;
+    assert_eq!(status, 201);
+    let svc = svc["orderId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        owner(svc.clone()).await,
+        "iam:arn:aws:sts::123456789012:assumed-role/OrdersService"
+    );
+    let (status, _) = call(session("task-2"), "POST", format!("/orders/{svc}/payment")).await;
+    assert_eq!(
+        status, 200,
+        "the next task of the same service pays its order"
+    );
+    // A session named after another principal reaches nothing of theirs.
+    let (status, _) = call(session("us-east-1:ada"), "GET", format!("/orders/{ada}")).await;
+    assert_eq!(status, 404);
+    let alice = "arn:aws:iam::123456789012:user/alice";
+    let (status, mine) = call(Principal::Iam(alice), "POST", "/orders".into()).await;
+    assert_eq!(status, 201);
+    let mine = mine["orderId"].as_str().unwrap().to_owned();
+    let (status, _) = call(session("alice"), "GET", format!("/orders/{mine}")).await;
+    assert_eq!(status, 404);
+}

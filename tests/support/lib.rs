@@ -181,7 +181,7 @@ pub const TEST_CALLER_ARN: &str = "arn:aws:iam::123456789012:user/tests";
 
 /// The caller of [`request`]'s requests, for calls to the service itself.
 pub fn test_caller() -> writer::Caller {
-    writer::Caller::iam(TEST_CALLER_ARN).expect("a valid principal")
+    writer::Caller::iam(TEST_CALLER_ARN, None).expect("a valid principal")
 }
 
 /// Who API Gateway says sent a request.
@@ -191,9 +191,16 @@ pub enum Principal<'a> {
     Iam(&'a str),
     /// `requestContext.authorizer.jwt.claims.sub`
     Jwt(&'a str),
+    /// Cognito identity-pool credentials: the pool's shared role session
+    /// ([`COGNITO_SESSION_ARN`]) and `cognitoIdentity.identityId`.
+    Cognito(&'a str),
     /// No authorizer.
     Anonymous,
 }
+
+/// The role session every user of a Cognito identity pool signs with.
+pub const COGNITO_SESSION_ARN: &str =
+    "arn:aws:sts::123456789012:assumed-role/AuthRole/CognitoIdentityCredentials";
 
 /// An API Gateway request built in code: `method`, `path`, headers, body,
 /// from the IAM principal [`TEST_CALLER_ARN`].
@@ -214,6 +221,19 @@ pub fn request_from(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> lambda_http::Request {
+    let event = api_event(principal, method, path, headers, body);
+    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway event")
+}
+
+/// The API Gateway (HTTP API, payload 2.0) event of [`request_from`], as a
+/// function receives it.
+pub fn api_event(
+    principal: Principal<'_>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> serde_json::Value {
     let mut event = serde_json::json!({
         "version": "2.0",
         "routeKey": "$default",
@@ -239,6 +259,13 @@ pub fn request_from(
             event["requestContext"]["authorizer"] =
                 serde_json::json!({"iam": {"accountId": "123456789012", "userArn": arn}});
         }
+        Principal::Cognito(identity) => {
+            event["requestContext"]["authorizer"] = serde_json::json!({"iam": {
+                "accountId": "123456789012", "userArn": COGNITO_SESSION_ARN,
+                "userId": "AROAEXAMPLE:CognitoIdentityCredentials",
+                "cognitoIdentity": {"amr": ["authenticated"], "identityId": identity,
+                                    "identityPoolId": "us-east-1:pool"}}});
+        }
         Principal::Jwt(sub) => {
             event["requestContext"]["authorizer"] = serde_json::json!({"jwt": {"claims": {"sub": sub, "iss": "https://issuer.example"}, "scopes": null}});
         }
@@ -250,7 +277,7 @@ pub fn request_from(
     if let Some(body) = body {
         event["body"] = serde_json::json!(body);
     }
-    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway event")
+    event
 }
 
 /// A transient failure as a throttled sink reports it.

@@ -6,8 +6,9 @@
 //! | `POST /orders/{id}/payment` | 200 + order | 400, 401, 404, 409, 422, 503, 500 |
 //! | `GET /orders/{id}` | 200 + order | 401, 404, 503, 500 |
 //!
-//! The caller is the authorizer's principal: the IAM caller's ARN, or the
-//! JWT's `sub`. A request without one is 401 `unauthenticated`, unless the
+//! The caller is the authorizer's principal ([`Caller::iam`]: the Cognito
+//! identity, the role of an assumed-role session, else the IAM ARN; or the
+//! JWT's `sub`). A request without one is 401 `unauthenticated`, unless the
 //! function runs with `WRITER_LOCAL_CALLER` (local runs under `cargo lambda
 //! watch`, which has no authorizer; the template never sets it). An order of
 //! another caller is 404, exactly like one that does not exist.
@@ -219,28 +220,39 @@ impl Api {
         }
     }
 
-    /// The principal API Gateway authorized: the IAM caller's ARN, or the
-    /// JWT's `sub`; else the local caller, if one is set; else 401.
+    /// The principal API Gateway authorized (`Caller::iam`: the Cognito
+    /// identity, the role of an assumed-role session, or the IAM ARN; or
+    /// the JWT's `sub`); else the local caller, if one is set; else 401.
     fn caller(&self, request: &Request) -> Result<Caller, ApiError> {
         let authorizer = match request.request_context_ref() {
             Some(RequestContext::ApiGatewayV2(context)) => context.authorizer.as_ref(),
             _ => None,
         };
-        let principal = authorizer.and_then(|a| {
-            let iam = a.iam.as_ref().and_then(|iam| iam.user_arn.as_deref());
-            let jwt = a.jwt.as_ref().and_then(|jwt| jwt.claims.get("sub"));
-            iam.and_then(Caller::iam)
-                .or_else(|| jwt.and_then(|sub| Caller::jwt(sub)))
+        let iam = authorizer.and_then(|a| a.iam.as_ref()).and_then(|iam| {
+            let cognito = iam
+                .cognito_identity
+                .as_ref()
+                .and_then(|c| c.identity_id.as_deref());
+            iam.user_arn.as_deref().map(|arn| (arn, cognito))
         });
-        principal
-            .or_else(|| self.local_caller.clone())
-            .ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthenticated",
-                    "the request carries no authenticated principal",
-                )
-            })
+        let jwt = authorizer
+            .and_then(|a| a.jwt.as_ref())
+            .and_then(|jwt| jwt.claims.get("sub"));
+        // A request that carries a principal is that principal or nobody
+        // (401): never the JWT or the local caller instead. The local
+        // caller stands in only for requests without one.
+        let principal = match (iam, jwt) {
+            (Some((arn, cognito)), _) => Caller::iam(arn, cognito),
+            (None, Some(sub)) => Caller::jwt(sub),
+            (None, None) => self.local_caller.clone(),
+        };
+        principal.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "the request carries no authenticated principal",
+            )
+        })
     }
 }
 

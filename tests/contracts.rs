@@ -269,6 +269,53 @@ fn the_openapi_order_is_the_event_schemas_order() {
     }
 }
 
+/// Issue #25 item 14: every error code the writer can answer is in the
+/// document's `Error.code` enum and nothing else is, and each is
+/// documented as a response of its one status, by name.
+#[test]
+fn the_documented_error_codes_are_the_codes_the_writer_answers() {
+    use writer::ErrorCode;
+    let doc = openapi();
+    let documented: Vec<&str> = doc["components"]["schemas"]["Error"]["properties"]["error"]
+        ["properties"]["code"]["enum"]
+        .as_array()
+        .expect("an enum of codes")
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let answered: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+    assert_eq!(documented, answered);
+    // Every (status, description) a documented operation can answer.
+    let resolve = |response: &Value| -> Value {
+        match response["$ref"].as_str() {
+            Some(r) => doc.pointer(&r.replace("#/", "/")).cloned().unwrap(),
+            None => response.clone(),
+        }
+    };
+    let mut responses = Vec::new();
+    for (_, item) in doc["paths"].as_object().unwrap() {
+        for (_, operation) in item.as_object().unwrap() {
+            for (status, response) in operation["responses"].as_object().into_iter().flatten() {
+                let response = resolve(response);
+                responses.push((
+                    status.clone(),
+                    response["description"].as_str().unwrap_or("").to_owned(),
+                ));
+            }
+        }
+    }
+    for code in ErrorCode::ALL {
+        let status = code.status().as_u16().to_string();
+        let name = format!("`{}`", code.as_str());
+        assert!(
+            responses
+                .iter()
+                .any(|(s, d)| *s == status && d.contains(&name)),
+            "{name}: no documented {status} response names it"
+        );
+    }
+}
+
 #[test]
 fn the_response_check_finds_what_is_off_the_document() {
     use lambda_http::{Body, Response};

@@ -286,13 +286,35 @@ async fn bad_input_gets_a_clear_error_and_writes_nothing() {
         assert_eq!(body(&response)["error"]["code"], "invalid_json", "{path}");
     }
 
-    // Wrong method and route.
-    let response = service
-        .handle(request("DELETE", "/orders", &[], None))
-        .await;
-    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    // Wrong method and route (#25 item 14): 405 with `Allow`, 404
+    // route_not_found, both documented.
+    for (method, path, allow) in [
+        ("DELETE", "/orders", "POST"),
+        ("GET", "/orders/01J00000000000000000000000/payment", "POST"),
+        ("PUT", "/orders/01J00000000000000000000000", "GET"),
+    ] {
+        let response = service.handle(request(method, path, &[], None)).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}"
+        );
+        assert_eq!(response.headers()["allow"], allow, "{method} {path}");
+        assert_eq!(body(&response)["error"]["code"], "method_not_allowed");
+    }
     let response = service.handle(request("GET", "/nowhere", &[], None)).await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(body(&response)["error"]["code"], "route_not_found");
+
+    // The payment's body, when sent, is `{}`: a field is refused, as the
+    // document's `maxProperties: 0` says, before the order is read.
+    let pay = "/orders/01J00000000000000000000000/payment";
+    let response = service
+        .handle(request("POST", pay, &json_ct, Some(r#"{"amount": 5}"#)))
+        .await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(body(&response)["error"]["code"], "invalid_field");
+    assert_eq!(body(&response)["error"]["field"], "amount");
 
     // Samples of bad input behave the same.
     for (sample, status) in [

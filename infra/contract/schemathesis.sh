@@ -3,8 +3,13 @@
 # validated (openapi-spec-validator), then schemathesis generates requests
 # for every operation (valid and invalid ones) and sends them to the real
 # `writer` binary under `cargo lambda watch` on 127.0.0.1, backed by the
-# moto server. Its checks: no 5xx, every status, content type, header and
-# body as documented. Run through `make test` (a bounded number of examples
+# moto server. Both kinds of data: valid requests (positive) and requests
+# the document forbids (negative). Its checks: no 5xx; every status, content
+# type, header and body as documented; a valid request is never refused for
+# its shape (positive_data_acceptance) and a forbidden one always is
+# (negative_data_rejection); a missing required header is refused; an
+# undocumented method is 405 with `Allow`. So the document and the code
+# cannot drift apart silently (schemathesis.toml: the one state answer, 422). Run through `make test` (a bounded number of examples
 # per operation) or `make fuzz` (FUZZ_EXAMPLES, default 500).
 #
 # cargo lambda watch has no authorizer: the writer runs with
@@ -36,9 +41,11 @@ wait_listening "$port" "$state/watch.log"
 
 echo "contract: schemathesis, $examples examples per operation (seed $seed)"
 # infra/contract/hooks.py drops only the local emulator's own 500s (see there).
-SCHEMATHESIS_HOOKS=hooks PYTHONPATH=infra/contract .venv-contract/bin/schemathesis run docs/openapi.yaml \
+SCHEMATHESIS_HOOKS=hooks PYTHONPATH=infra/contract .venv-contract/bin/schemathesis \
+  --config-file infra/contract/schemathesis.toml run docs/openapi.yaml \
   --url "http://127.0.0.1:$port/lambda-url/writer" \
-  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance \
+  --mode all \
+  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,negative_data_rejection,positive_data_acceptance,missing_required_header,unsupported_method,allow_header_conformance \
   --max-examples "$examples" \
   --seed "$seed" \
   --generation-database none \

@@ -2,9 +2,11 @@
 //!
 //! | route | success | errors |
 //! |---|---|---|
-//! | `POST /orders` | 201 + order | 400, 401, 413, 415, 422, 503, 500 |
-//! | `POST /orders/{id}/payment` | 200 + order | 400, 401, 404, 409, 422, 503, 500 |
-//! | `GET /orders/{id}` | 200 + order | 401, 404, 503, 500 |
+//! | `POST /orders` | 201 + order | 400, 401, 405, 409, 413, 415, 422, 503, 500 |
+//! | `POST /orders/{id}/payment` | 200 + order | 400, 401, 404, 405, 409, 413, 415, 422, 503, 500 |
+//! | `GET /orders/{id}` | 200 + order | 401, 404, 405, 503, 500 |
+//!
+//! Each error's status follows from its [`ErrorCode`].
 //!
 //! The caller is the authorizer's principal ([`Caller::iam`]: the Cognito
 //! identity, the role of an assumed-role session, else the IAM ARN; or the
@@ -25,7 +27,7 @@ use serde_json::json;
 
 use crate::caller::Caller;
 use crate::idempotency::IdempotencyKey;
-use crate::orders::{CreateOrderRequest, NewOrder, Order};
+use crate::orders::{CreateOrderRequest, NewOrder, Order, PaymentRequest};
 use crate::service::{OrderError, OrderService, Reply};
 
 /// The environment variable naming the caller of requests that carry no
@@ -37,66 +39,161 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 const RETRY_AFTER_SECONDS: u32 = 1;
 
-/// An error response: status, stable machine code, human message.
+/// Every error `code` the API answers, each with its one HTTP status.
+/// `docs/openapi.yaml`'s `Error.code` enum lists exactly these
+/// (`tests/contracts.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// 400: the body is not JSON, or empty where one is needed.
+    InvalidJson,
+    /// 400: a field is missing, of the wrong type, out of range or unknown.
+    InvalidField,
+    /// 400: the `Idempotency-Key` header is not acceptable.
+    InvalidIdempotencyKey,
+    /// 401: no authenticated principal.
+    Unauthenticated,
+    /// 404: no such order, or another caller's.
+    OrderNotFound,
+    /// 404: no such route.
+    RouteNotFound,
+    /// 405: the path exists, the method does not (`Allow` lists the one that does).
+    MethodNotAllowed,
+    /// 409: the order is not `PENDING`.
+    OrderNotPending,
+    /// 409: a concurrent change, or the same key in progress.
+    Conflict,
+    /// 413: the body is too large.
+    BodyTooLarge,
+    /// 415: the body is not `application/json`.
+    UnsupportedMediaType,
+    /// 422: the key was used for a different request.
+    IdempotencyKeyReused,
+    /// 503: throttled; `Retry-After` says when to retry.
+    Throttled,
+    /// 500: anything else; the cause is in the log only.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in the document's order.
+    pub const ALL: [Self; 14] = [
+        Self::InvalidJson,
+        Self::InvalidField,
+        Self::InvalidIdempotencyKey,
+        Self::Unauthenticated,
+        Self::OrderNotFound,
+        Self::RouteNotFound,
+        Self::MethodNotAllowed,
+        Self::OrderNotPending,
+        Self::Conflict,
+        Self::BodyTooLarge,
+        Self::UnsupportedMediaType,
+        Self::IdempotencyKeyReused,
+        Self::Throttled,
+        Self::Internal,
+    ];
+
+    /// The `code` of the JSON body.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidJson => "invalid_json",
+            Self::InvalidField => "invalid_field",
+            Self::InvalidIdempotencyKey => "invalid_idempotency_key",
+            Self::Unauthenticated => "unauthenticated",
+            Self::OrderNotFound => "order_not_found",
+            Self::RouteNotFound => "route_not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::OrderNotPending => "order_not_pending",
+            Self::Conflict => "conflict",
+            Self::BodyTooLarge => "body_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::Throttled => "throttled",
+            Self::Internal => "internal",
+        }
+    }
+
+    /// The status every response with this code has.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::InvalidJson | Self::InvalidField | Self::InvalidIdempotencyKey => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Self::OrderNotFound | Self::RouteNotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::OrderNotPending | Self::Conflict => StatusCode::CONFLICT,
+            Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Throttled => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// An error response: stable machine code (and its status), human message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
-    /// The HTTP status.
-    pub status: StatusCode,
-    /// The error code of the JSON body.
-    pub code: &'static str,
+    /// The error code of the JSON body; it decides the status.
+    pub code: ErrorCode,
     /// A message for people.
     pub message: String,
     /// The request field at fault, if one is.
     pub field: Option<String>,
+    /// For a 405: the methods the path allows (the `Allow` header).
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            status,
             code,
             message: message.into(),
             field: None,
+            allow: None,
         }
     }
 
-    fn field(code: &'static str, field: impl Into<String>, message: impl Into<String>) -> Self {
+    fn field(code: ErrorCode, field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             field: Some(field.into()),
-            ..Self::new(StatusCode::BAD_REQUEST, code, message)
+            ..Self::new(code, message)
         }
     }
 
     fn throttled() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "throttled",
-            "the service is busy; retry later",
-        )
+        Self::new(ErrorCode::Throttled, "the service is busy; retry later")
     }
 
     fn internal(error: &dyn std::error::Error) -> Self {
         // The cause goes to the log, never to the client.
         let detail = outbox_core::telemetry::error_chain(error);
         tracing::error!(detail, "internal error");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error",
-        )
+        Self::new(ErrorCode::Internal, "internal error")
+    }
+
+    /// The HTTP status of the response.
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
     }
 
     /// The JSON response.
     pub fn into_response(self) -> Response<Body> {
-        let mut error = json!({"code": self.code, "message": self.message});
+        let mut error = json!({"code": self.code.as_str(), "message": self.message});
         if let Some(field) = self.field {
             error["field"] = json!(field);
         }
-        let mut response = json_response(self.status, json!({ "error": error }).to_string());
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        let mut response = json_response(self.code.status(), json!({ "error": error }).to_string());
+        if self.code == ErrorCode::Throttled {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, RETRY_AFTER_SECONDS.into());
+        }
+        if let Some(allow) = self.allow {
+            response
+                .headers_mut()
+                .insert(header::ALLOW, header::HeaderValue::from_static(allow));
         }
         response
     }
@@ -108,14 +205,12 @@ impl From<OrderError> for ApiError {
         match e {
             OrderError::NotFound => not_found(),
             OrderError::NotPending(status) => Self::new(
-                StatusCode::CONFLICT,
-                "order_not_pending",
+                ErrorCode::OrderNotPending,
                 format!("order is {status}; only PENDING orders can be paid"),
             ),
             OrderError::KeyReused => key_reused(),
             OrderError::Conflict => Self::new(
-                StatusCode::CONFLICT,
-                "conflict",
+                ErrorCode::Conflict,
                 "the order is being changed concurrently, or a request with this idempotency key is in progress; retry",
             ),
             OrderError::Throttled => Self::throttled(),
@@ -125,13 +220,12 @@ impl From<OrderError> for ApiError {
 }
 
 fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "order_not_found", "no such order")
+    ApiError::new(ErrorCode::OrderNotFound, "no such order")
 }
 
 fn key_reused() -> ApiError {
     ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "idempotency_key_reused",
+        ErrorCode::IdempotencyKeyReused,
         "this Idempotency-Key was used for a different request",
     )
 }
@@ -198,19 +292,20 @@ impl Api {
             [.., "orders", id, "payment"] if method == Method::POST => Route::Pay(id),
             [.., "orders", id] if method == Method::GET => Route::Get(id),
             [.., "orders"] | [.., "orders", _, "payment"] | [.., "orders", _] => {
-                return Err(ApiError::new(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "method_not_allowed",
-                    format!("{method} is not allowed here"),
-                ))
+                let allow = if matches!(segments.as_slice(), [.., "orders", _]) {
+                    "GET"
+                } else {
+                    "POST"
+                };
+                return Err(ApiError {
+                    allow: Some(allow),
+                    ..ApiError::new(
+                        ErrorCode::MethodNotAllowed,
+                        format!("{method} is not allowed here; {allow} is"),
+                    )
+                });
             }
-            _ => {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "route_not_found",
-                    "no such route",
-                ))
-            }
+            _ => return Err(ApiError::new(ErrorCode::RouteNotFound, "no such route")),
         };
         let caller = self.caller(request)?;
         match route {
@@ -248,8 +343,7 @@ impl Api {
         };
         principal.ok_or_else(|| {
             ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthenticated",
+                ErrorCode::Unauthenticated,
                 "the request carries no authenticated principal",
             )
         })
@@ -271,7 +365,7 @@ async fn create(
     let key = idempotency_key(request.headers())?;
     let body: CreateOrderRequest = json_body(request)?;
     let new = NewOrder::try_from(body)
-        .map_err(|e| ApiError::field("invalid_field", &e.field, e.to_string()))?;
+        .map_err(|e| ApiError::field(ErrorCode::InvalidField, &e.field, e.to_string()))?;
     let outcome = service
         .create(caller, new, key.as_ref(), traceparent)
         .await?;
@@ -286,9 +380,10 @@ async fn pay(
     traceparent: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     let key = idempotency_key(request.headers())?;
-    // The payment takes no body; one that is sent must still be JSON.
+    // The payment takes no body; one that is sent must be an empty JSON
+    // object (docs/openapi.yaml: `maxProperties: 0`).
     if !body_bytes(request.body()).is_empty() {
-        let _: serde_json::Map<String, serde_json::Value> = json_body(request)?;
+        let _: PaymentRequest = json_body(request)?;
     }
     let outcome = service.pay(caller, id, key.as_ref(), traceparent).await?;
     Ok(reply_response(outcome, StatusCode::OK))
@@ -357,7 +452,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, ApiErr
 fn invalid_key(message: &str) -> ApiError {
     ApiError {
         field: Some("Idempotency-Key".into()),
-        ..ApiError::new(StatusCode::BAD_REQUEST, "invalid_idempotency_key", message)
+        ..ApiError::new(ErrorCode::InvalidIdempotencyKey, message)
     }
 }
 
@@ -378,8 +473,7 @@ fn json_body<T: serde::de::DeserializeOwned>(request: &Request) -> Result<T, Api
     let bytes = body_bytes(request.body());
     if bytes.len() > MAX_BODY_BYTES {
         return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
+            ErrorCode::BodyTooLarge,
             format!("body must be at most {MAX_BODY_BYTES} bytes"),
         ));
     }
@@ -388,15 +482,13 @@ fn json_body<T: serde::de::DeserializeOwned>(request: &Request) -> Result<T, Api
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
     if !json_type {
         return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
+            ErrorCode::UnsupportedMediaType,
             "Content-Type must be application/json",
         ));
     }
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
+            ErrorCode::InvalidJson,
             "a JSON body is required",
         ));
     }
@@ -415,7 +507,11 @@ fn json_body<T: serde::de::DeserializeOwned>(request: &Request) -> Result<T, Api
                     }
                     _ => path,
                 };
-                ApiError::field("invalid_field", &field, format!("{field}: {message}"))
+                ApiError::field(
+                    ErrorCode::InvalidField,
+                    &field,
+                    format!("{field}: {message}"),
+                )
             }
             _ => invalid_json(&inner),
         }
@@ -426,8 +522,7 @@ fn json_body<T: serde::de::DeserializeOwned>(request: &Request) -> Result<T, Api
 
 fn invalid_json(e: &serde_json::Error) -> ApiError {
     ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "invalid_json",
+        ErrorCode::InvalidJson,
         format!("body is not valid JSON: {}", strip_position(&e.to_string())),
     )
 }

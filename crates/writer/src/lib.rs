@@ -30,12 +30,12 @@ mod service;
 /// too); it is re-exported here, where users of the writer look for it.
 pub use outbox_core::transaction;
 
-pub use api::{Api, ApiError, LOCAL_CALLER_ENV, MAX_BODY_BYTES};
+pub use api::{Api, ApiError, ErrorCode, LOCAL_CALLER_ENV, MAX_BODY_BYTES};
 pub use caller::Caller;
 pub use idempotency::{IdempotencyKey, StoredResponse};
 pub use orders::{
     CreateOrderRequest, FieldError, NewOrder, Order, OrderLine, OrderLineRequest, OrderStatus,
-    MAX_LINES, MAX_SAFE_CENTS,
+    PaymentRequest, MAX_LINES, MAX_SAFE_CENTS,
 };
 pub use service::{BackendError, OrderError, OrderService, Reply};
 pub use transaction::{

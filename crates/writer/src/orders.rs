@@ -103,15 +103,47 @@ pub struct CreateOrderRequest {
 }
 
 /// One line of `POST /orders`, as received. Unknown fields are refused.
+/// Numbers are JSON Schema integers: `3` and `3.0` are the same integer
+/// (docs/openapi.yaml says `type: integer`), `3.5` is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OrderLineRequest {
     /// The article.
     pub sku: String,
     /// How many.
+    #[serde(deserialize_with = "integer")]
     pub quantity: u32,
     /// The price of one, in cents.
+    #[serde(deserialize_with = "integer")]
     pub unit_price_cents: u64,
+}
+
+/// The body of `POST /orders/{id}/payment`, when one is sent: an empty
+/// object. Any field is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentRequest {}
+
+/// A JSON Schema integer: a number without a fractional part (`5` or
+/// `5.0`), at least 0, at most 2^53 − 1 and within `T`.
+fn integer<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    use serde::de::Error;
+    let number = serde_json::Number::deserialize(deserializer)?;
+    let whole = number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=MAX_SAFE_CENTS as f64).contains(f))
+            .map(|f| f as u64)
+    });
+    whole.and_then(|n| T::try_from(n).ok()).ok_or_else(|| {
+        D::Error::custom(format!(
+            "expected a non-negative integer in range, got {number}"
+        ))
+    })
 }
 
 /// A field of a request that is not acceptable.
@@ -239,6 +271,29 @@ mod tests {
 
     fn request(json: serde_json::Value) -> Result<NewOrder, FieldError> {
         NewOrder::try_from(serde_json::from_value::<CreateOrderRequest>(json).unwrap())
+    }
+
+    #[test]
+    fn integers_may_be_written_as_whole_floats() {
+        let order = request(serde_json::json!({
+            "customerId": "c-1", "currency": "EUR",
+            "items": [{"sku": "A", "quantity": 2.0, "unitPriceCents": 1.5e2}]
+        }))
+        .unwrap();
+        assert_eq!(order.total_cents, 300);
+        for line in [
+            serde_json::json!({"sku": "A", "quantity": 2.5, "unitPriceCents": 1}),
+            serde_json::json!({"sku": "A", "quantity": -1, "unitPriceCents": 1}),
+            serde_json::json!({"sku": "A", "quantity": 4294967296u64, "unitPriceCents": 1}),
+            serde_json::json!({"sku": "A", "quantity": "2", "unitPriceCents": 1}),
+            serde_json::json!({"sku": "A", "quantity": 1, "unitPriceCents": 1e300}),
+        ] {
+            let body = serde_json::json!({"customerId": "c", "currency": "EUR", "items": [line]});
+            assert!(
+                serde_json::from_value::<CreateOrderRequest>(body).is_err(),
+                "{line}"
+            );
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use projector::{project_batch, Counts, Projector};
 use serde_json::json;
 use testkit::lambda::{FunctionSpec, LambdaFunction};
 use testkit::proxy::{Fault, FaultProxy};
-use testkit::{sdk, unique, InProcessPublisher, Item, Stack};
+use testkit::{far_deadline, sdk, unique, InProcessPublisher, Item, Stack};
 
 /// A fresh read-model table.
 async fn read_model() -> (aws_config::SdkConfig, String) {
@@ -137,10 +137,11 @@ async fn duplicates_in_one_batch_and_across_batches_apply_once() {
     let created = order_event("o1", "c1", 1, false, 1500);
     let paid = order_event("o1", "c1", 2, true, 1500);
 
-    let (response, counts) = project_batch(&p, &batch(&[&created, &created, &paid])).await;
+    let (response, counts) =
+        project_batch(&p, &batch(&[&created, &created, &paid]), &far_deadline()).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!((counts.applied, counts.duplicate), (2, 1));
-    let (response, counts) = project_batch(&p, &batch(&[&paid, &created])).await;
+    let (response, counts) = project_batch(&p, &batch(&[&paid, &created]), &far_deadline()).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!((counts.applied, counts.duplicate), (0, 2));
 
@@ -183,7 +184,7 @@ async fn every_arrival_order_of_create_and_pay_gives_the_same_read_model() {
         let paid = order_event(&order, &customer, 2, true, cents);
         for which in arrival {
             let body = if *which == "C" { &created } else { &paid };
-            let (response, counts) = project_batch(&p, &batch(&[body])).await;
+            let (response, counts) = project_batch(&p, &batch(&[body]), &far_deadline()).await;
             assert!(response.batch_item_failures.is_empty(), "{arrival:?}");
             totals.applied += counts.applied;
             totals.duplicate += counts.duplicate;
@@ -262,6 +263,7 @@ async fn unknown_types_are_ignored_and_malformed_bodies_are_reported() {
             &good,
             &next_version,
         ]),
+        &far_deadline(),
     )
     .await;
     assert_eq!(failed_ids(&response), vec!["m1", "m2", "m3"]);
@@ -280,11 +282,12 @@ async fn throttling_on_the_read_model_is_reported_retried_and_applied_once() {
     let created = order_event("o1", "c1", 1, false, 900);
     // More throttles than the SDK's 3 attempts: the message is reported.
     proxy.inject("TransactWriteItems", Fault::Throttle, Some(3));
-    let (response, counts) = project_batch(&p, &batch(&[&created])).await;
+    let (response, counts) = project_batch(&p, &batch(&[&created]), &far_deadline()).await;
     assert_eq!(failed_ids(&response), vec!["m0"]);
     assert_eq!(counts.failed, 1);
     // Its redelivery applies it; a further one is a duplicate.
-    let (response, counts) = project_batch(&p, &batch(&[&created, &created])).await;
+    let (response, counts) =
+        project_batch(&p, &batch(&[&created, &created]), &far_deadline()).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!((counts.applied, counts.duplicate), (1, 1));
     assert_eq!(model(&sdk, &table).await.summaries["c1"], (1, 0, 0));
@@ -311,7 +314,7 @@ async fn the_sqs_mapping_emulator_retries_reported_messages_then_dead_letters_th
         |event| {
             let p = &p;
             async move {
-                let (response, _) = project_batch(p, &event).await;
+                let (response, _) = project_batch(p, &event, &far_deadline()).await;
                 Ok(failed_ids(&response).into_iter().collect::<HashSet<_>>())
             }
         },
@@ -466,7 +469,8 @@ async fn the_sample_events_do_what_the_docs_say() {
     ] {
         let (sdk, table) = read_model().await;
         let event: SqsEvent = serde_json::from_str(&testkit::sample(sample)).unwrap();
-        let (response, counts) = project_batch(&projector(&sdk, &table), &event).await;
+        let (response, counts) =
+            project_batch(&projector(&sdk, &table), &event, &far_deadline()).await;
         assert_eq!(
             (
                 counts.applied,
@@ -590,4 +594,60 @@ fn the_projector_refuses_an_inbox_ttl_shorter_than_the_redelivery_window() {
             "the reason is given: {text}"
         );
     }
+}
+
+/// Issue #25 item 11, through the real projector binary: with the read
+/// model's table hung on the wire, the function still answers before its
+/// timeout, reporting every message (the one cut in flight and the ones
+/// never started), instead of timing out the whole batch. After the table
+/// heals, the redelivered batch applies each message once.
+#[tokio::test]
+async fn a_hung_table_costs_the_batch_its_turn_not_a_timeout() {
+    let (_, table) = read_model().await;
+    let proxy = FaultProxy::start().await;
+    let sdk = proxy.sdk().await;
+    let function = LambdaFunction::new(FunctionSpec {
+        name: "projector".into(),
+        binary: testkit::lambda::binary("projector").unwrap(),
+        env: testkit::lambda::loopback_env()
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("AWS_ENDPOINT_URL"))
+            .chain(devkit::endpoint_env_at(&proxy.endpoint))
+            .chain([("TABLE_NAME".to_owned(), table.clone())])
+            .collect(),
+        // The projector's timeout is 30 s in the template; a short one
+        // here, with the same margin.
+        timeout: Duration::from_secs(8),
+        log: std::env::temp_dir().join(format!("{table}-hung.log")),
+    });
+    let bodies: Vec<String> = (0..10)
+        .map(|i| order_event(&format!("o{i}"), "c1", 1, false, 100))
+        .collect();
+    let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
+    let event = batch(&refs);
+    let payload = serde_json::to_vec(&event).unwrap();
+
+    proxy.inject("TransactWriteItems", Fault::Hang, None);
+    let answer = function
+        .invoke(&payload)
+        .await
+        .expect("an answer, not a timeout of the whole batch");
+    let response: SqsBatchResponse = serde_json::from_slice(&answer).unwrap();
+    let mut reported = failed_ids(&response);
+    reported.sort();
+    let mut all: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    all.sort();
+    assert_eq!(reported, all, "every message is reported");
+    assert_eq!(
+        proxy.seen("TransactWriteItems"),
+        1,
+        "only the first was started"
+    );
+
+    proxy.heal();
+    let answer = function.invoke(&payload).await.expect("an answer");
+    let response: SqsBatchResponse = serde_json::from_slice(&answer).unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    let model = model(&sdk, &table).await;
+    assert_eq!(model.summaries["c1"], (10, 0, 0), "each order once");
 }

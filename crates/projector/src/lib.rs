@@ -17,12 +17,21 @@
 //! - an error is reported for retry; whether a retry can help is logged.
 //!
 //! One EMF line per invocation: `Applied`, `Duplicate`, `Stale`, `Ignored`,
-//! `Failed` and `ProjectionLagSeconds` (now − `occurredAt` of the newest
+//! `Failed`, `Unstarted` and `ProjectionLagSeconds` (now − `occurredAt` of the newest
 //! event in the batch). The envelope's `traceparent` trace id is in every
 //! log line about the event.
 //!
 //! Messages of one batch are applied one after the other: one batch never
 //! conflicts with itself, and the SQS mapping scales out by invocations.
+//!
+//! The batch keeps to the invocation's deadline (less [`DEADLINE_MARGIN`]
+//! for the answer): each message's DynamoDB work is bounded by the time
+//! left, a message cut by the deadline is reported, and messages never
+//! started are reported without a call (`Unstarted`). So a slow or hung
+//! table never times the invocation out, which would count a receive
+//! towards the dead-letter queue for every message of the batch, the
+//! valid ones included. A cut transaction may have committed; its
+//! redelivery is then a `Duplicate`.
 //!
 //! # Layout
 //! - `model.rs`: the read model's keys, the payload it reads, the row and
@@ -37,8 +46,16 @@ use inbox::{EventOutcome, Inbox, InboxError};
 use lambda_runtime::{Error, LambdaEvent};
 use model::{OrderState, Stored};
 use outbox_core::metrics::{self, Unit};
+use outbox_core::retry::Deadline;
 use outbox_core::EventEnvelope;
+use std::time::Duration;
 use time::OffsetDateTime;
+
+/// Time kept back from the Lambda deadline for the batch's answer.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
+
+/// Least time a message is started with: one DynamoDB round trip.
+const MESSAGE_MINIMUM: Duration = Duration::from_millis(250);
 
 /// How many times one event's transaction is rebuilt from what a failed
 /// condition returned before the message is reported for retry.
@@ -62,6 +79,11 @@ pub enum ProjectError {
     /// this order's events).
     #[error("the order row changed under each of {0} attempts")]
     Contended(usize),
+    /// The invocation's deadline came first: not started, or cut while its
+    /// transaction was in flight (it may have committed; a redelivery is
+    /// then a duplicate).
+    #[error("the invocation's deadline came first ({0})")]
+    Deadline(&'static str),
 }
 
 impl ProjectError {
@@ -70,7 +92,7 @@ impl ProjectError {
         match self {
             Self::Malformed(_) => false,
             Self::Inbox(e) => e.is_retryable(),
-            Self::Contended(_) => true,
+            Self::Contended(_) | Self::Deadline(_) => true,
         }
     }
 }
@@ -205,8 +227,10 @@ pub struct Counts {
     pub stale: u32,
     /// Not handled by the projector.
     pub ignored: u32,
-    /// Failed (reported for redelivery).
+    /// Failed (reported for redelivery), the unstarted included.
     pub failed: u32,
+    /// Not started before the deadline (reported without a call).
+    pub unstarted: u32,
 }
 
 impl Counts {
@@ -220,18 +244,29 @@ impl Counts {
     }
 }
 
-/// Applies a batch and names the messages to retry. The EMF line is
-/// printed; the counts are returned for tests.
-pub async fn project_batch(projector: &Projector, event: &SqsEvent) -> (SqsBatchResponse, Counts) {
+/// Applies a batch before `deadline` and names the messages to retry. The
+/// EMF line is printed; the counts are returned for tests.
+pub async fn project_batch(
+    projector: &Projector,
+    event: &SqsEvent,
+    deadline: &Deadline,
+) -> (SqsBatchResponse, Counts) {
     let mut response = SqsBatchResponse::default();
     let mut counts = Counts::default();
     let mut newest: Option<OffsetDateTime> = None;
     for message in &event.records {
         let id = message.message_id.clone().unwrap_or_default();
-        match projector
-            .project(message.body.as_deref().unwrap_or(""))
-            .await
-        {
+        let body = message.body.as_deref().unwrap_or("");
+        let outcome = if !deadline.allows(MESSAGE_MINIMUM) {
+            counts.unstarted += 1;
+            Err(ProjectError::Deadline("not started"))
+        } else {
+            deadline
+                .bound(Box::pin(projector.project(body)))
+                .await
+                .unwrap_or(Err(ProjectError::Deadline("cut in flight")))
+        };
+        match outcome {
             Ok(projected) => {
                 counts.add(projected.outcome);
                 newest = newest.max(Some(projected.occurred_at));
@@ -256,6 +291,7 @@ pub async fn project_batch(projector: &Projector, event: &SqsEvent) -> (SqsBatch
         ("Stale", f64::from(counts.stale), Unit::Count),
         ("Ignored", f64::from(counts.ignored), Unit::Count),
         ("Failed", f64::from(counts.failed), Unit::Count),
+        ("Unstarted", f64::from(counts.unstarted), Unit::Count),
     ];
     if let Some(newest) = newest {
         let lag = (OffsetDateTime::now_utc() - newest)
@@ -273,7 +309,8 @@ pub async fn handler(
     projector: &Projector,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
-    let (response, _) = project_batch(projector, &event.payload).await;
+    let deadline = Deadline::from_epoch_millis(event.context.deadline, DEADLINE_MARGIN);
+    let (response, _) = project_batch(projector, &event.payload, &deadline).await;
     if response
         .batch_item_failures
         .iter()

@@ -218,6 +218,20 @@ impl OutboxStore for CrashBeforeDelete {
     async fn recorded_shards(&self, deadline: &Deadline) -> Result<u16, StoreError> {
         self.inner.recorded_shards(deadline).await
     }
+    async fn record_sink(
+        &self,
+        settings: &outbox_core::SinkSettings,
+        by: &str,
+        deadline: &Deadline,
+    ) -> Result<(), StoreError> {
+        self.inner.record_sink(settings, by, deadline).await
+    }
+    async fn recorded_sink(
+        &self,
+        deadline: &Deadline,
+    ) -> Result<Option<(outbox_core::SinkSettings, String)>, StoreError> {
+        self.inner.recorded_sink(deadline).await
+    }
     async fn dead_letter_page(
         &self,
         shard: u16,

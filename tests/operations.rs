@@ -225,6 +225,8 @@ async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
         "--now",
         "--bus",
         &bus,
+        "--source",
+        "outbox.orders",
         "--json",
     ]);
     assert!(ok, "{err}");
@@ -246,6 +248,8 @@ async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
         "--now",
         "--bus",
         &bus,
+        "--source",
+        "outbox.orders",
     ]);
     assert!(!ok);
     assert!(err.contains("no dead letter with event id"), "{err}");
@@ -295,7 +299,7 @@ async fn bad_arguments_fail_clearly_and_change_nothing() {
         ),
         (
             vec!["dead-letters", "redrive", "--table", t, "--all", "--now"],
-            "--bus NAME or --topic ARN",
+            "no sink settings are recorded in the table",
         ),
         (
             vec!["status", "--table", "no-such-table"],
@@ -369,6 +373,8 @@ async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
         &stack.table,
         "--bus",
         &bus,
+        "--source",
+        "outbox.orders",
         "--json",
     ]);
     assert!(ok, "{err}");
@@ -421,6 +427,8 @@ async fn redrive_on_failure_exits_non_zero_when_a_message_is_kept() {
         &stack.table,
         "--bus",
         &bus,
+        "--source",
+        "outbox.orders",
         "--json",
     ]);
     assert!(!ok, "a kept message fails the command: {out}");
@@ -614,4 +622,92 @@ async fn errors_carry_the_reason_in_one_readable_line() {
     let line = String::from_utf8_lossy(&out.stderr).trim().to_owned();
     assert!(!line.contains('\n'), "{line}");
     assert!(line.contains("no credentials found"), "{line}");
+}
+
+/// Issue #25 item 1, through the real binaries: a republish uses the sink
+/// settings the stack's own functions recorded. Nothing recorded and
+/// nothing given: refused. A flag that disagrees with the record (another
+/// source, which no rule matches): refused, nothing changed. No flag: the
+/// recorded settings, and the subscriber gets the event.
+#[tokio::test]
+async fn a_republish_uses_the_settings_the_stack_recorded() {
+    use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
+    let stack = Stack::with_bus().await;
+    let event = stack.put_event_aged(Duration::from_secs(120)).await;
+    let proxy = FaultProxy::start().await;
+    let mut sweeper = failing_sweeper(&stack, &proxy, 1).await;
+    sweeper.settings.stranded_after = Duration::ZERO;
+    sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    let id = event.event_id.to_string();
+    let (bus, _) = stack.bus.clone().unwrap();
+    let redrive_now = |extra: &[&str]| {
+        let mut args = vec![
+            "dead-letters",
+            "redrive",
+            "--table",
+            &stack.table,
+            &id,
+            "--now",
+        ];
+        args.extend_from_slice(extra);
+        outboxctl(&args)
+    };
+    let still_dead = || async {
+        let items = stack.outbox_items().await;
+        items.len() == 1 && items[0].dead_lettered_at.is_some()
+    };
+
+    // Nothing recorded, nothing given.
+    let (ok, _, err) = redrive_now(&[]);
+    assert!(!ok);
+    assert!(err.contains("no sink settings are recorded"), "{err}");
+    assert!(still_dead().await);
+
+    // The stack's sweeper starts once (a scheduled run) and records its sink.
+    let function = LambdaFunction::new(FunctionSpec {
+        name: "sweeper".into(),
+        binary: binary("sweeper").expect("sweeper binary"),
+        env: loopback_env()
+            .into_iter()
+            .chain([
+                ("TABLE_NAME".to_owned(), stack.table.clone()),
+                ("EVENT_BUS_NAME".to_owned(), bus.clone()),
+                ("EVENT_SOURCE".to_owned(), "outbox.orders".to_owned()),
+                (
+                    "AWS_LAMBDA_FUNCTION_NAME".to_owned(),
+                    "stack-sweeper".to_owned(),
+                ),
+            ])
+            .collect(),
+        timeout: Duration::from_secs(60),
+        log: std::env::temp_dir().join(format!("{}-sweeper.log", stack.table)),
+    });
+    let scheduled = std::fs::read(testkit::root().join("events/sweeper-scheduled.json")).unwrap();
+    function.invoke(&scheduled).await.expect("a scheduled run");
+
+    // Another source than the stack's: no rule would match. Refused.
+    let (ok, _, err) = redrive_now(&["--source", "shop.orders"]);
+    assert!(!ok);
+    assert!(err.contains("--source shop.orders disagrees"), "{err}");
+    assert!(
+        err.contains("recorded by sweeper at"),
+        "names who recorded it: {err}"
+    );
+    let (ok, _, err) = redrive_now(&["--bus", "another-bus"]);
+    assert!(!ok && err.contains("--bus another-bus disagrees"), "{err}");
+    assert!(still_dead().await, "a refused sink changes nothing");
+    assert!(stack.drain_subscriber().await.is_empty());
+
+    // The recorded settings: delivered where the stack's rules listen.
+    let (ok, out, err) = redrive_now(&["--json"]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["published"]["republished"], 1, "{out}");
+    let delivered = stack.drain_subscriber().await;
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(delivered[0]["detail"]["eventId"], id);
+    assert_eq!(delivered[0]["source"], "outbox.orders");
+    assert!(stack.outbox_items().await.is_empty());
 }

@@ -38,6 +38,52 @@ pub enum SinkConfig {
     },
 }
 
+/// The sink settings the publisher and the sweeper run with, as they record
+/// them in the table's settings item at cold start, for the operator's
+/// republishes (`outboxctl`): a republish with another bus or source than
+/// the stack's would be accepted by the service and matched by no rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkSettings {
+    /// `eventbridge` or `sns` (`SINK`).
+    pub sink: String,
+    /// The bus name (`EVENT_BUS_NAME`) or the topic ARN (`SNS_TOPIC_ARN`).
+    pub target: String,
+    /// `EVENT_SOURCE`.
+    pub source: String,
+    /// Whether the topic is FIFO (its ARN ends in `.fifo`).
+    pub fifo: bool,
+}
+
+impl SinkSettings {
+    /// The settings of `config`.
+    pub fn of(config: &Config) -> Self {
+        let (sink, target) = match &config.sink {
+            SinkConfig::EventBridge { bus_name } => ("eventbridge", bus_name.clone()),
+            SinkConfig::Sns { topic_arn } => ("sns", topic_arn.clone()),
+        };
+        Self {
+            sink: sink.to_owned(),
+            fifo: sink == "sns" && target.ends_with(".fifo"),
+            target,
+            source: config.event_source.clone(),
+        }
+    }
+
+    /// The environment variables that give a [`Config`] these settings.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let target = if self.sink == "sns" {
+            "SNS_TOPIC_ARN"
+        } else {
+            "EVENT_BUS_NAME"
+        };
+        vec![
+            ("SINK", self.sink.clone()),
+            (target, self.target.clone()),
+            ("EVENT_SOURCE", self.source.clone()),
+        ]
+    }
+}
+
 /// Everything the three functions read from their environment.
 ///
 /// | variable | default | used by |

@@ -105,6 +105,17 @@ pub mod attr {
     pub const DEAD_LETTER_REASON: &str = "deadLetterReason";
     /// On the settings item: the highest `OUTBOX_SHARDS` ever used.
     pub const SHARDS_HIGH_WATER: &str = "shardsHighWater";
+    /// On the settings item: the sink the functions run with (`SINK`).
+    pub const SINK: &str = "sink";
+    /// On the settings item: the bus name or topic ARN.
+    pub const SINK_TARGET: &str = "sinkTarget";
+    /// On the settings item: `EVENT_SOURCE`.
+    pub const EVENT_SOURCE: &str = "eventSource";
+    /// On the settings item: whether the topic is FIFO.
+    pub const SINK_FIFO: &str = "sinkFifo";
+    /// On the settings item: when and by which function the sink settings
+    /// were last recorded.
+    pub const SINK_RECORDED: &str = "sinkRecorded";
 }
 
 /// `ORDER#<id>`.

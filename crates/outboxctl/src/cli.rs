@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use aws_config::{Region, SdkConfig};
 use clap::{Args, Parser, Subcommand};
 use outbox_core::store::DynamoStore;
-use outbox_core::{publish, Config};
+use outbox_core::store::OutboxStore;
+use outbox_core::{publish, Config, SinkSettings};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -186,77 +187,128 @@ impl FilterArgs {
     }
 }
 
-/// The stack's sink (one of `--bus` and `--topic`).
-#[derive(Debug, Clone, Args)]
-struct SinkArgs {
-    /// The event bus (EventBridge sink).
+/// The stack's sink. By default the settings the stack's publisher and
+/// sweeper recorded in the table at cold start; the flags are for a table
+/// where nothing is recorded, and must agree with what is.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct SinkArgs {
+    /// The event bus (EventBridge sink); by default the recorded one.
     #[arg(long, conflicts_with = "topic")]
     bus: Option<String>,
-    /// The topic ARN (SNS sink).
+    /// The topic ARN (SNS sink); by default the recorded one.
     #[arg(long)]
     topic: Option<String>,
-    /// The events' source (EVENT_SOURCE).
+    /// The events' source (EVENT_SOURCE); by default the recorded one.
     #[arg(long)]
     source: Option<String>,
-}
-
-/// The sink a republish goes to.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Sink {
-    pub(crate) bus: Option<String>,
-    pub(crate) topic: Option<String>,
-    pub(crate) source: Option<String>,
+    /// Use --bus, --topic and --source even where they disagree with the
+    /// settings the stack's functions recorded.
+    #[arg(long)]
+    force: bool,
 }
 
 impl SinkArgs {
     fn given(&self) -> bool {
-        self.bus.is_some() || self.topic.is_some() || self.source.is_some()
+        self.bus.is_some() || self.topic.is_some() || self.source.is_some() || self.force
     }
 
-    /// The sink, which must be named.
-    fn sink(self) -> Result<Sink, String> {
-        if self.bus.is_none() && self.topic.is_none() {
-            return Err("name the sink: --bus NAME or --topic ARN".into());
+    /// The sink to republish to: the `recorded` settings (and who recorded
+    /// them), checked against the flags; the flags alone when nothing is
+    /// recorded; an error when neither names a complete sink, or when a
+    /// flag disagrees with the record without `--force`.
+    pub(crate) fn resolve(
+        &self,
+        recorded: Option<(SinkSettings, String)>,
+    ) -> Result<SinkSettings, String> {
+        let Some((recorded, by)) = recorded else {
+            let (sink, target) = match (&self.bus, &self.topic) {
+                (Some(bus), _) => ("eventbridge", bus.clone()),
+                (_, Some(topic)) => ("sns", topic.clone()),
+                (None, None) => {
+                    return Err("no sink settings are recorded in the table (the stack's publisher and sweeper record theirs when they start: have they run?) and none are given: name the sink with --bus NAME or --topic ARN, and --source".into())
+                }
+            };
+            let source = self.source.clone().ok_or(
+                "name --source (the stack's EVENT_SOURCE): nothing is recorded in the table to take it from",
+            )?;
+            return Ok(SinkSettings {
+                sink: sink.to_owned(),
+                fifo: sink == "sns" && target.ends_with(".fifo"),
+                target,
+                source,
+            });
+        };
+        let mut settings = recorded.clone();
+        let mut disagree = Vec::new();
+        if let Some(bus) = &self.bus {
+            if recorded.sink != "eventbridge" || &recorded.target != bus {
+                disagree.push(format!("--bus {bus}"));
+            }
+            settings.sink = "eventbridge".into();
+            settings.target = bus.clone();
+            settings.fifo = false;
         }
-        Ok(Sink {
-            bus: self.bus,
-            topic: self.topic,
-            source: self.source,
-        })
+        if let Some(topic) = &self.topic {
+            if recorded.sink != "sns" || &recorded.target != topic {
+                disagree.push(format!("--topic {topic}"));
+            }
+            settings.sink = "sns".into();
+            settings.target = topic.clone();
+            settings.fifo = topic.ends_with(".fifo");
+        }
+        if let Some(source) = &self.source {
+            if &recorded.source != source {
+                disagree.push(format!("--source {source}"));
+            }
+            settings.source = source.clone();
+        }
+        if !disagree.is_empty() && !self.force {
+            return Err(format!(
+                "{} disagrees with the stack's recorded sink ({} {}, source {}; recorded by {by}): events republished there would reach none of the stack's rules or subscriptions, and their items would be deleted as published. Leave the flag out to use the recorded settings, or add --force",
+                disagree.join(" and "),
+                recorded.sink,
+                recorded.target,
+                recorded.source
+            ));
+        }
+        Ok(settings)
+    }
+
+    /// The sink of the stack whose table `ops` reads.
+    pub(crate) async fn sink(
+        &self,
+        ops: &crate::Operations<DynamoStore>,
+    ) -> Result<SinkSettings, String> {
+        let deadline = outbox_core::retry::Deadline::after(std::time::Duration::from_secs(30));
+        let recorded = ops
+            .store()
+            .recorded_sink(&deadline)
+            .await
+            .map_err(|e| format!("cannot read the stack's recorded sink: {e}"))?;
+        self.resolve(recorded)
     }
 }
 
-impl Sink {
-    /// The stack's sweeper, in this process, publishing to this sink.
-    pub(crate) async fn sweeper(
-        &self,
-        sdk: &SdkConfig,
-        ops: &crate::Operations<DynamoStore>,
-    ) -> Result<sweeper::Sweeper<publish::AnySink, DynamoStore>, String> {
-        let shards = ops.shards().await.map_err(|e| e.to_string())?;
-        let table = ops.store().table().to_owned();
-        let mut vars: HashMap<&str, String> =
-            HashMap::from([("TABLE_NAME", table), ("OUTBOX_SHARDS", shards.to_string())]);
-        if let Some(source) = &self.source {
-            vars.insert("EVENT_SOURCE", source.clone());
-        }
-        if let Some(bus) = &self.bus {
-            vars.insert("EVENT_BUS_NAME", bus.clone());
-        }
-        if let Some(topic) = &self.topic {
-            vars.insert("SINK", "sns".into());
-            vars.insert("SNS_TOPIC_ARN", topic.clone());
-        }
-        let config = Config::from_lookup(|k| vars.get(k).cloned()).map_err(|e| e.to_string())?;
-        let (sink, store) = publish::connect(&config, sdk)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(sweeper::Sweeper::new(
-            sink,
-            store,
-            sweeper::SweepSettings::from(&config),
-        ))
-    }
+/// The stack's sweeper, in this process, publishing to `settings`.
+pub(crate) async fn sweeper_for(
+    sdk: &SdkConfig,
+    ops: &crate::Operations<DynamoStore>,
+    settings: &SinkSettings,
+) -> Result<sweeper::Sweeper<publish::AnySink, DynamoStore>, String> {
+    let shards = ops.shards().await.map_err(|e| e.to_string())?;
+    let table = ops.store().table().to_owned();
+    let mut vars: HashMap<&str, String> =
+        HashMap::from([("TABLE_NAME", table), ("OUTBOX_SHARDS", shards.to_string())]);
+    vars.extend(settings.env());
+    let config = Config::from_lookup(|k| vars.get(k).cloned()).map_err(|e| e.to_string())?;
+    let (sink, store) = publish::connect(&config, sdk)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(sweeper::Sweeper::new(
+        sink,
+        store,
+        sweeper::SweepSettings::from(&config),
+    ))
 }
 
 fn rfc3339(text: &str) -> Result<OffsetDateTime, String> {
@@ -291,10 +343,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             table,
             sink,
             json,
-        } => {
-            crate::redrive_on_failure::run(&sdk, &queue, &table.table, &sink.sink()?, json.json)
-                .await
-        }
+        } => crate::redrive_on_failure::run(&sdk, &queue, &table.table, &sink, json.json).await,
         Command::Replay {
             bus,
             archive,
@@ -344,8 +393,10 @@ async fn dead_letters(
         } => {
             let selection = Selection::of(event_ids, all, filter.filter())?;
             let now = match (now, sink.given()) {
-                (true, _) => Some(sink.sink().map_err(|e| format!("--now publishes: {e}"))?),
-                (false, true) => return Err("--bus, --topic and --source go with --now".into()),
+                (true, _) => Some(sink),
+                (false, true) => {
+                    return Err("--bus, --topic, --source and --force go with --now".into())
+                }
                 (false, false) => None,
             };
             dl::redrive(sdk, &table.table, selection, dry_run, now, json.json).await
@@ -394,12 +445,51 @@ mod tests {
         assert!(parse("dead-letters list --table t --since yesterday").is_err());
         // A sink is one of bus or topic.
         assert!(parse("redrive-on-failure --queue q --table t --bus b --topic a").is_err());
-        let no_sink = SinkArgs {
-            bus: None,
-            topic: None,
+        let only_source = SinkArgs {
             source: Some("s".into()),
+            ..SinkArgs::default()
         };
-        assert!(no_sink.given() && no_sink.sink().is_err());
+        assert!(only_source.given() && only_source.resolve(None).is_err());
+        // The recorded sink wins; a disagreeing flag needs --force.
+        let recorded = SinkSettings {
+            sink: "eventbridge".into(),
+            target: "stack-bus".into(),
+            source: "shop.orders".into(),
+            fifo: false,
+        };
+        let with = |args: SinkArgs| args.resolve(Some((recorded.clone(), "f at t".into())));
+        assert_eq!(with(SinkArgs::default()).unwrap(), recorded);
+        let agreeing = SinkArgs {
+            bus: Some("stack-bus".into()),
+            ..SinkArgs::default()
+        };
+        assert_eq!(with(agreeing).unwrap(), recorded);
+        let other_source = SinkArgs {
+            source: Some("outbox.orders".into()),
+            ..SinkArgs::default()
+        };
+        let err = with(other_source.clone()).unwrap_err();
+        assert!(err.contains("--source outbox.orders disagrees") && err.contains("--force"));
+        let forced = with(SinkArgs {
+            force: true,
+            ..other_source
+        })
+        .unwrap();
+        assert_eq!(forced.source, "outbox.orders");
+        let topic = SinkArgs {
+            topic: Some("arn:aws:sns:us-east-1:1:t.fifo".into()),
+            ..SinkArgs::default()
+        };
+        assert!(with(topic.clone()).is_err());
+        // Nothing recorded: the flags, complete, or nothing.
+        assert!(SinkArgs::default().resolve(None).is_err());
+        assert!(topic.resolve(None).is_err(), "no --source");
+        let flags = SinkArgs {
+            source: Some("s".into()),
+            ..topic
+        };
+        let settings = flags.resolve(None).unwrap();
+        assert!(settings.fifo && settings.sink == "sns");
         // AWS options anywhere.
         assert!(parse("status --table t --region eu-west-1").is_ok());
         let help = parse("--help").unwrap_err();

@@ -7,7 +7,7 @@ use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::cli::Sink;
+use crate::cli::{sweeper_for, SinkArgs};
 use crate::output::{print_json, table, Progress};
 use crate::status::operations;
 use crate::{envelope_of, DeadLetterFilter, Operations};
@@ -127,10 +127,16 @@ pub(crate) async fn redrive(
     table_name: &str,
     selection: Selection,
     dry_run: bool,
-    now: Option<Sink>,
+    now: Option<SinkArgs>,
     json: bool,
 ) -> Result<(), String> {
     let ops = operations(sdk, table_name);
+    // The sink is settled before anything changes: a refused sink leaves
+    // every dead letter as it was.
+    let now = match now {
+        Some(args) => Some(args.sink(&ops).await?),
+        None => None,
+    };
     let rows = selection.rows(&ops).await?;
     let mut report = Vec::new();
     let mut redriven = 0;
@@ -184,9 +190,9 @@ pub(crate) async fn redrive(
 async fn publish_now(
     sdk: &SdkConfig,
     ops: &Operations<DynamoStore>,
-    sink: &Sink,
+    sink: &outbox_core::SinkSettings,
 ) -> Result<serde_json::Value, String> {
-    let sweeper = sink.sweeper(sdk, ops).await?;
+    let sweeper = sweeper_for(sdk, ops, sink).await?;
     let deadline = Deadline::after(std::time::Duration::from_secs(300));
     let run = sweeper
         .sweep_redriven(OffsetDateTime::now_utc(), &deadline)

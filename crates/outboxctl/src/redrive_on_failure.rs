@@ -5,7 +5,7 @@ use aws_config::SdkConfig;
 use outbox_core::retry::Deadline;
 use serde_json::json;
 
-use crate::cli::Sink;
+use crate::cli::{sweeper_for, SinkArgs};
 use crate::output::{print_json, Progress};
 use crate::status::operations;
 
@@ -16,10 +16,12 @@ pub(crate) async fn run(
     sdk: &SdkConfig,
     queue: &str,
     table: &str,
-    sink: &Sink,
+    sink: &SinkArgs,
     json: bool,
 ) -> Result<(), String> {
-    let sweeper = sink.sweeper(sdk, &operations(sdk, table)).await?;
+    let ops = operations(sdk, table);
+    let settings = sink.sink(&ops).await?;
+    let sweeper = sweeper_for(sdk, &ops, &settings).await?;
     // A long poll outlasts the functions' 5-second attempt timeout.
     let sqs = aws_sdk_sqs::Client::from_conf(
         aws_sdk_sqs::config::Builder::from(sdk)

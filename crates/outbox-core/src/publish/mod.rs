@@ -174,6 +174,25 @@ pub async fn connect(
     Ok((sink, store))
 }
 
+/// Records, at cold start, the sink settings this function publishes with
+/// in the table's settings item, so that the operator's republishes
+/// (`outboxctl`) use the stack's own bus, topic and source. A failure is
+/// logged and does not stop the function: publishing matters more, and the
+/// operator's tool refuses to guess when nothing is recorded.
+pub async fn record_sink<T: crate::store::OutboxStore>(config: &Config, store: &T) {
+    let settings = crate::SinkSettings::of(config);
+    let function =
+        std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "a function".into());
+    let at = crate::envelope::now_utc_millis()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let by = format!("{function} at {at}");
+    let deadline = crate::retry::Deadline::after(std::time::Duration::from_secs(3));
+    if let Err(e) = store.record_sink(&settings, &by, &deadline).await {
+        tracing::warn!(error = %e, "the sink settings were not recorded for the operator's tool");
+    }
+}
+
 #[cfg(feature = "sinks")]
 impl EventSink for AnySink {
     fn max_entries(&self) -> usize {

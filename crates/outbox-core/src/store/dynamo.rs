@@ -16,6 +16,7 @@ use super::{
     Page, PendingItem, PendingQuery, ShardStats, StoreError, MAX_BATCH_WRITE,
 };
 use crate::aws::{error_code, error_message};
+use crate::config::SinkSettings;
 use crate::envelope::now_utc_millis;
 use crate::item::OutboxItem;
 use crate::keys::{self, attr, ItemKey};
@@ -560,6 +561,82 @@ impl OutboxStore for DynamoStore {
             .and_then(|n| n.parse().ok())
             .unwrap_or(self.shards)
             .max(1))
+    }
+
+    async fn record_sink(
+        &self,
+        settings: &SinkSettings,
+        by: &str,
+        deadline: &Deadline,
+    ) -> Result<(), StoreError> {
+        self.call(
+            "record_sink",
+            deadline,
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(keys::settings_key().to_attributes()))
+                .update_expression("SET #sink = :sink, #target = :target, #source = :source, #fifo = :fifo, #by = :by")
+                .expression_attribute_names("#sink", attr::SINK)
+                .expression_attribute_names("#target", attr::SINK_TARGET)
+                .expression_attribute_names("#source", attr::EVENT_SOURCE)
+                .expression_attribute_names("#fifo", attr::SINK_FIFO)
+                .expression_attribute_names("#by", attr::SINK_RECORDED)
+                .expression_attribute_values(":sink", s(settings.sink.clone()))
+                .expression_attribute_values(":target", s(settings.target.clone()))
+                .expression_attribute_values(":source", s(settings.source.clone()))
+                .expression_attribute_values(":fifo", AttributeValue::Bool(settings.fifo))
+                .expression_attribute_values(":by", s(by))
+                .send(),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.into_store("record_sink"))
+    }
+
+    async fn recorded_sink(
+        &self,
+        deadline: &Deadline,
+    ) -> Result<Option<(SinkSettings, String)>, StoreError> {
+        let out = self
+            .call(
+                "recorded_sink",
+                deadline,
+                self.client
+                    .get_item()
+                    .table_name(&self.table)
+                    .set_key(Some(keys::settings_key().to_attributes()))
+                    .consistent_read(true)
+                    .send(),
+            )
+            .await
+            .map_err(|e| e.into_store("recorded_sink"))?;
+        let Some(item) = out.item() else {
+            return Ok(None);
+        };
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+        let (Some(sink), Some(target), Some(source)) = (
+            text(attr::SINK),
+            text(attr::SINK_TARGET),
+            text(attr::EVENT_SOURCE),
+        ) else {
+            return Ok(None);
+        };
+        let fifo = item
+            .get(attr::SINK_FIFO)
+            .and_then(|v| v.as_bool().ok())
+            .copied()
+            .unwrap_or(false);
+        let by = text(attr::SINK_RECORDED).unwrap_or_default();
+        Ok(Some((
+            SinkSettings {
+                sink,
+                target,
+                source,
+                fifo,
+            },
+            by,
+        )))
     }
 
     async fn older_pending(&self, key: &ItemKey, deadline: &Deadline) -> Result<bool, StoreError> {

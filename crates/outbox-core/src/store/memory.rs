@@ -14,6 +14,7 @@ use super::{
     sanitize, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OutboxStore,
     Page, PendingItem, PendingQuery, ShardStats, StoreError,
 };
+use crate::config::SinkSettings;
 use crate::envelope::now_utc_millis;
 use crate::item::OutboxItem;
 use crate::keys::{self, ItemKey};
@@ -39,6 +40,7 @@ pub struct MemoryStore {
     shards: u16,
     recorded: AtomicU16,
     fail_dead_letters: AtomicBool,
+    sink: Mutex<Option<(SinkSettings, String)>>,
 }
 
 impl Default for MemoryStore {
@@ -63,6 +65,7 @@ impl MemoryStore {
             shards,
             recorded: AtomicU16::new(0),
             fail_dead_letters: AtomicBool::new(false),
+            sink: Mutex::new(None),
         }
     }
 
@@ -224,6 +227,23 @@ impl OutboxStore for MemoryStore {
     async fn recorded_shards(&self, _: &Deadline) -> Result<u16, StoreError> {
         let recorded = self.recorded.load(Ordering::SeqCst);
         Ok(if recorded == 0 { self.shards } else { recorded }.max(1))
+    }
+
+    async fn record_sink(
+        &self,
+        settings: &SinkSettings,
+        by: &str,
+        _: &Deadline,
+    ) -> Result<(), StoreError> {
+        *lock(&self.sink) = Some((settings.clone(), by.to_owned()));
+        Ok(())
+    }
+
+    async fn recorded_sink(
+        &self,
+        _: &Deadline,
+    ) -> Result<Option<(SinkSettings, String)>, StoreError> {
+        Ok(lock(&self.sink).clone())
     }
 
     async fn pending_page(

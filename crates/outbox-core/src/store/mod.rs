@@ -26,6 +26,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 use ulid::Ulid;
 
+use crate::config::SinkSettings;
 use crate::item::OutboxItem;
 use crate::keys::ItemKey;
 use crate::retry::Deadline;
@@ -274,6 +275,23 @@ pub trait OutboxStore: Send + Sync {
         key: &ItemKey,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Records the sink settings a function runs with on the settings item
+    /// (one `UpdateItem`; `by` says which function and when), for
+    /// [`OutboxStore::recorded_sink`].
+    fn record_sink(
+        &self,
+        settings: &SinkSettings,
+        by: &str,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The sink settings last recorded, with who recorded them and when;
+    /// `None` when no function has recorded any.
+    fn recorded_sink(
+        &self,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Option<(SinkSettings, String)>, StoreError>> + Send;
 
     /// One page of a shard of the dead-letter index, oldest first.
     fn dead_letter_page(

@@ -446,3 +446,55 @@ async fn permanent_sink_rejections_on_the_wire_dead_letter_the_entry() {
         Some("MalformedDetail: injected by the fault proxy")
     );
 }
+
+/// The local mapping's stream reader, met at 20,000 orders: an iterator
+/// unused for 15 minutes expires (`ExpiredIteratorException`). Like a
+/// mapping, the cursor takes a new one after the last record it read:
+/// every record once, in order, nothing skipped and nothing repeated.
+#[tokio::test]
+async fn an_expired_stream_iterator_is_renewed_after_the_last_record_read() {
+    let stack = Stack::new().await;
+    let proxy = FaultProxy::start().await;
+    let sdk = proxy.sdk().await;
+    let mut cursor = devkit::StreamCursor::new(&sdk, &stack.stream_arn);
+    let mut written = Vec::new();
+    for _ in 0..3 {
+        written.push(
+            stack
+                .put_event_aged(std::time::Duration::ZERO)
+                .await
+                .event_id
+                .to_string(),
+        );
+    }
+    let mut read = Vec::new();
+    let ids = |records: Vec<aws_lambda_events::event::dynamodb::EventRecord>| {
+        records
+            .into_iter()
+            .filter_map(|r| {
+                r.change.new_image.get("eventId").and_then(|v| match v {
+                    serde_dynamo::AttributeValue::S(s) => Some(s.clone()),
+                    _ => None,
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    read.extend(ids(cursor.read().await.expect("first read")));
+    for _ in 0..3 {
+        written.push(
+            stack
+                .put_event_aged(std::time::Duration::ZERO)
+                .await
+                .event_id
+                .to_string(),
+        );
+    }
+    proxy.inject(
+        "GetRecords",
+        Fault::Refuse("ExpiredIteratorException".into()),
+        Some(1),
+    );
+    read.extend(ids(cursor.read().await.expect("read after the expiry")));
+    assert_eq!(proxy.faulted("GetRecords"), 1, "the expiry was met");
+    assert_eq!(read, written);
+}

@@ -35,6 +35,8 @@ pub enum Fault {
     Throttle,
     /// 500 `InternalFailure`.
     ServerError,
+    /// 400 with this error code (e.g. `ExpiredIteratorException`).
+    Refuse(String),
     /// Never answers (until the client gives up).
     Hang,
     /// Drops the connection without an answer.
@@ -614,6 +616,7 @@ async fn apply(
             )),
             Vec::new(),
         ),
+        Some(Fault::Refuse(code)) => (Ok(error(json, StatusCode::BAD_REQUEST, code)), Vec::new()),
         Some(Fault::Hang) => {
             std::future::pending::<()>().await;
             unreachable!()

@@ -129,17 +129,37 @@ impl StreamCursor {
         let shards: Vec<String> = self.iterators.keys().cloned().collect();
         for shard in shards {
             let mut records_of_shard = Vec::new();
+            let mut renewed = false;
             while let Some(Some(iterator)) = self.iterators.get(&shard).cloned() {
-                let page = self
+                let page = match self
                     .client
                     .get_records()
                     .shard_iterator(iterator)
                     .limit(1000)
                     .send()
                     .await
-                    .map_err(|e| {
-                        err("GetRecords")(outbox_core::aws::error_line("GetRecords", &e))
-                    })?;
+                {
+                    Ok(page) => page,
+                    // An iterator expires 15 minutes after it was handed
+                    // out. A mapping then takes a new one after the last
+                    // record it read: so does this cursor (once per shard
+                    // and read; a fresh iterator cannot have expired).
+                    Err(e)
+                        if !renewed
+                            && outbox_core::aws::error_code(&e) == "ExpiredIteratorException" =>
+                    {
+                        renewed = true;
+                        self.iterators.remove(&shard);
+                        self.discover().await?;
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(err("GetRecords")(outbox_core::aws::error_line(
+                            "GetRecords",
+                            &e,
+                        )))
+                    }
+                };
                 let read_at = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs() as i64);

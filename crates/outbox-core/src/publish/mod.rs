@@ -179,7 +179,7 @@ pub async fn connect(
 /// (`outboxctl`) use the stack's own bus, topic and source. A failure is
 /// logged and does not stop the function: publishing matters more, and the
 /// operator's tool refuses to guess when nothing is recorded.
-pub async fn record_sink<T: crate::store::OutboxStore>(config: &Config, store: &T) {
+pub async fn record_sink<T: crate::store::OutboxStore>(config: &crate::Config, store: &T) {
     let settings = crate::SinkSettings::of(config);
     let function =
         std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "a function".into());

@@ -226,6 +226,31 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<(), StoreError> {
         self.inner.record_sink(settings, by, deadline).await
     }
+    async fn claim_dead_letter(
+        &self,
+        letter: &outbox_core::store::DeadLetterRecord,
+        claim: &outbox_core::store::Claim,
+        deadline: &Deadline,
+    ) -> Result<Option<outbox_core::OutboxItem>, StoreError> {
+        self.inner.claim_dead_letter(letter, claim, deadline).await
+    }
+    async fn release_claim(
+        &self,
+        key: &ItemKey,
+        claim: &outbox_core::store::Claim,
+        error: Option<&str>,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        self.inner.release_claim(key, claim, error, deadline).await
+    }
+    async fn delete_claimed(
+        &self,
+        key: &ItemKey,
+        claim: &outbox_core::store::Claim,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        self.inner.delete_claimed(key, claim, deadline).await
+    }
     async fn recorded_sink(
         &self,
         deadline: &Deadline,

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use outbox_core::store::DynamoStore;
-use outbox_core::store::Marked;
+use outbox_core::store::{Marked, OutboxStore};
 use outboxctl::{envelope_of, DeadLetterFilter as Filter, OpsError};
 use sweeper::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
@@ -231,8 +231,8 @@ async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
     ]);
     assert!(ok, "{err}");
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["deadLetters"][0]["outcome"], "redriven");
-    assert_eq!(json["published"]["republished"], 1);
+    assert_eq!(json["deadLetters"][0]["outcome"], "published");
+    assert_eq!(json["published"], 1);
     let delivered = stack.drain_subscriber().await;
     assert_eq!(delivered.len(), 1);
     assert_eq!(delivered[0]["detail"]["eventId"], id);
@@ -704,10 +704,154 @@ async fn a_republish_uses_the_settings_the_stack_recorded() {
     let (ok, out, err) = redrive_now(&["--json"]);
     assert!(ok, "{err}");
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["published"]["republished"], 1, "{out}");
+    assert_eq!(json["published"], 1, "{out}");
     let delivered = stack.drain_subscriber().await;
     assert_eq!(delivered.len(), 1);
     assert_eq!(delivered[0]["detail"]["eventId"], id);
     assert_eq!(delivered[0]["source"], "outbox.orders");
     assert!(stack.outbox_items().await.is_empty());
+}
+
+/// Issue #25 items 5 and 4, through the binary: `--now` publishes exactly
+/// the selected dead letters, each once, under a claim: not another dead
+/// letter, not a redriven event waiting for the sweep, not a fresh event
+/// the stream publisher is handling. A dead letter another operator has
+/// claimed is left alone by `--now`, `redrive` and `discard`. A publish that
+/// fails exits non-zero and keeps the dead letter, with the reason.
+#[tokio::test]
+async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
+    let stack = Stack::with_bus().await;
+    let (bus, _) = stack.bus.clone().unwrap();
+    let picked = stack.put_event_aged(Duration::from_secs(120)).await;
+    let other = stack.put_event_aged(Duration::from_secs(120)).await;
+    let waiting = stack.put_event_aged(Duration::from_secs(120)).await;
+    let proxy = FaultProxy::start().await;
+    let mut sweeper = failing_sweeper(&stack, &proxy, 1).await;
+    sweeper.settings.stranded_after = Duration::ZERO;
+    sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    // One dead letter redriven without --now (due, for the scheduled sweep),
+    // and one fresh event the stream publisher has not handled yet.
+    let ops = stack.operations();
+    let letter = |id: ulid::Ulid| {
+        let ops = &ops;
+        async move { ops.find(&id.to_string()).await.unwrap() }
+    };
+    assert_eq!(
+        ops.redrive(&letter(waiting.event_id).await).await.unwrap(),
+        Marked::Updated
+    );
+    let fresh = stack.put_event_aged(Duration::ZERO).await;
+    let store = stack.store();
+    let record = outbox_core::SinkSettings {
+        sink: "eventbridge".into(),
+        target: bus.clone(),
+        source: "outbox.orders".into(),
+        fifo: false,
+    };
+    store
+        .record_sink(&record, "test", &far_deadline())
+        .await
+        .unwrap();
+
+    let (ok, out, err) = outboxctl(&[
+        "dead-letters",
+        "redrive",
+        "--table",
+        &stack.table,
+        &picked.event_id.to_string(),
+        "--now",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["published"], 1, "{out}");
+    let delivered = stack.drain_subscriber().await;
+    let ids: Vec<&str> = delivered
+        .iter()
+        .map(|m| m["detail"]["eventId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![picked.event_id.to_string()],
+        "exactly the selection"
+    );
+    let left: Vec<ulid::Ulid> = stack
+        .outbox_items()
+        .await
+        .iter()
+        .map(|i| i.event_id)
+        .collect();
+    for untouched in [other.event_id, waiting.event_id, fresh.event_id] {
+        assert!(left.contains(&untouched), "{untouched} is untouched");
+    }
+    assert!(
+        !left.contains(&picked.event_id),
+        "the published one is deleted"
+    );
+
+    // Another operator holds `other` (a live claim): every path leaves it.
+    let claim = outbox_core::store::Claim::new(Duration::from_secs(300));
+    let held = store
+        .claim_dead_letter(&letter(other.event_id).await, &claim, &far_deadline())
+        .await
+        .unwrap();
+    assert!(held.is_some(), "claimed");
+    let id = other.event_id.to_string();
+    let (ok, out, _) = outboxctl(&[
+        "dead-letters",
+        "redrive",
+        "--table",
+        &stack.table,
+        &id,
+        "--now",
+    ]);
+    assert!(ok && out.contains("skipped"), "{out}");
+    let (ok, out, _) = outboxctl(&["dead-letters", "redrive", "--table", &stack.table, &id]);
+    assert!(ok && out.contains("skipped"), "{out}");
+    let (ok, out, _) = outboxctl(&[
+        "dead-letters",
+        "discard",
+        "--table",
+        &stack.table,
+        &id,
+        "--yes",
+    ]);
+    assert!(ok && out.contains("skipped"), "{out}");
+    assert!(stack.drain_subscriber().await.is_empty());
+    // Its holder gives it up; a publish that fails then exits non-zero and
+    // keeps it, with the reason.
+    store
+        .release_claim(
+            &letter(other.event_id).await.key,
+            &claim,
+            None,
+            &far_deadline(),
+        )
+        .await
+        .unwrap();
+    let refusing = FaultProxy::start().await;
+    refusing.inject("PutEvents", Fault::refuse_all("ThrottlingException"), None);
+    let binary = testkit::lambda::binary("outboxctl").unwrap();
+    // Awaited, not blocking: the proxy answers on this test's runtime.
+    let out = tokio::process::Command::new(binary)
+        .args([
+            "dead-letters",
+            "redrive",
+            "--table",
+            &stack.table,
+            &id,
+            "--now",
+        ])
+        .env("AWS_ENDPOINT_URL", &refusing.endpoint)
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a failed publish fails the command");
+    assert!(err.contains("were not published"), "{err}");
+    let kept = letter(other.event_id).await;
+    assert!(kept.reason.contains("redrive --now"), "{}", kept.reason);
+    assert!(stack.drain_subscriber().await.is_empty());
 }

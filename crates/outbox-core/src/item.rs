@@ -66,6 +66,12 @@ pub struct OutboxItem {
     /// Dead-letter-index sort key (the ULID).
     #[serde(rename = "GSI2SK", default, skip_serializing_if = "Option::is_none")]
     pub dead_sk: Option<String>,
+    /// On a dead letter an operator is republishing: the claim's token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_token: Option<String>,
+    /// Epoch seconds after which that claim lapses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_until: Option<i64>,
 }
 
 impl OutboxItem {
@@ -116,6 +122,8 @@ impl OutboxItem {
             dead_letter_reason: None,
             dead_pk: None,
             dead_sk: None,
+            claim_token: None,
+            claimed_until: None,
         };
         let bytes = size::item_size(&item.to_attributes()?);
         if bytes > size::MAX_ITEM_BYTES {

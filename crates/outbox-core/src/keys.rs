@@ -103,6 +103,11 @@ pub mod attr {
     pub const DEAD_LETTERED_AT: &str = "deadLetteredAt";
     /// Why it was dead-lettered.
     pub const DEAD_LETTER_REASON: &str = "deadLetterReason";
+    /// On a dead letter an operator is republishing: the claim's token.
+    pub const CLAIM_TOKEN: &str = "claimToken";
+    /// On a dead letter an operator is republishing: epoch seconds after
+    /// which the claim lapses.
+    pub const CLAIMED_UNTIL: &str = "claimedUntil";
     /// On the settings item: the highest `OUTBOX_SHARDS` ever used.
     pub const SHARDS_HIGH_WATER: &str = "shardsHighWater";
     /// On the settings item: the sink the functions run with (`SINK`).

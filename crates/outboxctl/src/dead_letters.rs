@@ -1,8 +1,9 @@
 //! `outboxctl dead-letters list|show|redrive|discard`.
 
 use aws_config::SdkConfig;
+use outbox_core::publish::EventSink;
 use outbox_core::retry::Deadline;
-use outbox_core::store::{DeadLetterRecord, DynamoStore, Marked};
+use outbox_core::store::{Claim, DeadLetterRecord, DynamoStore, Marked, OutboxStore};
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -138,20 +139,31 @@ pub(crate) async fn redrive(
         None => None,
     };
     let rows = selection.rows(&ops).await?;
+    let sweeper = match (&now, dry_run) {
+        (Some(settings), false) => Some(sweeper_for(sdk, &ops, settings).await?),
+        _ => None,
+    };
     let mut report = Vec::new();
-    let mut redriven = 0;
+    let mut failed = 0;
     let progress = Progress::new(json, Some(rows.len() as u64), "redriving");
     for row in &rows {
-        let outcome = if dry_run {
-            "would redrive"
-        } else {
-            match ops.redrive(row).await.map_err(|e| e.to_string())? {
-                Marked::Updated => {
-                    redriven += 1;
-                    "redriven"
+        let outcome = match (&sweeper, dry_run) {
+            (_, true) if now.is_some() => "would publish now".to_owned(),
+            (_, true) => "would redrive".to_owned(),
+            (Some(sweeper), false) => {
+                let outcome = publish_now(&ops, &sweeper.sink, row).await?;
+                if outcome.failed() {
+                    failed += 1;
                 }
-                Marked::Gone => "skipped: no longer a dead letter",
+                outcome.text()
             }
+            (None, false) => match ops.redrive(row).await.map_err(|e| e.to_string())? {
+                Marked::Updated => "redriven".to_owned(),
+                Marked::Gone => {
+                    "skipped: no longer a dead letter, or being republished by another redrive --now"
+                        .to_owned()
+                }
+            },
         };
         progress.inc();
         report.push(
@@ -159,47 +171,126 @@ pub(crate) async fn redrive(
         );
     }
     drop(progress);
-    let mut published = None;
-    if let (Some(sink), true) = (now, redriven > 0) {
-        published = Some(publish_now(sdk, &ops, &sink).await?);
-    }
-    let out = json!({"deadLetters": report, "published": published});
+    let published = report
+        .iter()
+        .filter(|r| r["outcome"] == "published")
+        .count();
+    let out = json!({"deadLetters": report, "published": now.as_ref().map(|_| published), "failed": failed});
     if json {
-        return print_json(&out);
+        print_json(&out)?;
+    } else {
+        for r in &report {
+            println!(
+                "{}  {}",
+                r["eventId"].as_str().unwrap_or(""),
+                r["outcome"].as_str().unwrap_or("")
+            );
+        }
+        match (&now, dry_run) {
+            (Some(_), false) => println!("published now: {published}, failed: {failed}"),
+            (None, false) => println!(
+                "they are due: the next scheduled sweep publishes them, whatever their age (--now publishes them at once)"
+            ),
+            _ => {}
+        }
     }
-    for r in &report {
-        println!(
-            "{}  {}",
-            r["eventId"].as_str().unwrap_or(""),
-            r["outcome"].as_str().unwrap_or("")
-        );
-    }
-    match published {
-        Some(p) => println!("published now: {p}"),
-        None if !dry_run => println!(
-            "they are due: the next scheduled sweep publishes them, whatever their age (--now publishes them at once)"
-        ),
-        None => {}
+    if failed > 0 {
+        return Err(format!(
+            "{failed} of the selected dead letters were not published; each stays a dead letter with the failure as its reason (see above)"
+        ));
     }
     Ok(())
 }
 
-/// `--now`: a sweep of the redriven range of every shard (the events just
-/// redriven, and any other redriven event still due), through the stack's
-/// sink.
-async fn publish_now(
-    sdk: &SdkConfig,
+/// What `--now` did with one dead letter.
+enum NowOutcome {
+    Published,
+    Gone,
+    Waits,
+    PublishFailed(String),
+    NotDeleted(String),
+}
+
+impl NowOutcome {
+    fn failed(&self) -> bool {
+        matches!(self, Self::PublishFailed(_) | Self::NotDeleted(_))
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Self::Published => "published".into(),
+            Self::Gone => "skipped: no longer a dead letter, or being republished by another redrive --now".into(),
+            Self::Waits => "redriven: waits behind an older pending event of its aggregate (the next scheduled sweep publishes it after that one)".into(),
+            Self::PublishFailed(e) => format!("not published ({e}): it stays a dead letter"),
+            Self::NotDeleted(e) => format!("published, but its item was not deleted ({e}): it stays a dead letter; discard it, or a later redrive sends it again"),
+        }
+    }
+}
+
+/// How long a `--now` claim holds a dead letter (its holder may die).
+const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `--now` for one dead letter: claimed (so that no other path publishes
+/// it meanwhile: a claimed dead letter is in no pending index, and another
+/// redrive or discard leaves it alone), published through the stack's sink,
+/// then deleted; on a failure the claim is given up and it stays a dead
+/// letter with the failure as its reason. An event whose aggregate has an
+/// older pending event is not published now: it is redriven and waits for
+/// that one, so an aggregate's events still go out oldest first.
+async fn publish_now<S: EventSink>(
     ops: &Operations<DynamoStore>,
-    sink: &outbox_core::SinkSettings,
-) -> Result<serde_json::Value, String> {
-    let sweeper = sweeper_for(sdk, ops, sink).await?;
-    let deadline = Deadline::after(std::time::Duration::from_secs(300));
-    let run = sweeper
-        .sweep_redriven(OffsetDateTime::now_utc(), &deadline)
-        .await;
-    Ok(
-        json!({"republished": run.republished, "failed": run.failed, "deferred": run.deferred, "deadLettered": run.dead_lettered}),
-    )
+    sink: &S,
+    row: &DeadLetterRecord,
+) -> Result<NowOutcome, String> {
+    let store = ops.store();
+    let deadline = Deadline::after(std::time::Duration::from_secs(60));
+    let claim = Claim::new(CLAIM_LEASE);
+    let fail = |e: outbox_core::store::StoreError| e.to_string();
+    let Some(item) = store
+        .claim_dead_letter(row, &claim, &deadline)
+        .await
+        .map_err(fail)?
+    else {
+        return Ok(NowOutcome::Gone);
+    };
+    let key = row.key.clone();
+    if store.older_pending(&key, &deadline).await.map_err(fail)? {
+        store
+            .release_claim(&key, &claim, None, &deadline)
+            .await
+            .map_err(fail)?;
+        return Ok(match ops.redrive(row).await.map_err(|e| e.to_string())? {
+            Marked::Updated => NowOutcome::Waits,
+            Marked::Gone => NowOutcome::Gone,
+        });
+    }
+    let outcome = sink
+        .publish_batch(&[&item])
+        .await
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| {
+            Err(outbox_core::publish::PublishFailure::new(
+                outbox_core::publish::FailureKind::Transient,
+                "NoOutcome",
+                "the sink returned no outcome",
+            ))
+        });
+    match outcome {
+        Ok(()) => match store.delete_claimed(&key, &claim, &deadline).await {
+            Ok(Marked::Updated) => Ok(NowOutcome::Published),
+            Ok(Marked::Gone) => Ok(NowOutcome::NotDeleted("the claim had lapsed".into())),
+            Err(e) => Ok(NowOutcome::NotDeleted(e.to_string())),
+        },
+        Err(failure) => {
+            let reason = format!("redrive --now: {failure}");
+            store
+                .release_claim(&key, &claim, Some(&reason), &deadline)
+                .await
+                .map_err(fail)?;
+            Ok(NowOutcome::PublishFailed(failure.to_string()))
+        }
+    }
 }
 
 pub(crate) async fn discard(

@@ -161,13 +161,6 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
         self.run(created, now, deadline, false).await
     }
 
-    /// Publishes every redriven event now (`outboxctl dead-letters redrive
-    /// --now`): every shard, the redriven range only, whatever the age. No
-    /// statistics.
-    pub async fn sweep_redriven(&self, now: OffsetDateTime, deadline: &Deadline) -> SweepReport {
-        self.run(Created::Redriven, now, deadline, false).await
-    }
-
     /// The entries of a page, less the redriven events that an older
     /// pending event of their aggregate is still ahead of (a redriven event
     /// sorts first in the index, whatever its age): they stay pending, due,

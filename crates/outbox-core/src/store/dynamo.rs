@@ -12,8 +12,8 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use ulid::Ulid;
 
 use super::{
-    sanitize, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OutboxStore,
-    Page, PendingItem, PendingQuery, ShardStats, StoreError, MAX_BATCH_WRITE,
+    sanitize, Claim, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked,
+    OutboxStore, Page, PendingItem, PendingQuery, ShardStats, StoreError, MAX_BATCH_WRITE,
 };
 use crate::aws::{error_code, error_message};
 use crate::config::SinkSettings;
@@ -752,8 +752,8 @@ impl OutboxStore for DynamoStore {
         self.conditional_update(
             &letter.key,
             (
-                "SET #ppk = :ppk, #psk = :psk, #attempts = :zero REMOVE #dpk, #dsk, #dla, #reason, #next",
-                "attribute_exists(#dla) AND #dsk = :id",
+                "SET #ppk = :ppk, #psk = :psk, #attempts = :zero REMOVE #dpk, #dsk, #dla, #reason, #next, #token, #until",
+                "attribute_exists(#dla) AND #dsk = :id AND (attribute_not_exists(#until) OR #until < :now)",
             ),
             &[
                 ("#ppk", keys::PENDING_PK),
@@ -764,17 +764,118 @@ impl OutboxStore for DynamoStore {
                 ("#dla", attr::DEAD_LETTERED_AT),
                 ("#reason", attr::DEAD_LETTER_REASON),
                 ("#next", attr::NEXT_ATTEMPT_AT),
+                ("#token", attr::CLAIM_TOKEN),
+                ("#until", attr::CLAIMED_UNTIL),
             ],
             HashMap::from([
                 (":ppk".to_owned(), s(keys::pending_pk(letter.shard))),
                 (":psk".to_owned(), s(redriven_sk)),
                 (":id".to_owned(), s(letter.event_id.clone())),
                 (":zero".to_owned(), n(0)),
+                (":now".to_owned(), n(now_utc_millis().unix_timestamp())),
             ]),
             "redrive",
             deadline,
         )
         .await
+    }
+
+    async fn claim_dead_letter(
+        &self,
+        letter: &DeadLetterRecord,
+        claim: &Claim,
+        deadline: &Deadline,
+    ) -> Result<Option<OutboxItem>, StoreError> {
+        let result = self
+            .call(
+                "claim_dead_letter",
+                deadline,
+                self.client
+                    .update_item()
+                    .table_name(&self.table)
+                    .set_key(Some(letter.key.to_attributes()))
+                    .update_expression("SET #token = :token, #until = :until")
+                    .condition_expression(
+                        "attribute_exists(#dla) AND #dsk = :id AND (attribute_not_exists(#until) OR #until < :now)",
+                    )
+                    .expression_attribute_names("#token", attr::CLAIM_TOKEN)
+                    .expression_attribute_names("#until", attr::CLAIMED_UNTIL)
+                    .expression_attribute_names("#dla", attr::DEAD_LETTERED_AT)
+                    .expression_attribute_names("#dsk", keys::DEAD_SK)
+                    .expression_attribute_values(":token", s(claim.token.clone()))
+                    .expression_attribute_values(":until", n(claim.until))
+                    .expression_attribute_values(":id", s(letter.event_id.clone()))
+                    .expression_attribute_values(":now", n(now_utc_millis().unix_timestamp()))
+                    .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+                    .send(),
+            )
+            .await;
+        match result {
+            Ok(out) => {
+                let item = out
+                    .attributes
+                    .ok_or_else(|| StoreError::new("claim_dead_letter", "NoItemReturned"))?;
+                serde_dynamo::from_item(item)
+                    .map(Some)
+                    .map_err(|_| StoreError::new("claim_dead_letter", "ItemDoesNotDecode"))
+            }
+            Err(Failed::Service(_, code)) if code == "ConditionalCheckFailedException" => Ok(None),
+            Err(other) => Err(other.into_store("claim_dead_letter")),
+        }
+    }
+
+    async fn release_claim(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
+        error: Option<&str>,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let mut names = vec![
+            ("#token", attr::CLAIM_TOKEN),
+            ("#until", attr::CLAIMED_UNTIL),
+        ];
+        let mut values = HashMap::from([(":token".to_owned(), s(claim.token.clone()))]);
+        let update = match error {
+            Some(error) => {
+                names.push(("#reason", attr::DEAD_LETTER_REASON));
+                values.insert(":reason".to_owned(), s(sanitize(error)));
+                "SET #reason = :reason REMOVE #token, #until"
+            }
+            None => "REMOVE #token, #until",
+        };
+        self.conditional_update(
+            key,
+            (update, "#token = :token"),
+            &names,
+            values,
+            "release_claim",
+            deadline,
+        )
+        .await
+    }
+
+    async fn delete_claimed(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let result = self
+            .call(
+                "delete_claimed",
+                deadline,
+                self.client
+                    .delete_item()
+                    .table_name(&self.table)
+                    .set_key(Some(key.to_attributes()))
+                    .condition_expression("#token = :token")
+                    .expression_attribute_names("#token", attr::CLAIM_TOKEN)
+                    .expression_attribute_values(":token", s(claim.token.clone()))
+                    .send(),
+            )
+            .await;
+        conditional(result, "delete_claimed")
     }
 
     async fn discard(
@@ -790,8 +891,12 @@ impl OutboxStore for DynamoStore {
                     .delete_item()
                     .table_name(&self.table)
                     .set_key(Some(letter.key.to_attributes()))
-                    .condition_expression("attribute_exists(#dla)")
+                    .condition_expression(
+                        "attribute_exists(#dla) AND (attribute_not_exists(#until) OR #until < :now)",
+                    )
                     .expression_attribute_names("#dla", attr::DEAD_LETTERED_AT)
+                    .expression_attribute_names("#until", attr::CLAIMED_UNTIL)
+                    .expression_attribute_values(":now", n(now_utc_millis().unix_timestamp()))
                     .send(),
             )
             .await;

@@ -11,8 +11,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use ulid::Ulid;
 
 use super::{
-    sanitize, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OutboxStore,
-    Page, PendingItem, PendingQuery, ShardStats, StoreError,
+    sanitize, Claim, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked,
+    OutboxStore, Page, PendingItem, PendingQuery, ShardStats, StoreError,
 };
 use crate::config::SinkSettings;
 use crate::envelope::now_utc_millis;
@@ -47,6 +47,12 @@ impl Default for MemoryStore {
     fn default() -> Self {
         Self::new(1)
     }
+}
+
+/// Whether no live claim holds the item.
+fn unclaimed(item: &OutboxItem) -> bool {
+    item.claimed_until
+        .is_none_or(|until| until < now_utc_millis().unix_timestamp())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -377,8 +383,11 @@ impl OutboxStore for MemoryStore {
         match items.get_mut(&letter.key) {
             Some(item)
                 if item.dead_lettered_at.is_some()
-                    && item.dead_sk.as_deref() == Some(letter.event_id.as_str()) =>
+                    && item.dead_sk.as_deref() == Some(letter.event_id.as_str())
+                    && unclaimed(item) =>
             {
+                item.claim_token = None;
+                item.claimed_until = None;
                 item.pending_pk = Some(keys::pending_pk(letter.shard));
                 item.pending_sk = Some(keys::redriven_sk(item.event_id));
                 item.attempts = 0;
@@ -393,11 +402,71 @@ impl OutboxStore for MemoryStore {
         }
     }
 
+    async fn claim_dead_letter(
+        &self,
+        letter: &DeadLetterRecord,
+        claim: &Claim,
+        _: &Deadline,
+    ) -> Result<Option<OutboxItem>, StoreError> {
+        let mut items = lock(&self.items);
+        match items.get_mut(&letter.key) {
+            Some(item)
+                if item.dead_lettered_at.is_some()
+                    && item.dead_sk.as_deref() == Some(letter.event_id.as_str())
+                    && unclaimed(item) =>
+            {
+                item.claim_token = Some(claim.token.clone());
+                item.claimed_until = Some(claim.until);
+                Ok(Some(item.clone()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    async fn release_claim(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
+        error: Option<&str>,
+        _: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let mut items = lock(&self.items);
+        match items.get_mut(key) {
+            Some(item) if item.claim_token.as_deref() == Some(claim.token.as_str()) => {
+                item.claim_token = None;
+                item.claimed_until = None;
+                if let Some(error) = error {
+                    item.dead_letter_reason = Some(sanitize(error));
+                }
+                Ok(Marked::Updated)
+            }
+            _ => Ok(Marked::Gone),
+        }
+    }
+
+    async fn delete_claimed(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
+        _: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let mut items = lock(&self.items);
+        if items
+            .get(key)
+            .is_some_and(|i| i.claim_token.as_deref() == Some(claim.token.as_str()))
+        {
+            items.remove(key);
+            Ok(Marked::Updated)
+        } else {
+            Ok(Marked::Gone)
+        }
+    }
+
     async fn discard(&self, letter: &DeadLetterRecord, _: &Deadline) -> Result<Marked, StoreError> {
         let mut items = lock(&self.items);
         if items
             .get(&letter.key)
-            .is_some_and(|i| i.dead_lettered_at.is_some())
+            .is_some_and(|i| i.dead_lettered_at.is_some() && unclaimed(i))
         {
             items.remove(&letter.key);
             Ok(Marked::Updated)

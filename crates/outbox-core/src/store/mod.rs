@@ -188,6 +188,27 @@ pub struct DeadLetterRecord {
     pub envelope: Option<String>,
 }
 
+/// A claim on a dead letter: a token only its holder knows, and when it
+/// lapses (epoch seconds), so that a claim whose holder died does not hold
+/// the dead letter for ever.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// Names the holder (a fresh ULID per run).
+    pub token: String,
+    /// Epoch seconds after which the claim no longer holds.
+    pub until: i64,
+}
+
+impl Claim {
+    /// A new claim lasting `lease`.
+    pub fn new(lease: std::time::Duration) -> Self {
+        Self {
+            token: Ulid::new().to_string(),
+            until: crate::envelope::now_utc_millis().unix_timestamp() + lease.as_secs() as i64,
+        }
+    }
+}
+
 /// One page of a shard's dead letters, oldest first.
 #[derive(Debug, Clone, Default)]
 pub struct DeadLetterPage {
@@ -319,6 +340,39 @@ pub trait OutboxStore: Send + Sync {
     fn redrive(
         &self,
         letter: &DeadLetterRecord,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// Claims a dead letter for the caller alone (`outboxctl dead-letters
+    /// redrive --now`): records `claim` on it, conditional on it still being
+    /// a dead letter that no live claim holds, and returns the item as it
+    /// now is (`None` when it is gone or claimed by someone else). A
+    /// claimed dead letter stays out of the pending index, so no publisher
+    /// or sweeper publishes it meanwhile, and [`OutboxStore::redrive`] and
+    /// [`OutboxStore::discard`] leave it alone until the claim expires.
+    fn claim_dead_letter(
+        &self,
+        letter: &DeadLetterRecord,
+        claim: &Claim,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Option<OutboxItem>, StoreError>> + Send;
+
+    /// Gives a claim up: the dead letter is as before, with `error` as its
+    /// reason when given. Conditional on the claim being `claim`'s.
+    fn release_claim(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
+        error: Option<&str>,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// Deletes a claimed dead letter whose event was published; conditional
+    /// on the claim being `claim`'s.
+    fn delete_claimed(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 

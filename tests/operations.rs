@@ -854,4 +854,24 @@ async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
     let kept = letter(other.event_id).await;
     assert!(kept.reason.contains("redrive --now"), "{}", kept.reason);
     assert!(stack.drain_subscriber().await.is_empty());
+
+    // Issue #25 item 7: the audit line of a discard names the AWS caller
+    // (sts:GetCallerIdentity's ARN) beside the OS user.
+    let (ok, _, err) = outboxctl(&[
+        "dead-letters",
+        "discard",
+        "--table",
+        &stack.table,
+        &id,
+        "--yes",
+    ]);
+    assert!(ok, "{err}");
+    let audit: serde_json::Value = err
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("an audit line");
+    assert_eq!(audit["outcome"], "discarded");
+    let caller = audit["caller"].as_str().unwrap_or_default();
+    assert!(caller.starts_with("arn:aws:"), "the AWS caller: {audit}");
+    assert!(audit.get("by").is_some());
 }

@@ -304,6 +304,21 @@ pub(crate) async fn discard(
     let rows = Selection::Ids(ids.to_vec()).rows(&ops).await?;
     let who = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
     let profile = profile.or_else(|| std::env::var("AWS_PROFILE").ok());
+    // The AWS caller, which the OS user alone does not name (in automation
+    // it reads "unknown"): `sts:GetCallerIdentity`, which needs no
+    // permission. Asked once, before anything is deleted.
+    let caller = aws_sdk_sts::Client::new(sdk)
+        .get_caller_identity()
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot name the AWS caller for the audit trail, so nothing was discarded: {}",
+                outbox_core::aws::error_line("GetCallerIdentity", &e)
+            )
+        })?
+        .arn
+        .unwrap_or_default();
     let mut report = Vec::new();
     for row in &rows {
         let outcome = match ops.discard(row).await.map_err(|e| e.to_string())? {
@@ -325,6 +340,7 @@ pub(crate) async fn discard(
                 "aggregateId": row.aggregate_id,
                 "reason": row.reason,
                 "by": who,
+                "caller": caller,
                 "profile": profile,
                 "at": at,
             })

@@ -61,7 +61,7 @@ pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(
     }
     let name = format!("outboxctl-{}", ulid::Ulid::new());
     let smithy = |t: OffsetDateTime| aws_smithy_types::DateTime::from_secs(t.unix_timestamp());
-    events
+    let started = events
         .start_replay()
         .replay_name(&name)
         .event_source_arn(&archive_arn)
@@ -69,8 +69,15 @@ pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(
         .event_end_time(smithy(to))
         .destination(destination.build().map_err(|e| e.to_string())?)
         .send()
-        .await
-        .map_err(|e| error_line("StartReplay", &e))?;
+        .await;
+    match started {
+        Ok(_) => {}
+        // The name is a fresh ULID of this run: a replay of that name is
+        // this call's own, started by an attempt whose answer was lost
+        // (the SDK retried it). Follow it.
+        Err(e) if outbox_core::aws::error_code(&e) == "ResourceAlreadyExistsException" => {}
+        Err(e) => return Err(error_line("StartReplay", &e)),
+    }
     let started = std::time::Instant::now();
     let progress = Progress::new(json, None, "replay");
     loop {

@@ -738,10 +738,12 @@ async fn a_hung_table_costs_the_batch_its_turn_not_a_timeout() {
     let mut all: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
     all.sort();
     assert_eq!(reported, all, "every message is reported");
-    assert_eq!(
-        proxy.seen("TransactWriteItems"),
-        1,
-        "only the first was started"
+    // Only the first message was started: its attempts (the SDK makes at
+    // most 3), not one call per message.
+    let calls = proxy.seen("TransactWriteItems");
+    assert!(
+        (1..=3).contains(&calls),
+        "only the first was started: {calls} calls"
     );
 
     proxy.heal();

@@ -34,6 +34,22 @@ async fn failing_sweeper(
     sweeper
 }
 
+/// `n` events, dead-lettered by the sweeper's code (one failed attempt
+/// each against a refusing sink).
+async fn dead_letters(stack: &Stack, n: usize) -> Vec<outbox_core::OutboxItem> {
+    let mut items = Vec::new();
+    for _ in 0..n {
+        items.push(stack.put_event_aged(Duration::from_secs(120)).await);
+    }
+    let proxy = FaultProxy::start().await;
+    let mut sweeper = failing_sweeper(stack, &proxy, 1).await;
+    sweeper.settings.stranded_after = Duration::ZERO;
+    sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    items
+}
+
 fn outboxctl(args: &[&str]) -> (bool, String, String) {
     let binary = testkit::lambda::binary("outboxctl").expect("outboxctl binary");
     let out = Command::new(binary)
@@ -187,13 +203,7 @@ async fn status_counts_pending_backing_off_and_dead_letters_per_shard() {
 #[tokio::test]
 async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
     let stack = Stack::with_bus().await;
-    let event = stack.put_event_aged(Duration::from_secs(120)).await;
-    let proxy = FaultProxy::start().await;
-    let mut sweeper = failing_sweeper(&stack, &proxy, 1).await;
-    sweeper.settings.stranded_after = Duration::ZERO;
-    sweeper
-        .sweep(OffsetDateTime::now_utc(), &far_deadline())
-        .await;
+    let event = &dead_letters(&stack, 1).await[0];
     let id = event.event_id.to_string();
     let (bus, _) = stack.bus.clone().unwrap();
 
@@ -633,13 +643,7 @@ async fn errors_carry_the_reason_in_one_readable_line() {
 async fn a_republish_uses_the_settings_the_stack_recorded() {
     use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
     let stack = Stack::with_bus().await;
-    let event = stack.put_event_aged(Duration::from_secs(120)).await;
-    let proxy = FaultProxy::start().await;
-    let mut sweeper = failing_sweeper(&stack, &proxy, 1).await;
-    sweeper.settings.stranded_after = Duration::ZERO;
-    sweeper
-        .sweep(OffsetDateTime::now_utc(), &far_deadline())
-        .await;
+    let event = &dead_letters(&stack, 1).await[0];
     let id = event.event_id.to_string();
     let (bus, _) = stack.bus.clone().unwrap();
     let redrive_now = |extra: &[&str]| {
@@ -722,15 +726,8 @@ async fn a_republish_uses_the_settings_the_stack_recorded() {
 async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
     let stack = Stack::with_bus().await;
     let (bus, _) = stack.bus.clone().unwrap();
-    let picked = stack.put_event_aged(Duration::from_secs(120)).await;
-    let other = stack.put_event_aged(Duration::from_secs(120)).await;
-    let waiting = stack.put_event_aged(Duration::from_secs(120)).await;
-    let proxy = FaultProxy::start().await;
-    let mut sweeper = failing_sweeper(&stack, &proxy, 1).await;
-    sweeper.settings.stranded_after = Duration::ZERO;
-    sweeper
-        .sweep(OffsetDateTime::now_utc(), &far_deadline())
-        .await;
+    let letters = dead_letters(&stack, 3).await;
+    let (picked, other, waiting) = (&letters[0], &letters[1], &letters[2]);
     // One dead letter redriven without --now (due, for the scheduled sweep),
     // and one fresh event the stream publisher has not handled yet.
     let ops = stack.operations();

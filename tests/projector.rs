@@ -85,6 +85,42 @@ fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
         .collect()
 }
 
+/// The real `projector` binary on `table`, under the local Lambda runtime.
+fn projector_binary(table: &str) -> LambdaFunction {
+    LambdaFunction::new(FunctionSpec {
+        name: "projector".into(),
+        binary: testkit::lambda::binary("projector").unwrap(),
+        env: testkit::lambda::loopback_env()
+            .into_iter()
+            .chain([("TABLE_NAME".to_owned(), table.to_owned())])
+            .collect(),
+        timeout: Duration::from_secs(30),
+        log: std::env::temp_dir().join(format!("{table}.log")),
+    })
+}
+
+/// Drains `queue_url` through `function`, as Lambda's SQS mapping would.
+async fn drain_through(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    function: &LambdaFunction,
+) -> devkit::DrainStats {
+    devkit::drain_queue(
+        sqs,
+        queue_url,
+        Duration::from_secs(10),
+        |event| async move {
+            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+            let answer = function.invoke(&payload).await.map_err(|e| e.to_string())?;
+            let response: SqsBatchResponse =
+                serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
+            Ok(failed_ids(&response).into_iter().collect::<HashSet<_>>())
+        },
+    )
+    .await
+    .unwrap()
+}
+
 async fn scan(sdk: &aws_config::SdkConfig, table: &str) -> Vec<Item> {
     devkit::scan_all(&aws_sdk_dynamodb::Client::new(sdk), table)
         .await
@@ -414,32 +450,9 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
         again += 1;
     }
 
-    let function = LambdaFunction::new(FunctionSpec {
-        name: "projector".into(),
-        binary: testkit::lambda::binary("projector").unwrap(),
-        env: testkit::lambda::loopback_env()
-            .into_iter()
-            .chain([("TABLE_NAME".to_owned(), rm.table.clone())])
-            .collect(),
-        timeout: Duration::from_secs(30),
-        log: std::env::temp_dir().join(format!("{}.log", rm.table)),
-    });
+    let function = projector_binary(&rm.table);
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
-    let function = &function;
-    let stats = devkit::drain_queue(
-        &sqs,
-        &rm.queue.queue_url,
-        Duration::from_secs(10),
-        |event| async move {
-            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-            let answer = function.invoke(&payload).await.map_err(|e| e.to_string())?;
-            let response: SqsBatchResponse =
-                serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
-            Ok(failed_ids(&response).into_iter().collect::<HashSet<_>>())
-        },
-    )
-    .await
-    .unwrap();
+    let stats = drain_through(&sqs, &rm.queue.queue_url, &function).await;
     let events_committed = committed.len() + committed.values().filter(|o| o.version == 2).count();
     assert_eq!(delivered.len(), events_committed);
     assert_eq!(
@@ -497,16 +510,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
     devkit::create_read_model_table(&stack.sdk, &next_generation)
         .await
         .unwrap();
-    let rebuilt = LambdaFunction::new(FunctionSpec {
-        name: "projector".into(),
-        binary: testkit::lambda::binary("projector").unwrap(),
-        env: testkit::lambda::loopback_env()
-            .into_iter()
-            .chain([("TABLE_NAME".to_owned(), next_generation.clone())])
-            .collect(),
-        timeout: Duration::from_secs(30),
-        log: std::env::temp_dir().join(format!("{next_generation}.log")),
-    });
+    let rebuilt = projector_binary(&next_generation);
     let rfc = |t: time::OffsetDateTime| {
         t.format(&time::format_description::well_known::Rfc3339)
             .unwrap()
@@ -533,21 +537,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
         "{}",
         String::from_utf8_lossy(&replay.stderr)
     );
-    let rebuilt = &rebuilt;
-    let stats = devkit::drain_queue(
-        &sqs,
-        &rm.queue.queue_url,
-        Duration::from_secs(10),
-        |event| async move {
-            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-            let answer = rebuilt.invoke(&payload).await.map_err(|e| e.to_string())?;
-            let response: SqsBatchResponse =
-                serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
-            Ok(failed_ids(&response).into_iter().collect::<HashSet<_>>())
-        },
-    )
-    .await
-    .unwrap();
+    let stats = drain_through(&sqs, &rm.queue.queue_url, &rebuilt).await;
     assert_eq!(stats.reported, 0);
     assert!(stats.deleted >= events_committed, "the archive replayed");
     assert_eq!(

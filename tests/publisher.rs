@@ -457,16 +457,15 @@ async fn an_expired_stream_iterator_is_renewed_after_the_last_record_read() {
     let proxy = FaultProxy::start().await;
     let sdk = proxy.sdk().await;
     let mut cursor = devkit::StreamCursor::new(&sdk, &stack.stream_arn);
-    let mut written = Vec::new();
-    for _ in 0..3 {
-        written.push(
-            stack
-                .put_event_aged(std::time::Duration::ZERO)
-                .await
-                .event_id
-                .to_string(),
-        );
-    }
+    let write_three = || async {
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let item = stack.put_event_aged(std::time::Duration::ZERO).await;
+            ids.push(item.event_id.to_string());
+        }
+        ids
+    };
+    let mut written = write_three().await;
     let mut read = Vec::new();
     let ids = |records: Vec<aws_lambda_events::event::dynamodb::EventRecord>| {
         records
@@ -480,15 +479,7 @@ async fn an_expired_stream_iterator_is_renewed_after_the_last_record_read() {
             .collect::<Vec<_>>()
     };
     read.extend(ids(cursor.read().await.expect("first read")));
-    for _ in 0..3 {
-        written.push(
-            stack
-                .put_event_aged(std::time::Duration::ZERO)
-                .await
-                .event_id
-                .to_string(),
-        );
-    }
+    written.extend(write_three().await);
     proxy.inject(
         "GetRecords",
         Fault::Refuse("ExpiredIteratorException".into()),

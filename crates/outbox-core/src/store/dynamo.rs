@@ -111,6 +111,27 @@ impl DynamoStore {
         conditional(result, operation)
     }
 
+    /// The settings item (strongly consistent), if there is one.
+    async fn settings_item(
+        &self,
+        operation: &'static str,
+        deadline: &Deadline,
+    ) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
+        self.call(
+            operation,
+            deadline,
+            self.client
+                .get_item()
+                .table_name(&self.table)
+                .set_key(Some(keys::settings_key().to_attributes()))
+                .consistent_read(true)
+                .send(),
+        )
+        .await
+        .map(|out| out.item)
+        .map_err(|e| e.into_store(operation))
+    }
+
     /// The first pending-index sort key of a shard (after `after`, when
     /// given), one item read; and the items read.
     async fn first_pending(
@@ -541,21 +562,10 @@ impl OutboxStore for DynamoStore {
     }
 
     async fn recorded_shards(&self, deadline: &Deadline) -> Result<u16, StoreError> {
-        let out = self
-            .call(
-                "recorded_shards",
-                deadline,
-                self.client
-                    .get_item()
-                    .table_name(&self.table)
-                    .set_key(Some(keys::settings_key().to_attributes()))
-                    .consistent_read(true)
-                    .send(),
-            )
-            .await
-            .map_err(|e| e.into_store("recorded_shards"))?;
-        Ok(out
-            .item()
+        Ok(self
+            .settings_item("recorded_shards", deadline)
+            .await?
+            .as_ref()
             .and_then(|i| i.get(attr::SHARDS_HIGH_WATER))
             .and_then(|v| v.as_n().ok())
             .and_then(|n| n.parse().ok())
@@ -598,20 +608,7 @@ impl OutboxStore for DynamoStore {
         &self,
         deadline: &Deadline,
     ) -> Result<Option<(SinkSettings, String)>, StoreError> {
-        let out = self
-            .call(
-                "recorded_sink",
-                deadline,
-                self.client
-                    .get_item()
-                    .table_name(&self.table)
-                    .set_key(Some(keys::settings_key().to_attributes()))
-                    .consistent_read(true)
-                    .send(),
-            )
-            .await
-            .map_err(|e| e.into_store("recorded_sink"))?;
-        let Some(item) = out.item() else {
+        let Some(item) = self.settings_item("recorded_sink", deadline).await? else {
             return Ok(None);
         };
         let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();

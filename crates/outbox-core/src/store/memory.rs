@@ -49,6 +49,13 @@ impl Default for MemoryStore {
     }
 }
 
+/// Whether `item` is still `letter`'s dead letter, and no live claim holds it.
+fn is_free_dead_letter(item: &OutboxItem, letter: &DeadLetterRecord) -> bool {
+    item.dead_lettered_at.is_some()
+        && item.dead_sk.as_deref() == Some(letter.event_id.as_str())
+        && unclaimed(item)
+}
+
 /// Whether no live claim holds the item.
 fn unclaimed(item: &OutboxItem) -> bool {
     item.claimed_until
@@ -381,11 +388,7 @@ impl OutboxStore for MemoryStore {
     async fn redrive(&self, letter: &DeadLetterRecord, _: &Deadline) -> Result<Marked, StoreError> {
         let mut items = lock(&self.items);
         match items.get_mut(&letter.key) {
-            Some(item)
-                if item.dead_lettered_at.is_some()
-                    && item.dead_sk.as_deref() == Some(letter.event_id.as_str())
-                    && unclaimed(item) =>
-            {
+            Some(item) if is_free_dead_letter(item, letter) => {
                 item.claim_token = None;
                 item.claimed_until = None;
                 item.pending_pk = Some(keys::pending_pk(letter.shard));
@@ -410,11 +413,7 @@ impl OutboxStore for MemoryStore {
     ) -> Result<Option<OutboxItem>, StoreError> {
         let mut items = lock(&self.items);
         match items.get_mut(&letter.key) {
-            Some(item)
-                if item.dead_lettered_at.is_some()
-                    && item.dead_sk.as_deref() == Some(letter.event_id.as_str())
-                    && unclaimed(item) =>
-            {
+            Some(item) if is_free_dead_letter(item, letter) => {
                 item.claim_token = Some(claim.token.clone());
                 item.claimed_until = Some(claim.until);
                 Ok(Some(item.clone()))

@@ -125,6 +125,8 @@ pub struct LambdaFunction {
     counter: AtomicU64,
     /// Sandboxes started (cold starts).
     pub cold_starts: AtomicU64,
+    /// The deadline given to the latest invocation (ms since the epoch).
+    last_deadline_ms: AtomicU64,
 }
 
 impl LambdaFunction {
@@ -135,11 +137,18 @@ impl LambdaFunction {
             pid: Arc::default(),
             counter: AtomicU64::new(0),
             cold_starts: AtomicU64::new(0),
+            last_deadline_ms: AtomicU64::new(0),
         }
     }
 
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// The deadline the latest invocation was given (after its cold start,
+    /// if any).
+    pub fn last_deadline(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.last_deadline_ms.load(Ordering::SeqCst))
     }
 
     /// Kills whatever process runs this function at the time of the call.
@@ -162,6 +171,7 @@ impl LambdaFunction {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
+        self.last_deadline_ms.store(deadline_ms, Ordering::SeqCst);
         let (answer, answered) = oneshot::channel();
         let outcome = {
             let Some(sandbox) = slot.as_mut() else {

@@ -370,7 +370,22 @@ fn iam_actions(request: &hyper::http::request::Parts, operation: &str, body: &[u
         .collect()
 }
 
-fn fault_for(state: &Mutex<State>, operation: &str) -> (u64, Option<Fault>) {
+/// What the chooser is asked about: the operation, or for a write of the
+/// settings item (`PK=OUTBOX_SETTINGS`, made once per cold start)
+/// `UpdateItem(settings)`, so that a chaos schedule's `UpdateItem` faults,
+/// meant for the dead-letter and backoff writes, are not spent on it.
+fn subject(operation: &str, body: &[u8]) -> String {
+    let settings = operation == "UpdateItem"
+        && serde_json::from_slice::<serde_json::Value>(body)
+            .is_ok_and(|b| b["Key"]["PK"]["S"] == outbox_core::keys::SETTINGS_PK);
+    if settings {
+        format!("{operation}(settings)")
+    } else {
+        operation.to_owned()
+    }
+}
+
+fn fault_for(state: &Mutex<State>, operation: &str, subject: &str) -> (u64, Option<Fault>) {
     let mut state = state.lock().unwrap();
     state.seen.push(operation.to_owned());
     let tag = state.tag;
@@ -389,7 +404,7 @@ fn fault_for(state: &Mutex<State>, operation: &str) -> (u64, Option<Fault>) {
         None => state
             .chooser
             .as_mut()
-            .and_then(|choose| choose(operation, tag)),
+            .and_then(|choose| choose(subject, tag)),
     };
     if fault.as_ref().is_some_and(|f| *f != Fault::Pass) {
         state.faulted.push(operation.to_owned());
@@ -527,7 +542,7 @@ async fn handle_call(
         .unwrap()
         .actions
         .extend(iam_actions(&parts, &operation, &body));
-    let (tag, fault) = fault_for(&state, &operation);
+    let (tag, fault) = fault_for(&state, &operation, &subject(&operation, &body));
     let deletes = deleted_event_ids(&operation, &body);
     let journal = |fault: &Option<Fault>, reached: Vec<String>| {
         if is_sink_call(&operation)

@@ -69,6 +69,9 @@ pub(super) struct Schedule {
     /// Tag range of the sink outage.
     pub(super) outage: Option<(u64, u64)>,
     pub(super) hangs: u32,
+    /// The sweeper's read fault for the current invocation: (tag, reads
+    /// before it, the fault).
+    pub(super) read_plan: Option<(u64, u32, Option<Fault>)>,
     /// A scripted fault applies to one call in this many of its operation.
     pub(super) script_every: u32,
 }
@@ -91,6 +94,9 @@ impl Schedule {
         let key = if sink { "sink" } else { operation };
         if let Some(fault) = self.planned(operation, key) {
             return Some(fault);
+        }
+        if sweeper && operation == "Query" {
+            return self.sweep_read(tag);
         }
         if !self.rng.f64().lt(&self.rate) {
             return None;
@@ -119,10 +125,6 @@ impl Schedule {
                 _ => Fault::Crash { forward: true },
             },
             "UpdateItem" => self.burst(operation, Fault::ServerError),
-            "Query" if sweeper => match self.rng.u32(0..3) {
-                0 => Fault::Throttle,
-                _ => Fault::Crash { forward: false },
-            },
             _ => return None,
         };
         Some(fault)
@@ -146,6 +148,31 @@ impl Schedule {
             2 => Fault::Crash { forward: true },
             _ => Fault::Crash { forward: false },
         })
+    }
+
+    /// A sweep reads many pages (each shard's pending index, the
+    /// statistics): a fault on each read at `rate` would kill nearly every
+    /// sweep (a small run once had 1,314 of 1,316 sweeps killed). So one
+    /// invocation in `rate` meets one read fault (a throttle, or a
+    /// `SIGKILL` twice as often), on one of its first eight reads.
+    fn sweep_read(&mut self, tag: u64) -> Option<Fault> {
+        if self.read_plan.as_ref().is_none_or(|(t, _, _)| *t != tag) {
+            let fault = self.rng.f64().lt(&self.rate).then(|| {
+                if self.rng.u32(0..3) == 0 {
+                    Fault::Throttle
+                } else {
+                    Fault::Crash { forward: false }
+                }
+            });
+            let at = self.rng.u32(0..8);
+            self.read_plan = Some((tag, at, fault));
+        }
+        let (_, before, fault) = self.read_plan.as_mut()?;
+        if *before > 0 {
+            *before -= 1;
+            return None;
+        }
+        fault.take()
     }
 
     /// The rest of a burst, or the next scripted fault (every other call).
@@ -181,6 +208,7 @@ impl Schedule {
             burst: None,
             outage: None,
             hangs: 0,
+            read_plan: None,
             script_every: 2,
         }
     }
@@ -269,6 +297,9 @@ pub(super) struct Tagged {
     /// Invocations whose answer reported failed records
     /// (`batchItemFailures`): Lambda delivers those records again.
     pub(super) reported: Mutex<std::collections::BTreeSet<u64>>,
+    /// Each invocation's deadline and when its answer (or failure) came
+    /// (tag → (deadline, end)).
+    pub(super) ends: Mutex<BTreeMap<u64, (std::time::SystemTime, std::time::SystemTime)>>,
 }
 
 impl Tagged {
@@ -283,6 +314,7 @@ impl Tagged {
             errors: Mutex::default(),
             started: Mutex::default(),
             reported: Mutex::default(),
+            ends: Mutex::default(),
         }
     }
 
@@ -298,6 +330,10 @@ impl Tagged {
             .insert(tag, std::time::SystemTime::now());
         self.proxy.set_tag(tag);
         let outcome = self.function.invoke(payload).await;
+        self.ends.lock().unwrap().insert(
+            tag,
+            (self.function.last_deadline(), std::time::SystemTime::now()),
+        );
         match &outcome {
             Err(e) => {
                 self.errors.lock().unwrap().insert(tag, e.clone());

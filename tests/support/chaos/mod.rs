@@ -482,8 +482,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         publisher_proxy.sabotage(sabotage);
         sweeper_proxy.sabotage(sabotage);
     }
-    sweeper_proxy.set_chooser(Box::new(move |op, _| {
-        schedule.lock().ok()?.choose_publishing(op, 0, true)
+    sweeper_proxy.set_chooser(Box::new(move |op, tag| {
+        schedule.lock().ok()?.choose_publishing(op, tag, true)
     }));
     // The sweeper runs between the pump's passes, never alongside one, so
     // it takes every pending item at once (STRANDED_AFTER_SECONDS=0): those

@@ -429,6 +429,7 @@ pub(super) async fn judge(
             .iter()
             .map(|f| f.reported.lock().unwrap().clone())
             .collect(),
+        out_of_time: functions.iter().map(|f| out_of_time(f)).collect(),
         journals,
     };
     let mut forwards: HashMap<&str, Vec<Forward>> = HashMap::new();
@@ -531,6 +532,27 @@ struct Histories<'a> {
     errors: Vec<BTreeMap<u64, FunctionError>>,
     started: Vec<BTreeMap<u64, SystemTime>>,
     reported: Vec<BTreeSet<u64>>,
+    /// Invocations that ran to their own deadline (the Lambda deadline less
+    /// the function's margin): what was left then was left undone.
+    out_of_time: Vec<BTreeSet<u64>>,
+}
+
+/// The invocations of `function` that ended at or after the deadline it
+/// keeps to (the Lambda deadline less its `DEADLINE_MARGIN`).
+fn out_of_time(function: &Tagged) -> BTreeSet<u64> {
+    let margin = match function.function.name() {
+        "publisher" => publisher::DEADLINE_MARGIN,
+        "sweeper" => sweeper::DEADLINE_MARGIN,
+        _ => return BTreeSet::new(),
+    };
+    function
+        .ends
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, (deadline, end))| *end + margin >= *deadline)
+        .map(|(tag, _)| *tag)
+        .collect()
 }
 
 impl Histories<'_> {
@@ -622,7 +644,25 @@ impl Histories<'_> {
             {
                 return Some(self.fault(f, i));
             }
-            // 4. The invocation failed before its deletes (a call that hung
+            // 4. The invocation ran to its deadline before this delete took
+            //    effect: the delete was cut, or never started (the
+            //    functions stop at their deadline and leave the rest to
+            //    the sweeper). A hung call is named when there is one.
+            if self.out_of_time[f].contains(&tag) && !self.errors[f].contains_key(&tag) {
+                let hang = journal
+                    .iter()
+                    .position(|c| c.tag == tag && c.fault == Some(Fault::Hang));
+                return Some(match hang {
+                    Some(i) => self.fault(f, i),
+                    None => self.other(
+                        format!("{name}: deadline reached before its deletes"),
+                        f,
+                        tag,
+                        None,
+                    ),
+                });
+            }
+            // 5. The invocation failed before its deletes (a call that hung
             //    past the deadline, a function error).
             if let Some(error) = self.errors[f].get(&tag) {
                 let hang = journal
@@ -646,7 +686,7 @@ impl Histories<'_> {
         // The item was deleted after it was published: the next forward
         // came from something that did not need the item.
         let next_name = self.names[next.function];
-        // 5. Lambda delivered the record again: the invocation reported a
+        // 6. Lambda delivered the record again: the invocation reported a
         //    record at or before it as failed, or failed as a whole.
         if name == "publisher"
             && next_name == "publisher"
@@ -667,7 +707,7 @@ impl Histories<'_> {
                 None,
             ));
         }
-        // 6. The sweeper published it before the stream delivered its
+        // 7. The sweeper published it before the stream delivered its
         //    insert (STRANDED_AFTER_SECONDS=0 in this run): the mapping
         //    delivers every record, whatever the table holds.
         if name == "sweeper" && next_name == "publisher" {
@@ -678,7 +718,7 @@ impl Histories<'_> {
                 None,
             ));
         }
-        // 7. The sweep that sent it again had started (and read its page)
+        // 8. The sweep that sent it again had started (and read its page)
         //    before the delete reached the table.
         if next_name == "sweeper"
             && self.started[next.function]

@@ -25,7 +25,7 @@ infra/local/with-local.sh cargo build --locked --bin writer --bin publisher --bi
 status=0
 started=$(date +%s)
 export seeds sinks out
-LOCAL_SERVER_LOG_DIR=$out infra/local/with-local.sh bash -c '
+LOCAL_SERVER_LABEL="seeds $seeds, $sinks" LOCAL_SERVER_LOG_DIR=$out infra/local/with-local.sh bash -c '
   status=0
   for seed in ${seeds//,/ }; do
     for sink in ${sinks//,/ }; do

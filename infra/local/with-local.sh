@@ -52,7 +52,7 @@ stop() {
   for entry in "${pids[@]}"; do
     local name=${entry%%:*} pid=${entry#*:}
     if [ -n "${LOCAL_SERVER_LOG_DIR:-}" ]; then
-      echo "$name $(peak "$pid")" >>"$logs/peak-memory.txt"
+      echo "$name${LOCAL_SERVER_LABEL:+ ($LOCAL_SERVER_LABEL)} $(peak "$pid")" >>"$logs/peak-memory.txt"
     fi
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true

@@ -339,6 +339,25 @@ pub fn binary(name: &str) -> Result<PathBuf, String> {
         .ok_or("cannot locate the target directory")?
         .to_path_buf();
     let release = dir.file_name().is_some_and(|n| n == "release");
+    build_binary(name, dir, release)
+}
+
+/// The debug build of the function binary `name` (built when missing or
+/// stale), whatever profile the caller runs in: for counting what a
+/// function calls, which the profile does not change (a bench runs in
+/// release, and a release build of a function takes minutes here).
+pub fn debug_binary(name: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .ok_or("cannot locate the target directory")?
+        .join("debug");
+    build_binary(name, dir, false)
+}
+
+fn build_binary(name: &str, dir: PathBuf, release: bool) -> Result<PathBuf, String> {
     let mut build = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()));
     build
         .current_dir(crate::root())
@@ -379,4 +398,20 @@ pub fn loopback_env() -> Vec<(String, String)> {
         ("AWS_EC2_METADATA_DISABLED".to_owned(), "true".to_owned()),
     ])
     .collect()
+}
+
+/// A function binary as the stream mapping's function (the local kit's
+/// pump): the event as JSON in, the typed response out; a function error is
+/// `Err`.
+impl devkit::Invoker for &LambdaFunction {
+    async fn invoke(
+        &self,
+        event: aws_lambda_events::event::dynamodb::Event,
+    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
+        let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+        let body = LambdaFunction::invoke(*self, &payload)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::from_slice(&body).map_err(|e| format!("invalid response: {e}"))
+    }
 }

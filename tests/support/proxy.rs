@@ -224,6 +224,22 @@ impl FaultProxy {
         state.actions.iter().cloned().collect()
     }
 
+    /// How many calls each IAM action authorized (a `TransactWriteItems`
+    /// counts once per item kind it carries).
+    pub fn action_counts(&self) -> std::collections::BTreeMap<String, usize> {
+        let state = self.state.lock().unwrap();
+        let mut counts = std::collections::BTreeMap::new();
+        for action in &state.actions {
+            *counts.entry(action.clone()).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Every call seen, by operation, in order.
+    pub fn operations(&self) -> Vec<String> {
+        self.state.lock().unwrap().seen.clone()
+    }
+
     /// How many calls of `operation` got a fault.
     pub fn faulted(&self, operation: &str) -> usize {
         let state = self.state.lock().unwrap();

@@ -409,7 +409,7 @@ impl devkit::Invoker for &LambdaFunction {
         event: aws_lambda_events::event::dynamodb::Event,
     ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
         let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-        let body = LambdaFunction::invoke(*self, &payload)
+        let body = LambdaFunction::invoke(self, &payload)
             .await
             .map_err(|e| e.to_string())?;
         serde_json::from_slice(&body).map_err(|e| format!("invalid response: {e}"))

@@ -1,230 +1,612 @@
-//! Least privilege, measured: each function's role in `template.yaml` grants
-//! exactly the data-plane actions its function calls. The calls are seen on
-//! the wire (the fault proxy, passing everything) while the writer, the
-//! publisher, the sweeper and the projector do all they do; the roles are read from the
-//! template (the EventBridge branch of `!If [UseSns, …]`; the SNS branch is
-//! checked against the SNS adapter's calls).
+//! Least privilege, measured by request and resource: each function's role
+//! in `template.yaml` grants exactly the (action, resource) pairs that are
+//! used, no more and no fewer.
+//!
+//! What is used comes from two places:
+//! - **the function's own calls**, seen on the wire by the test proxy while
+//!   the real binary runs under the local Lambda runtime, cold start
+//!   included; each call is read for the IAM action that authorizes it (a
+//!   `TransactWriteItems` by each of its items' kinds) and the resource it
+//!   names (table, index, stream, bus, topic, queue);
+//! - **the calls the Lambda service makes with the function's role**, which
+//!   follow from the function's configuration in the template and AWS's
+//!   documentation: its stream mapping (`DescribeStream`, `GetRecords`,
+//!   `GetShardIterator`, `ListStreams` on that stream), its SQS mapping
+//!   (`ReceiveMessage`, `DeleteMessage`, `GetQueueAttributes` on that queue,
+//!   the three the SQS guide lists for the execution role), its OnFailure
+//!   destinations (`SendMessage`), its log group (`CreateLogStream`,
+//!   `PutLogEvents`) and active tracing (`PutTraceSegments`,
+//!   `PutTelemetryRecords`). The local kit's mapping emulators make their
+//!   stream and queue reads through the proxy too, so those are seen as
+//!   well; logs and traces cannot be seen here.
+//!
+//! The grants are read from the role's inline policies and from every
+//! separate `AWS::IAM::Policy`/`ManagedPolicy` resource attached to it; a
+//! managed policy ARN on a role fails the test (it could grant anything).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
-use lambda_runtime::LambdaEvent;
-use outbox_core::publish::sns::SnsSink;
-use outbox_core::publish::EventSink;
-use outbox_core::{EventEnvelope, OutboxItem};
 use serde_yaml_ng::Value;
-use sweeper::{SweepSettings, Sweeper};
+use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
 use testkit::proxy::{Fault, FaultProxy};
-use testkit::{far_deadline, fast_retry, root, Stack};
+use testkit::{api_event, root, unique, Principal, Stack};
 
-/// Actions the Lambda service makes with a function's role, not the
-/// function: reading the stream and the OnFailure queue for the mappings,
-/// sending to the OnFailure destination, logs and traces.
-fn made_by_the_service(action: &str) -> bool {
-    matches!(
-        action,
-        "dynamodb:DescribeStream"
-            | "dynamodb:GetRecords"
-            | "dynamodb:GetShardIterator"
-            | "dynamodb:ListStreams"
-    ) || ["sqs:", "logs:", "xray:"]
-        .iter()
-        .any(|p| action.starts_with(p))
+type Grants = BTreeSet<(String, String)>;
+
+/// What each of the template's logical resources is in this test, named as
+/// the proxy names resources (`table/<name>`, `queue/<name>`, …).
+struct Bindings {
+    names: HashMap<&'static str, String>,
+    sns: bool,
 }
 
-/// The actions of a role's inline policies, the `sns` branch of
-/// `!If [UseSns, …]` when `sns`, the other otherwise.
-fn role_actions(role: &str, sns: bool) -> BTreeSet<String> {
-    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
-    let template: Value = serde_yaml_ng::from_str(&text).unwrap();
-    let statements = template["Resources"][role]["Properties"]["Policies"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .flat_map(|p| {
-            p["PolicyDocument"]["Statement"]
-                .as_sequence()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .collect::<Vec<_>>();
-    let mut actions = BTreeSet::new();
-    for statement in statements {
-        let statement = match &statement {
-            Value::Tagged(tagged) if tagged.tag == "!If" => {
-                let branches = tagged.value.as_sequence().unwrap();
-                assert_eq!(branches[0].as_str(), Some("UseSns"), "{role}");
-                branches[if sns { 1 } else { 2 }].clone()
-            }
-            other => other.clone(),
-        };
-        match &statement["Action"] {
-            Value::String(a) => {
-                actions.insert(a.clone());
-            }
-            Value::Sequence(list) => {
-                actions.extend(list.iter().filter_map(|a| a.as_str().map(str::to_owned)))
-            }
-            other => panic!("{role}: unexpected Action {other:?}"),
+impl Bindings {
+    fn new(sns: bool, names: &[(&'static str, String)]) -> Self {
+        Self {
+            names: names.iter().cloned().collect(),
+            sns,
         }
     }
-    actions
-        .into_iter()
-        .filter(|a| !made_by_the_service(a))
-        .collect()
+
+    fn name(&self, logical: &str) -> String {
+        if logical.ends_with("LogGroup") {
+            return format!("log-group/{logical}");
+        }
+        self.names
+            .get(logical)
+            .cloned()
+            .unwrap_or_else(|| panic!("no binding for the template's {logical}"))
+    }
+
+    fn condition(&self, name: &str) -> bool {
+        match name {
+            "UseSns" => self.sns,
+            "UseEventBridge" => !self.sns,
+            // The stack creates its bus (no ExistingEventBusName).
+            "NoExistingBus" => true,
+            other => panic!("unknown condition {other}"),
+        }
+    }
+
+    /// The resources a policy's `Resource` (or a property) names.
+    fn resolve(&self, value: &Value) -> Vec<String> {
+        match value {
+            Value::String(s) if s == "*" => vec!["*".into()],
+            Value::Sequence(list) => list.iter().flat_map(|v| self.resolve(v)).collect(),
+            Value::Tagged(tagged) => {
+                let arg = tagged.value.as_str().unwrap_or("");
+                match tagged.tag.to_string().as_str() {
+                    "!GetAtt" => {
+                        let (logical, attribute) =
+                            arg.split_once('.').unwrap_or_else(|| panic!("{arg}"));
+                        match attribute {
+                            "Arn" => vec![self.name(logical)],
+                            "StreamArn" => vec![format!("{}/stream", self.name(logical))],
+                            other => panic!("unknown attribute {other}"),
+                        }
+                    }
+                    "!Ref" => vec![self.name(arg)],
+                    "!Sub" => {
+                        let rest = arg
+                            .strip_prefix("${")
+                            .and_then(|r| r.split_once(".Arn}"))
+                            .unwrap_or_else(|| panic!("unsupported !Sub {arg}"));
+                        let suffix = if rest.1 == "/stream/*" {
+                            "/stream"
+                        } else {
+                            rest.1
+                        };
+                        vec![format!("{}{suffix}", self.name(rest.0))]
+                    }
+                    "!If" => {
+                        let branches = tagged.value.as_sequence().expect("!If list");
+                        let cond = branches[0].as_str().expect("condition name");
+                        self.resolve(&branches[if self.condition(cond) { 1 } else { 2 }])
+                    }
+                    other => panic!("unsupported {other} {arg}"),
+                }
+            }
+            other => panic!("unsupported resource {other:?}"),
+        }
+    }
 }
 
-/// The calls seen, as IAM actions, read from each request by the proxy (a
-/// `TransactWriteItems` is authorized by the action of each of its items).
-fn called(proxy: &FaultProxy) -> BTreeSet<String> {
-    proxy.actions()
+fn template() -> Value {
+    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    serde_yaml_ng::from_str(&text).unwrap()
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Sequence(list) => list
+            .iter()
+            .map(|v| v.as_str().expect("a string").to_owned())
+            .collect(),
+        other => panic!("expected strings, got {other:?}"),
+    }
+}
+
+fn refs(value: &Value, logical: &str) -> bool {
+    match value {
+        Value::Tagged(t) => {
+            t.tag == "!Ref" && t.value.as_str() == Some(logical)
+                || t.tag == "!GetAtt" && t.value.as_str() == Some(&format!("{logical}.Arn"))
+        }
+        Value::Sequence(list) => list.iter().any(|v| refs(v, logical)),
+        _ => false,
+    }
+}
+
+/// Every (action, resource) pair the role is granted: its inline policies
+/// and the separate policy resources attached to it.
+fn granted(role: &str, bindings: &Bindings) -> Grants {
+    granted_in(&template(), role, bindings)
+}
+
+fn granted_in(template: &Value, role: &str, bindings: &Bindings) -> Grants {
+    let resources = template["Resources"].as_mapping().unwrap();
+    let properties = &template["Resources"][role]["Properties"];
+    assert!(
+        properties["ManagedPolicyArns"].is_null(),
+        "{role}: a managed policy could grant anything; list the statements instead"
+    );
+    let mut documents: Vec<Value> = properties["Policies"]
+        .as_sequence()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p["PolicyDocument"].clone())
+        .collect();
+    for (_, resource) in resources {
+        let kind = resource["Type"].as_str().unwrap_or("");
+        if matches!(kind, "AWS::IAM::Policy" | "AWS::IAM::ManagedPolicy")
+            && refs(&resource["Properties"]["Roles"], role)
+        {
+            documents.push(resource["Properties"]["PolicyDocument"].clone());
+        }
+    }
+    let mut grants = Grants::new();
+    for document in documents {
+        for statement in document["Statement"].as_sequence().unwrap() {
+            let statement = match statement {
+                Value::Tagged(tagged) if tagged.tag == "!If" => {
+                    let branches = tagged.value.as_sequence().unwrap();
+                    let cond = branches[0].as_str().unwrap();
+                    branches[if bindings.condition(cond) { 1 } else { 2 }].clone()
+                }
+                other => other.clone(),
+            };
+            assert_eq!(statement["Effect"].as_str(), Some("Allow"), "{role}");
+            assert!(
+                statement["NotAction"].is_null() && statement["NotResource"].is_null(),
+                "{role}: NotAction/NotResource grant by omission"
+            );
+            for action in strings(&statement["Action"]) {
+                assert!(!action.contains('*'), "{role}: wildcard action {action}");
+                for resource in bindings.resolve(&statement["Resource"]) {
+                    grants.insert((action.clone(), resource));
+                }
+            }
+        }
+    }
+    grants
+}
+
+/// The calls the Lambda service makes with the role of `function`, from the
+/// function's configuration in the template (see the module's doc).
+fn by_the_service(function: &str, bindings: &Bindings) -> Grants {
+    let template = template();
+    let properties = &template["Resources"][function]["Properties"];
+    let globals = &template["Globals"]["Function"];
+    let mut grants = Grants::new();
+    let mut add = |actions: &[&str], resources: Vec<String>| {
+        for action in actions {
+            for resource in &resources {
+                grants.insert(((*action).to_owned(), resource.clone()));
+            }
+        }
+    };
+    let log_group = &properties["LoggingConfig"]["LogGroup"];
+    add(
+        &["logs:CreateLogStream", "logs:PutLogEvents"],
+        bindings.resolve(log_group),
+    );
+    let tracing = if properties["Tracing"].is_null() {
+        &globals["Tracing"]
+    } else {
+        &properties["Tracing"]
+    };
+    if tracing.as_str() == Some("Active") {
+        add(
+            &["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+            vec!["*".into()],
+        );
+    }
+    let on_failure = |config: &Value| -> Vec<String> {
+        let destination = &config["DestinationConfig"]["OnFailure"];
+        if destination["Type"].as_str() == Some("SQS") {
+            bindings.resolve(&destination["Destination"])
+        } else {
+            Vec::new()
+        }
+    };
+    add(
+        &["sqs:SendMessage"],
+        on_failure(&properties["EventInvokeConfig"]),
+    );
+    for (_, event) in properties["Events"].as_mapping().into_iter().flatten() {
+        let event_properties = &event["Properties"];
+        match event["Type"].as_str() {
+            Some("DynamoDB") => {
+                add(
+                    &[
+                        "dynamodb:DescribeStream",
+                        "dynamodb:GetRecords",
+                        "dynamodb:GetShardIterator",
+                        "dynamodb:ListStreams",
+                    ],
+                    bindings.resolve(&event_properties["Stream"]),
+                );
+                add(&["sqs:SendMessage"], on_failure(event_properties));
+            }
+            Some("SQS") => add(
+                &[
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                ],
+                bindings.resolve(&event_properties["Queue"]),
+            ),
+            // A schedule's dead-letter queue is written by EventBridge
+            // under the queue's own policy, not by this role.
+            Some("Schedule") => {}
+            other => panic!("{function}: unknown event source {other:?}"),
+        }
+    }
+    grants
+}
+
+/// Checks that the role grants exactly what was used: the calls seen plus
+/// the service's own. Both differences are printed when they are not empty.
+fn assert_exact(role: &str, function: &str, bindings: &Bindings, seen: &Grants) {
+    let service = by_the_service(function, bindings);
+    let used: Grants = seen.union(&service).cloned().collect();
+    let granted = granted(role, bindings);
+    let missing: Vec<_> = used.difference(&granted).collect();
+    let unused: Vec<_> = granted.difference(&used).collect();
+    assert!(
+        missing.is_empty() && unused.is_empty(),
+        "{role}: used but not granted {missing:?}; granted but not used {unused:?}"
+    );
+}
+
+/// A function binary whose every AWS call goes through `proxy`.
+fn function(name: &str, proxy: &FaultProxy, env: &[(&str, String)]) -> LambdaFunction {
+    LambdaFunction::new(FunctionSpec {
+        name: name.into(),
+        binary: binary(name).expect("function binary"),
+        env: loopback_env()
+            .into_iter()
+            .chain(devkit::endpoint_env_at(&proxy.endpoint))
+            .chain(env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())))
+            .collect(),
+        timeout: Duration::from_secs(60),
+        log: std::env::temp_dir().join(format!("{}-{name}.log", unique("lp"))),
+    })
+}
+
+/// Delivers every message of `queue_url` to `function`, as Lambda's SQS
+/// mapping would, its queue calls made through `sdk` (the proxy).
+async fn drain(sdk: &aws_config::SdkConfig, queue_url: &str, function: &LambdaFunction) {
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    devkit::drain_queue(
+        &sqs,
+        queue_url,
+        Duration::from_secs(10),
+        |event| async move {
+            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+            let answer = function.invoke(&payload).await.map_err(|e| e.to_string())?;
+            let response: aws_lambda_events::event::sqs::SqsBatchResponse =
+                serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
+            Ok(response
+                .batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect::<HashSet<String>>())
+        },
+    )
+    .await
+    .expect("queue drained");
+}
+
+fn queue_name(url: &str) -> String {
+    format!("queue/{}", url.rsplit('/').next().unwrap_or(url))
 }
 
 #[tokio::test]
-async fn the_writer_role_grants_what_the_writer_calls() {
+async fn the_writer_role_grants_what_the_writer_uses() {
     let stack = Stack::new().await;
     let proxy = FaultProxy::start().await;
-    let ddb = aws_sdk_dynamodb::Client::new(&proxy.sdk().await);
-    let config = stack.config(&[]);
-    // Cold start, twice: the second finds the mark already there.
-    for _ in 0..2 {
-        outbox_core::store::record_shard_count(&ddb, &stack.table, config.outbox_shards)
-            .await
-            .unwrap();
-    }
-    let service = writer::OrderService::from_config(ddb, &config);
-    let key = writer::IdempotencyKey::parse("least-privilege").unwrap();
-    let request = || {
-        writer::NewOrder::try_from(
-            serde_json::from_value::<writer::CreateOrderRequest>(serde_json::json!({
-                "customerId": "c-1", "currency": "EUR",
-                "items": [{"sku": "A-1", "quantity": 1, "unitPriceCents": 100}]
-            }))
-            .unwrap(),
-        )
-        .unwrap()
+    let writer = function(
+        "writer",
+        &proxy,
+        &[
+            ("TABLE_NAME", stack.table.clone()),
+            ("SINK", "eventbridge".into()),
+            ("EVENT_BUS_NAME", "unused".into()),
+        ],
+    );
+    let call = |method: &'static str, path: String, key: Option<&'static str>| {
+        let writer = &writer;
+        async move {
+            let body = (path == "/orders").then_some({
+                r#"{"customerId":"c-1","currency":"EUR","items":[{"sku":"A-1","quantity":1,"unitPriceCents":100}]}"#
+            });
+            let mut headers = vec![("content-type", "application/json")];
+            if let Some(key) = key {
+                headers.push(("idempotency-key", key));
+            }
+            let event = api_event(
+                Principal::Iam(testkit::TEST_CALLER_ARN),
+                method,
+                &path,
+                &headers,
+                body,
+            );
+            let answer = writer
+                .invoke(event.to_string().as_bytes())
+                .await
+                .expect("an answer");
+            let response: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+            let body: serde_json::Value =
+                serde_json::from_str(response["body"].as_str().unwrap_or("null"))
+                    .unwrap_or_default();
+            (response["statusCode"].as_u64().unwrap_or(0), body)
+        }
     };
-    let order = match service
-        .create(&testkit::test_caller(), request(), Some(&key), None)
-        .await
-        .unwrap()
-    {
-        writer::Reply::Done(order) => order,
-        other => panic!("{other:?}"),
-    };
-    service
-        .create(&testkit::test_caller(), request(), Some(&key), None)
-        .await
-        .unwrap();
-    service
-        .pay(&testkit::test_caller(), &order.order_id, None, None)
-        .await
-        .unwrap();
-    service
-        .get(&testkit::test_caller(), &order.order_id)
-        .await
-        .unwrap();
-    assert_eq!(called(&proxy), role_actions("WriterRole", false));
+    // Create, its replay, pay, its replay, get: every path of the API.
+    let (status, order) = call("POST", "/orders".into(), Some("lp-create")).await;
+    assert_eq!(status, 201, "{order}");
+    let id = order["orderId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        call("POST", "/orders".into(), Some("lp-create")).await.0,
+        201
+    );
+    let pay = format!("/orders/{id}/payment");
+    assert_eq!(call("POST", pay.clone(), Some("lp-pay")).await.0, 200);
+    assert_eq!(call("POST", pay, Some("lp-pay")).await.0, 200);
+    assert_eq!(call("GET", format!("/orders/{id}"), None).await.0, 200);
+
+    let bindings = Bindings::new(false, &[("OutboxTable", format!("table/{}", stack.table))]);
+    assert_exact(
+        "WriterRole",
+        "WriterFunction",
+        &bindings,
+        &proxy.grants_used(),
+    );
 }
 
 #[tokio::test]
-async fn the_publisher_role_grants_what_the_publisher_calls() {
+async fn the_publisher_role_grants_what_the_publisher_uses() {
     let stack = Stack::with_bus().await;
+    let (bus, _) = stack.bus.clone().unwrap();
     stack.create_orders(2).await;
     // An envelope that is not JSON: it passes the mapping's filter (an
-    // envelope exists) and cannot be published.
+    // envelope exists) and is dead-lettered (an UpdateItem).
     stack.put_poison("poison", Some("not json")).await;
-    let records = stack.stream().read().await.unwrap();
+    let failures = devkit::create_queue(&stack.sdk, &unique("publisher-failures"), false)
+        .await
+        .unwrap()
+        .queue_url;
 
     let proxy = FaultProxy::start().await;
-    let (sink, store) = stack.through(&proxy, 8).await;
-    sink.verify().await.unwrap();
-    let mut publisher = publisher::Publisher::new(sink, store);
-    publisher.retry = fast_retry();
-    let report = publisher.process(records, &far_deadline()).await.unwrap();
-    assert_eq!((report.published, report.dead_lettered), (2, 1));
-    assert_eq!(called(&proxy), role_actions("PublisherRole", false));
+    let publisher = function(
+        "publisher",
+        &proxy,
+        &[
+            ("TABLE_NAME", stack.table.clone()),
+            ("EVENT_BUS_NAME", bus.clone()),
+        ],
+    );
+    // The mapping reads the stream through the proxy too.
+    let proxied = proxy.sdk().await;
+    let mapping = devkit::MappingSettings::from_template(&root().join("template.yaml")).unwrap();
+    let mut pump = devkit::Pump::new(
+        devkit::StreamCursor::new(&proxied, &stack.stream_arn),
+        mapping,
+        &publisher,
+        Some(devkit::OnFailure {
+            sqs: aws_sdk_sqs::Client::new(&proxied),
+            queue_url: failures.clone(),
+        }),
+    )
+    .unwrap();
+    pump.run_until_idle().await.unwrap();
+    let left = stack
+        .items()
+        .await
+        .iter()
+        .filter(|i| {
+            i.get("SK")
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|s| s.starts_with("OUTBOX#"))
+        })
+        .count();
+    assert_eq!(left, 1, "the dead letter stays");
+
+    let bindings = Bindings::new(
+        false,
+        &[
+            ("OutboxTable", format!("table/{}", stack.table)),
+            ("EventBus", format!("event-bus/{bus}")),
+            ("PublisherFailureQueue", queue_name(&failures)),
+        ],
+    );
+    assert_exact(
+        "PublisherRole",
+        "PublisherFunction",
+        &bindings,
+        &proxy.grants_used(),
+    );
 }
 
 #[tokio::test]
-async fn the_sweeper_role_grants_what_the_sweeper_calls() {
+async fn the_sweeper_role_grants_what_the_sweeper_uses() {
     let stack = Stack::with_bus().await;
+    let (bus, _) = stack.bus.clone().unwrap();
     let failing = stack.put_event_aged(Duration::from_secs(2 * 86_400)).await;
     stack.put_event_aged(Duration::from_secs(3 * 86_400)).await;
+    let failures = devkit::create_queue(&stack.sdk, &unique("publisher-failures"), false)
+        .await
+        .unwrap()
+        .queue_url;
+    aws_sdk_sqs::Client::new(&stack.sdk)
+        .send_message()
+        .queue_url(&failures)
+        .message_body(
+            serde_json::from_str::<serde_json::Value>(&testkit::sample("sweeper-on-failure.json"))
+                .unwrap()["Records"][0]["body"]
+                .as_str()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+
     let proxy = FaultProxy::start().await;
-    let (sink, store) = stack.through(&proxy, 8).await;
-    sink.verify().await.unwrap();
+    // One attempt: the event the sink refuses is dead-lettered at once.
+    let sweeper = function(
+        "sweeper",
+        &proxy,
+        &[
+            ("TABLE_NAME", stack.table.clone()),
+            ("EVENT_BUS_NAME", bus.clone()),
+            ("STRANDED_AFTER_SECONDS", "0".into()),
+            ("MAX_ATTEMPTS", "1".into()),
+        ],
+    );
     proxy.inject(
         "PutEvents",
         Fault::refuse(&[failing.event_id.to_string()], "ThrottlingException"),
         None,
     );
-    let mut sweeper = Sweeper::new(sink, store, SweepSettings::from(&stack.config(&[])));
-    sweeper.retry = fast_retry();
-    // Two scheduled runs (the second finds the shard mark already there),
-    // then an OnFailure message.
-    for _ in 0..2 {
-        let event = serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap();
-        sweeper::handler(&sweeper, LambdaEvent::new(event, testkit::context()))
-            .await
-            .unwrap();
-    }
-    let event = serde_json::from_str(&testkit::sample("sweeper-on-failure.json")).unwrap();
-    sweeper::handler(&sweeper, LambdaEvent::new(event, testkit::context()))
+    let scheduled = testkit::sample("sweeper-scheduled.json");
+    sweeper
+        .invoke(scheduled.as_bytes())
+        .await
+        .expect("first sweep");
+    // Redriven by the operator: the next sweep reads its aggregate's item
+    // collection (a consistent Query on the table) before sending it again
+    // (refused again: a dead letter again).
+    let operations = stack.operations();
+    let dead = operations
+        .dead_letters(&outboxctl::DeadLetterFilter::default())
         .await
         .unwrap();
-    assert_eq!(
-        stack.outbox_items().await.len(),
-        1,
-        "one republished, one backing off"
+    assert_eq!(dead.len(), 1);
+    operations.redrive(&dead[0]).await.unwrap();
+    sweeper
+        .invoke(scheduled.as_bytes())
+        .await
+        .expect("second sweep");
+    let left = stack.outbox_items().await;
+    assert_eq!(left.len(), 1, "the other one published");
+    assert_eq!(left[0].event_id, failing.event_id);
+    // A batch the publisher mapping gave up on, through the SQS mapping.
+    drain(&proxy.sdk().await, &failures, &sweeper).await;
+
+    let bindings = Bindings::new(
+        false,
+        &[
+            ("OutboxTable", format!("table/{}", stack.table)),
+            ("EventBus", format!("event-bus/{bus}")),
+            ("PublisherFailureQueue", queue_name(&failures)),
+            ("OperationsDeadLetterQueue", "queue/operations".into()),
+        ],
     );
-    assert_eq!(called(&proxy), role_actions("SweeperRole", false));
+    assert_exact(
+        "SweeperRole",
+        "SweeperFunction",
+        &bindings,
+        &proxy.grants_used(),
+    );
 }
 
 #[tokio::test]
-async fn the_sns_branch_grants_what_the_sns_sink_calls() {
+async fn the_sns_branch_grants_what_the_sns_sink_uses() {
     let stack = Stack::new().await;
-    let (topic_arn, _) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+    let (topic_arn, _) = devkit::create_fifo_topic(&stack.sdk, &unique("events"))
         .await
         .unwrap();
     stack.create_orders(2).await;
-    let records = stack.stream().read().await.unwrap();
+    let failures = devkit::create_queue(&stack.sdk, &unique("publisher-failures"), false)
+        .await
+        .unwrap()
+        .queue_url;
     let proxy = FaultProxy::start().await;
-    let sdk = proxy.sdk().await;
-    let sink = SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
-    sink.verify().await.unwrap();
-    let items: Vec<OutboxItem> = records
-        .iter()
-        .filter_map(|r| OutboxItem::from_item(r.change.new_image.clone()).ok())
-        .collect();
-    let refs: Vec<&OutboxItem> = items.iter().collect();
-    assert!(sink.publish_batch(&refs).await.iter().all(Result::is_ok));
-    let sink_actions: BTreeSet<String> = called(&proxy);
-    for role in ["PublisherRole", "SweeperRole"] {
-        let sns: BTreeSet<String> = role_actions(role, true)
+    let publisher = function(
+        "publisher",
+        &proxy,
+        &[
+            ("TABLE_NAME", stack.table.clone()),
+            ("SINK", "sns".into()),
+            ("SNS_TOPIC_ARN", topic_arn.clone()),
+        ],
+    );
+    let proxied = proxy.sdk().await;
+    let mapping = devkit::MappingSettings::from_template(&root().join("template.yaml")).unwrap();
+    let mut pump = devkit::Pump::new(
+        devkit::StreamCursor::new(&proxied, &stack.stream_arn),
+        mapping,
+        &publisher,
+        None,
+    )
+    .unwrap();
+    pump.run_until_idle().await.unwrap();
+    assert!(stack.outbox_items().await.is_empty());
+
+    let topic = format!("topic/{}", topic_arn.rsplit(':').next().unwrap());
+    let seen = proxy.grants_used();
+    let bindings = Bindings::new(
+        true,
+        &[
+            ("OutboxTable", format!("table/{}", stack.table)),
+            ("EventTopic", topic.clone()),
+            ("PublisherFailureQueue", queue_name(&failures)),
+        ],
+    );
+    // (Its UpdateItem is the cold start's settings write.)
+    assert_exact("PublisherRole", "PublisherFunction", &bindings, &seen);
+    // The sweeper publishes through the same adapter: the same SNS grants.
+    let sns = |grants: Grants| -> Grants {
+        grants
             .into_iter()
-            .filter(|a| a.starts_with("sns:"))
-            .collect();
-        assert_eq!(sns, sink_actions, "{role}");
-        assert!(
-            role_actions(role, true)
-                .iter()
-                .all(|a| !a.starts_with("events:")),
-            "{role}: no EventBridge action in SNS mode"
-        );
-    }
+            .filter(|(a, _)| a.starts_with("sns:") || a.starts_with("events:"))
+            .collect()
+    };
+    let sweeper_bindings = Bindings::new(
+        true,
+        &[
+            ("OutboxTable", format!("table/{}", stack.table)),
+            ("EventTopic", topic),
+            ("PublisherFailureQueue", queue_name(&failures)),
+            ("OperationsDeadLetterQueue", "queue/operations".into()),
+        ],
+    );
+    assert_eq!(sns(granted("SweeperRole", &sweeper_bindings)), sns(seen));
 }
 
 #[tokio::test]
-async fn the_projector_role_grants_what_the_projector_calls() {
+async fn the_projector_role_grants_what_the_projector_uses() {
     let sdk = testkit::sdk().await;
-    let table = testkit::unique("read-model");
+    let table = unique("read-model");
     devkit::create_read_model_table(&sdk, &table).await.unwrap();
-    let proxy = FaultProxy::start().await;
-    let projector = projector::Projector::new(
-        aws_sdk_dynamodb::Client::new(&proxy.sdk().await),
-        inbox::Inbox::new(&table, inbox::DEFAULT_TTL_SECONDS).unwrap(),
-    );
+    let queue = devkit::create_queue(&sdk, &unique("projector"), false)
+        .await
+        .unwrap()
+        .queue_url;
     // Every path: new, paid, duplicate, stale, paid before created.
     let order = |id: &str, version: u64, status: &str| {
         let event_type = if status == "PAID" {
@@ -232,7 +614,7 @@ async fn the_projector_role_grants_what_the_projector_calls() {
         } else {
             "OrderCreated"
         };
-        let envelope = EventEnvelope::new(
+        let envelope = outbox_core::EventEnvelope::new(
             event_type,
             "Order",
             id,
@@ -246,6 +628,7 @@ async fn the_projector_role_grants_what_the_projector_calls() {
         .to_string()
     };
     let created = order("o1", 1, "PENDING");
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
     for body in [
         created.clone(),
         order("o1", 2, "PAID"),
@@ -253,7 +636,98 @@ async fn the_projector_role_grants_what_the_projector_calls() {
         order("o2", 2, "PAID"),
         order("o2", 1, "PENDING"),
     ] {
-        projector.project(&body).await.unwrap();
+        sqs.send_message()
+            .queue_url(&queue)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
     }
-    assert_eq!(called(&proxy), role_actions("ProjectorRole", false));
+    let proxy = FaultProxy::start().await;
+    let projector = function("projector", &proxy, &[("TABLE_NAME", table.clone())]);
+    drain(&proxy.sdk().await, &queue, &projector).await;
+
+    let bindings = Bindings::new(
+        false,
+        &[
+            ("ReadModelTable", format!("table/{table}")),
+            ("ProjectorQueue", queue_name(&queue)),
+        ],
+    );
+    assert_exact(
+        "ProjectorRole",
+        "ProjectorFunction",
+        &bindings,
+        &proxy.grants_used(),
+    );
+}
+
+/// The checker itself: resources are compared, not only actions; a
+/// separate policy resource attached to the role is read; a managed policy
+/// is refused.
+#[test]
+fn the_check_reads_resources_and_separate_policies() {
+    let bindings = Bindings::new(
+        false,
+        &[
+            ("OutboxTable", "table/t".to_owned()),
+            ("EventBus", "event-bus/b".to_owned()),
+            ("PublisherFailureQueue", "queue/f".to_owned()),
+        ],
+    );
+    let granted = granted("PublisherRole", &bindings);
+    assert!(granted.contains(&("dynamodb:BatchWriteItem".into(), "table/t".into())));
+    assert!(granted.contains(&("events:PutEvents".into(), "event-bus/b".into())));
+    assert!(granted.contains(&("dynamodb:GetRecords".into(), "table/t/stream".into())));
+    assert!(!granted.contains(&("dynamodb:BatchWriteItem".into(), "table/other".into())));
+    let service = by_the_service("PublisherFunction", &bindings);
+    assert!(service.contains(&("sqs:SendMessage".into(), "queue/f".into())));
+    assert!(service.contains(&("dynamodb:ListStreams".into(), "table/t/stream".into())));
+
+    let synthetic: Value = serde_yaml_ng::from_str(
+        r#"
+Resources:
+  R:
+    Type: AWS::IAM::Role
+    Properties:
+      Policies:
+        - PolicyName: inline
+          PolicyDocument:
+            Statement:
+              - Effect: Allow
+                Action: dynamodb:GetItem
+                Resource: !GetAtt OutboxTable.Arn
+  Extra:
+    Type: AWS::IAM::Policy
+    Properties:
+      Roles: [!Ref R]
+      PolicyDocument:
+        Statement:
+          - Effect: Allow
+            Action: [dynamodb:Query]
+            Resource: !Sub "${OutboxTable.Arn}/index/GSI1"
+  Elsewhere:
+    Type: AWS::IAM::Policy
+    Properties:
+      Roles: [!Ref Other]
+      PolicyDocument:
+        Statement:
+          - Effect: Allow
+            Action: dynamodb:DeleteItem
+            Resource: !GetAtt OutboxTable.Arn
+"#,
+    )
+    .unwrap();
+    assert_eq!(
+        granted_in(&synthetic, "R", &bindings),
+        Grants::from([
+            ("dynamodb:GetItem".to_owned(), "table/t".to_owned()),
+            ("dynamodb:Query".to_owned(), "table/t/index/GSI1".to_owned()),
+        ])
+    );
+    let managed: Value = serde_yaml_ng::from_str(
+        "Resources:\n  R:\n    Type: AWS::IAM::Role\n    Properties:\n      ManagedPolicyArns: [arn:aws:iam::aws:policy/AdministratorAccess]\n",
+    )
+    .unwrap();
+    assert!(std::panic::catch_unwind(|| granted_in(&managed, "R", &bindings)).is_err());
 }

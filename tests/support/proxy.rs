@@ -135,8 +135,11 @@ struct State {
     seen: Vec<String>,
     /// Operations a fault was applied to.
     faulted: Vec<String>,
-    /// IAM actions of the calls seen.
-    actions: Vec<String>,
+    /// IAM actions of the calls seen, each with the resource it names.
+    actions: Vec<(String, String)>,
+    /// The stream of the latest shard iterator taken (a `GetRecords`
+    /// names only an opaque iterator).
+    last_stream: Option<String>,
     sabotage: Option<Sabotage>,
 }
 
@@ -221,6 +224,15 @@ impl FaultProxy {
     /// each item of a transaction, ...).
     pub fn actions(&self) -> std::collections::BTreeSet<String> {
         let state = self.state.lock().unwrap();
+        state.actions.iter().map(|(a, _)| a.clone()).collect()
+    }
+
+    /// Every call seen, as (IAM action, resource) pairs read from the
+    /// request: `table/<name>`, `table/<name>/index/<index>`,
+    /// `table/<name>/stream`, `event-bus/<name>`, `topic/<name>`,
+    /// `queue/<name>`, or `*` for an action without a resource.
+    pub fn grants_used(&self) -> std::collections::BTreeSet<(String, String)> {
+        let state = self.state.lock().unwrap();
         state.actions.iter().cloned().collect()
     }
 
@@ -229,7 +241,7 @@ impl FaultProxy {
     pub fn action_counts(&self) -> std::collections::BTreeMap<String, usize> {
         let state = self.state.lock().unwrap();
         let mut counts = std::collections::BTreeMap::new();
-        for action in &state.actions {
+        for (action, _) in &state.actions {
             *counts.entry(action.clone()).or_default() += 1;
         }
         counts
@@ -353,37 +365,119 @@ fn iam_action(request: &hyper::http::request::Parts, operation: &str) -> String 
     format!("{service}:{operation}")
 }
 
-/// The IAM actions that authorize a call, read from the request: a
-/// `TransactWriteItems` is authorized by the action of each of its items
-/// (`Put`, `Update`, `Delete`, `ConditionCheck`), a `TransactGetItems` by
-/// `GetItem`; any other call by [`iam_action`].
-fn iam_actions(request: &hyper::http::request::Parts, operation: &str, body: &[u8]) -> Vec<String> {
-    let transact = match operation {
-        "TransactWriteItems" | "TransactGetItems" => {
-            serde_json::from_slice::<serde_json::Value>(body).ok()
+/// The IAM actions that authorize a call and the resource each applies to,
+/// read from the request: a `TransactWriteItems` is authorized by the
+/// action of each of its items (`Put`, `Update`, `Delete`,
+/// `ConditionCheck`) on that item's table, a `TransactGetItems` by
+/// `GetItem`; any other call by [`iam_action`]. Resources are named as
+/// [`resource_names`] says.
+fn iam_requests(
+    request: &hyper::http::request::Parts,
+    operation: &str,
+    body: &[u8],
+    last_stream: &mut Option<String>,
+) -> Vec<(String, String)> {
+    let json = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default();
+    let action = iam_action(request, operation);
+    let table = |name: &serde_json::Value| format!("table/{}", name.as_str().unwrap_or("?"));
+    let stream_of = |arn: &str| {
+        // arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
+        arn.split_once(":table/")
+            .map(|(_, rest)| format!("table/{}/stream", rest.split('/').next().unwrap_or("?")))
+            .unwrap_or_else(|| "?".to_owned())
+    };
+    match (action.split(':').next().unwrap_or(""), operation) {
+        ("dynamodb", "TransactWriteItems" | "TransactGetItems") => json["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| {
+                let (kind, inner) = item.as_object()?.iter().next()?;
+                let action = match kind.as_str() {
+                    "Put" => "PutItem",
+                    "Update" => "UpdateItem",
+                    "Delete" => "DeleteItem",
+                    "ConditionCheck" => "ConditionCheckItem",
+                    "Get" => "GetItem",
+                    other => other,
+                };
+                Some((format!("dynamodb:{action}"), table(&inner["TableName"])))
+            })
+            .collect(),
+        ("dynamodb", "BatchWriteItem" | "BatchGetItem") => json["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flat_map(|tables| tables.keys())
+            .map(|name| (action.clone(), format!("table/{name}")))
+            .collect(),
+        ("dynamodb", "Query" | "Scan") => {
+            let mut resource = table(&json["TableName"]);
+            if let Some(index) = json["IndexName"].as_str() {
+                resource = format!("{resource}/index/{index}");
+            }
+            vec![(action, resource)]
         }
-        _ => None,
-    };
-    let Some(request_body) = transact else {
-        return vec![iam_action(request, operation)];
-    };
-    request_body["TransactItems"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|item| item.as_object()?.keys().next().cloned())
-        .map(|kind| {
-            let action = match kind.as_str() {
-                "Put" => "PutItem",
-                "Update" => "UpdateItem",
-                "Delete" => "DeleteItem",
-                "ConditionCheck" => "ConditionCheckItem",
-                "Get" => "GetItem",
-                other => other,
-            };
-            format!("dynamodb:{action}")
-        })
-        .collect()
+        ("dynamodb", "DescribeStream" | "GetShardIterator") => {
+            let stream = stream_of(json["StreamArn"].as_str().unwrap_or(""));
+            *last_stream = Some(stream.clone());
+            vec![(action, stream)]
+        }
+        // A shard iterator is opaque: the stream whose iterator was taken.
+        ("dynamodb", "GetRecords") => {
+            vec![(
+                action,
+                last_stream.clone().unwrap_or_else(|| "?".to_owned()),
+            )]
+        }
+        ("dynamodb", "ListStreams") => {
+            vec![(action, format!("{}/stream", table(&json["TableName"])))]
+        }
+        ("dynamodb", _) => vec![(action, table(&json["TableName"]))],
+        ("events", "PutEvents") => {
+            let mut buses: Vec<(String, String)> = json["Entries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| {
+                    (
+                        action.clone(),
+                        bus(e["EventBusName"].as_str().unwrap_or("default")),
+                    )
+                })
+                .collect();
+            buses.dedup();
+            buses
+        }
+        ("events", _) => vec![(action, bus(json["Name"].as_str().unwrap_or("default")))],
+        ("sqs", _) => vec![(
+            action,
+            format!(
+                "queue/{}",
+                json["QueueUrl"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("?")
+            ),
+        )],
+        ("sns", _) => {
+            let topic = form_urlencoded::parse(body)
+                .find(|(k, _)| k == "TopicArn")
+                .map(|(_, v)| v.rsplit(':').next().unwrap_or("?").to_owned())
+                .unwrap_or_else(|| "?".to_owned());
+            vec![(action, format!("topic/{topic}"))]
+        }
+        _ => vec![(action, "*".to_owned())],
+    }
+}
+
+/// An event bus by name or ARN, as `event-bus/<name>`.
+fn bus(name_or_arn: &str) -> String {
+    let name = name_or_arn
+        .rsplit_once("event-bus/")
+        .map_or(name_or_arn, |(_, name)| name);
+    format!("event-bus/{name}")
 }
 
 /// What the chooser is asked about: the operation, or for a write of the
@@ -553,11 +647,13 @@ async fn handle_call(
 ) -> (Result<Response<Full<Bytes>>, BoxError>, Option<usize>) {
     let upstream = upstreams.of(&parts).to_owned();
     let operation = operation(&parts, &body);
-    state
-        .lock()
-        .unwrap()
-        .actions
-        .extend(iam_actions(&parts, &operation, &body));
+    {
+        let mut state = state.lock().unwrap();
+        let mut last_stream = state.last_stream.take();
+        let requests = iam_requests(&parts, &operation, &body, &mut last_stream);
+        state.last_stream = last_stream;
+        state.actions.extend(requests);
+    }
     let (tag, fault) = fault_for(&state, &operation, &subject(&operation, &body));
     let deletes = deleted_event_ids(&operation, &body);
     let journal = |fault: &Option<Fault>, reached: Vec<String>| {

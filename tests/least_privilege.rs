@@ -321,6 +321,31 @@ async fn drain(sdk: &aws_config::SdkConfig, queue_url: &str, function: &LambdaFu
     .expect("queue drained");
 }
 
+/// The stream mapping (the local kit's emulator, with the template's
+/// settings) into `publisher` until the stream is drained, its stream reads
+/// and OnFailure sends made through `proxy`, as Lambda makes them with the
+/// function's role.
+async fn pump_through(
+    proxy: &FaultProxy,
+    stack: &Stack,
+    publisher: &LambdaFunction,
+    on_failure: Option<&str>,
+) {
+    let proxied = proxy.sdk().await;
+    let mapping = devkit::MappingSettings::from_template(&root().join("template.yaml")).unwrap();
+    let mut pump = devkit::Pump::new(
+        devkit::StreamCursor::new(&proxied, &stack.stream_arn),
+        mapping,
+        publisher,
+        on_failure.map(|url| devkit::OnFailure {
+            sqs: aws_sdk_sqs::Client::new(&proxied),
+            queue_url: url.to_owned(),
+        }),
+    )
+    .unwrap();
+    pump.run_until_idle().await.unwrap();
+}
+
 fn queue_name(url: &str) -> String {
     format!("queue/{}", url.rsplit('/').next().unwrap_or(url))
 }
@@ -396,10 +421,7 @@ async fn the_publisher_role_grants_what_the_publisher_uses() {
     // An envelope that is not JSON: it passes the mapping's filter (an
     // envelope exists) and is dead-lettered (an UpdateItem).
     stack.put_poison("poison", Some("not json")).await;
-    let failures = devkit::create_queue(&stack.sdk, &unique("publisher-failures"), false)
-        .await
-        .unwrap()
-        .queue_url;
+    let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
 
     let proxy = FaultProxy::start().await;
     let publisher = function(
@@ -410,20 +432,7 @@ async fn the_publisher_role_grants_what_the_publisher_uses() {
             ("EVENT_BUS_NAME", bus.clone()),
         ],
     );
-    // The mapping reads the stream through the proxy too.
-    let proxied = proxy.sdk().await;
-    let mapping = devkit::MappingSettings::from_template(&root().join("template.yaml")).unwrap();
-    let mut pump = devkit::Pump::new(
-        devkit::StreamCursor::new(&proxied, &stack.stream_arn),
-        mapping,
-        &publisher,
-        Some(devkit::OnFailure {
-            sqs: aws_sdk_sqs::Client::new(&proxied),
-            queue_url: failures.clone(),
-        }),
-    )
-    .unwrap();
-    pump.run_until_idle().await.unwrap();
+    pump_through(&proxy, &stack, &publisher, Some(&failures)).await;
     let left = stack
         .items()
         .await
@@ -458,22 +467,13 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
     let (bus, _) = stack.bus.clone().unwrap();
     let failing = stack.put_event_aged(Duration::from_secs(2 * 86_400)).await;
     stack.put_event_aged(Duration::from_secs(3 * 86_400)).await;
-    let failures = devkit::create_queue(&stack.sdk, &unique("publisher-failures"), false)
-        .await
-        .unwrap()
-        .queue_url;
-    aws_sdk_sqs::Client::new(&stack.sdk)
-        .send_message()
-        .queue_url(&failures)
-        .message_body(
-            serde_json::from_str::<serde_json::Value>(&testkit::sample("sweeper-on-failure.json"))
-                .unwrap()["Records"][0]["body"]
-                .as_str()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let on_failure =
+        serde_json::from_str::<serde_json::Value>(&testkit::sample("sweeper-on-failure.json"))
+            .unwrap()["Records"][0]["body"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[on_failure]).await;
 
     let proxy = FaultProxy::start().await;
     // One attempt: the event the sink refuses is dead-lettered at once.
@@ -541,10 +541,7 @@ async fn the_sns_branch_grants_what_the_sns_sink_uses() {
         .await
         .unwrap();
     stack.create_orders(2).await;
-    let failures = devkit::create_queue(&stack.sdk, &unique("publisher-failures"), false)
-        .await
-        .unwrap()
-        .queue_url;
+    let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
     let proxy = FaultProxy::start().await;
     let publisher = function(
         "publisher",
@@ -555,16 +552,7 @@ async fn the_sns_branch_grants_what_the_sns_sink_uses() {
             ("SNS_TOPIC_ARN", topic_arn.clone()),
         ],
     );
-    let proxied = proxy.sdk().await;
-    let mapping = devkit::MappingSettings::from_template(&root().join("template.yaml")).unwrap();
-    let mut pump = devkit::Pump::new(
-        devkit::StreamCursor::new(&proxied, &stack.stream_arn),
-        mapping,
-        &publisher,
-        None,
-    )
-    .unwrap();
-    pump.run_until_idle().await.unwrap();
+    pump_through(&proxy, &stack, &publisher, None).await;
     assert!(stack.outbox_items().await.is_empty());
 
     let topic = format!("topic/{}", topic_arn.rsplit(':').next().unwrap());
@@ -603,10 +591,6 @@ async fn the_projector_role_grants_what_the_projector_uses() {
     let sdk = testkit::sdk().await;
     let table = unique("read-model");
     devkit::create_read_model_table(&sdk, &table).await.unwrap();
-    let queue = devkit::create_queue(&sdk, &unique("projector"), false)
-        .await
-        .unwrap()
-        .queue_url;
     // Every path: new, paid, duplicate, stale, paid before created.
     let order = |id: &str, version: u64, status: &str| {
         let event_type = if status == "PAID" {
@@ -628,21 +612,14 @@ async fn the_projector_role_grants_what_the_projector_uses() {
         .to_string()
     };
     let created = order("o1", 1, "PENDING");
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
-    for body in [
+    let bodies = [
         created.clone(),
         order("o1", 2, "PAID"),
         created,
         order("o2", 2, "PAID"),
         order("o2", 1, "PENDING"),
-    ] {
-        sqs.send_message()
-            .queue_url(&queue)
-            .message_body(body)
-            .send()
-            .await
-            .unwrap();
-    }
+    ];
+    let queue = testkit::queue_with(&sdk, "projector", &bodies).await;
     let proxy = FaultProxy::start().await;
     let projector = function("projector", &proxy, &[("TABLE_NAME", table.clone())]);
     drain(&proxy.sdk().await, &queue, &projector).await;

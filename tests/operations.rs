@@ -362,17 +362,7 @@ async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
         "RetryAttemptsExhausted",
         11,
     );
-    let queue = devkit::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
-        .await
-        .unwrap()
-        .queue_url;
-    aws_sdk_sqs::Client::new(&stack.sdk)
-        .send_message()
-        .queue_url(&queue)
-        .message_body(message.to_string())
-        .send()
-        .await
-        .unwrap();
+    let queue = testkit::queue_with(&stack.sdk, "on-failure", &[message.to_string()]).await;
     let (bus, _) = stack.bus.clone().unwrap();
 
     let (ok, out, err) = outboxctl(&[

@@ -383,3 +383,22 @@ pub fn is_outbox_insert(record: &aws_lambda_events::event::dynamodb::EventRecord
             .and_then(|v| v["S"].as_str().map(|s| s.starts_with("OUTBOX#")))
             .unwrap_or(false)
 }
+
+/// A new standard queue (its name from `prefix`) holding `bodies`, one
+/// message each; its URL.
+pub async fn queue_with(sdk: &SdkConfig, prefix: &str, bodies: &[String]) -> String {
+    let url = devkit::create_queue(sdk, &unique(prefix), false)
+        .await
+        .expect("queue created")
+        .queue_url;
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    for body in bodies {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await
+            .expect("message sent");
+    }
+    url
+}

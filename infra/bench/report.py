@@ -6,6 +6,7 @@ input is missing.
 usage: report.py BENCH_DIR PAGE COMMIT
 """
 import datetime
+import os
 import pathlib
 import re
 import sys
@@ -77,7 +78,12 @@ def main():
         "cost": read(bench, "cost.md").strip(),
     }
     today = datetime.date.today().isoformat()
-    stamp = f"<!-- bench:stamp:start -->\nFigures: `make bench` at commit `{commit}`, {today}.\n<!-- bench:stamp:end -->"
+    load = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    busy = (f" The machine was busy with other work ({load:.1f} runnable on {cores} cores): "
+            "the times are inflated, the counts and sizes are not." if load > cores else "")
+    stamp = (f"<!-- bench:stamp:start -->\nFigures: `make bench` at commit `{commit}`, {today}; "
+             f"load average {load:.1f} on {cores} cores when they were written.{busy}\n<!-- bench:stamp:end -->")
     text = page.read_text()
     text, n = re.subn(r"<!-- bench:stamp:start -->.*?<!-- bench:stamp:end -->", lambda _: stamp, text, flags=re.S)
     if n != 1:

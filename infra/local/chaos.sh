@@ -39,7 +39,9 @@ LOCAL_SERVER_LABEL="seeds $seeds, $sinks" LOCAL_SERVER_LOG_DIR=$out infra/local/
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s" >>"$out/commands.txt"
-dirty=$(git status --porcelain 2>/dev/null | grep -qv '^??' && echo " (with uncommitted changes)" || true)
+# Uncommitted changes, other than this script's own outputs (another run's
+# report, when two runs share one report).
+dirty=$(git status --porcelain 2>/dev/null | grep -v '^??' | grep -qv ' docs/chaos/\| docs/reliability.md' && echo " (with uncommitted changes)" || true)
 {
   echo "# Chaos run"
   echo

@@ -24,11 +24,11 @@
 //! separate `AWS::IAM::Policy`/`ManagedPolicy` resource attached to it; a
 //! managed policy ARN on a role fails the test (it could grant anything).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use serde_yaml_ng::Value;
-use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
+use testkit::lambda::{binary, drain_queue_through, loopback_env, FunctionSpec, LambdaFunction};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{api_event, root, unique, Principal, Stack};
 
@@ -297,30 +297,6 @@ fn function(name: &str, proxy: &FaultProxy, env: &[(&str, String)]) -> LambdaFun
     })
 }
 
-/// Delivers every message of `queue_url` to `function`, as Lambda's SQS
-/// mapping would, its queue calls made through `sdk` (the proxy).
-async fn drain(sdk: &aws_config::SdkConfig, queue_url: &str, function: &LambdaFunction) {
-    let sqs = aws_sdk_sqs::Client::new(sdk);
-    devkit::drain_queue(
-        &sqs,
-        queue_url,
-        Duration::from_secs(10),
-        |event| async move {
-            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-            let answer = function.invoke(&payload).await.map_err(|e| e.to_string())?;
-            let response: aws_lambda_events::event::sqs::SqsBatchResponse =
-                serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
-            Ok(response
-                .batch_item_failures
-                .into_iter()
-                .map(|f| f.item_identifier)
-                .collect::<HashSet<String>>())
-        },
-    )
-    .await
-    .expect("queue drained");
-}
-
 /// The stream mapping (the local kit's emulator, with the template's
 /// settings) into `publisher` until the stream is drained, its stream reads
 /// and OnFailure sends made through `proxy`, as Lambda makes them with the
@@ -433,17 +409,7 @@ async fn the_publisher_role_grants_what_the_publisher_uses() {
         ],
     );
     pump_through(&proxy, &stack, &publisher, Some(&failures)).await;
-    let left = stack
-        .items()
-        .await
-        .iter()
-        .filter(|i| {
-            i.get("SK")
-                .and_then(|v| v.as_s().ok())
-                .is_some_and(|s| s.starts_with("OUTBOX#"))
-        })
-        .count();
-    assert_eq!(left, 1, "the dead letter stays");
+    assert_eq!(stack.outbox_raw().await.len(), 1, "the dead letter stays");
 
     let bindings = Bindings::new(
         false,
@@ -515,7 +481,8 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
     assert_eq!(left.len(), 1, "the other one published");
     assert_eq!(left[0].event_id, failing.event_id);
     // A batch the publisher mapping gave up on, through the SQS mapping.
-    drain(&proxy.sdk().await, &failures, &sweeper).await;
+    let proxied = aws_sdk_sqs::Client::new(&proxy.sdk().await);
+    drain_queue_through(&proxied, &failures, &sweeper).await;
 
     let bindings = Bindings::new(
         false,
@@ -622,7 +589,8 @@ async fn the_projector_role_grants_what_the_projector_uses() {
     let queue = testkit::queue_with(&sdk, "projector", &bodies).await;
     let proxy = FaultProxy::start().await;
     let projector = function("projector", &proxy, &[("TABLE_NAME", table.clone())]);
-    drain(&proxy.sdk().await, &queue, &projector).await;
+    let proxied = aws_sdk_sqs::Client::new(&proxy.sdk().await);
+    drain_queue_through(&proxied, &queue, &projector).await;
 
     let bindings = Bindings::new(
         false,

@@ -99,28 +99,6 @@ fn projector_binary(table: &str) -> LambdaFunction {
     })
 }
 
-/// Drains `queue_url` through `function`, as Lambda's SQS mapping would.
-async fn drain_through(
-    sqs: &aws_sdk_sqs::Client,
-    queue_url: &str,
-    function: &LambdaFunction,
-) -> devkit::DrainStats {
-    devkit::drain_queue(
-        sqs,
-        queue_url,
-        Duration::from_secs(10),
-        |event| async move {
-            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-            let answer = function.invoke(&payload).await.map_err(|e| e.to_string())?;
-            let response: SqsBatchResponse =
-                serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
-            Ok(failed_ids(&response).into_iter().collect::<HashSet<_>>())
-        },
-    )
-    .await
-    .unwrap()
-}
-
 async fn scan(sdk: &aws_config::SdkConfig, table: &str) -> Vec<Item> {
     devkit::scan_all(&aws_sdk_dynamodb::Client::new(sdk), table)
         .await
@@ -452,7 +430,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
 
     let function = projector_binary(&rm.table);
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
-    let stats = drain_through(&sqs, &rm.queue.queue_url, &function).await;
+    let stats = testkit::lambda::drain_queue_through(&sqs, &rm.queue.queue_url, &function).await;
     let events_committed = committed.len() + committed.values().filter(|o| o.version == 2).count();
     assert_eq!(delivered.len(), events_committed);
     assert_eq!(
@@ -537,7 +515,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
         "{}",
         String::from_utf8_lossy(&replay.stderr)
     );
-    let stats = drain_through(&sqs, &rm.queue.queue_url, &rebuilt).await;
+    let stats = testkit::lambda::drain_queue_through(&sqs, &rm.queue.queue_url, &rebuilt).await;
     assert_eq!(stats.reported, 0);
     assert!(stats.deleted >= events_committed, "the archive replayed");
     assert_eq!(

@@ -415,3 +415,30 @@ impl devkit::Invoker for &LambdaFunction {
         serde_json::from_slice(&body).map_err(|e| format!("invalid response: {e}"))
     }
 }
+
+/// Delivers every message of `queue_url` to `function`, as Lambda's SQS
+/// mapping would (its queue calls made with `sqs`); what the drain did.
+pub async fn drain_queue_through(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    function: &LambdaFunction,
+) -> devkit::DrainStats {
+    devkit::drain_queue(
+        sqs,
+        queue_url,
+        Duration::from_secs(10),
+        |event| async move {
+            let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+            let answer = function.invoke(&payload).await.map_err(|e| e.to_string())?;
+            let response: aws_lambda_events::event::sqs::SqsBatchResponse =
+                serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
+            Ok(response
+                .batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect::<std::collections::HashSet<String>>())
+        },
+    )
+    .await
+    .expect("queue drained")
+}

@@ -78,10 +78,9 @@ impl Stack {
             .expect("scan")
     }
 
-    /// Every outbox item, decoded.
-    pub async fn outbox_items(&self) -> Vec<OutboxItem> {
-        let mut out: Vec<OutboxItem> = self
-            .items()
+    /// Every outbox item as stored (a poison item too).
+    pub async fn outbox_raw(&self) -> Vec<HashMap<String, AttributeValue>> {
+        self.items()
             .await
             .into_iter()
             .filter(|i| {
@@ -89,6 +88,15 @@ impl Stack {
                     .and_then(|v| v.as_s().ok())
                     .is_some_and(|s| s.starts_with("OUTBOX#"))
             })
+            .collect()
+    }
+
+    /// Every outbox item, decoded.
+    pub async fn outbox_items(&self) -> Vec<OutboxItem> {
+        let mut out: Vec<OutboxItem> = self
+            .outbox_raw()
+            .await
+            .into_iter()
             .map(|i| OutboxItem::from_attributes(i).expect("outbox item decodes"))
             .collect();
         out.sort_by_key(|i| i.event_id);

@@ -647,38 +647,27 @@ impl Histories<'_> {
             // 4. The invocation ran to its deadline before this delete took
             //    effect: the delete was cut, or never started (the
             //    functions stop at their deadline and leave the rest to
-            //    the sweeper). A hung call is named when there is one.
-            if self.out_of_time[f].contains(&tag) && !self.errors[f].contains_key(&tag) {
-                let hang = journal
-                    .iter()
-                    .position(|c| c.tag == tag && c.fault == Some(Fault::Hang));
-                return Some(match hang {
-                    Some(i) => self.fault(f, i),
-                    None => self.other(
-                        format!("{name}: deadline reached before its deletes"),
-                        f,
-                        tag,
-                        None,
-                    ),
-                });
-            }
+            //    the sweeper).
             // 5. The invocation failed before its deletes (a call that hung
             //    past the deadline, a function error).
-            if let Some(error) = self.errors[f].get(&tag) {
+            // Either way a hung call is named when there is one.
+            let stopped = match self.errors[f].get(&tag) {
+                Some(error) => Some(format!(
+                    "{name}: invocation failed before its deletes ({})",
+                    error.kind()
+                )),
+                None if self.out_of_time[f].contains(&tag) => {
+                    Some(format!("{name}: deadline reached before its deletes"))
+                }
+                None => None,
+            };
+            if let Some(kind) = stopped {
                 let hang = journal
                     .iter()
                     .position(|c| c.tag == tag && c.fault == Some(Fault::Hang));
                 return Some(match hang {
                     Some(i) => self.fault(f, i),
-                    None => self.other(
-                        format!(
-                            "{name}: invocation failed before its deletes ({})",
-                            error.kind()
-                        ),
-                        f,
-                        tag,
-                        None,
-                    ),
+                    None => self.other(kind, f, tag, None),
                 });
             }
             return None;

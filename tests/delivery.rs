@@ -176,7 +176,7 @@ async fn a_hung_sink_still_lets_the_sweeper_report_before_the_deadline() {
         panic!("a sweep report: {response:?}")
     };
     assert!(report.stats_read, "the metric that matters was emitted");
-    assert!(report.oldest_pending_age_seconds >= 2.0 * 86_400.0 - 60.0);
+    assert!(report.oldest_pending_age_seconds.unwrap() >= 2.0 * 86_400.0 - 60.0);
     assert_eq!(report.republished, 0);
     assert_eq!(stack.outbox_items().await.len(), 1);
 }
@@ -206,7 +206,7 @@ async fn sweeper_statistics_cost_a_bounded_amount() {
         "41 pending, counted up to 5 per shard"
     );
     assert!(report.pending <= 5 * 8);
-    let age = report.oldest_pending_age_seconds;
+    let age = report.oldest_pending_age_seconds.expect("every shard read");
     let expected =
         (OffsetDateTime::now_utc() - outbox_core::ulid_time(oldest.event_id)).as_seconds_f64();
     assert!((age - expected).abs() < 60.0, "{age} vs {expected}");
@@ -217,6 +217,52 @@ async fn sweeper_statistics_cost_a_bounded_amount() {
         "read {}",
         report.items_read
     );
+}
+
+/// 4b. The statistics are all or nothing (#26 item 7): when one shard's
+/// statistics query fails, the oldest age is not emitted from the shards
+/// that answered (it could understate the age, or read 0 as healthy); the
+/// run is counted as incomplete and the alarm sees missing data.
+#[tokio::test]
+async fn statistics_are_emitted_only_when_every_shard_answered() {
+    let stack = Stack::with_bus().await;
+    stack
+        .put_aggregate_event("old", 1, Duration::from_secs(3_600), 0, 8)
+        .await;
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    let sweeper = sweeper(sink, store, &stack);
+    // The sweep's 8 range queries pass; then one statistics query is
+    // refused (a non-retryable code: exactly one shard fails).
+    proxy.inject("Query", Fault::Pass, Some(8));
+    proxy.inject(
+        "Query",
+        Fault::Refuse("ValidationException".into()),
+        Some(1),
+    );
+    let report = sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert_eq!(proxy.faulted("Query"), 1);
+    assert!(report.stats_incomplete && !report.stats_read);
+    assert_eq!(report.oldest_pending_age_seconds, None);
+    assert_eq!(report.shard_errors, 1);
+    let emf: Value = serde_json::from_str(&report.emf()).unwrap();
+    assert_eq!(emf["StatsIncomplete"], 1.0);
+    for absent in ["OldestPendingAgeSeconds", "PendingCount", "DeadLetterCount"] {
+        assert!(emf.get(absent).is_none(), "{absent} emitted: {emf}");
+    }
+
+    // Every shard answers: the age is emitted, and it is the real one.
+    proxy.heal();
+    let report = sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert!(report.stats_read && !report.stats_incomplete);
+    assert!(report.oldest_pending_age_seconds.unwrap() >= 3_590.0);
+    let emf: Value = serde_json::from_str(&report.emf()).unwrap();
+    assert_eq!(emf["StatsIncomplete"], 0.0);
+    assert!(emf["OldestPendingAgeSeconds"].as_f64().unwrap() >= 3_590.0);
 }
 
 /// 5. Stranded events of many aggregates, sink failures injected on the
@@ -406,4 +452,69 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
         "the retry's duplicate dropped by SNS"
     );
     assert!(stack.outbox_items().await.is_empty());
+}
+
+/// #26 item 11: errors are classified as the SDK's retry classifiers do.
+/// Whole calls: a 429 whose code nobody knows, and codes the SDK lists as
+/// throttling that a hand-written list missed, are transient; an unknown
+/// 400 is not. Per entry: SNS's `KMSThrottling` is retried within the call,
+/// so the batch is published in one invocation instead of being reported.
+#[tokio::test]
+async fn errors_are_classified_as_the_sdk_classifies_them() {
+    use outbox_core::publish::FailureKind;
+    let stack = Stack::new().await;
+    let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+        .await
+        .unwrap();
+    stack
+        .put_aggregate_event("order-a", 1, Duration::ZERO, 1, 8)
+        .await;
+    let records = stack.outbox_inserts().await;
+    let item = stack.outbox_items().await.remove(0);
+    let proxy = FaultProxy::start().await;
+    let sdk = proxy.sdk().await;
+    let sink = outbox_core::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
+    for (status, code, kind) in [
+        (429, "SomethingNobodyKnows", FailureKind::Transient),
+        (
+            400,
+            "TransactionInProgressException",
+            FailureKind::Transient,
+        ),
+        (400, "LimitExceededException", FailureKind::Transient),
+        (400, "SomethingNobodyKnows", FailureKind::Rejected),
+    ] {
+        proxy.heal();
+        proxy.inject("PublishBatch", Fault::Status(status, code.into()), None);
+        let outcome = sink.publish_batch(&[&item]).await;
+        let failure = outcome[0].clone().expect_err("refused");
+        assert_eq!(
+            (failure.kind, failure.code.as_str(), failure.whole_call),
+            (kind, code, true),
+            "{status} {code}"
+        );
+    }
+
+    proxy.heal();
+    let before = proxy.faulted("PublishBatch");
+    proxy.inject(
+        "PublishBatch",
+        Fault::refuse(&[String::new()], "KMSThrottling"),
+        Some(1),
+    );
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8);
+    let publisher = publisher(sink, store);
+    let report = publisher.process(records, &far_deadline()).await.unwrap();
+    assert_eq!(proxy.faulted("PublishBatch") - before, 1);
+    assert_eq!(
+        (report.published, report.first_failure),
+        (1, None),
+        "retried within the call"
+    );
+    assert_eq!(
+        testkit::drain_queue(&stack.sdk, &queue.queue_url)
+            .await
+            .len(),
+        1
+    );
 }

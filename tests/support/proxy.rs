@@ -37,6 +37,9 @@ pub enum Fault {
     ServerError,
     /// 400 with this error code (e.g. `ExpiredIteratorException`).
     Refuse(String),
+    /// This HTTP status with this error code (e.g. a 429 whose code no
+    /// classifier knows).
+    Status(u16, String),
     /// Never answers (until the client gives up).
     Hang,
     /// Drops the connection without an answer.
@@ -744,6 +747,14 @@ async fn apply(
             Vec::new(),
         ),
         Some(Fault::Refuse(code)) => (Ok(error(json, StatusCode::BAD_REQUEST, code)), Vec::new()),
+        Some(Fault::Status(status, code)) => (
+            Ok(error(
+                json,
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
+                code,
+            )),
+            Vec::new(),
+        ),
         Some(Fault::Hang) => {
             std::future::pending::<()>().await;
             unreachable!()

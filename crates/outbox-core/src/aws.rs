@@ -20,6 +20,7 @@ use aws_config::timeout::TimeoutConfig;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_runtime_api::http::Response as HttpResponse;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use aws_smithy_types::retry::ProvideErrorKind;
 
 /// The SDK's own attempts per call (standard retry mode).
 pub const SDK_MAX_ATTEMPTS: u32 = 3;
@@ -90,6 +91,31 @@ pub fn error_code<E: ProvideErrorMetadata>(error: &SdkError<E, HttpResponse>) ->
             _ => "Unknown".into(),
         },
         _ => "ConstructionFailure".into(),
+    }
+}
+
+/// Whether a whole call that failed (after the SDK's own attempts) failed
+/// for a reason a later try may clear, as the SDK's retry classifiers see
+/// it: a timeout, a failure to send or to read the answer, an error the
+/// service models as retryable, a throttling or transient code
+/// ([`crate::retry::is_transient`], the SDK's lists and ours), a 5xx, or a
+/// 429 whatever its code says.
+pub fn is_retryable<E>(error: &SdkError<E, HttpResponse>) -> bool
+where
+    E: ProvideErrorMetadata + ProvideErrorKind,
+{
+    match error {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        SdkError::ServiceError(service) => {
+            let status = service.raw().status();
+            service.err().retryable_error_kind().is_some()
+                || status.is_server_error()
+                || status.as_u16() == 429
+                || ProvideErrorMetadata::code(service.err()).is_some_and(crate::retry::is_transient)
+        }
+        _ => false,
     }
 }
 

@@ -184,21 +184,24 @@ impl RetryPolicy {
     }
 }
 
-/// Throttling codes of DynamoDB, EventBridge, SNS and SQS (whole-call errors
-/// and per-entry or cancellation-reason codes).
-const THROTTLING_CODES: &[&str] = &[
-    "ThrottlingException",
-    "Throttling",
+/// Throttling codes beyond the SDK's own list
+/// ([`aws_runtime::retries::classifiers::THROTTLING_ERRORS`], which knows
+/// whole-call codes only): the per-entry codes of `PutEvents` and
+/// `PublishBatch` answers and DynamoDB's cancellation-reason codes.
+const ENTRY_THROTTLING_CODES: &[&str] = &[
     "Throttled",
     "ThrottlingError",
-    "TooManyRequestsException",
-    "RequestLimitExceeded",
     "ProvisionedThroughputExceeded",
-    "ProvisionedThroughputExceededException",
+    // SNS `PublishBatch` per-entry (the KMS key of an encrypted topic).
+    "KMSThrottling",
     "KMSThrottlingException",
 ];
 
-/// Server-side failures that a retry may clear.
+/// Server-side failures that a retry may clear, beyond the SDK's
+/// transient list ([`aws_runtime::retries::classifiers::TRANSIENT_ERRORS`]):
+/// the per-entry codes of `PutEvents` and `PublishBatch` and the 5xx codes
+/// services put in a body (whole calls are classified by their status too,
+/// [`crate::aws::is_retryable`]).
 const SERVER_CODES: &[&str] = &[
     "InternalFailure",
     "InternalException",
@@ -206,25 +209,59 @@ const SERVER_CODES: &[&str] = &[
     "InternalServerError",
     "ServiceUnavailable",
     "ServiceUnavailableException",
-    "RequestTimeout",
-    "RequestTimeoutException",
 ];
 
-/// Whether `code` says the caller is being throttled.
+/// Whether `code` says the caller is being throttled: the SDK's own list,
+/// and the per-entry codes it never sees.
 pub fn is_throttling(code: &str) -> bool {
-    THROTTLING_CODES.contains(&code)
+    aws_runtime::retries::classifiers::THROTTLING_ERRORS.contains(&code)
+        || ENTRY_THROTTLING_CODES.contains(&code)
 }
 
 /// Whether a failure with `code` is worth retrying: throttling or a
-/// server-side fault. The one classification used by the publishing module,
-/// the store and the writer.
+/// transient or server-side fault, as the SDK's retry classifier lists them
+/// plus the per-entry codes. The one classification of codes used by the
+/// publishing module, the store and the writer.
 pub fn is_transient(code: &str) -> bool {
-    is_throttling(code) || SERVER_CODES.contains(&code)
+    is_throttling(code)
+        || aws_runtime::retries::classifiers::TRANSIENT_ERRORS.contains(&code)
+        || SERVER_CODES.contains(&code)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// #26 item 11: codes the SDK's classifier knows and a hand-written
+    /// list missed, and per-entry codes the SDK never sees.
+    #[test]
+    fn transient_codes_follow_the_sdk_classifier() {
+        for code in [
+            "ThrottlingException",
+            "TransactionInProgressException",
+            "LimitExceededException",
+            "RequestThrottledException",
+            "SlowDown",
+            "PriorRequestNotComplete",
+            "RequestTimeout",
+            "KMSThrottling",
+            "KMSThrottlingException",
+            "ProvisionedThroughputExceeded",
+            "InternalFailure",
+            "ServiceUnavailable",
+        ] {
+            assert!(is_transient(code), "{code}");
+        }
+        for code in [
+            "AccessDeniedException",
+            "ValidationException",
+            "ResourceNotFoundException",
+            "KMSDisabled",
+            "Unknown",
+        ] {
+            assert!(!is_transient(code), "{code}");
+        }
+    }
 
     #[test]
     fn in_call_delays_grow_and_are_capped() {

@@ -297,7 +297,9 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
     }
 
     /// The statistics, at a bounded cost: per shard, the oldest pending id
-    /// (one item) and two counts that stop at `count_limit` items.
+    /// (one item) and two counts that stop at `count_limit` items. All or
+    /// nothing: when a shard does not answer (or no time is left), nothing
+    /// is emitted and the run is counted as incomplete.
     async fn stats(
         &self,
         shards: u16,
@@ -306,21 +308,22 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
         report: &mut SweepReport,
     ) {
         if !deadline.allows(Duration::ZERO) {
-            tracing::warn!("no time left for the statistics");
+            tracing::warn!("no time left for the statistics; none emitted");
+            report.stats_incomplete = true;
             return;
         }
         let limit = self.settings.count_limit;
         let results =
             join_all((0..shards).map(|s| self.store.shard_stats(s, limit, deadline))).await;
         let mut oldest: Option<Ulid> = None;
-        report.stats_read = true;
+        let mut read = SweepReport::default();
         for (shard, result) in results.into_iter().enumerate() {
             match result {
                 Ok(stats) => {
-                    report.pending += stats.pending;
-                    report.pending_capped |= stats.pending_capped;
-                    report.dead_letter_count += stats.dead_letters;
-                    report.dead_letters_capped |= stats.dead_letters_capped;
+                    read.pending += stats.pending;
+                    read.pending_capped |= stats.pending_capped;
+                    read.dead_letter_count += stats.dead_letters;
+                    read.dead_letters_capped |= stats.dead_letters_capped;
                     report.items_read += stats.scanned;
                     report.queries += stats.queries;
                     oldest = match (oldest, stats.oldest) {
@@ -331,12 +334,24 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
                 Err(e) => {
                     tracing::error!(shard, error = %e, "shard statistics not read");
                     report.shard_errors += 1;
+                    report.stats_incomplete = true;
                 }
             }
         }
-        report.oldest_pending_age_seconds = oldest
-            .map(|id| millis(now).saturating_sub(id.timestamp_ms()) as f64 / 1000.0)
-            .unwrap_or(0.0);
+        if report.stats_incomplete {
+            tracing::warn!("statistics incomplete; none emitted (the oldest-age alarm treats missing data as breaching)");
+            return;
+        }
+        report.stats_read = true;
+        report.pending = read.pending;
+        report.pending_capped = read.pending_capped;
+        report.dead_letter_count = read.dead_letter_count;
+        report.dead_letters_capped = read.dead_letters_capped;
+        report.oldest_pending_age_seconds = Some(
+            oldest
+                .map(|id| millis(now).saturating_sub(id.timestamp_ms()) as f64 / 1000.0)
+                .unwrap_or(0.0),
+        );
     }
 }
 

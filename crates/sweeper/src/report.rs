@@ -27,8 +27,10 @@ pub struct SweepReport {
     pub pending: usize,
     /// Whether `pending` stopped at the count limit.
     pub pending_capped: bool,
-    /// Age of the oldest pending item after the run (0 when none).
-    pub oldest_pending_age_seconds: f64,
+    /// Age of the oldest pending item after the run: 0 when none is
+    /// pending, `None` when not every shard's statistics were read (an
+    /// age from the shards that answered could understate it).
+    pub oldest_pending_age_seconds: Option<f64>,
     /// Dead-lettered items in the table (a lower bound when capped).
     pub dead_letter_count: usize,
     /// Whether `dead_letter_count` stopped at the count limit.
@@ -41,8 +43,14 @@ pub struct SweepReport {
     pub shard_errors: usize,
     /// Whether the run stopped early for the deadline.
     pub stopped_early: bool,
-    /// Whether the statistics were read (not when the deadline came first).
+    /// Whether every shard's statistics were read: only then are the
+    /// statistics emitted (all or nothing).
     pub stats_read: bool,
+    /// A scheduled run whose statistics were not all read (a shard's query
+    /// failed, or the deadline came first): nothing of them is emitted,
+    /// which the oldest-age alarm treats as breaching, and the run is
+    /// counted (`StatsIncomplete`).
+    pub stats_incomplete: bool,
     /// OnFailure windows fully redriven / left for a retry of the message.
     pub windows_redriven: usize,
     /// OnFailure windows left for a retry of their message.
@@ -93,16 +101,13 @@ impl SweepReport {
             ("SweepErrors", self.shard_errors as f64, Unit::Count),
             ("WindowsRedriven", self.windows_redriven as f64, Unit::Count),
             ("WindowsFailed", self.windows_failed as f64, Unit::Count),
+            ("StatsIncomplete", flag(self.stats_incomplete), Unit::Count),
         ];
-        if self.stats_read {
+        if let (true, Some(age)) = (self.stats_read, self.oldest_pending_age_seconds) {
             metrics.extend([
                 ("PendingCount", self.pending as f64, Unit::Count),
                 ("PendingCountCapped", flag(self.pending_capped), Unit::Count),
-                (
-                    "OldestPendingAgeSeconds",
-                    self.oldest_pending_age_seconds,
-                    Unit::Seconds,
-                ),
+                ("OldestPendingAgeSeconds", age, Unit::Seconds),
                 (
                     "DeadLetterCount",
                     self.dead_letter_count as f64,
@@ -126,6 +131,7 @@ pub(crate) fn log(report: &SweepReport, message: &'static str) {
         shards = report.shards,
         pending = report.pending,
         oldest_pending_age_seconds = report.oldest_pending_age_seconds,
+        stats_incomplete = report.stats_incomplete,
         dead_letter_count = report.dead_letter_count,
         items_read = report.items_read,
         stopped_early = report.stopped_early,

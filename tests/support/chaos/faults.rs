@@ -20,6 +20,7 @@ pub(super) fn label(function: &str, operation: &str, fault: &Fault) -> String {
         Fault::Throttle => "throttled",
         Fault::ServerError => "5xx",
         Fault::Refuse(_) => "refused (400)",
+        Fault::Status(..) => "refused (status)",
         Fault::Reset => "connection reset",
         Fault::Hang => "hangs past the deadline",
         Fault::FailEntries(_) => "some entries refused in a 200",
@@ -48,7 +49,7 @@ pub(super) fn severity(fault: &Fault) -> u8 {
         Fault::Crash { .. } => 5,
         Fault::Hang => 4,
         Fault::RefuseEntries { .. } | Fault::FailEntries(_) => 3,
-        Fault::ServerError | Fault::Refuse(_) => 2,
+        Fault::ServerError | Fault::Refuse(_) | Fault::Status(..) => 2,
         Fault::Throttle | Fault::Reset => 1,
         Fault::Pass => 0,
     }

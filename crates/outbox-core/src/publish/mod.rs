@@ -26,7 +26,7 @@ use std::future::Future;
 #[cfg(any(feature = "eventbridge", feature = "sns"))]
 use aws_smithy_runtime_api::{client::result::SdkError, http::Response};
 #[cfg(any(feature = "eventbridge", feature = "sns"))]
-use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use aws_smithy_types::{error::metadata::ProvideErrorMetadata, retry::ProvideErrorKind};
 
 #[cfg(feature = "sinks")]
 use crate::config::{Config, SinkConfig};
@@ -242,39 +242,28 @@ pub fn classify(code: &str, poison: &[&str]) -> FailureKind {
 
 /// Turns a whole-call SDK error (after the SDK's own retries) into the
 /// failure of each entry of the call. The code comes from the SDK's error
-/// metadata ([`crate::aws::error_code`]).
+/// metadata ([`crate::aws::error_code`]), the kind from the SDK's retry
+/// classification ([`crate::aws::is_retryable`]): a whole call is never
+/// the fault of one entry, so it is transient or rejected, never poison.
 #[cfg(any(feature = "eventbridge", feature = "sns"))]
 pub(crate) fn sdk_failure<E>(err: &SdkError<E, Response>) -> PublishFailure
 where
-    E: ProvideErrorMetadata + std::error::Error,
+    E: ProvideErrorMetadata + ProvideErrorKind + std::error::Error,
 {
     let code = crate::aws::error_code(err);
-    let failure = match err {
-        SdkError::TimeoutError(_) => {
-            PublishFailure::new(FailureKind::Transient, code, "request timed out")
-        }
-        SdkError::DispatchFailure(_) => {
-            PublishFailure::new(FailureKind::Transient, code, "request could not be sent")
-        }
-        SdkError::ResponseError(_) => {
-            PublishFailure::new(FailureKind::Transient, code, "response could not be read")
-        }
-        SdkError::ServiceError(service) => {
-            let message = service.err().message().unwrap_or("").to_owned();
-            let kind = if service.raw().status().is_server_error() {
-                FailureKind::Transient
-            } else {
-                // A whole call is never the fault of one entry: no poison here.
-                match classify(&code, &[]) {
-                    FailureKind::Poison => FailureKind::Rejected,
-                    other => other,
-                }
-            };
-            PublishFailure::new(kind, code, message)
-        }
-        _ => PublishFailure::new(FailureKind::Rejected, code, "request could not be built"),
+    let kind = if crate::aws::is_retryable(err) {
+        FailureKind::Transient
+    } else {
+        FailureKind::Rejected
     };
-    failure.of_whole_call()
+    let message = match err {
+        SdkError::TimeoutError(_) => "request timed out".to_owned(),
+        SdkError::DispatchFailure(_) => "request could not be sent".to_owned(),
+        SdkError::ResponseError(_) => "response could not be read".to_owned(),
+        SdkError::ServiceError(service) => service.err().message().unwrap_or("").to_owned(),
+        _ => "request could not be built".to_owned(),
+    };
+    PublishFailure::new(kind, code, message).of_whole_call()
 }
 
 #[cfg(all(test, feature = "sinks"))]

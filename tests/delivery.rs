@@ -518,3 +518,24 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
         1
     );
 }
+
+/// #26 item 8: a `MAX_EVENT_BYTES` above the topic's `MaximumMessageSize`
+/// is refused at cold start (before, it was accepted, and batches over the
+/// topic's limit dead-lettered innocent events); one within it passes.
+#[tokio::test]
+async fn an_sns_limit_above_the_topics_maximum_message_size_is_refused_at_cold_start() {
+    let stack = Stack::new().await;
+    let (topic_arn, _) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+        .await
+        .unwrap();
+    let client = aws_sdk_sns::Client::new(&stack.sdk);
+    let sink = |bytes| {
+        outbox_core::publish::sns::SnsSink::new(client.clone(), topic_arn.clone())
+            .with_max_bytes(bytes)
+    };
+    // The topic's attribute is not set: 256 KiB.
+    let err = sink(300_000).verify().await.expect_err("refused");
+    assert!(err.reason.contains("MaximumMessageSize is 262144"), "{err}");
+    sink(256 * 1024).verify().await.expect("the default fits");
+    sink(100_000).verify().await.expect("a smaller limit fits");
+}

@@ -99,7 +99,7 @@ impl SinkSettings {
 /// | `MAX_ATTEMPTS` | `12` | sweeper |
 /// | `RETRY_BASE_SECONDS` | `60` (1–3600) | sweeper (first persisted backoff; doubles to 6 h) |
 /// | `SWEEP_PAGE_SIZE` | `100` (1–1000) | sweeper |
-/// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB | writer (size check), publisher, sweeper (batches) |
+/// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB; with SNS at most the topic's `MaximumMessageSize` (checked at cold start) | writer (size check), publisher, sweeper (batches) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// `TABLE_NAME`: the outbox table.

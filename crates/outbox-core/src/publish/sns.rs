@@ -163,16 +163,55 @@ impl EventSink for SnsSink {
             .collect()
     }
 
+    /// Checks that the topic exists and that `MAX_EVENT_BYTES` fits its
+    /// `MaximumMessageSize` (256 KiB unless raised, up to 1 MiB): a larger
+    /// setting would send batches the topic refuses as too long, and
+    /// dead-letter innocent events.
     async fn verify(&self) -> Result<(), SinkError> {
-        self.client
+        let refused = |reason: String| SinkError {
+            target: format!("topic {}", self.topic_arn),
+            reason,
+        };
+        let attributes = self
+            .client
             .get_topic_attributes()
             .topic_arn(&self.topic_arn)
             .send()
             .await
-            .map(|_| ())
-            .map_err(|e| SinkError {
-                target: format!("topic {}", self.topic_arn),
-                reason: sdk_failure(&e).to_string(),
-            })
+            .map_err(|e| refused(sdk_failure(&e).to_string()))?;
+        let limit = topic_message_limit(attributes.attributes());
+        if self.max_bytes > limit {
+            return Err(refused(format!(
+                "MAX_EVENT_BYTES is {} but the topic's MaximumMessageSize is {limit}: raise the topic's attribute (the stack's MaxEventBytes sets it) or lower MAX_EVENT_BYTES",
+                self.max_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The largest message a topic accepts: its `MaximumMessageSize`
+/// attribute, which SNS returns only when it was set; 256 KiB otherwise.
+fn topic_message_limit(attributes: Option<&std::collections::HashMap<String, String>>) -> usize {
+    attributes
+        .and_then(|a| a.get("MaximumMessageSize"))
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(size::DEFAULT_SNS_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_topic_limit_is_its_attribute_or_the_default() {
+        let set = |v: &str| {
+            std::collections::HashMap::from([("MaximumMessageSize".to_owned(), v.to_owned())])
+        };
+        assert_eq!(topic_message_limit(None), 256 * 1024);
+        assert_eq!(topic_message_limit(Some(&Default::default())), 256 * 1024);
+        assert_eq!(topic_message_limit(Some(&set("1048576"))), 1_048_576);
+        assert_eq!(topic_message_limit(Some(&set("4096"))), 4096);
+        assert_eq!(topic_message_limit(Some(&set("many"))), 256 * 1024);
     }
 }

@@ -215,6 +215,28 @@ impl OutboxStore for CrashBeforeDelete {
     async fn older_pending(&self, key: &ItemKey, deadline: &Deadline) -> Result<bool, StoreError> {
         self.inner.older_pending(key, deadline).await
     }
+    async fn older_events(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.older_events(key, deadline).await
+    }
+    async fn hold(
+        &self,
+        key: &ItemKey,
+        behind: &str,
+        deadline: &Deadline,
+    ) -> Result<outbox_core::store::Marked, StoreError> {
+        self.inner.hold(key, behind, deadline).await
+    }
+    async fn newer_pending(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+    ) -> Result<Vec<outbox_core::store::PendingItem>, StoreError> {
+        self.inner.newer_pending(key, deadline).await
+    }
     async fn recorded_shards(&self, deadline: &Deadline) -> Result<u16, StoreError> {
         self.inner.recorded_shards(deadline).await
     }

@@ -100,6 +100,7 @@ impl SinkSettings {
 /// | `RETRY_BASE_SECONDS` | `60` (1–3600) | sweeper (first persisted backoff; doubles to 6 h) |
 /// | `SWEEP_PAGE_SIZE` | `100` (1–1000) | sweeper |
 /// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB; with SNS at most the topic's `MaximumMessageSize` (checked at cold start) | writer (size check), publisher, sweeper (batches) |
+/// | `ORDERING` | `strict` for an SNS FIFO topic, `relaxed` otherwise | publisher, sweeper |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// `TABLE_NAME`: the outbox table.
@@ -122,6 +123,36 @@ pub struct Config {
     pub sweep_page_size: i32,
     /// Largest event entry (and sink call) the sink accepts, in bytes.
     pub max_event_bytes: usize,
+    /// `ORDERING`: whether an aggregate's event waits for every older one.
+    pub ordering: Ordering,
+}
+
+/// Order per aggregate (`ORDERING`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ordering {
+    /// No event of an aggregate is published while an older event of that
+    /// aggregate is still in the table (pending, backing off, held or
+    /// dead-lettered), whichever path publishes it: one consistent read of
+    /// the aggregate's item collection guards it. The default for an SNS
+    /// FIFO topic.
+    Strict,
+    /// Order as the stream and the sweeper give it: per item (partition and
+    /// sort key) at a `ParallelizationFactor` above 1, none across the
+    /// OnFailure path; consumers order by `aggregateVersion`. The default
+    /// for EventBridge (whose consumers get no order from the bus anyway)
+    /// and standard SNS topics.
+    #[default]
+    Relaxed,
+}
+
+impl Ordering {
+    /// The name the environment and the template use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Strict => "strict",
+            Self::Relaxed => "relaxed",
+        }
+    }
 }
 
 impl Config {
@@ -152,9 +183,20 @@ impl Config {
             },
             other => return Err(invalid("SINK", other, "expected `eventbridge` or `sns`")),
         };
+        let fifo = matches!(&sink, SinkConfig::Sns { topic_arn } if topic_arn.ends_with(".fifo"));
+        let ordering = match get("ORDERING").as_deref() {
+            None if fifo => Ordering::Strict,
+            None => Ordering::Relaxed,
+            Some("strict") => Ordering::Strict,
+            Some("relaxed") => Ordering::Relaxed,
+            Some(other) => {
+                return Err(invalid("ORDERING", other, "expected `strict` or `relaxed`"))
+            }
+        };
         Ok(Self {
             table_name,
             event_source,
+            ordering,
             outbox_shards: number(&get, "OUTBOX_SHARDS", DEFAULT_OUTBOX_SHARDS, 1, 256)?,
             idempotency_ttl: Duration::from_secs(number(
                 &get,

@@ -32,6 +32,10 @@ pub struct OutboxItem {
     pub event_type: String,
     /// The aggregate the event is about.
     pub aggregate_id: String,
+    /// The aggregate's version after the event (1: its first event); absent
+    /// on items written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate_version: Option<u64>,
     /// The W3C trace context of the write, passed on to the sink.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
@@ -72,6 +76,10 @@ pub struct OutboxItem {
     /// Epoch seconds after which that claim lapses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_until: Option<i64>,
+    /// Held behind an older event of its aggregate (strict ordering): that
+    /// event's sort key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_behind: Option<String>,
 }
 
 impl OutboxItem {
@@ -107,6 +115,7 @@ impl OutboxItem {
             event_id: envelope.event_id,
             event_type: envelope.event_type.clone(),
             aggregate_id: envelope.aggregate_id.clone(),
+            aggregate_version: Some(envelope.aggregate_version),
             traceparent: envelope.traceparent.clone(),
             envelope: json,
             created_at,
@@ -124,6 +133,7 @@ impl OutboxItem {
             dead_sk: None,
             claim_token: None,
             claimed_until: None,
+            held_behind: None,
         };
         let bytes = size::item_size(&item.to_attributes()?);
         if bytes > size::MAX_ITEM_BYTES {
@@ -236,6 +246,7 @@ mod tests {
         item.dead_letter_reason = Some("r".into());
         item.dead_pk = Some("DEAD#0".into());
         item.dead_sk = Some("x".into());
+        item.held_behind = Some("OUTBOX#x".into());
         let mut names: Vec<String> = item.to_attributes().unwrap().into_keys().collect();
         names.sort();
         let mut expected = vec![
@@ -244,6 +255,8 @@ mod tests {
             attr::EVENT_ID,
             attr::EVENT_TYPE,
             attr::AGGREGATE_ID,
+            attr::AGGREGATE_VERSION,
+            attr::HELD_BEHIND,
             attr::TRACEPARENT,
             attr::ENVELOPE,
             attr::CREATED_AT,

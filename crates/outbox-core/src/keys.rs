@@ -87,6 +87,12 @@ pub mod attr {
     pub const EVENT_TYPE: &str = "eventType";
     /// The aggregate id.
     pub const AGGREGATE_ID: &str = "aggregateId";
+    /// The aggregate's version after the event (1 for its first event):
+    /// strict ordering skips its read for a first event.
+    pub const AGGREGATE_VERSION: &str = "aggregateVersion";
+    /// On an event held behind an older event of its aggregate (strict
+    /// ordering): the older event's sort key.
+    pub const HELD_BEHIND: &str = "heldBehind";
     /// The envelope's JSON, published as it is.
     pub const ENVELOPE: &str = "envelope";
     /// When the event was created (RFC 3339).

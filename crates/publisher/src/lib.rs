@@ -34,7 +34,7 @@ use outbox_core::publish::relay::{Entry, Mode, Relay};
 use outbox_core::publish::EventSink;
 use outbox_core::retry::{Deadline, RetryPolicy};
 use outbox_core::store::OutboxStore;
-use outbox_core::OutboxItem;
+use outbox_core::{Ordering, OutboxItem};
 
 /// Time kept back from the Lambda deadline for deletes and the response.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
@@ -48,6 +48,8 @@ pub struct Publisher<S, T> {
     pub store: T,
     /// Retries of failed entries within the call.
     pub retry: RetryPolicy,
+    /// Order per aggregate (`ORDERING`; relaxed unless set).
+    pub ordering: Ordering,
 }
 
 /// What one invocation did.
@@ -107,6 +109,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             sink,
             store,
             retry: RetryPolicy::default(),
+            ordering: Ordering::default(),
         }
     }
 
@@ -140,6 +143,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             sink: &self.sink,
             store: &self.store,
             retry: &self.retry,
+            ordering: self.ordering,
         };
         let relayed = relay
             .run(&entries, Mode::Stream, &mut Default::default(), deadline)

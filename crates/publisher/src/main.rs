@@ -12,7 +12,8 @@ async fn main() -> Result<(), Error> {
     let sdk = aws::load().await;
     let (sink, store) = publish::connect(&config, &sdk).await?;
     publish::record_sink(&config, &store).await;
-    let publisher = Publisher::new(sink, store);
+    let mut publisher = Publisher::new(sink, store);
+    publisher.ordering = config.ordering;
     let publisher = &publisher;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         handler(publisher, event)

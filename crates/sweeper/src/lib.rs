@@ -49,7 +49,7 @@ use outbox_core::publish::relay::{Entry, Mode, Relay};
 use outbox_core::publish::EventSink;
 use outbox_core::retry::{Backoff, Deadline, RetryPolicy};
 use outbox_core::store::{Created, OutboxStore, PendingItem, PendingQuery};
-use outbox_core::Config;
+use outbox_core::{Config, Ordering};
 use report::log;
 pub use report::SweepReport;
 use serde::Serialize;
@@ -83,6 +83,8 @@ pub struct SweepSettings {
     /// How far after its last arrival: arrival times are rounded to the
     /// second, and clocks differ a little.
     pub window_lag: Duration,
+    /// Order per aggregate (`ORDERING`).
+    pub ordering: Ordering,
 }
 
 impl From<&Config> for SweepSettings {
@@ -98,6 +100,7 @@ impl From<&Config> for SweepSettings {
             count_limit: 1_000,
             window_lead: Duration::from_secs(300),
             window_lag: Duration::from_secs(2),
+            ordering: config.ordering,
         }
     }
 }
@@ -245,6 +248,7 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             sink: &self.sink,
             store: &self.store,
             retry: &self.retry,
+            ordering: self.settings.ordering,
         };
         let mode = Mode::Sweep {
             now,
@@ -280,9 +284,15 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             report.queries += 1;
             report.items_read += page.scanned;
             report.stranded += page.items.len();
-            let entries = self
-                .behind_older_events(page.items, &mut report, deadline)
-                .await;
+            // Strict ordering guards every event in the relay; relaxed
+            // ordering only keeps a redriven event behind older pending ones.
+            let entries = match self.settings.ordering {
+                Ordering::Strict => page.items.into_iter().map(Entry::from).collect(),
+                Ordering::Relaxed => {
+                    self.behind_older_events(page.items, &mut report, deadline)
+                        .await
+                }
+            };
             let relayed = relay.run(&entries, mode, &mut held, deadline).await;
             report.add_relay(&relayed);
             if relayed.not_attempted > 0 {

@@ -39,14 +39,15 @@
 //! A failed entry gets its attempt recorded with the persisted backoff, or
 //! is dead-lettered after `max_attempts`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use time::OffsetDateTime;
 
 use super::{EntryOutcome, EventSink, FailureKind, PublishFailure};
+use crate::config::Ordering;
 use crate::item::OutboxItem;
-use crate::keys::ItemKey;
+use crate::keys::{self, ItemKey};
 use crate::retry::{Backoff, Deadline, RetryPolicy};
 use crate::store::{DeadLetter, Marked, OutboxStore, PendingItem};
 
@@ -168,6 +169,32 @@ pub struct RelayReport {
     pub delete_failed: usize,
     /// Dead-letter or failure-record writes that failed.
     pub store_errors: usize,
+    /// Strict ordering: events held behind an older event of their
+    /// aggregate still in the table (left pending, handed to the sweeper).
+    pub held: usize,
+    /// Strict ordering: held events published later in the same run, once
+    /// the event ahead of them was (counted in `published` too).
+    pub released: usize,
+    /// Strict ordering: consistent reads of an item collection (the guard
+    /// before an event, the release after one).
+    pub collection_reads: usize,
+}
+
+impl RelayReport {
+    /// Adds a later round's counts; `again`: its entries were held in an
+    /// earlier round (their holds are not new).
+    fn add_round(&mut self, round: RelayReport, again: bool) {
+        self.published += round.published;
+        self.released += round.published;
+        self.dead_lettered += round.dead_lettered;
+        self.failed += round.failed;
+        self.delete_failed += round.delete_failed;
+        self.store_errors += round.store_errors;
+        if !again {
+            self.held += round.held;
+        }
+        self.collection_reads += round.collection_reads;
+    }
 }
 
 impl RelayReport {
@@ -188,6 +215,20 @@ struct Run {
     store_errors: usize,
     /// Where the last batch's scan stopped.
     batch_end: usize,
+    /// Strict ordering.
+    strict: bool,
+    /// Entries whose guard passed.
+    cleared: HashSet<usize>,
+    /// Aggregates with an event published in this run: a later event of
+    /// theirs needs no read (the earlier one passed its guard).
+    published_aggregates: HashSet<String>,
+    /// Aggregates held in this run, with the sort key of the event they
+    /// are held at (a later event of theirs is held behind it).
+    held_at: HashMap<String, String>,
+    /// Entries held by the guard in this run, with the sort key each is
+    /// held behind.
+    held_entries: Vec<(usize, String)>,
+    collection_reads: usize,
 }
 
 impl Run {
@@ -230,12 +271,23 @@ pub struct Relay<'a, S, T> {
     pub store: &'a T,
     /// Retries of failed entries within the call.
     pub retry: &'a RetryPolicy,
+    /// Order per aggregate (`ORDERING`).
+    pub ordering: Ordering,
 }
 
 impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     /// Relays `entries` in order. `held`: aggregates held back (sweep mode;
     /// read and extended, so a caller paging through a shard passes the
     /// same set to every page).
+    ///
+    /// With [`Ordering::Strict`], a run goes on after its entries while
+    /// time allows: in stream mode it reads again, after short waits, the
+    /// aggregates of the events it held (a concurrent invocation usually
+    /// publishes the older event within them), and publishes those now
+    /// clear; in sweep mode it reads the item collection of each event it
+    /// published and relays the pending events behind it (held, or of
+    /// another shard), so that they go out in seconds rather than at the
+    /// next scheduled sweep.
     pub async fn run(
         &self,
         entries: &[Entry],
@@ -243,6 +295,82 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         held: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> RelayReport {
+        let (mut report, mut run) = self.run_once(entries, mode, held, deadline).await;
+        if self.ordering != Ordering::Strict {
+            return report;
+        }
+        let mut seen: HashSet<ItemKey> = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Item(item) => Some(item.key()),
+                _ => None,
+            })
+            .collect();
+        let mut waits = RELEASE_WAITS.iter();
+        loop {
+            let (candidates, origin): (Vec<Entry>, Vec<usize>) = match mode {
+                Mode::Stream => {
+                    let Some(wait) = waits.next() else { break };
+                    let still: (Vec<Entry>, Vec<usize>) = run
+                        .held_entries
+                        .iter()
+                        .filter(|(i, _)| run.outcomes[*i] == RelayOutcome::Deferred)
+                        .filter_map(|(i, behind)| match &entries[*i] {
+                            Entry::Item(item) => {
+                                Some((Entry::Item(recorded_hold(item, behind)), *i))
+                            }
+                            _ => None,
+                        })
+                        .unzip();
+                    if still.0.is_empty() || !deadline.allows(*wait + self.retry.backoff.base) {
+                        break;
+                    }
+                    tokio::time::sleep(*wait).await;
+                    // Only this run's holds are in the set: read them again.
+                    held.clear();
+                    still
+                }
+                Mode::Sweep { .. } => {
+                    let (found, reads, errors) =
+                        self.behind_published(&run, &mut seen, deadline).await;
+                    report.collection_reads += reads;
+                    report.store_errors += errors;
+                    if found.is_empty() {
+                        break;
+                    }
+                    (found, Vec::new())
+                }
+            };
+            if !deadline.allows(self.retry.backoff.base) {
+                break;
+            }
+            let (round, next) = self.run_once(&candidates, mode, held, deadline).await;
+            report.add_round(round, matches!(mode, Mode::Stream));
+            match mode {
+                // A held event of the stream is one of the original entries:
+                // published now, or still held (whatever else happened to it
+                // in this round, it stays pending and the sweeper has it).
+                Mode::Stream => {
+                    for (k, outcome) in next.outcomes.iter().enumerate() {
+                        if *outcome == RelayOutcome::Published {
+                            run.outcomes[origin[k]] = RelayOutcome::Published;
+                            report.outcomes[origin[k]] = RelayOutcome::Published;
+                        }
+                    }
+                }
+                Mode::Sweep { .. } => run = next,
+            }
+        }
+        report
+    }
+
+    async fn run_once(
+        &self,
+        entries: &[Entry],
+        mode: Mode,
+        held: &mut HashSet<String>,
+        deadline: &Deadline,
+    ) -> (RelayReport, Run) {
         let mut run = Run {
             mode,
             finish: deadline.finishing(FINISH_GRACE),
@@ -250,9 +378,22 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             published: Vec::new(),
             store_errors: 0,
             batch_end: 0,
+            strict: self.ordering == Ordering::Strict,
+            cleared: HashSet::new(),
+            published_aggregates: HashSet::new(),
+            held_at: HashMap::new(),
+            held_entries: Vec::new(),
+            collection_reads: 0,
         };
         let mut i = 0;
         while i < entries.len() && deadline.allows(self.retry.backoff.base) {
+            if let Some(outcome) = self.guard(i, entries, &mut run, held, deadline).await {
+                if !run.record_alone(i, &entries[i], outcome, held) {
+                    break;
+                }
+                i += 1;
+                continue;
+            }
             if let Some(outcome) = self.settle_alone(&entries[i], &mut run, held).await {
                 if !run.record_alone(i, &entries[i], outcome, held) {
                     break;
@@ -273,7 +414,148 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 break;
             }
         }
-        self.finish(run).await
+        let report = self.finish(&run).await;
+        (report, run)
+    }
+
+    /// Strict ordering's guard for entry `i`: `None` when it may go out (no
+    /// older event of its aggregate is in the table, or the older one was
+    /// published in this run); otherwise the entry is held (recorded on
+    /// the item, handed to the sweeper) and its outcome returned.
+    ///
+    /// No read for an aggregate's first event (`aggregateVersion` 1), for
+    /// an event whose aggregate had an event published earlier in this run,
+    /// or (sweep) for an event its aggregate already holds back.
+    async fn guard(
+        &self,
+        i: usize,
+        entries: &[Entry],
+        run: &mut Run,
+        held: &mut HashSet<String>,
+        deadline: &Deadline,
+    ) -> Option<RelayOutcome> {
+        let Entry::Item(item) = &entries[i] else {
+            return None;
+        };
+        if !run.strict || run.cleared.contains(&i) {
+            return None;
+        }
+        if held.contains(&item.aggregate_id) {
+            // Stream: an earlier event of its aggregate was held in this
+            // invocation; hold this one behind it. Sweep: deferred by the
+            // usual rule (settle_alone).
+            let behind = run.held_at.get(&item.aggregate_id).cloned()?;
+            return Some(self.hold(i, item, &behind, run, held).await);
+        }
+        if guard_free(item, run) {
+            run.cleared.insert(i);
+            return None;
+        }
+        if let Mode::Sweep { now, .. } = run.mode {
+            if item
+                .next_attempt_at
+                .is_some_and(|at| at > now.unix_timestamp())
+            {
+                // Not due: settle_alone defers it and holds its aggregate.
+                return None;
+            }
+        }
+        run.collection_reads += 1;
+        let older = match self.store.older_events(&item.key(), deadline).await {
+            Ok(older) => older,
+            Err(e) => {
+                tracing::error!(event_id = %item.event_id, error = %e, "could not read the aggregate's older events");
+                return Some(RelayOutcome::Failed(PublishFailure::new(
+                    FailureKind::Transient,
+                    "OrderCheckFailed",
+                    e.to_string(),
+                )));
+            }
+        };
+        let published = |sk: &String| run.published.iter().any(|k| k.pk == item.pk && k.sk == *sk);
+        match older.into_iter().rfind(|sk| !published(sk)) {
+            None => {
+                run.cleared.insert(i);
+                None
+            }
+            Some(behind) => Some(self.hold(i, item, &behind, run, held).await),
+        }
+    }
+
+    /// Holds entry `i` behind `behind`: recorded on the item (unless it is
+    /// already), its aggregate held for the rest of the run.
+    async fn hold(
+        &self,
+        i: usize,
+        item: &OutboxItem,
+        behind: &str,
+        run: &mut Run,
+        held: &mut HashSet<String>,
+    ) -> RelayOutcome {
+        let recorded = item.held_behind.is_some()
+            && item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk);
+        if !recorded {
+            if let Err(e) = self.store.hold(&item.key(), behind, &run.finish).await {
+                tracing::error!(event_id = %item.event_id, error = %e, "could not hold an event behind an older one");
+                return RelayOutcome::Failed(PublishFailure::new(
+                    FailureKind::Transient,
+                    "HoldFailed",
+                    e.to_string(),
+                ));
+            }
+        }
+        tracing::info!(event_id = %item.event_id, behind, "event held behind an older event of its aggregate");
+        held.insert(item.aggregate_id.clone());
+        run.held_at
+            .insert(item.aggregate_id.clone(), item.sk.clone());
+        run.held_entries.push((i, behind.to_owned()));
+        RelayOutcome::Deferred
+    }
+
+    /// Sweep mode, strict: the pending events behind each event published
+    /// in the last round (one read per aggregate), not seen before in this
+    /// run. Returns them, the reads made and the reads that failed.
+    async fn behind_published(
+        &self,
+        run: &Run,
+        seen: &mut HashSet<ItemKey>,
+        deadline: &Deadline,
+    ) -> (Vec<Entry>, usize, usize) {
+        // The newest published event of each item collection.
+        let mut newest: HashMap<&str, &ItemKey> = HashMap::new();
+        for key in &run.published {
+            let slot = newest.entry(key.pk.as_str()).or_insert(key);
+            if key.sk > slot.sk {
+                *slot = key;
+            }
+        }
+        let mut found = Vec::new();
+        let (mut reads, mut errors) = (0, 0);
+        for key in newest.into_values() {
+            if !deadline.allows(self.retry.backoff.base) {
+                break;
+            }
+            reads += 1;
+            match self.store.newer_pending(key, deadline).await {
+                Ok(items) => {
+                    for stored in items {
+                        let entry = Entry::from(stored);
+                        let key = match &entry {
+                            Entry::Item(item) => item.key(),
+                            Entry::Poison { key, .. } | Entry::Unusable { key, .. } => key.clone(),
+                        };
+                        if seen.insert(key) {
+                            found.push(entry);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "could not read the events behind a published one; the sweeper releases them");
+                    errors += 1;
+                }
+            }
+        }
+        (found, reads, errors)
     }
 
     /// Settles what cannot be batched (before anything after it is sent):
@@ -354,6 +636,14 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 j += 1;
                 continue;
             }
+            if run.strict
+                && !batch.is_empty()
+                && !run.cleared.contains(&j)
+                && (held.contains(&item.aggregate_id) || !guard_free(item, run))
+            {
+                // Its guard runs first, as the start of the next batch.
+                break;
+            }
             let size = self.sink.entry_size(item);
             if aggregates.contains(item.aggregate_id.as_str())
                 || size > self.sink.max_bytes()
@@ -393,6 +683,9 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             run.outcomes[*index] = match result {
                 Ok(()) => {
                     run.published.push(item.key());
+                    if run.strict {
+                        run.published_aggregates.insert(item.aggregate_id.clone());
+                    }
                     RelayOutcome::Published
                 }
                 Err(failure) if failure.kind == FailureKind::Poison => {
@@ -465,7 +758,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     }
 
     /// Deletes what was published and counts the outcomes.
-    async fn finish(&self, run: Run) -> RelayReport {
+    async fn finish(&self, run: &Run) -> RelayReport {
         let undeleted = self
             .store
             .delete_published(&run.published, &run.finish)
@@ -473,7 +766,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         for key in &undeleted {
             tracing::error!(key = %key, "published event's outbox item not deleted; the sweeper will republish it");
         }
-        let outcomes = run.outcomes;
+        let outcomes = run.outcomes.clone();
         let count = |f: fn(&RelayOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
         RelayReport {
             published: run.published.len(),
@@ -483,6 +776,9 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             not_attempted: count(|o| *o == RelayOutcome::NotAttempted),
             delete_failed: undeleted.len(),
             store_errors: run.store_errors,
+            held: run.held_entries.len(),
+            released: 0,
+            collection_reads: run.collection_reads,
             outcomes,
         }
     }
@@ -593,6 +889,32 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             }
         }
     }
+}
+
+/// Strict ordering, stream mode: how long to wait before each new read of
+/// the events this invocation held (the older event is usually being
+/// published by a concurrent invocation; after these, the sweeper has them).
+const RELEASE_WAITS: [Duration; 4] = [
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_millis(1_000),
+    Duration::from_millis(1_500),
+];
+
+/// Whether `item` may skip strict ordering's read: its aggregate's first
+/// event, or an event whose aggregate had one published earlier in this run
+/// (which passed its own guard).
+fn guard_free(item: &OutboxItem, run: &Run) -> bool {
+    item.aggregate_version == Some(1) || run.published_aggregates.contains(&item.aggregate_id)
+}
+
+/// `item` as it is in the table once held behind `behind` (so that holding
+/// it again writes nothing).
+fn recorded_hold(item: &OutboxItem, behind: &str) -> OutboxItem {
+    let mut item = item.clone();
+    item.held_behind = Some(behind.to_owned());
+    item.pending_sk = Some(keys::redriven_sk(item.event_id));
+    item
 }
 
 /// Publishes one batch, retrying only the entries that failed transiently

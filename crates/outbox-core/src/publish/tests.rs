@@ -13,7 +13,7 @@ use super::*;
 use crate::envelope::EventEnvelope;
 use crate::keys::ItemKey;
 use crate::retry::{Backoff, Deadline, Jitter, RetryPolicy};
-use crate::store::MemoryStore;
+use crate::store::{MemoryStore, OutboxStore};
 
 /// Fails entries by position in the overall stream of entries it has been
 /// given, and records every call.
@@ -147,14 +147,68 @@ async fn run_until(
     mode: Mode,
     deadline: &Deadline,
 ) -> RelayReport {
+    run_ordered(
+        sink,
+        store,
+        entries,
+        mode,
+        deadline,
+        crate::Ordering::Relaxed,
+    )
+    .await
+}
+
+async fn run_ordered(
+    sink: &ScriptedSink,
+    store: &MemoryStore,
+    entries: &[Entry],
+    mode: Mode,
+    deadline: &Deadline,
+    ordering: crate::Ordering,
+) -> RelayReport {
     let relay = Relay {
         sink,
         store,
         retry: &fast(),
+        ordering,
     };
     relay
         .run(entries, mode, &mut HashSet::new(), deadline)
         .await
+}
+
+async fn strict(
+    sink: &ScriptedSink,
+    store: &MemoryStore,
+    entries: &[Entry],
+    mode: Mode,
+) -> RelayReport {
+    run_ordered(sink, store, entries, mode, &far(), crate::Ordering::Strict).await
+}
+
+/// Event `v` of aggregate `aggregate` (`<aggregate>-v<v>` as its type).
+fn event(aggregate: &str, v: u64) -> OutboxItem {
+    let env = EventEnvelope::new(
+        &format!("{aggregate}-v{v}"),
+        "Order",
+        aggregate,
+        v,
+        json!({}),
+    )
+    .unwrap();
+    // Distinct, increasing ULIDs whatever the clock's resolution.
+    std::thread::sleep(Duration::from_millis(2));
+    OutboxItem::new(
+        &format!("ORDER#{aggregate}"),
+        &env,
+        &crate::size::EventLimits::eventbridge("src"),
+        8,
+    )
+    .unwrap()
+}
+
+fn published_types(sink: &ScriptedSink) -> Vec<String> {
+    sink.calls().into_iter().flatten().collect()
 }
 
 fn all_published(report: &RelayReport) -> bool {
@@ -410,4 +464,131 @@ fn classification() {
         FailureKind::Rejected
     );
     assert_eq!(classify("SomethingNew", &[]), FailureKind::Rejected);
+}
+
+// Strict ordering (#26): the item collection as the guard.
+
+#[tokio::test]
+async fn strict_ordering_reads_nothing_for_first_events() {
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
+    let report = strict(&sink, &store, &items(25), Mode::Stream).await;
+    assert!(all_published(&report));
+    assert_eq!(report.collection_reads, 0);
+    assert_eq!(sink.calls().len(), 3, "batches as in relaxed mode");
+}
+
+#[tokio::test]
+async fn strict_ordering_needs_no_read_behind_an_event_published_in_the_same_run() {
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
+    let entries: Vec<Entry> = [event("a", 1), event("a", 2), event("a", 3)]
+        .into_iter()
+        .map(Entry::Item)
+        .collect();
+    let report = strict(&sink, &store, &entries, Mode::Stream).await;
+    assert!(all_published(&report));
+    assert_eq!(report.collection_reads, 0);
+    assert_eq!(published_types(&sink), ["a-v1", "a-v2", "a-v3"]);
+}
+
+#[tokio::test]
+async fn strict_ordering_holds_an_event_behind_an_older_one_still_in_the_table() {
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
+    let a1 = event("a", 1);
+    store.insert(a1.clone());
+    let (a2, b1, a3) = (event("a", 2), event("b", 1), event("a", 3));
+    for item in [&a2, &b1, &a3] {
+        store.insert(item.clone());
+    }
+    let entries: Vec<Entry> = [a2.clone(), b1, a3.clone()]
+        .into_iter()
+        .map(Entry::Item)
+        .collect();
+    let report = strict(&sink, &store, &entries, Mode::Stream).await;
+    assert_eq!(
+        published_types(&sink),
+        ["b-v1"],
+        "another aggregate is not blocked"
+    );
+    assert_eq!(
+        report.first_unhandled(),
+        None,
+        "a held event is not reported"
+    );
+    assert_eq!(
+        (report.held, report.collection_reads),
+        (2, 5),
+        "one read, four re-reads"
+    );
+    let stored: Vec<OutboxItem> = store.items();
+    let find = |key: &ItemKey| stored.iter().find(|i| i.key() == *key).unwrap().clone();
+    assert_eq!(find(&a2.key()).held_behind.as_deref(), Some(a1.sk.as_str()));
+    assert_eq!(find(&a3.key()).held_behind.as_deref(), Some(a2.sk.as_str()));
+    assert!(crate::keys::is_redriven_sk(
+        find(&a2.key()).pending_sk.as_deref().unwrap()
+    ));
+}
+
+#[tokio::test]
+async fn strict_ordering_releases_held_events_once_the_older_one_is_gone() {
+    // The older event is published (and deleted) meanwhile by someone else:
+    // the stream run reads again and publishes what it held.
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
+    let a1 = event("a", 1);
+    store.insert(a1.clone());
+    let a2 = event("a", 2);
+    store.insert(a2.clone());
+    let releaser = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        store.delete_published(&[a1.key()], &far()).await
+    };
+    let entries = [Entry::Item(a2.clone())];
+    let (report, _) = tokio::join!(strict(&sink, &store, &entries, Mode::Stream), releaser);
+    assert_eq!(published_types(&sink), ["a-v2"]);
+    assert_eq!((report.held, report.released), (1, 1));
+    assert!(all_published(&report));
+    assert!(store.items().is_empty());
+}
+
+#[tokio::test]
+async fn strict_sweep_releases_the_events_behind_what_it_published() {
+    // A1 was given up by the mapping; A2 and A3 were held behind it. The
+    // OnFailure window holds A1 only: A2 and A3 follow in the same run.
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
+    let (a1, a2, a3) = (event("a", 1), event("a", 2), event("a", 3));
+    for item in [&a1, &a2, &a3] {
+        store.insert(item.clone());
+    }
+    for (held, behind) in [(&a2, &a1), (&a3, &a2)] {
+        store.hold(&held.key(), &behind.sk, &far()).await.unwrap();
+    }
+    let report = strict(&sink, &store, &[Entry::Item(a1)], sweep_mode()).await;
+    assert_eq!(published_types(&sink), ["a-v1", "a-v2", "a-v3"]);
+    assert_eq!((report.published, report.released), (3, 2));
+    assert!(store.items().is_empty());
+}
+
+#[tokio::test]
+async fn a_dead_letter_parks_its_aggregate_in_strict_mode() {
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
+    let (a1, a2) = (event("a", 1), event("a", 2));
+    store.insert(a1.clone());
+    store.insert(a2.clone());
+    store
+        .dead_letter(
+            crate::store::DeadLetter {
+                key: &a1.key(),
+                aggregate_id: Some("a"),
+                reason: "poison",
+                attempts: None,
+            },
+            &far(),
+        )
+        .await
+        .unwrap();
+    let report = strict(&sink, &store, &[Entry::Item(a2.clone())], sweep_mode()).await;
+    assert!(sink.calls().is_empty());
+    assert_eq!(report.held, 1);
+    // Relaxed: the dead letter parks nothing.
+    let report = run(&sink, &store, &[Entry::Item(a2)], sweep_mode()).await;
+    assert!(all_published(&report));
 }

@@ -674,6 +674,133 @@ impl OutboxStore for DynamoStore {
         }
     }
 
+    async fn older_events(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut older = Vec::new();
+        let mut cursor = None;
+        loop {
+            let out = self
+                .call(
+                    "older_events",
+                    deadline,
+                    self.client
+                        .query()
+                        .table_name(&self.table)
+                        .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                        .expression_attribute_names("#pk", keys::PK)
+                        .expression_attribute_names("#sk", keys::SK)
+                        .expression_attribute_values(":pk", s(key.pk.clone()))
+                        .expression_attribute_values(":lo", s(keys::OUTBOX_PREFIX))
+                        .expression_attribute_values(":hi", s(key.sk.clone()))
+                        .projection_expression("#sk")
+                        .consistent_read(true)
+                        .set_exclusive_start_key(cursor)
+                        .send(),
+                )
+                .await
+                .map_err(|e| e.into_store("older_events"))?;
+            older.extend(
+                out.items()
+                    .iter()
+                    .filter_map(|item| item.get(keys::SK).and_then(|v| v.as_s().ok()))
+                    .filter(|sk| **sk != key.sk)
+                    .cloned(),
+            );
+            match out.last_evaluated_key() {
+                Some(next) => cursor = Some(next.clone()),
+                None => return Ok(older),
+            }
+        }
+    }
+
+    async fn hold(
+        &self,
+        key: &ItemKey,
+        behind: &str,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let Some(event_id) = keys::event_id_from_sk(&key.sk) else {
+            return Err(StoreError::new("hold", "NotAnOutboxKey"));
+        };
+        let update = format!(
+            "SET {} = :behind, {} = :sk",
+            attr::HELD_BEHIND,
+            keys::PENDING_SK
+        );
+        let condition = format!(
+            "attribute_exists({}) AND attribute_exists({})",
+            keys::PK,
+            keys::PENDING_PK
+        );
+        self.conditional_update(
+            key,
+            (&update, &condition),
+            &[],
+            HashMap::from([
+                (":behind".to_owned(), s(behind)),
+                (":sk".to_owned(), s(keys::redriven_sk(event_id))),
+            ]),
+            "hold",
+            deadline,
+        )
+        .await
+    }
+
+    async fn newer_pending(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+    ) -> Result<Vec<PendingItem>, StoreError> {
+        let mut newer = Vec::new();
+        let mut cursor = None;
+        loop {
+            let out = self
+                .call(
+                    "newer_pending",
+                    deadline,
+                    self.client
+                        .query()
+                        .table_name(&self.table)
+                        .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                        .filter_expression("attribute_exists(#ppk)")
+                        .expression_attribute_names("#pk", keys::PK)
+                        .expression_attribute_names("#sk", keys::SK)
+                        .expression_attribute_names("#ppk", keys::PENDING_PK)
+                        .expression_attribute_values(":pk", s(key.pk.clone()))
+                        .expression_attribute_values(":lo", s(key.sk.clone()))
+                        .expression_attribute_values(":hi", s(format!("{}~", keys::OUTBOX_PREFIX)))
+                        .consistent_read(true)
+                        .set_exclusive_start_key(cursor)
+                        .send(),
+                )
+                .await
+                .map_err(|e| e.into_store("newer_pending"))?;
+            let next = out.last_evaluated_key().cloned();
+            for item in out.items.unwrap_or_default() {
+                let Some(item_key) = ItemKey::from_attributes(&item) else {
+                    continue;
+                };
+                if item_key.sk == key.sk {
+                    continue;
+                }
+                newer.push(match OutboxItem::from_attributes(item) {
+                    Ok(decoded) => PendingItem::Item(decoded),
+                    Err(e) => PendingItem::Undecodable {
+                        key: item_key,
+                        reason: e.to_string(),
+                    },
+                });
+            }
+            match next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(newer),
+            }
+        }
+    }
+
     async fn dead_letter_page(
         &self,
         shard: u16,

@@ -341,6 +341,44 @@ impl OutboxStore for MemoryStore {
         }))
     }
 
+    async fn older_events(&self, key: &ItemKey, _: &Deadline) -> Result<Vec<String>, StoreError> {
+        Ok(lock(&self.items)
+            .values()
+            .filter(|i| i.pk == key.pk && keys::is_outbox_sk(&i.sk) && i.sk < key.sk)
+            .map(|i| i.sk.clone())
+            .collect())
+    }
+
+    async fn hold(&self, key: &ItemKey, behind: &str, _: &Deadline) -> Result<Marked, StoreError> {
+        let mut items = lock(&self.items);
+        match items.get_mut(key) {
+            Some(item) if item.pending_pk.is_some() => {
+                item.held_behind = Some(behind.to_owned());
+                item.pending_sk = Some(keys::redriven_sk(item.event_id));
+                Ok(Marked::Updated)
+            }
+            _ => Ok(Marked::Gone),
+        }
+    }
+
+    async fn newer_pending(
+        &self,
+        key: &ItemKey,
+        _: &Deadline,
+    ) -> Result<Vec<PendingItem>, StoreError> {
+        Ok(lock(&self.items)
+            .values()
+            .filter(|i| {
+                i.pk == key.pk
+                    && keys::is_outbox_sk(&i.sk)
+                    && i.sk > key.sk
+                    && i.pending_pk.is_some()
+            })
+            .cloned()
+            .map(PendingItem::Item)
+            .collect())
+    }
+
     async fn dead_letter_page(
         &self,
         shard: u16,

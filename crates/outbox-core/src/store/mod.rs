@@ -297,6 +297,39 @@ pub trait OutboxStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Strict ordering's guard: the sort keys of the outbox items in `key`'s
+    /// item collection that are older than it, pending (due, backing off or
+    /// held) or dead-lettered, oldest first. One strongly consistent,
+    /// keys-only `Query` (`SK BETWEEN OUTBOX# AND <key>`): the outbox items
+    /// live beside their aggregate, so no index is read.
+    fn older_events(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+
+    /// Holds a pending event behind the older event `behind` of its
+    /// aggregate (strict ordering): records `heldBehind` and hands it to
+    /// the scheduled sweep (its pending sort key becomes `!<ulid>`, which
+    /// every scheduled sweep selects whatever its age). Conditional on it
+    /// still being pending. An update: the stream record it makes is a
+    /// `MODIFY`, which the publisher mapping's filter drops.
+    fn hold(
+        &self,
+        key: &ItemKey,
+        behind: &str,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// The pending events of `key`'s item collection newer than it, oldest
+    /// first (one strongly consistent `Query`): what strict ordering
+    /// releases once `key`'s event was published.
+    fn newer_pending(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Vec<PendingItem>, StoreError>> + Send;
+
     /// Records the sink settings a function runs with on the settings item
     /// (one `UpdateItem`; `by` says which function and when), for
     /// [`OutboxStore::recorded_sink`].

@@ -1013,8 +1013,10 @@ async fn partial_publish_batch(
         .iter()
         .map(|member| {
             format!(
-                "<member><Id>{}</Id><Code>{code}</Code><Message>injected by the fault proxy</Message><SenderFault>false</SenderFault></member>",
-                field(member, "Id")
+                "<member><Id>{}</Id><Code>{code}</Code><Message>injected by the fault proxy</Message><SenderFault>{}</SenderFault></member>",
+                field(member, "Id"),
+                // The caller's fault for the codes SNS uses for a bad entry.
+                code.starts_with("Invalid") || code.starts_with("Validation")
             )
         })
         .collect();

@@ -31,5 +31,6 @@ mod status;
 
 pub use cli::{run, Cli};
 pub use operations::{
-    envelope_of, DeadLetterFilter, Operations, OpsError, ShardStatus, Status, READ_LIMIT,
+    envelope_of, DeadLetterFilter, Operations, OpsError, ParkedAggregate, ShardStatus, Status,
+    READ_LIMIT,
 };

@@ -73,8 +73,28 @@ pub struct Status {
     pub dead_letters: usize,
     /// A count stopped at the read limit somewhere: totals are lower bounds.
     pub capped: bool,
+    /// Pending events held behind an older event of their aggregate
+    /// (strict ordering).
+    pub held: usize,
+    /// Aggregates with a dead letter, oldest dead letter first. With strict
+    /// ordering each is parked: its later events wait (held) until the dead
+    /// letter is redriven or discarded.
+    pub parked: Vec<ParkedAggregate>,
     /// Per shard.
     pub shards: Vec<ShardStatus>,
+}
+
+/// An aggregate with a dead letter (`outboxctl status`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ParkedAggregate {
+    /// The aggregate.
+    pub aggregate_id: String,
+    /// Its oldest dead letter.
+    pub dead_letter: String,
+    /// Its pending events newer than that dead letter: with strict
+    /// ordering, the events waiting behind it.
+    pub waiting: usize,
 }
 
 /// Which dead letters a list or a redrive takes.
@@ -166,9 +186,17 @@ impl<S: OutboxStore> Operations<S> {
     pub async fn status(&self, now: OffsetDateTime) -> Result<Status, OpsError> {
         let mut status = Status::default();
         let mut next_due: Option<i64> = None;
+        let mut all_dead: Vec<DeadLetterRecord> = Vec::new();
+        let mut all_pending: Vec<(String, Ulid)> = Vec::new();
         for shard in 0..self.shards().await? {
             let (pending, pending_capped) = self.pending(shard).await?;
             let (dead, dead_capped) = self.shard_dead_letters(shard, READ_LIMIT).await?;
+            for p in &pending {
+                if let PendingItem::Item(item) = p {
+                    status.held += usize::from(item.held_behind.is_some());
+                    all_pending.push((item.aggregate_id.clone(), item.event_id));
+                }
+            }
             let age = pending.first().and_then(created_at).map(|created| {
                 (now.unix_timestamp() - (created.timestamp_ms() / 1000) as i64).max(0)
             });
@@ -201,6 +229,29 @@ impl<S: OutboxStore> Operations<S> {
                 (a, b) => a.or(b),
             };
             status.shards.push(row);
+            all_dead.extend(dead);
+        }
+        all_dead.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+        for letter in all_dead {
+            if letter.aggregate_id.is_empty()
+                || status
+                    .parked
+                    .iter()
+                    .any(|p| p.aggregate_id == letter.aggregate_id)
+            {
+                continue;
+            }
+            let waiting = all_pending
+                .iter()
+                .filter(|(aggregate, id)| {
+                    *aggregate == letter.aggregate_id && id.to_string() > letter.event_id
+                })
+                .count();
+            status.parked.push(ParkedAggregate {
+                aggregate_id: letter.aggregate_id,
+                dead_letter: letter.event_id,
+                waiting,
+            });
         }
         status.next_attempt_due = next_due
             .and_then(|t| OffsetDateTime::from_unix_timestamp(t).ok())

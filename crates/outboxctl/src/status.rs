@@ -46,7 +46,22 @@ pub(crate) async fn run(sdk: &SdkConfig, table_name: &str, json: bool) -> Result
         "dead letters".into(),
         format!("{}{bound}", status.dead_letters),
     ]);
+    summary.add_row(vec![
+        "held (strict ordering)".into(),
+        format!("{}{bound}", status.held),
+    ]);
     println!("{summary}\n");
+    if !status.parked.is_empty() {
+        let mut parked = table(&["parked aggregate", "dead letter", "waiting"], &[2]);
+        for p in &status.parked {
+            parked.add_row(vec![
+                p.aggregate_id.clone(),
+                p.dead_letter.clone(),
+                p.waiting.to_string(),
+            ]);
+        }
+        println!("{parked}\n");
+    }
     let mut shards = table(
         &[
             "shard",

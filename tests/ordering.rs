@@ -1,0 +1,294 @@
+//! Order per aggregate (#26), through the real publisher and sweeper
+//! binaries under the local Lambda runtime, their AWS calls going through
+//! the fault proxy to DynamoDB Local and moto (SNS FIFO topic, FIFO
+//! subscriber queue, OnFailure queue), stream records delivered by the
+//! local mapping emulator with the template's settings.
+//!
+//! Each case that strict ordering fixes is run in relaxed mode too, where
+//! it shows the inversion that strict mode prevents.
+
+use std::time::Duration;
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use outbox_core::keys;
+use outbox_core::{EventEnvelope, OutboxItem};
+use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
+use testkit::proxy::{Fault, FaultProxy};
+use testkit::{unique, Stack};
+
+/// A stack with an SNS FIFO topic and its FIFO subscriber queue, an
+/// OnFailure queue, and the proxy every function call goes through.
+struct Rig {
+    stack: Stack,
+    proxy: FaultProxy,
+    topic_arn: String,
+    subscriber: String,
+    failures: String,
+}
+
+impl Rig {
+    async fn new() -> Self {
+        let stack = Stack::new().await;
+        let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &unique("order"))
+            .await
+            .expect("topic");
+        let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
+        Self {
+            stack,
+            proxy: FaultProxy::start().await,
+            topic_arn,
+            subscriber: queue.queue_url,
+            failures,
+        }
+    }
+
+    /// The function binary `name` with `ORDERING=ordering` and `extra`.
+    fn function(&self, name: &str, ordering: &str, extra: &[(&str, &str)]) -> LambdaFunction {
+        let env = [
+            ("TABLE_NAME", self.stack.table.as_str()),
+            ("SINK", "sns"),
+            ("SNS_TOPIC_ARN", self.topic_arn.as_str()),
+            ("ORDERING", ordering),
+        ];
+        LambdaFunction::new(FunctionSpec {
+            name: name.into(),
+            binary: binary(name).expect("function binary"),
+            env: loopback_env()
+                .into_iter()
+                .chain(devkit::endpoint_env_at(&self.proxy.endpoint))
+                .chain(
+                    env.iter()
+                        .chain(extra)
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+                )
+                .collect(),
+            timeout: Duration::from_secs(60),
+            log: std::env::temp_dir().join(format!("{}-{name}.log", unique("ordering"))),
+        })
+    }
+
+    /// Event `version` of `aggregate`, written with `shards` shards.
+    async fn event(&self, aggregate: &str, version: u64, shards: u16) -> OutboxItem {
+        // Distinct, increasing ids.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        self.stack
+            .put_aggregate_event(aggregate, version, Duration::ZERO, 0, shards)
+            .await
+    }
+
+    /// The versions of `aggregate` the subscriber received, in order, each
+    /// event once (as a consumer deduplicating by event id sees them).
+    async fn received(&self, aggregate: &str) -> Vec<u64> {
+        let mut seen = std::collections::HashSet::new();
+        testkit::drain_queue(&self.stack.sdk, &self.subscriber)
+            .await
+            .into_iter()
+            .map(|mut m| {
+                if let Some(o) = m.as_object_mut() {
+                    o.remove("__sqs");
+                }
+                serde_json::from_value::<EventEnvelope>(m).expect("an envelope")
+            })
+            .filter(|e| e.aggregate_id == aggregate && seen.insert(e.event_id))
+            .map(|e| e.aggregate_version)
+            .collect()
+    }
+
+    async fn invoke(&self, function: &LambdaFunction, payload: &serde_json::Value) -> Vec<u8> {
+        function
+            .invoke(&serde_json::to_vec(payload).unwrap())
+            .await
+            .expect("function answered")
+    }
+}
+
+fn stream_event(records: Vec<EventRecord>) -> serde_json::Value {
+    let mut event = Event::default();
+    event.records = records;
+    serde_json::to_value(event).unwrap()
+}
+
+fn scheduled() -> serde_json::Value {
+    serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap()
+}
+
+/// The mapping gives up the batch holding A1 (the sink is down past its
+/// retries); A2 and A3 arrive after the sink is back. Strict: the
+/// publisher holds them, the OnFailure redrive publishes A1 and releases
+/// A2 and A3 in the same run. Relaxed: A2 and A3 overtake A1.
+#[tokio::test]
+async fn a_batch_the_mapping_gives_up_keeps_order_in_strict_mode() {
+    for (ordering, expected) in [("strict", vec![1, 2, 3]), ("relaxed", vec![2, 3, 1])] {
+        let rig = Rig::new().await;
+        let publisher = rig.function("publisher", ordering, &[]);
+        let sweeper = rig.function("sweeper", ordering, &[]);
+        let mut pump = rig.stack.pump(&publisher, Some(&rig.failures));
+        rig.event("a", 1, 8).await;
+        rig.proxy
+            .inject("PublishBatch", Fault::refuse_all("InternalError"), None);
+        pump.run_until_idle().await.expect("pump");
+        assert_eq!(
+            pump.stats.on_failure_messages, 1,
+            "{ordering}: the mapping gave up A1"
+        );
+
+        rig.proxy.heal();
+        rig.event("a", 2, 8).await;
+        rig.event("a", 3, 8).await;
+        pump.run_until_idle().await.expect("pump");
+        if ordering == "strict" {
+            let held: Vec<OutboxItem> = rig.stack.outbox_items().await;
+            assert_eq!(held.len(), 3, "A2 and A3 wait behind A1");
+            assert_eq!(held.iter().filter(|i| i.held_behind.is_some()).count(), 2);
+        }
+        let sqs = aws_sdk_sqs::Client::new(&rig.stack.sdk);
+        let drained = testkit::lambda::drain_queue_through(&sqs, &rig.failures, &sweeper).await;
+        assert_eq!(drained.reported, 0, "{ordering}: the window settled");
+        assert_eq!(rig.received("a").await, expected, "{ordering}");
+        assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");
+    }
+}
+
+/// Two publisher invocations at once (a `ParallelizationFactor` of 2: Lambda
+/// keeps order per item only): A2's invocation starts first, while A1 is
+/// still in the table. Strict: A2 is held and released once the other
+/// invocation published A1. Relaxed: A2 goes out first.
+#[tokio::test]
+async fn concurrent_invocations_keep_order_in_strict_mode() {
+    for (ordering, expected) in [("strict", vec![1, 2]), ("relaxed", vec![2, 1])] {
+        let rig = Rig::new().await;
+        let first = rig.function("publisher", ordering, &[]);
+        let second = rig.function("publisher", ordering, &[]);
+        rig.event("a", 1, 8).await;
+        rig.event("a", 2, 8).await;
+        let records = rig.stack.outbox_inserts().await;
+        assert_eq!(records.len(), 2);
+        // Warm both sandboxes, so that start-up does not decide the race.
+        for f in [&first, &second] {
+            rig.invoke(f, &stream_event(Vec::new())).await;
+        }
+        let a2 = stream_event(vec![records[1].clone()]);
+        let a1 = stream_event(vec![records[0].clone()]);
+        let (answer2, answer1) = tokio::join!(rig.invoke(&first, &a2), async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            rig.invoke(&second, &a1).await
+        });
+        for answer in [answer1, answer2] {
+            let response: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+            assert_eq!(
+                response["batchItemFailures"],
+                serde_json::json!([]),
+                "{ordering}: nothing reported"
+            );
+        }
+        assert_eq!(rig.received("a").await, expected, "{ordering}");
+        assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");
+    }
+}
+
+/// `OUTBOX_SHARDS` is lowered between A1 and A2 while A1 backs off: A1 is
+/// in shard `h % 8`, A2 in shard 0, and the sweeper sweeps shards at once.
+/// Strict: A2 waits for A1 whatever the shards. Relaxed: A2 goes out while
+/// A1 backs off.
+#[tokio::test]
+async fn lowering_the_shard_count_keeps_order_in_strict_mode() {
+    // An aggregate whose shard is not 0 with 8 shards.
+    let aggregate = (0..)
+        .map(|i| format!("agg-{i}"))
+        .find(|a| keys::shard_of(a, 8) != 0)
+        .unwrap();
+    for (ordering, expected) in [("strict", vec![1, 2]), ("relaxed", vec![2, 1])] {
+        let rig = Rig::new().await;
+        let sweep = [("STRANDED_AFTER_SECONDS", "0"), ("RETRY_BASE_SECONDS", "1")];
+        let sweeper_8 = rig.function(
+            "sweeper",
+            ordering,
+            &[&sweep[..], &[("OUTBOX_SHARDS", "8")]].concat(),
+        );
+        let sweeper_1 = rig.function(
+            "sweeper",
+            ordering,
+            &[&sweep[..], &[("OUTBOX_SHARDS", "1")]].concat(),
+        );
+        rig.event(&aggregate, 1, 8).await;
+        rig.proxy
+            .inject("PublishBatch", Fault::refuse_all("InternalError"), None);
+        rig.invoke(&sweeper_8, &scheduled()).await;
+        let a1 = rig.stack.outbox_items().await.remove(0);
+        assert_eq!(a1.attempts, 1, "{ordering}: A1 backs off");
+
+        rig.proxy.heal();
+        rig.event(&aggregate, 2, 1).await;
+        // A1 is not due yet.
+        rig.invoke(&sweeper_1, &scheduled()).await;
+        // A1 is due.
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        rig.invoke(&sweeper_1, &scheduled()).await;
+        assert_eq!(rig.received(&aggregate).await, expected, "{ordering}");
+        assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");
+    }
+}
+
+/// A1 is poison (the sink refuses it as a bad entry): dead-lettered, and in
+/// strict mode its aggregate is parked: A2 and A3 wait, `status` lists the
+/// aggregate. Redriving A1 publishes A1, A2, A3 in order; discarding it
+/// releases A2 and A3.
+#[tokio::test]
+async fn a_dead_letter_parks_its_aggregate_until_redriven_or_discarded() {
+    for redrive in [true, false] {
+        let rig = Rig::new().await;
+        let publisher = rig.function("publisher", "strict", &[]);
+        let sweeper = rig.function("sweeper", "strict", &[]);
+        let a1 = rig.event("a", 1, 8).await;
+        rig.event("a", 2, 8).await;
+        rig.event("a", 3, 8).await;
+        rig.proxy.inject(
+            "PublishBatch",
+            Fault::refuse(&[a1.event_id.to_string()], "InvalidParameter"),
+            None,
+        );
+        let mut pump = rig.stack.pump(&publisher, Some(&rig.failures));
+        pump.run_until_idle().await.expect("pump");
+        rig.proxy.heal();
+        assert!(rig.received("a").await.is_empty(), "A2 and A3 wait");
+
+        let operations = rig.stack.operations();
+        let status = operations
+            .status(time::OffsetDateTime::now_utc())
+            .await
+            .unwrap();
+        assert_eq!((status.dead_letters, status.held), (1, 2));
+        assert_eq!(status.parked.len(), 1);
+        assert_eq!(
+            (
+                status.parked[0].aggregate_id.as_str(),
+                status.parked[0].waiting
+            ),
+            ("a", 2)
+        );
+
+        // A scheduled sweep publishes nothing while A1 is a dead letter.
+        rig.invoke(&sweeper, &scheduled()).await;
+        assert!(rig.received("a").await.is_empty());
+
+        let letter = operations
+            .dead_letters(&Default::default())
+            .await
+            .unwrap()
+            .remove(0);
+        if redrive {
+            operations.redrive(&letter).await.unwrap();
+        } else {
+            operations.discard(&letter).await.unwrap();
+        }
+        rig.invoke(&sweeper, &scheduled()).await;
+        let expected = if redrive { vec![1, 2, 3] } else { vec![2, 3] };
+        assert_eq!(rig.received("a").await, expected, "redrive {redrive}");
+        assert!(rig.stack.outbox_items().await.is_empty());
+        let status = operations
+            .status(time::OffsetDateTime::now_utc())
+            .await
+            .unwrap();
+        assert!(status.parked.is_empty());
+    }
+}

@@ -267,8 +267,12 @@ async fn a_dead_letter_parks_its_aggregate_until_redriven_or_discarded() {
             ("a", 2)
         );
 
-        // A scheduled sweep publishes nothing while A1 is a dead letter.
-        rig.invoke(&sweeper, &scheduled()).await;
+        // A scheduled sweep publishes nothing while A1 is a dead letter,
+        // and counts the parked aggregate (ParkedAggregates).
+        let answer = rig.invoke(&sweeper, &scheduled()).await;
+        let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(report["parkedAggregates"], 1, "{report}");
+        assert_eq!(report["held"], 2, "{report}");
         assert!(rig.received("a").await.is_empty());
 
         let letter = operations
@@ -281,7 +285,9 @@ async fn a_dead_letter_parks_its_aggregate_until_redriven_or_discarded() {
         } else {
             operations.discard(&letter).await.unwrap();
         }
-        rig.invoke(&sweeper, &scheduled()).await;
+        let answer = rig.invoke(&sweeper, &scheduled()).await;
+        let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(report["parkedAggregates"], 0, "{report}");
         let expected = if redrive { vec![1, 2, 3] } else { vec![2, 3] };
         assert_eq!(rig.received("a").await, expected, "redrive {redrive}");
         assert!(rig.stack.outbox_items().await.is_empty());

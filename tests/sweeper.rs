@@ -350,3 +350,75 @@ async fn a_redriven_event_waits_behind_an_older_pending_event_of_its_aggregate()
     );
     assert!(stack.outbox_items().await.is_empty());
 }
+
+/// #26 item 9: an OnFailure window settles on its own items. B1 fails (the
+/// sink refuses aggregate B) and B2 waits behind it: both are handed to the
+/// scheduled sweep (attempt recorded, `!<ulid>` keys), A1 is published, and
+/// the window is settled: its message is not retried for B's backoff.
+/// (Before, a failed or deferred item kept the message coming back until
+/// its dead-letter queue and alarm.)
+#[tokio::test]
+async fn an_on_failure_window_settles_when_its_items_are_published_or_handed_over() {
+    let stack = Stack::with_bus().await;
+    let a1 = stack
+        .put_aggregate_event("a", 1, Duration::ZERO, 0, 8)
+        .await;
+    let b1 = stack
+        .put_aggregate_event("b", 1, Duration::ZERO, 1, 8)
+        .await;
+    let b2 = stack
+        .put_aggregate_event("b", 2, Duration::ZERO, 2, 8)
+        .await;
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    proxy.inject(
+        "PutEvents",
+        Fault::refuse(&["\"aggregateId\":\"b\"".to_owned()], "InternalFailure"),
+        None,
+    );
+    let mut settings = SweepSettings::from(&stack.config(&[]));
+    settings.backoff = outbox_core::retry::Backoff {
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(1),
+        jitter: outbox_core::retry::Jitter::Full,
+    };
+    let mut sweeper = Sweeper::new(sink, store, settings);
+    sweeper.retry = fast_retry();
+    let now = OffsetDateTime::now_utc();
+    let window = sweeper::Window {
+        from: now - Duration::from_secs(60),
+        to: now + Duration::from_secs(60),
+    };
+    let report = sweeper.redrive(window, now, &far_deadline()).await;
+    assert_eq!((report.republished, report.failed), (1, 1));
+    assert!(report.settled(), "{report:?}");
+    let left = stack.outbox_items().await;
+    let find = |id| left.iter().find(|i| i.event_id == id).unwrap();
+    assert!(left.iter().all(|i| i.event_id != a1.event_id));
+    let redriven = |i: &OutboxItem| {
+        i.pending_sk
+            .as_deref()
+            .is_some_and(outbox_core::keys::is_redriven_sk)
+    };
+    assert!(redriven(find(b1.event_id)) && find(b1.event_id).attempts == 1);
+    assert!(redriven(find(b2.event_id)));
+    assert_eq!(
+        find(b2.event_id).held_behind.as_deref(),
+        Some(b1.sk.as_str())
+    );
+
+    // The scheduled sweep publishes B1 then B2 once B1 is due.
+    proxy.heal();
+    let report = sweep(&sweeper, now + Duration::from_secs(1)).await;
+    assert_eq!(report.republished, 2);
+    let delivered: Vec<String> = stack
+        .drain_subscriber()
+        .await
+        .iter()
+        .map(|m| m["detail"]["eventId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        delivered,
+        [a1.event_id, b1.event_id, b2.event_id].map(|id| id.to_string())
+    );
+}

@@ -125,6 +125,17 @@ async fn the_pattern_against_real_stream_records() {
             &far_deadline(),
         )
         .await;
+    // Strict ordering: an event held behind an older one of its aggregate
+    // (MODIFY, heldBehind).
+    let a1 = stack
+        .put_aggregate_event("held", 1, Duration::ZERO, 0, 8)
+        .await;
+    let a2 = stack
+        .put_aggregate_event("held", 2, Duration::ZERO, 1, 8)
+        .await;
+    outbox_core::store::OutboxStore::hold(&stack.store(), &a2.key(), &a1.sk, &far_deadline())
+        .await
+        .unwrap();
     // The publisher: its deletes (REMOVE).
     let mut stream = stack.stream();
     let mut records = stream.read().await.unwrap();
@@ -159,8 +170,8 @@ async fn the_pattern_against_real_stream_records() {
         };
         seen.insert((record.event_name.clone(), kind));
     }
-    // 3 created, 1 paid, 2 put by hand.
-    assert_eq!(passed, 6);
+    // 3 created, 1 paid, 4 put by hand.
+    assert_eq!(passed, 8);
     // Every kind of record the system writes was seen.
     for kind in [
         ("INSERT", "outbox"),

@@ -72,6 +72,14 @@ pub struct Report {
     /// Records not handled in this invocation (the first failure and all
     /// records after it).
     pub unhandled: usize,
+    /// Strict ordering: events held behind an older event of their
+    /// aggregate (left pending for a later release; not reported).
+    pub held: usize,
+    /// Strict ordering: held events published later in this invocation
+    /// (counted in `published` too).
+    pub released: usize,
+    /// Strict ordering: consistent reads of item collections.
+    pub collection_reads: usize,
 }
 
 impl Report {
@@ -97,6 +105,8 @@ impl Report {
                 ("DeleteFailed", self.delete_failed as f64, Unit::Count),
                 ("DeadLetterDeferred", self.deferred as f64, Unit::Count),
                 ("Unhandled", self.unhandled as f64, Unit::Count),
+                ("Held", self.held as f64, Unit::Count),
+                ("Released", self.released as f64, Unit::Count),
             ],
         );
     }
@@ -151,7 +161,12 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
         report.published = relayed.published;
         report.dead_lettered = relayed.dead_lettered;
         report.delete_failed = relayed.delete_failed;
-        report.deferred = relayed.deferred;
+        report.held = relayed.held;
+        report.released = relayed.released;
+        report.collection_reads = relayed.collection_reads;
+        // Held events are deferred on purpose; `deferred` counts the poison
+        // left for the sweeper.
+        report.deferred = relayed.deferred.saturating_sub(relayed.held);
         if let Some(first) = relayed.first_unhandled() {
             report.unhandled = entries.len() - first;
             report.first_failure = Some(sequences[first].clone().ok_or_else(|| {
@@ -223,6 +238,8 @@ pub async fn handler<S: EventSink, T: OutboxStore>(
         delete_failed = report.delete_failed,
         dead_letter_deferred = report.deferred,
         unhandled = report.unhandled,
+        held = report.held,
+        released = report.released,
         first_failure = report.first_failure.as_deref().unwrap_or(""),
         "batch handled"
     );

@@ -164,37 +164,55 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
         self.run(created, now, deadline, false).await
     }
 
-    /// The entries of a page, less the redriven events that an older
-    /// pending event of their aggregate is still ahead of (a redriven event
-    /// sorts first in the index, whatever its age): they stay pending, due,
-    /// and go out once the older one is published. Their aggregate is not
-    /// held, so the older event is published in this very run when due.
-    /// One consistent read of the item collection per redriven event.
+    /// Relaxed ordering: the entries of a page, less the `!<ulid>` events
+    /// (redriven, backing off or held: they sort first in the index,
+    /// whatever their age) that an older pending event of their aggregate
+    /// is still ahead of: they stay pending and go out once the older one
+    /// is published. No read for one that is not due (the relay defers it)
+    /// or whose aggregate has an earlier event in this page (the relay keeps
+    /// their order); later events of an aggregate found waiting wait too.
+    /// Their aggregate is not held, so the older event is published in this
+    /// very run when due. One consistent read of the item collection per
+    /// event read.
     async fn behind_older_events(
         &self,
         items: Vec<PendingItem>,
+        now: OffsetDateTime,
         report: &mut SweepReport,
         deadline: &Deadline,
     ) -> Vec<Entry> {
         let mut entries = Vec::with_capacity(items.len());
+        let mut in_page: HashSet<String> = HashSet::new();
+        let mut waiting: HashSet<String> = HashSet::new();
         for stored in items {
             if let PendingItem::Item(item) = &stored {
-                if item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk) {
+                let due = item
+                    .next_attempt_at
+                    .is_none_or(|at| at <= now.unix_timestamp());
+                let marked = item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk);
+                if marked && waiting.contains(&item.aggregate_id) {
+                    report.deferred += 1;
+                    continue;
+                }
+                if due && marked && !in_page.contains(&item.aggregate_id) {
                     report.queries += 1;
                     match self.store.older_pending(&item.key(), deadline).await {
                         Ok(false) => {}
                         Ok(true) => {
-                            tracing::info!(event_id = %item.event_id, "redriven event waits behind an older pending event of its aggregate");
+                            tracing::info!(event_id = %item.event_id, "event waits behind an older pending event of its aggregate");
                             report.deferred += 1;
+                            waiting.insert(item.aggregate_id.clone());
                             continue;
                         }
                         Err(e) => {
-                            tracing::error!(event_id = %item.event_id, error = %e, "could not check a redriven event's aggregate; it stays due");
+                            tracing::error!(event_id = %item.event_id, error = %e, "could not check an event's aggregate; it stays due");
                             report.shard_errors += 1;
+                            waiting.insert(item.aggregate_id.clone());
                             continue;
                         }
                     }
                 }
+                in_page.insert(item.aggregate_id.clone());
             }
             entries.push(Entry::from(stored));
         }
@@ -289,7 +307,7 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             let entries = match self.settings.ordering {
                 Ordering::Strict => page.items.into_iter().map(Entry::from).collect(),
                 Ordering::Relaxed => {
-                    self.behind_older_events(page.items, &mut report, deadline)
+                    self.behind_older_events(page.items, now, &mut report, deadline)
                         .await
                 }
             };
@@ -327,9 +345,13 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             join_all((0..shards).map(|s| self.store.shard_stats(s, limit, deadline))).await;
         let mut oldest: Option<Ulid> = None;
         let mut read = SweepReport::default();
+        let mut per_shard_dead = Vec::new();
         for (shard, result) in results.into_iter().enumerate() {
             match result {
                 Ok(stats) => {
+                    if stats.dead_letters > 0 {
+                        per_shard_dead.push(shard as u16);
+                    }
                     read.pending += stats.pending;
                     read.pending_capped |= stats.pending_capped;
                     read.dead_letter_count += stats.dead_letters;
@@ -352,7 +374,17 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             tracing::warn!("statistics incomplete; none emitted (the oldest-age alarm treats missing data as breaching)");
             return;
         }
+        if self.settings.ordering == Ordering::Strict {
+            match self.parked(&per_shard_dead, limit, deadline, report).await {
+                Some(parked) => read.parked_aggregates = Some(parked),
+                None => {
+                    report.stats_incomplete = true;
+                    return;
+                }
+            }
+        }
         report.stats_read = true;
+        report.parked_aggregates = read.parked_aggregates;
         report.pending = read.pending;
         report.pending_capped = read.pending_capped;
         report.dead_letter_count = read.dead_letter_count;
@@ -362,6 +394,46 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
                 .map(|id| millis(now).saturating_sub(id.timestamp_ms()) as f64 / 1000.0)
                 .unwrap_or(0.0),
         );
+    }
+}
+
+impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
+    /// Strict ordering: the aggregates with a dead letter (parked: their
+    /// later events wait). Reads the dead letters of the shards that hold
+    /// any (none, usually), at most `limit` per shard. `None` when a read
+    /// failed.
+    async fn parked(
+        &self,
+        shards: &[u16],
+        limit: i32,
+        deadline: &Deadline,
+        report: &mut SweepReport,
+    ) -> Option<usize> {
+        let mut aggregates = HashSet::new();
+        for shard in shards {
+            report.queries += 1;
+            match self
+                .store
+                .dead_letter_page(*shard, limit, None, deadline)
+                .await
+            {
+                Ok(page) => {
+                    report.items_read += page.items.len();
+                    aggregates.extend(
+                        page.items
+                            .into_iter()
+                            .map(|letter| letter.aggregate_id)
+                            .filter(|a| !a.is_empty()),
+                    );
+                }
+                Err(e) => {
+                    tracing::error!(shard, error = %e, "dead letters not read for the parked aggregates");
+                    report.shard_errors += 1;
+                    return None;
+                }
+            }
+        }
+        Some(aggregates.len())
     }
 }
 

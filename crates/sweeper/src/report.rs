@@ -51,6 +51,14 @@ pub struct SweepReport {
     /// which the oldest-age alarm treats as breaching, and the run is
     /// counted (`StatsIncomplete`).
     pub stats_incomplete: bool,
+    /// Strict ordering: events held behind an older event of their
+    /// aggregate in this run.
+    pub held: usize,
+    /// Strict ordering: events published behind one this run published.
+    pub released: usize,
+    /// Strict ordering: aggregates with a dead letter (their later events
+    /// wait), counted with the statistics; `None` in relaxed mode.
+    pub parked_aggregates: Option<usize>,
     /// OnFailure windows fully redriven / left for a retry of the message.
     pub windows_redriven: usize,
     /// OnFailure windows left for a retry of their message.
@@ -68,6 +76,8 @@ impl SweepReport {
         self.queries += other.queries;
         self.shard_errors += other.shard_errors;
         self.stopped_early |= other.stopped_early;
+        self.held += other.held;
+        self.released += other.released;
     }
 
     pub(crate) fn add_relay(&mut self, relayed: &RelayReport) {
@@ -77,12 +87,19 @@ impl SweepReport {
         self.deferred += relayed.deferred;
         self.shard_errors += relayed.store_errors;
         self.stopped_early |= relayed.not_attempted > 0;
+        self.held += relayed.held;
+        self.released += relayed.released;
+        self.queries += relayed.collection_reads;
     }
 
     /// Whether every item of the swept range was settled: published,
-    /// dead-lettered, and nothing left pending, failed or unread.
+    /// dead-lettered, or deliberately left to the scheduled sweep (a failed
+    /// attempt recorded with its backoff, an event behind one that failed,
+    /// backs off or is held: each handed over with its `!<ulid>` key). Not
+    /// settled: a read or a bookkeeping write failed, or the deadline cut
+    /// the run.
     pub fn settled(&self) -> bool {
-        self.failed == 0 && self.deferred == 0 && self.shard_errors == 0 && !self.stopped_early
+        self.shard_errors == 0 && !self.stopped_early
     }
 
     /// The EMF document of this run.
@@ -102,6 +119,8 @@ impl SweepReport {
             ("WindowsRedriven", self.windows_redriven as f64, Unit::Count),
             ("WindowsFailed", self.windows_failed as f64, Unit::Count),
             ("StatsIncomplete", flag(self.stats_incomplete), Unit::Count),
+            ("Held", self.held as f64, Unit::Count),
+            ("Released", self.released as f64, Unit::Count),
         ];
         if let (true, Some(age)) = (self.stats_read, self.oldest_pending_age_seconds) {
             metrics.extend([
@@ -114,6 +133,9 @@ impl SweepReport {
                     Unit::Count,
                 ),
             ]);
+        }
+        if let (true, Some(parked)) = (self.stats_read, self.parked_aggregates) {
+            metrics.push(("ParkedAggregates", parked as f64, Unit::Count));
         }
         metrics
     }
@@ -137,6 +159,9 @@ pub(crate) fn log(report: &SweepReport, message: &'static str) {
         stopped_early = report.stopped_early,
         windows_redriven = report.windows_redriven,
         windows_failed = report.windows_failed,
+        held = report.held,
+        released = report.released,
+        parked_aggregates = report.parked_aggregates,
         "{message}"
     );
 }

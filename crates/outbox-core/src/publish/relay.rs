@@ -414,8 +414,46 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 break;
             }
         }
+        if run.sweep() {
+            self.hand_over(entries, &mut run).await;
+        }
         let report = self.finish(&run).await;
         (report, run)
+    }
+
+    /// Sweep mode: hands every event this run left pending on purpose
+    /// (behind an earlier event of its aggregate that failed, is backing
+    /// off or is held) to the scheduled sweep, unless it is already
+    /// (`!<ulid>`): marked held behind the nearest earlier event of its
+    /// aggregate in the run. So an OnFailure window is settled once each of
+    /// its events is published, dead-lettered or in the schedule's hands,
+    /// and none waits for the 24-hour threshold. A write that fails is a
+    /// store error (the window is then not settled).
+    async fn hand_over(&self, entries: &[Entry], run: &mut Run) {
+        let held_by_guard: HashSet<usize> = run.held_entries.iter().map(|(i, _)| *i).collect();
+        for (i, entry) in entries.iter().enumerate() {
+            let Entry::Item(item) = entry else { continue };
+            if run.outcomes[i] != RelayOutcome::Deferred
+                || held_by_guard.contains(&i)
+                || item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk)
+            {
+                continue;
+            }
+            let behind = entries[..i]
+                .iter()
+                .rev()
+                .find_map(|e| match e {
+                    Entry::Item(earlier) if earlier.aggregate_id == item.aggregate_id => {
+                        Some(earlier.sk.clone())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| keys::OUTBOX_PREFIX.to_owned());
+            if let Err(e) = self.store.hold(&item.key(), &behind, &run.finish).await {
+                tracing::error!(event_id = %item.event_id, error = %e, "could not hand a deferred event to the scheduled sweep");
+                run.store_errors += 1;
+            }
+        }
     }
 
     /// Strict ordering's guard for entry `i`: `None` when it may go out (no

@@ -406,11 +406,17 @@ impl OutboxStore for DynamoStore {
         error: &str,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
+        let Some(event_id) = keys::event_id_from_sk(&key.sk) else {
+            return Err(StoreError::new("record_failure", "NotAnOutboxKey"));
+        };
+        // The backoff is the scheduled sweep's from now on: `!<ulid>` is
+        // read by every scheduled sweep, whatever the event's age.
         let update = format!(
-            "SET {} = :attempts, {} = :error, {} = :next",
+            "SET {} = :attempts, {} = :error, {} = :next, {} = :sk",
             attr::ATTEMPTS,
             attr::LAST_ERROR,
-            attr::NEXT_ATTEMPT_AT
+            attr::NEXT_ATTEMPT_AT,
+            keys::PENDING_SK
         );
         let condition = format!(
             "attribute_exists({}) AND attribute_exists({})",
@@ -425,6 +431,7 @@ impl OutboxStore for DynamoStore {
                 (":attempts".to_owned(), n(attempts)),
                 (":error".to_owned(), s(sanitize(error))),
                 (":next".to_owned(), n(next_attempt_at)),
+                (":sk".to_owned(), s(keys::redriven_sk(event_id))),
             ]),
             "record_failure",
             deadline,

@@ -222,6 +222,7 @@ impl OutboxStore for MemoryStore {
                 item.attempts = attempts;
                 item.next_attempt_at = Some(next_attempt_at);
                 item.last_error = Some(sanitize(error));
+                item.pending_sk = Some(keys::redriven_sk(item.event_id));
                 Ok(Marked::Updated)
             }
             _ => Ok(Marked::Gone),

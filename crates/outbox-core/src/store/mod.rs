@@ -240,7 +240,9 @@ pub trait OutboxStore: Send + Sync {
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
     /// Records a failed attempt: `attempts`, the sanitized error and the
-    /// time before which no sweeper retries it. Conditional on the item
+    /// time before which no sweeper retries it, and hands the event to the
+    /// scheduled sweep (its pending sort key becomes `!<ulid>`, read by every
+    /// scheduled sweep whatever the event's age). Conditional on the item
     /// existing and still pending.
     fn record_failure(
         &self,

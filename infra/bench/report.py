@@ -70,6 +70,7 @@ def main():
     calls = sections(read(bench, "aws_calls.md"))
     blocks = {
         "publisher-calls": find(calls, "Publisher"),
+        "strict-calls": find(calls, "Strict ordering"),
         "handler-cpu": criterion_table(read(bench, "decode.txt") + read(bench, "transaction.txt")),
         "writer-round-trips": find(calls, "Writer round trips"),
         "artifacts": read(bench, "artifacts.md").strip(),

@@ -15,6 +15,7 @@ async fn main() {
     let quick = std::env::args().any(|a| a == "--quick") || std::env::var("BENCH_QUICK").is_ok();
     println!("# AWS calls against DynamoDB Local and moto (the publisher's on the wire by the fault proxy, the writer's and the sweeper's by an SDK interceptor)\n");
     publisher_calls(if quick { 100 } else { 1000 }).await;
+    strict_calls(if quick { 100 } else { 1000 }).await;
     writer_round_trips().await;
     let sizes: &[usize] = if quick {
         &[1_000]
@@ -105,6 +106,84 @@ async fn publisher_calls(n: usize) {
             "invocations": pump.stats.invocations,
         }),
     );
+}
+
+/// The publisher binary with `ORDERING=ordering` on `stack`, its calls
+/// through `proxy`.
+fn publisher_binary(stack: &Stack, proxy: &FaultProxy, ordering: &str) -> LambdaFunction {
+    let (bus, _) = stack.bus.clone().expect("bus");
+    let env = loopback_env()
+        .into_iter()
+        .chain(devkit::endpoint_env_at(&proxy.endpoint))
+        .chain([
+            ("TABLE_NAME".to_owned(), stack.table.clone()),
+            ("EVENT_BUS_NAME".to_owned(), bus),
+            ("EVENT_SOURCE".to_owned(), "outbox.orders".to_owned()),
+            ("ORDERING".to_owned(), ordering.to_owned()),
+        ])
+        .collect();
+    LambdaFunction::new(FunctionSpec {
+        name: "publisher".into(),
+        binary: debug_binary("publisher").expect("publisher binary"),
+        env,
+        timeout: Duration::from_secs(60),
+        log: std::env::temp_dir().join(format!("{}-publisher-{ordering}.log", stack.table)),
+    })
+}
+
+/// Strict ordering's cost (docs/ordering.md), counted at the proxy as in
+/// the section above: `n` events in three arrival patterns, each in both
+/// modes. The events are written as the writer writes them (one outbox item
+/// per event, `aggregateVersion` recorded).
+async fn strict_calls(n: usize) {
+    println!("## Strict ordering, {n} events per case (publisher binary, every call counted by the proxy)\n");
+    println!("| case | relaxed: calls per 1,000 events | strict: calls per 1,000 events | strict: collection reads (`Query`) per 1,000 | strict: holds (`UpdateItem`) |");
+    println!("|---|---|---|---|---|");
+    let cases: [(&str, usize, bool); 3] = [
+        ("distinct aggregates (each event its aggregate's first)", n, false),
+        ("created and paid in one batch (v1 and v2 arrive together)", n / 2, false),
+        ("created, then paid in a later batch", n / 2, true),
+    ];
+    for (name, aggregates, later) in cases {
+        let mut row = Vec::new();
+        for ordering in ["relaxed", "strict"] {
+            let stack = Stack::with_bus().await;
+            let proxy = FaultProxy::start().await;
+            let function = publisher_binary(&stack, &proxy, ordering);
+            let mut pump = stack.pump(&function, None);
+            let versions = if aggregates == n { 1 } else { 2 };
+            for v in 1..=versions {
+                for a in 0..aggregates {
+                    stack
+                        .put_aggregate_event(&format!("{name}-{a}"), v, Duration::ZERO, a as u64, 8)
+                        .await;
+                }
+                if later {
+                    pump.run_until_idle().await.expect("pump");
+                }
+            }
+            pump.run_until_idle().await.expect("pump");
+            assert_eq!(stack.outbox_items().await.len(), 0, "{name}: everything published");
+            let calls = proxy.action_counts();
+            let count = |action: &str| calls.get(action).copied().unwrap_or(0);
+            let total: usize = calls.values().sum();
+            let per_1000 = |x: usize| x as f64 * 1000.0 / n as f64;
+            row.push((
+                per_1000(total),
+                per_1000(count("dynamodb:Query")),
+                count("dynamodb:UpdateItem"),
+            ));
+        }
+        println!(
+            "| {name} | {:.1} | **{:.1}** | {:.1} | {} |",
+            row[0].0,
+            row[1].0,
+            row[1].1,
+            // The cold start's settings write is an UpdateItem too.
+            row[1].2.saturating_sub(1)
+        );
+    }
+    println!();
 }
 
 /// A bench result for `infra/bench/cost.py`, in `.local/bench/`.

@@ -486,7 +486,10 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
     ] {
         proxy.heal();
         proxy.inject("PublishBatch", Fault::Status(status, code.into()), None);
-        let outcome = sink.publish_batch(&[&item]).await;
+        let sends = outbox_core::aws::SendCounter::default();
+        let outcome = sink
+            .publish_batch(&[&item], outbox_core::aws::SDK_MAX_ATTEMPTS, &sends)
+            .await;
         let failure = outcome[0].clone().expect_err("refused");
         assert_eq!(
             (failure.kind, failure.code.as_str(), failure.whole_call),
@@ -538,4 +541,27 @@ async fn an_sns_limit_above_the_topics_maximum_message_size_is_refused_at_cold_s
     assert!(err.reason.contains("MaximumMessageSize is 262144"), "{err}");
     sink(256 * 1024).verify().await.expect("the default fits");
     sink(100_000).verify().await.expect("a smaller limit fits");
+}
+
+/// #26 item 10: one entry is sent at most `MAX_SENDS_PER_ENTRY` times per
+/// invocation, the SDK's attempts included. The sink accepts every call
+/// but answers after the SDK's attempt timeout twice, then refuses the
+/// entry in a 200: the SDK sent it 3 times in the first call, so the relay
+/// retries it once more, not 3 more calls of 3 (12 sends before).
+#[tokio::test]
+async fn an_entry_is_sent_a_bounded_number_of_times_per_invocation() {
+    use outbox_core::publish::relay::MAX_SENDS_PER_ENTRY;
+    let stack = Stack::with_bus().await;
+    stack.create_orders(1).await;
+    let records = stack.outbox_inserts().await;
+    let proxy = FaultProxy::start().await;
+    let (sink, store) = stack.through(&proxy, 8).await;
+    let publisher = publisher(sink, store);
+    for _ in 0..4 {
+        proxy.inject("PutEvents", Fault::Late(Duration::from_secs(6)), Some(2));
+        proxy.inject("PutEvents", Fault::FailEntries(vec![0]), Some(1));
+    }
+    let report = publisher.process(records, &far_deadline()).await.unwrap();
+    assert!(report.first_failure.is_some(), "not published: reported");
+    assert_eq!(proxy.seen("PutEvents") as u32, MAX_SENDS_PER_ENTRY);
 }

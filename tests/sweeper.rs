@@ -139,7 +139,13 @@ impl EventSink for PublisherWinsRace {
     fn entry_size(&self, item: &OutboxItem) -> usize {
         item.envelope.len()
     }
-    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+    async fn publish_batch(
+        &self,
+        items: &[&OutboxItem],
+        _max_sends: u32,
+        sends: &outbox_core::aws::SendCounter,
+    ) -> Vec<EntryOutcome> {
+        sends.record();
         for item in items {
             self.ddb
                 .delete_item()

@@ -140,8 +140,16 @@ async fn strict_calls(n: usize) {
     println!("| case | relaxed: calls per 1,000 events | strict: calls per 1,000 events | strict: collection reads (`Query`) per 1,000 | strict: holds (`UpdateItem`) |");
     println!("|---|---|---|---|---|");
     let cases: [(&str, usize, bool); 3] = [
-        ("distinct aggregates (each event its aggregate's first)", n, false),
-        ("created and paid in one batch (v1 and v2 arrive together)", n / 2, false),
+        (
+            "distinct aggregates (each event its aggregate's first)",
+            n,
+            false,
+        ),
+        (
+            "created and paid in one batch (v1 and v2 arrive together)",
+            n / 2,
+            false,
+        ),
         ("created, then paid in a later batch", n / 2, true),
     ];
     for (name, aggregates, later) in cases {
@@ -163,7 +171,11 @@ async fn strict_calls(n: usize) {
                 }
             }
             pump.run_until_idle().await.expect("pump");
-            assert_eq!(stack.outbox_items().await.len(), 0, "{name}: everything published");
+            assert_eq!(
+                stack.outbox_items().await.len(),
+                0,
+                "{name}: everything published"
+            );
             let calls = proxy.action_counts();
             let count = |action: &str| calls.get(action).copied().unwrap_or(0);
             let total: usize = calls.values().sum();

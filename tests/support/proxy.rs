@@ -42,6 +42,10 @@ pub enum Fault {
     Status(u16, String),
     /// Never answers (until the client gives up).
     Hang,
+    /// Forwards the call (it takes effect) and answers only after this
+    /// long: past the SDK's attempt timeout, the caller has given up and
+    /// sends it again.
+    Late(std::time::Duration),
     /// Drops the connection without an answer.
     Reset,
     /// Forwards the call untouched (a rule that only counts, or that lets
@@ -760,6 +764,11 @@ async fn apply(
             unreachable!()
         }
         Some(Fault::Reset) => (Err("injected connection reset".into()), Vec::new()),
+        Some(Fault::Late(after)) => {
+            let answer = delivered_if_ok(forward(upstream, parts, body).await, all);
+            tokio::time::sleep(*after).await;
+            answer
+        }
         Some(Fault::Crash { forward: false }) => {
             crash();
             (Err("injected crash".into()), Vec::new())

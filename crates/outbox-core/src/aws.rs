@@ -76,6 +76,47 @@ pub fn http_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
         .build_https()
 }
 
+/// Counts the attempts the SDK transmits for one call: a sink call's
+/// entries are sent once per attempt, so the relay charges each of them
+/// with every attempt, including one whose answer was lost to the attempt
+/// timeout (the service may have accepted it).
+#[derive(Debug, Clone, Default)]
+pub struct SendCounter(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl SendCounter {
+    /// Attempts transmitted so far.
+    pub fn sends(&self) -> u32 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Counts one attempt (a sink that does not go through the SDK).
+    pub fn record(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for SendCounter {
+    fn name(&self) -> &'static str {
+        "SendCounter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _cfg: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// The SDK's retry settings for one call that may send at most `sends`
+/// attempts (at least 1, at most [`SDK_MAX_ATTEMPTS`]).
+pub fn retry_for_sends(sends: u32) -> RetryConfig {
+    RetryConfig::standard().with_max_attempts(sends.clamp(1, SDK_MAX_ATTEMPTS))
+}
+
 /// The code of a failed call: the service's own error code from the SDK's
 /// error metadata; `InternalServerError` for a 5xx without one; otherwise
 /// the kind of transport failure (`Timeout`, `DispatchFailure`,

@@ -264,8 +264,9 @@ async fn publish_now<S: EventSink>(
             Marked::Gone => NowOutcome::Gone,
         });
     }
+    let sends = outbox_core::aws::SendCounter::default();
     let outcome = sink
-        .publish_batch(&[&item])
+        .publish_batch(&[&item], outbox_core::aws::SDK_MAX_ATTEMPTS, &sends)
         .await
         .into_iter()
         .next()

@@ -23,6 +23,7 @@ pub(super) fn label(function: &str, operation: &str, fault: &Fault) -> String {
         Fault::Status(..) => "refused (status)",
         Fault::Reset => "connection reset",
         Fault::Hang => "hangs past the deadline",
+        Fault::Late(_) => "answered after the attempt timeout",
         Fault::FailEntries(_) => "some entries refused in a 200",
         Fault::RefuseEntries { .. } => "outage (every entry refused)",
         Fault::Crash { forward: false } => "SIGKILL before the call",
@@ -48,6 +49,7 @@ pub(super) fn severity(fault: &Fault) -> u8 {
     match fault {
         Fault::Crash { .. } => 5,
         Fault::Hang => 4,
+        Fault::Late(_) => 3,
         Fault::RefuseEntries { .. } | Fault::FailEntries(_) => 3,
         Fault::ServerError | Fault::Refuse(_) | Fault::Status(..) => 2,
         Fault::Throttle | Fault::Reset => 1,

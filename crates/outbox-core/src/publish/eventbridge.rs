@@ -64,12 +64,23 @@ impl EventSink for EventBridgeSink {
         size::eventbridge_entry_size(&self.source, &item.event_type, &item.envelope)
     }
 
-    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+    async fn publish_batch(
+        &self,
+        items: &[&OutboxItem],
+        max_sends: u32,
+        sends: &crate::aws::SendCounter,
+    ) -> Vec<EntryOutcome> {
         let entries = items.iter().map(|item| self.entry(item)).collect();
         let response = match self
             .client
             .put_events()
             .set_entries(Some(entries))
+            .customize()
+            .config_override(
+                aws_sdk_eventbridge::config::Builder::default()
+                    .retry_config(crate::aws::retry_for_sends(max_sends)),
+            )
+            .interceptor(sends.clone())
             .send()
             .await
         {

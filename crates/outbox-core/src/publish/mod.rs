@@ -115,11 +115,16 @@ pub trait EventSink: Send + Sync {
     fn max_bytes(&self) -> usize;
     /// The size of `item`'s entry as the service counts it.
     fn entry_size(&self, item: &OutboxItem) -> usize;
-    /// Publishes one batch (within the limits above). Returns exactly one
-    /// outcome per item, in order; a whole-call error fails every entry.
+    /// Publishes one batch (within the limits above), transmitting it at
+    /// most `max_sends` times (the SDK's attempts of the call: a timed-out
+    /// attempt the service may have accepted is one send) and counting each
+    /// transmission in `sends`. Returns exactly one outcome per item, in
+    /// order; a whole-call error fails every entry.
     fn publish_batch(
         &self,
         items: &[&OutboxItem],
+        max_sends: u32,
+        sends: &crate::aws::SendCounter,
     ) -> impl Future<Output = Vec<EntryOutcome>> + Send;
     /// Checks once, at cold start, that the target exists: some services
     /// report success for a target that does not exist.
@@ -213,10 +218,15 @@ impl EventSink for AnySink {
             Self::Sns(s) => s.entry_size(item),
         }
     }
-    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+    async fn publish_batch(
+        &self,
+        items: &[&OutboxItem],
+        max_sends: u32,
+        sends: &crate::aws::SendCounter,
+    ) -> Vec<EntryOutcome> {
         match self {
-            Self::EventBridge(s) => s.publish_batch(items).await,
-            Self::Sns(s) => s.publish_batch(items).await,
+            Self::EventBridge(s) => s.publish_batch(items, max_sends, sends).await,
+            Self::Sns(s) => s.publish_batch(items, max_sends, sends).await,
         }
     }
     async fn verify(&self) -> Result<(), SinkError> {

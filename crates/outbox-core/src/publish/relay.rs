@@ -955,11 +955,20 @@ fn recorded_hold(item: &OutboxItem, behind: &str) -> OutboxItem {
     item
 }
 
+/// The most times one entry is sent in one invocation, over the SDK's
+/// attempts and the relay's retries together. Without it, a sink that
+/// accepts but answers after the attempt timeout could receive an entry 12
+/// times (3 SDK attempts × 4 relay attempts); `PutEvents` and
+/// `PublishBatch` are not idempotent.
+pub const MAX_SENDS_PER_ENTRY: u32 = 4;
+
 /// Publishes one batch, retrying only the entries that failed transiently
 /// in a call that succeeded (the SDK already retried a call that failed as
-/// a whole: [`crate::aws`]), while the policy and the deadline allow. Each
-/// sink call is cut at the deadline (its entries then fail as transient:
-/// not known to be sent).
+/// a whole: [`crate::aws`]), while the policy, the deadline and the send
+/// budget allow: every entry of the batch is sent at most
+/// [`MAX_SENDS_PER_ENTRY`] times, each SDK attempt counted (a retried
+/// entry was in every call before). Each sink call is cut at the deadline
+/// (its entries then fail as transient: not known to be sent).
 async fn publish_with_retries<S: EventSink>(
     sink: &S,
     items: &[&OutboxItem],
@@ -969,9 +978,14 @@ async fn publish_with_retries<S: EventSink>(
     let mut results: Vec<EntryOutcome> = vec![Ok(()); items.len()];
     let mut pending: Vec<usize> = (0..items.len()).collect();
     let mut attempt = 1;
+    let mut sends_left = MAX_SENDS_PER_ENTRY;
     loop {
         let refs: Vec<&OutboxItem> = pending.iter().map(|i| items[*i]).collect();
-        let answer = match deadline.bound(sink.publish_batch(&refs)).await {
+        let counter = crate::aws::SendCounter::default();
+        let answer = match deadline
+            .bound(sink.publish_batch(&refs, sends_left, &counter))
+            .await
+        {
             Some(answer) => answer,
             None => {
                 tracing::warn!(
@@ -989,6 +1003,7 @@ async fn publish_with_retries<S: EventSink>(
                 ]
             }
         };
+        sends_left = sends_left.saturating_sub(counter.sends().max(1));
         let mut answer = answer.into_iter();
         let mut retry = Vec::new();
         for index in pending {
@@ -1006,7 +1021,7 @@ async fn publish_with_retries<S: EventSink>(
             }
             results[index] = result;
         }
-        if retry.is_empty() || !policy.wait(attempt, deadline).await {
+        if retry.is_empty() || sends_left == 0 || !policy.wait(attempt, deadline).await {
             return results;
         }
         attempt += 1;

@@ -91,7 +91,12 @@ impl EventSink for SnsSink {
         size::sns_entry_size(&item.event_type, &item.event_id.to_string(), &item.envelope)
     }
 
-    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+    async fn publish_batch(
+        &self,
+        items: &[&OutboxItem],
+        max_sends: u32,
+        sends: &crate::aws::SendCounter,
+    ) -> Vec<EntryOutcome> {
         let mut outcomes: Vec<Option<EntryOutcome>> = vec![None; items.len()];
         let mut entries = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -106,6 +111,12 @@ impl EventSink for SnsSink {
                 .publish_batch()
                 .topic_arn(&self.topic_arn)
                 .set_publish_batch_request_entries(Some(entries))
+                .customize()
+                .config_override(
+                    aws_sdk_sns::config::Builder::default()
+                        .retry_config(crate::aws::retry_for_sends(max_sends)),
+                )
+                .interceptor(sends.clone())
                 .send()
                 .await
             {

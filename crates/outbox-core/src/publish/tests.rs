@@ -24,6 +24,8 @@ struct ScriptedSink {
     max_entries: usize,
     max_bytes: usize,
     hang: bool,
+    /// Transmissions per call (an SDK that retries a timed-out attempt).
+    sends_per_call: u32,
 }
 
 impl ScriptedSink {
@@ -34,6 +36,7 @@ impl ScriptedSink {
             max_entries: 10,
             max_bytes: 256 * 1024,
             hang: false,
+            sends_per_call: 1,
         }
     }
     fn fail(self, event_type: &str, kind: FailureKind, times: u32) -> Self {
@@ -59,7 +62,15 @@ impl EventSink for ScriptedSink {
     fn entry_size(&self, item: &OutboxItem) -> usize {
         item.envelope.len()
     }
-    async fn publish_batch(&self, items: &[&OutboxItem]) -> Vec<EntryOutcome> {
+    async fn publish_batch(
+        &self,
+        items: &[&OutboxItem],
+        _max_sends: u32,
+        sends: &crate::aws::SendCounter,
+    ) -> Vec<EntryOutcome> {
+        for _ in 0..self.sends_per_call {
+            sends.record();
+        }
         self.calls
             .lock()
             .unwrap()
@@ -591,4 +602,17 @@ async fn a_dead_letter_parks_its_aggregate_in_strict_mode() {
     // Relaxed: the dead letter parks nothing.
     let report = run(&sink, &store, &[Entry::Item(a2)], sweep_mode()).await;
     assert!(all_published(&report));
+}
+
+#[tokio::test]
+async fn an_entry_is_sent_at_most_max_sends_per_entry_times() {
+    // Each call is transmitted 3 times (the SDK's attempts) and fails its
+    // entry: 3 + 1 sends, then no more (the policy alone would allow 3
+    // calls, 9 sends).
+    let mut sink = ScriptedSink::new().fail("E0", FailureKind::Transient, 100);
+    sink.sends_per_call = 3;
+    let store = MemoryStore::default();
+    let report = run(&sink, &store, &items(1), Mode::Stream).await;
+    assert_eq!(sink.calls().len(), 2);
+    assert_eq!(report.first_unhandled(), Some(0));
 }

@@ -215,6 +215,14 @@ impl OutboxStore for CrashBeforeDelete {
     async fn older_pending(&self, key: &ItemKey, deadline: &Deadline) -> Result<bool, StoreError> {
         self.inner.older_pending(key, deadline).await
     }
+    async fn claim_pending(
+        &self,
+        key: &ItemKey,
+        claim: &outbox_core::store::Claim,
+        deadline: &Deadline,
+    ) -> Result<outbox_core::store::Marked, StoreError> {
+        self.inner.claim_pending(key, claim, deadline).await
+    }
     async fn older_events(
         &self,
         key: &ItemKey,

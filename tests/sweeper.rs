@@ -428,3 +428,39 @@ async fn an_on_failure_window_settles_when_its_items_are_published_or_handed_ove
         [a1.event_id, b1.event_id, b2.event_id].map(|id| id.to_string())
     );
 }
+
+/// #26 item 10: two OnFailure windows that overlap, redriven at the same
+/// moment by two sweeper invocations: each event is published once (each
+/// run claims an event before publishing it; the loser leaves it), and both
+/// windows settle.
+#[tokio::test]
+async fn overlapping_windows_redriven_at_once_publish_each_event_once() {
+    let stack = Stack::with_bus().await;
+    for i in 0..30 {
+        stack
+            .put_aggregate_event(&format!("agg-{i}"), 1, Duration::ZERO, i, 8)
+            .await;
+    }
+    let (sink_a, _) = stack.eventbridge_sink();
+    let (sink_b, _) = stack.eventbridge_sink();
+    let (first, second) = (sweeper(sink_a, &stack, 12), sweeper(sink_b, &stack, 12));
+    let now = OffsetDateTime::now_utc();
+    let window = |from: u64, to: u64| sweeper::Window {
+        from: now - Duration::from_secs(from),
+        to: now + Duration::from_secs(to),
+    };
+    let deadline = far_deadline();
+    let (a, b) = tokio::join!(
+        first.redrive(window(120, 60), now, &deadline),
+        second.redrive(window(60, 120), now, &deadline)
+    );
+    assert_eq!(a.republished + b.republished, 30, "{a:?} {b:?}");
+    assert!(a.settled() && b.settled(), "{a:?} {b:?}");
+    let delivered = stack.drain_subscriber().await;
+    let ids: std::collections::HashSet<String> = delivered
+        .iter()
+        .map(|m| m["detail"]["eventId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!((delivered.len(), ids.len()), (30, 30));
+    assert!(stack.outbox_items().await.is_empty());
+}

@@ -185,7 +185,7 @@ mod tests {
 
     /// The template's pattern: only the `dynamodb` key, as DynamoDB mappings
     /// support.
-    const OUTBOX: &str = r#"{"dynamodb":{"Keys":{"SK":{"S":[{"prefix":"OUTBOX#"}]}},"NewImage":{"envelope":{"S":[{"exists":true}]},"lastError":{"S":[{"exists":false}]},"deadLetteredAt":{"S":[{"exists":false}]},"heldBehind":{"S":[{"exists":false}]}}}}"#;
+    const OUTBOX: &str = r#"{"dynamodb":{"Keys":{"SK":{"S":[{"prefix":"OUTBOX#"}]}},"NewImage":{"envelope":{"S":[{"exists":true}]},"lastError":{"S":[{"exists":false}]},"deadLetteredAt":{"S":[{"exists":false}]},"heldBehind":{"S":[{"exists":false}]},"claimedUntil":{"N":[{"exists":false}]}}}}"#;
 
     fn record(name: &str, sk: &str, image: Option<Value>) -> Value {
         let mut r = json!({"eventName": name, "dynamodb": {"Keys": {"PK": {"S": "ORDER#1"}, "SK": {"S": sk}}, "SequenceNumber": "1"}});
@@ -206,6 +206,8 @@ mod tests {
         dead["deadLetteredAt"] = json!({"S": "2026-11-30T00:00:00Z"});
         let mut held = fresh.clone();
         held["heldBehind"] = json!({"S": "OUTBOX#01H"});
+        let mut claimed = fresh.clone();
+        claimed["claimedUntil"] = json!({"N": "1800000000"});
         assert!(p.matches(&record("INSERT", "OUTBOX#01J", Some(fresh.clone()))));
         assert!(!p.matches(&record(
             "INSERT",
@@ -219,6 +221,7 @@ mod tests {
         assert!(!p.matches(&record("MODIFY", "OUTBOX#01J", Some(retried))));
         assert!(!p.matches(&record("MODIFY", "OUTBOX#01J", Some(dead))));
         assert!(!p.matches(&record("MODIFY", "OUTBOX#01J", Some(held))));
+        assert!(!p.matches(&record("MODIFY", "OUTBOX#01J", Some(claimed))));
         assert!(!p.matches(&json!({"eventName": "INSERT"})));
     }
 

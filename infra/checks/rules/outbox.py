@@ -11,14 +11,15 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 # DynamoDB mappings only filter on the `dynamodb` key. Outbox keys; a
 # NewImage with the envelope (a REMOVE has none: the publisher's own deletes
-# drop out); no lastError, deadLetteredAt or heldBehind (the sweeper's
-# bookkeeping, dead-letter and strict ordering's hold MODIFYs drop out).
+# drop out); no lastError, deadLetteredAt, heldBehind or claimedUntil (the
+# sweeper's bookkeeping, dead-letter, hold and claim MODIFYs drop out).
 OUTBOX_PATTERN = json.loads(
     '{"dynamodb":{"Keys":{"SK":{"S":[{"prefix":"OUTBOX#"}]}},'
     '"NewImage":{"envelope":{"S":[{"exists":true}]},'
     '"lastError":{"S":[{"exists":false}]},'
     '"deadLetteredAt":{"S":[{"exists":false}]},'
-    '"heldBehind":{"S":[{"exists":false}]}}}}'
+    '"heldBehind":{"S":[{"exists":false}]},'
+    '"claimedUntil":{"N":[{"exists":false}]}}}}'
 )
 
 

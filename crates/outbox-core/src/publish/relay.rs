@@ -55,6 +55,10 @@ use crate::store::{DeadLetter, Marked, OutboxStore, PendingItem};
 /// writes that must follow work already done.
 pub const FINISH_GRACE: Duration = Duration::from_secs(2);
 
+/// How long a sweeper's claim on an event outlives the run's deadline (its
+/// deletes included): a claim whose run died lapses soon after.
+const CLAIM_MARGIN: Duration = Duration::from_secs(10);
+
 /// One entry to relay, in order.
 // Nearly every value is an item: boxing it would cost an allocation per
 // event to shrink the rare other variant.
@@ -225,6 +229,10 @@ struct Run {
     /// Aggregates held in this run, with the sort key of the event they
     /// are held at (a later event of theirs is held behind it).
     held_at: HashMap<String, String>,
+    /// Sweep mode: the claim this run publishes under.
+    claim: Option<crate::store::Claim>,
+    /// Entries another sweeper run had claimed (left to it).
+    claimed_elsewhere: HashSet<usize>,
     /// Entries held by the guard in this run, with the sort key each is
     /// held behind.
     held_entries: Vec<(usize, String)>,
@@ -384,6 +392,10 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             held_at: HashMap::new(),
             held_entries: Vec::new(),
             collection_reads: 0,
+            claim: matches!(mode, Mode::Sweep { .. }).then(|| {
+                crate::store::Claim::new(deadline.remaining() + FINISH_GRACE + CLAIM_MARGIN)
+            }),
+            claimed_elsewhere: HashSet::new(),
         };
         let mut i = 0;
         while i < entries.len() && deadline.allows(self.retry.backoff.base) {
@@ -435,6 +447,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             let Entry::Item(item) = entry else { continue };
             if run.outcomes[i] != RelayOutcome::Deferred
                 || held_by_guard.contains(&i)
+                || run.claimed_elsewhere.contains(&i)
                 || item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk)
             {
                 continue;
@@ -708,6 +721,45 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         held: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> bool {
+        let mut batch: Vec<usize> = batch.to_vec();
+        if let Some(claim) = &run.claim {
+            // Sweep mode: no two sweeper runs publish one event.
+            let keys: Vec<ItemKey> = batch
+                .iter()
+                .filter_map(|k| match &entries[*k] {
+                    Entry::Item(item) => Some(item.key()),
+                    _ => None,
+                })
+                .collect();
+            let finish = run.finish;
+            let claims = futures::future::join_all(
+                keys.iter()
+                    .map(|key| self.store.claim_pending(key, claim, &finish)),
+            )
+            .await;
+            let mut kept = Vec::with_capacity(batch.len());
+            for (index, claimed) in batch.iter().zip(claims) {
+                let Entry::Item(item) = &entries[*index] else {
+                    continue;
+                };
+                match claimed {
+                    Ok(Marked::Updated) => kept.push(*index),
+                    Ok(Marked::Gone) => {
+                        tracing::info!(event_id = %item.event_id, "event claimed by another sweeper run, or gone; left to it");
+                        run.outcomes[*index] = RelayOutcome::Deferred;
+                        run.claimed_elsewhere.insert(*index);
+                        held.insert(item.aggregate_id.clone());
+                    }
+                    Err(e) => {
+                        tracing::error!(event_id = %item.event_id, error = %e, "could not claim an event; it stays due");
+                        run.store_errors += 1;
+                        run.outcomes[*index] = RelayOutcome::Deferred;
+                        held.insert(item.aggregate_id.clone());
+                    }
+                }
+            }
+            batch = kept;
+        }
         let items: Vec<&OutboxItem> = batch
             .iter()
             .filter_map(|k| match &entries[*k] {
@@ -715,6 +767,9 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 _ => None,
             })
             .collect();
+        if items.is_empty() {
+            return false;
+        }
         let results = publish_with_retries(self.sink, &items, self.retry, deadline).await;
         let mut stop = false;
         for ((index, item), result) in batch.iter().zip(&items).zip(results) {

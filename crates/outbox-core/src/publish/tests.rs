@@ -177,6 +177,17 @@ async fn run_ordered(
     deadline: &Deadline,
     ordering: crate::Ordering,
 ) -> RelayReport {
+    if matches!(mode, Mode::Sweep { .. }) {
+        // A sweep publishes what it read from the store (and claims it there).
+        let stored: HashSet<ItemKey> = store.items().iter().map(|i| i.key()).collect();
+        for entry in entries {
+            if let Entry::Item(item) = entry {
+                if !stored.contains(&item.key()) {
+                    store.insert(item.clone());
+                }
+            }
+        }
+    }
     let relay = Relay {
         sink,
         store,
@@ -615,4 +626,25 @@ async fn an_entry_is_sent_at_most_max_sends_per_entry_times() {
     let report = run(&sink, &store, &items(1), Mode::Stream).await;
     assert_eq!(sink.calls().len(), 2);
     assert_eq!(report.first_unhandled(), Some(0));
+}
+
+#[tokio::test]
+async fn a_sweep_leaves_an_event_another_run_claimed() {
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
+    let all = items_of(2, 2);
+    for item in &all {
+        store.insert(item.clone());
+    }
+    let other = crate::store::Claim::new(Duration::from_secs(60));
+    store
+        .claim_pending(&all[0].key(), &other, &far())
+        .await
+        .unwrap();
+    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
+    let report = run(&sink, &store, &entries, sweep_mode()).await;
+    assert_eq!(
+        report.outcomes,
+        vec![RelayOutcome::Deferred, RelayOutcome::Published]
+    );
+    assert_eq!(published_types(&sink), ["E1"]);
 }

@@ -377,10 +377,12 @@ impl OutboxStore for DynamoStore {
             values.insert(":attempts".to_owned(), n(attempts));
         }
         update.push_str(&format!(
-            " REMOVE {}, {}, {}",
+            " REMOVE {}, {}, {}, {}, {}",
             keys::PENDING_PK,
             keys::PENDING_SK,
-            attr::NEXT_ATTEMPT_AT
+            attr::NEXT_ATTEMPT_AT,
+            attr::CLAIM_TOKEN,
+            attr::CLAIMED_UNTIL
         ));
         let condition = format!(
             "attribute_exists({}) AND attribute_not_exists({})",
@@ -412,11 +414,13 @@ impl OutboxStore for DynamoStore {
         // The backoff is the scheduled sweep's from now on: `!<ulid>` is
         // read by every scheduled sweep, whatever the event's age.
         let update = format!(
-            "SET {} = :attempts, {} = :error, {} = :next, {} = :sk",
+            "SET {} = :attempts, {} = :error, {} = :next, {} = :sk REMOVE {}, {}",
             attr::ATTEMPTS,
             attr::LAST_ERROR,
             attr::NEXT_ATTEMPT_AT,
-            keys::PENDING_SK
+            keys::PENDING_SK,
+            attr::CLAIM_TOKEN,
+            attr::CLAIMED_UNTIL
         );
         let condition = format!(
             "attribute_exists({}) AND attribute_exists({})",
@@ -681,6 +685,37 @@ impl OutboxStore for DynamoStore {
         }
     }
 
+    async fn claim_pending(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let update = format!(
+            "SET {} = :token, {} = :until",
+            attr::CLAIM_TOKEN,
+            attr::CLAIMED_UNTIL
+        );
+        let condition = format!(
+            "attribute_exists({}) AND (attribute_not_exists({until}) OR {until} < :now)",
+            keys::PENDING_PK,
+            until = attr::CLAIMED_UNTIL
+        );
+        self.conditional_update(
+            key,
+            (&update, &condition),
+            &[],
+            HashMap::from([
+                (":token".to_owned(), s(claim.token.clone())),
+                (":until".to_owned(), n(claim.until)),
+                (":now".to_owned(), n(now_utc_millis().unix_timestamp())),
+            ]),
+            "claim_pending",
+            deadline,
+        )
+        .await
+    }
+
     async fn older_events(
         &self,
         key: &ItemKey,
@@ -733,9 +768,11 @@ impl OutboxStore for DynamoStore {
             return Err(StoreError::new("hold", "NotAnOutboxKey"));
         };
         let update = format!(
-            "SET {} = :behind, {} = :sk",
+            "SET {} = :behind, {} = :sk REMOVE {}, {}",
             attr::HELD_BEHIND,
-            keys::PENDING_SK
+            keys::PENDING_SK,
+            attr::CLAIM_TOKEN,
+            attr::CLAIMED_UNTIL
         );
         let condition = format!(
             "attribute_exists({}) AND attribute_exists({})",

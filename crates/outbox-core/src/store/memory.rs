@@ -204,6 +204,8 @@ impl OutboxStore for MemoryStore {
         item.pending_pk = None;
         item.pending_sk = None;
         item.next_attempt_at = None;
+        item.claim_token = None;
+        item.claimed_until = None;
         Ok(Marked::Updated)
     }
 
@@ -223,6 +225,8 @@ impl OutboxStore for MemoryStore {
                 item.next_attempt_at = Some(next_attempt_at);
                 item.last_error = Some(sanitize(error));
                 item.pending_sk = Some(keys::redriven_sk(item.event_id));
+                item.claim_token = None;
+                item.claimed_until = None;
                 Ok(Marked::Updated)
             }
             _ => Ok(Marked::Gone),
@@ -342,6 +346,23 @@ impl OutboxStore for MemoryStore {
         }))
     }
 
+    async fn claim_pending(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
+        _: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let mut items = lock(&self.items);
+        match items.get_mut(key) {
+            Some(item) if item.pending_pk.is_some() && unclaimed(item) => {
+                item.claim_token = Some(claim.token.clone());
+                item.claimed_until = Some(claim.until);
+                Ok(Marked::Updated)
+            }
+            _ => Ok(Marked::Gone),
+        }
+    }
+
     async fn older_events(&self, key: &ItemKey, _: &Deadline) -> Result<Vec<String>, StoreError> {
         Ok(lock(&self.items)
             .values()
@@ -356,6 +377,8 @@ impl OutboxStore for MemoryStore {
             Some(item) if item.pending_pk.is_some() => {
                 item.held_behind = Some(behind.to_owned());
                 item.pending_sk = Some(keys::redriven_sk(item.event_id));
+                item.claim_token = None;
+                item.claimed_until = None;
                 Ok(Marked::Updated)
             }
             _ => Ok(Marked::Gone),

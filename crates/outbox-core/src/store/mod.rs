@@ -299,6 +299,21 @@ pub trait OutboxStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Claims a pending event for one sweeper run before it publishes it:
+    /// records `claim` on it, conditional on it still being pending and no
+    /// live claim holding it. [`Marked::Gone`] when it is not: published and
+    /// deleted meanwhile (the pending index is read eventually consistent),
+    /// dead-lettered, or claimed by a concurrent run (two OnFailure windows
+    /// that overlap, a scheduled sweep beside a redrive): then this run
+    /// leaves it, so no two sweeper runs publish one event. A failed attempt,
+    /// a hold and a dead letter clear the claim.
+    fn claim_pending(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
     /// Strict ordering's guard: the sort keys of the outbox items in `key`'s
     /// item collection that are older than it, pending (due, backing off or
     /// held) or dead-lettered, oldest first. One strongly consistent,

@@ -4,6 +4,13 @@ no figure there is typed by hand. Refuses (exit 1, nothing written) when an
 input is missing.
 
 usage: report.py BENCH_DIR PAGE COMMIT
+       report.py --only NAME[,NAME...] BENCH_DIR PAGE COMMIT
+
+`--only` rewrites just the named blocks of the AWS-call counts (from
+`aws_calls.md` alone, e.g. after `cargo test --bench aws_calls` when the
+counting code changed) and names, inside each, the commit and the command it
+came from; the page's stamp, which dates the whole `make bench`, is left as
+it is.
 """
 import datetime
 import os
@@ -65,7 +72,41 @@ def criterion_table(text):
     return "\n".join(lines)
 
 
+COUNT_BLOCKS = {
+    "publisher-calls": "Publisher",
+    "strict-calls": "Strict ordering",
+    "writer-round-trips": "Writer round trips",
+    "sweep-cost": "Sweep cost",
+}
+
+
+def write_blocks(page, text, blocks):
+    """`text` with each block's body replaced between its markers."""
+    for name, body in blocks.items():
+        pattern = rf"(<!-- bench:{name}:start -->\n).*?(<!-- bench:{name}:end -->)"
+        if not re.search(pattern, text, flags=re.S):
+            refuse(f"{page} has no bench:{name} markers")
+        text = re.sub(pattern, lambda m: m.group(1) + body + "\n" + m.group(2), text, flags=re.S)
+    return text
+
+
+def only(names, bench, page, commit):
+    calls = sections(read(bench, "aws_calls.md"))
+    blocks = {}
+    for name in names:
+        if name not in COUNT_BLOCKS:
+            refuse(f"--only takes {', '.join(COUNT_BLOCKS)}, not {name}")
+        blocks[name] = (f"Counted by `infra/local/with-local.sh cargo test -p outbox-tests --bench aws_calls` "
+                        f"at commit `{commit}`, {datetime.date.today().isoformat()} (not the stamp's run).\n\n"
+                        + find(calls, COUNT_BLOCKS[name]))
+    page.write_text(write_blocks(page, page.read_text(), blocks))
+    print(f"{page}: {len(blocks)} blocks written from {bench}/aws_calls.md")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--only":
+        only(sys.argv[2].split(","), pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[4]), sys.argv[5])
+        return
     bench, page, commit = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
     calls = sections(read(bench, "aws_calls.md"))
     blocks = {
@@ -89,12 +130,7 @@ def main():
     text, n = re.subn(r"<!-- bench:stamp:start -->.*?<!-- bench:stamp:end -->", lambda _: stamp, text, flags=re.S)
     if n != 1:
         refuse(f"{page} has no bench:stamp markers")
-    for name, body in blocks.items():
-        pattern = rf"(<!-- bench:{name}:start -->\n).*?(<!-- bench:{name}:end -->)"
-        if not re.search(pattern, text, flags=re.S):
-            refuse(f"{page} has no bench:{name} markers")
-        text = re.sub(pattern, lambda m: m.group(1) + body + "\n" + m.group(2), text, flags=re.S)
-    page.write_text(text)
+    page.write_text(write_blocks(page, text, blocks))
     print(f"{page}: {len(blocks)} blocks written from {bench}")
 
 

@@ -455,11 +455,7 @@ async fn an_on_failure_message_makes_the_sweeper_republish_its_window_now() {
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
     let mut settings = SweepSettings::from(&stack.config(&[]));
-    settings.backoff = outbox_core::retry::Backoff {
-        base: Duration::from_millis(1),
-        cap: Duration::from_millis(1),
-        jitter: outbox_core::retry::Jitter::Full,
-    };
+    settings.backoff = testkit::instant_backoff();
     let mut sweeper = Sweeper::new(sink, store, settings);
     sweeper.retry = testkit::fast_retry();
     proxy.inject("PutEvents", Fault::ServerError, None);

@@ -9,108 +9,10 @@
 
 use std::time::Duration;
 
-use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use outbox_core::keys;
-use outbox_core::{EventEnvelope, OutboxItem};
-use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
-use testkit::proxy::{Fault, FaultProxy};
-use testkit::{unique, Stack};
-
-/// A stack with an SNS FIFO topic and its FIFO subscriber queue, an
-/// OnFailure queue, and the proxy every function call goes through.
-struct Rig {
-    stack: Stack,
-    proxy: FaultProxy,
-    topic_arn: String,
-    subscriber: String,
-    failures: String,
-}
-
-impl Rig {
-    async fn new() -> Self {
-        let stack = Stack::new().await;
-        let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &unique("order"))
-            .await
-            .expect("topic");
-        let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
-        Self {
-            stack,
-            proxy: FaultProxy::start().await,
-            topic_arn,
-            subscriber: queue.queue_url,
-            failures,
-        }
-    }
-
-    /// The function binary `name` with `ORDERING=ordering` and `extra`.
-    fn function(&self, name: &str, ordering: &str, extra: &[(&str, &str)]) -> LambdaFunction {
-        let env = [
-            ("TABLE_NAME", self.stack.table.as_str()),
-            ("SINK", "sns"),
-            ("SNS_TOPIC_ARN", self.topic_arn.as_str()),
-            ("ORDERING", ordering),
-        ];
-        LambdaFunction::new(FunctionSpec {
-            name: name.into(),
-            binary: binary(name).expect("function binary"),
-            env: loopback_env()
-                .into_iter()
-                .chain(devkit::endpoint_env_at(&self.proxy.endpoint))
-                .chain(
-                    env.iter()
-                        .chain(extra)
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-                )
-                .collect(),
-            timeout: Duration::from_secs(60),
-            log: std::env::temp_dir().join(format!("{}-{name}.log", unique("ordering"))),
-        })
-    }
-
-    /// Event `version` of `aggregate`, written with `shards` shards.
-    async fn event(&self, aggregate: &str, version: u64, shards: u16) -> OutboxItem {
-        // Distinct, increasing ids.
-        tokio::time::sleep(Duration::from_millis(3)).await;
-        self.stack
-            .put_aggregate_event(aggregate, version, Duration::ZERO, 0, shards)
-            .await
-    }
-
-    /// The versions of `aggregate` the subscriber received, in order, each
-    /// event once (as a consumer deduplicating by event id sees them).
-    async fn received(&self, aggregate: &str) -> Vec<u64> {
-        let mut seen = std::collections::HashSet::new();
-        testkit::drain_queue(&self.stack.sdk, &self.subscriber)
-            .await
-            .into_iter()
-            .map(|mut m| {
-                if let Some(o) = m.as_object_mut() {
-                    o.remove("__sqs");
-                }
-                serde_json::from_value::<EventEnvelope>(m).expect("an envelope")
-            })
-            .filter(|e| e.aggregate_id == aggregate && seen.insert(e.event_id))
-            .map(|e| e.aggregate_version)
-            .collect()
-    }
-
-    async fn invoke(&self, function: &LambdaFunction, payload: &serde_json::Value) -> Vec<u8> {
-        function
-            .invoke(&serde_json::to_vec(payload).unwrap())
-            .await
-            .expect("function answered")
-    }
-}
-
-fn stream_event(records: Vec<EventRecord>) -> serde_json::Value {
-    let mut event = Event::default();
-    event.records = records;
-    serde_json::to_value(event).unwrap()
-}
-
-fn scheduled() -> serde_json::Value {
-    serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap()
-}
+use outbox_core::OutboxItem;
+use testkit::proxy::Fault;
+use testkit::rig::{scheduled, stream_event, Rig};
 
 /// The mapping gives up the batch holding A1 (the sink is down past its
 /// retries); A2 and A3 arrive after the sink is back. Strict: the
@@ -144,7 +46,17 @@ async fn a_batch_the_mapping_gives_up_keeps_order_in_strict_mode() {
         let sqs = aws_sdk_sqs::Client::new(&rig.stack.sdk);
         let drained = testkit::lambda::drain_queue_through(&sqs, &rig.failures, &sweeper).await;
         assert_eq!(drained.reported, 0, "{ordering}: the window settled");
-        assert_eq!(rig.received("a").await, expected, "{ordering}");
+        let received = rig.received_at("a").await;
+        let versions: Vec<u64> = received.iter().map(|(v, _)| *v).collect();
+        assert_eq!(versions, expected, "{ordering}");
+        if ordering == "strict" {
+            // A2 and A3 were released by the redrive that published A1.
+            println!(
+                "release latency (OnFailure redrive): A2 {} ms, A3 {} ms after A1",
+                received[1].1.saturating_sub(received[0].1),
+                received[2].1.saturating_sub(received[0].1)
+            );
+        }
         assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");
     }
 }
@@ -181,7 +93,16 @@ async fn concurrent_invocations_keep_order_in_strict_mode() {
                 "{ordering}: nothing reported"
             );
         }
-        assert_eq!(rig.received("a").await, expected, "{ordering}");
+        let received = rig.received_at("a").await;
+        let versions: Vec<u64> = received.iter().map(|(v, _)| *v).collect();
+        assert_eq!(versions, expected, "{ordering}");
+        if ordering == "strict" {
+            // A2 was held, then released by its own invocation's re-read.
+            println!(
+                "release latency (concurrent invocation): A2 {} ms after A1",
+                received[1].1.saturating_sub(received[0].1)
+            );
+        }
         assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");
     }
 }

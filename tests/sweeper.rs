@@ -383,11 +383,7 @@ async fn an_on_failure_window_settles_when_its_items_are_published_or_handed_ove
         None,
     );
     let mut settings = SweepSettings::from(&stack.config(&[]));
-    settings.backoff = outbox_core::retry::Backoff {
-        base: Duration::from_millis(1),
-        cap: Duration::from_millis(1),
-        jitter: outbox_core::retry::Jitter::Full,
-    };
+    settings.backoff = testkit::instant_backoff();
     let mut sweeper = Sweeper::new(sink, store, settings);
     sweeper.retry = fast_retry();
     let now = OffsetDateTime::now_utc();

@@ -33,24 +33,8 @@ async fn main() {
 async fn publisher_calls(n: usize) {
     let stack = Stack::with_bus().await;
     stack.create_orders(n).await;
-    let (bus, _) = stack.bus.clone().expect("bus");
     let proxy = FaultProxy::start().await;
-    let env = loopback_env()
-        .into_iter()
-        .chain(devkit::endpoint_env_at(&proxy.endpoint))
-        .chain([
-            ("TABLE_NAME".to_owned(), stack.table.clone()),
-            ("EVENT_BUS_NAME".to_owned(), bus),
-            ("EVENT_SOURCE".to_owned(), "outbox.orders".to_owned()),
-        ])
-        .collect();
-    let function = LambdaFunction::new(FunctionSpec {
-        name: "publisher".into(),
-        binary: debug_binary("publisher").expect("publisher binary"),
-        env,
-        timeout: Duration::from_secs(60),
-        log: std::env::temp_dir().join(format!("{}-publisher.log", stack.table)),
-    });
+    let function = publisher_binary(&stack, &proxy, "relaxed");
     let mut pump = stack.pump(&function, None);
     pump.run_until_idle().await.expect("pump");
     let calls = proxy.action_counts();

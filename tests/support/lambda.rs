@@ -145,6 +145,11 @@ impl LambdaFunction {
         &self.spec.name
     }
 
+    /// Where its processes' output goes (their EMF lines and logs).
+    pub fn log(&self) -> &Path {
+        &self.spec.log
+    }
+
     /// The deadline the latest invocation was given (after its cold start,
     /// if any).
     pub fn last_deadline(&self) -> SystemTime {

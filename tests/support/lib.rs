@@ -46,11 +46,22 @@ pub mod chaos;
 pub mod contract;
 pub mod lambda;
 pub mod proxy;
+pub mod rig;
 mod stack;
 
 pub use stack::Stack;
 
 pub type Item = HashMap<String, AttributeValue>;
+
+/// A persisted backoff of a millisecond: a failed attempt is due again at
+/// once (tests that sweep again right after a failure).
+pub fn instant_backoff() -> outbox_core::retry::Backoff {
+    outbox_core::retry::Backoff {
+        base: std::time::Duration::from_millis(1),
+        cap: std::time::Duration::from_millis(1),
+        jitter: outbox_core::retry::Jitter::Full,
+    }
+}
 
 /// A name no other test uses.
 pub fn unique(prefix: &str) -> String {

@@ -220,7 +220,7 @@ impl NowOutcome {
         match self {
             Self::Published => "published".into(),
             Self::Gone => "skipped: no longer a dead letter, or being republished by another redrive --now".into(),
-            Self::Waits => "redriven: waits behind an older pending event of its aggregate (the next scheduled sweep publishes it after that one)".into(),
+            Self::Waits => "redriven: waits behind an older event of its aggregate still in the table (the next scheduled sweep publishes it after that one)".into(),
             Self::PublishFailed(e) => format!("not published ({e}): it stays a dead letter"),
             Self::NotDeleted(e) => format!("published, but its item was not deleted ({e}): it stays a dead letter; discard it, or a later redrive sends it again"),
         }
@@ -235,8 +235,9 @@ const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(300);
 /// redrive or discard leaves it alone), published through the stack's sink,
 /// then deleted; on a failure the claim is given up and it stays a dead
 /// letter with the failure as its reason. An event whose aggregate has an
-/// older pending event is not published now: it is redriven and waits for
-/// that one, so an aggregate's events still go out oldest first.
+/// older event still in the table (pending, held or dead-lettered) is not
+/// published now: it is redriven and waits for that one, so an aggregate's
+/// events still go out oldest first.
 async fn publish_now<S: EventSink>(
     ops: &Operations<DynamoStore>,
     sink: &S,
@@ -254,7 +255,14 @@ async fn publish_now<S: EventSink>(
         return Ok(NowOutcome::Gone);
     };
     let key = row.key.clone();
-    if store.older_pending(&key, &deadline).await.map_err(fail)? {
+    // Any older event of its aggregate still in the table (pending, held or
+    // dead-lettered) goes first: strict order, whatever the setting.
+    if !store
+        .older_events(&key, &deadline)
+        .await
+        .map_err(fail)?
+        .is_empty()
+    {
         store
             .release_claim(&key, &claim, None, &deadline)
             .await

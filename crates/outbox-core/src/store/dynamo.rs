@@ -111,6 +111,51 @@ impl DynamoStore {
         conditional(result, operation)
     }
 
+    /// The outbox items of `key`'s item collection older than it, oldest
+    /// first, each with whether it is pending (in the pending index; a dead
+    /// letter is not): strongly consistent `Query`s of the collection's
+    /// keys (`SK BETWEEN OUTBOX# AND <key>`), no index read.
+    async fn older_outbox(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+        operation: &'static str,
+    ) -> Result<Vec<(String, bool)>, StoreError> {
+        let mut older = Vec::new();
+        let mut cursor = None;
+        loop {
+            let out = self
+                .call(
+                    operation,
+                    deadline,
+                    self.client
+                        .query()
+                        .table_name(&self.table)
+                        .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                        .expression_attribute_names("#pk", keys::PK)
+                        .expression_attribute_names("#sk", keys::SK)
+                        .expression_attribute_names("#ppk", keys::PENDING_PK)
+                        .expression_attribute_values(":pk", s(key.pk.clone()))
+                        .expression_attribute_values(":lo", s(keys::OUTBOX_PREFIX))
+                        .expression_attribute_values(":hi", s(key.sk.clone()))
+                        .projection_expression("#sk, #ppk")
+                        .consistent_read(true)
+                        .set_exclusive_start_key(cursor)
+                        .send(),
+                )
+                .await
+                .map_err(|e| e.into_store(operation))?;
+            older.extend(out.items().iter().filter_map(|item| {
+                let sk = item.get(keys::SK).and_then(|v| v.as_s().ok())?;
+                (*sk != key.sk).then(|| (sk.clone(), item.contains_key(keys::PENDING_PK)))
+            }));
+            match out.last_evaluated_key() {
+                Some(next) => cursor = Some(next.clone()),
+                None => return Ok(older),
+            }
+        }
+    }
+
     /// The settings item (strongly consistent), if there is one.
     async fn settings_item(
         &self,
@@ -648,41 +693,8 @@ impl OutboxStore for DynamoStore {
     }
 
     async fn older_pending(&self, key: &ItemKey, deadline: &Deadline) -> Result<bool, StoreError> {
-        let mut cursor = None;
-        loop {
-            let out = self
-                .call(
-                    "older_pending",
-                    deadline,
-                    self.client
-                        .query()
-                        .table_name(&self.table)
-                        .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
-                        .expression_attribute_names("#pk", keys::PK)
-                        .expression_attribute_names("#sk", keys::SK)
-                        .expression_attribute_names("#ppk", keys::PENDING_PK)
-                        .expression_attribute_values(":pk", s(key.pk.clone()))
-                        .expression_attribute_values(":lo", s(keys::OUTBOX_PREFIX))
-                        .expression_attribute_values(":hi", s(key.sk.clone()))
-                        .projection_expression("#sk, #ppk")
-                        .consistent_read(true)
-                        .set_exclusive_start_key(cursor)
-                        .send(),
-                )
-                .await
-                .map_err(|e| e.into_store("older_pending"))?;
-            let older = out.items().iter().any(|item| {
-                item.get(keys::SK).and_then(|v| v.as_s().ok()) != Some(&key.sk)
-                    && item.contains_key(keys::PENDING_PK)
-            });
-            if older {
-                return Ok(true);
-            }
-            match out.last_evaluated_key() {
-                Some(next) => cursor = Some(next.clone()),
-                None => return Ok(false),
-            }
-        }
+        let older = self.older_outbox(key, deadline, "older_pending").await?;
+        Ok(older.iter().any(|(_, pending)| *pending))
     }
 
     async fn claim_pending(
@@ -721,41 +733,8 @@ impl OutboxStore for DynamoStore {
         key: &ItemKey,
         deadline: &Deadline,
     ) -> Result<Vec<String>, StoreError> {
-        let mut older = Vec::new();
-        let mut cursor = None;
-        loop {
-            let out = self
-                .call(
-                    "older_events",
-                    deadline,
-                    self.client
-                        .query()
-                        .table_name(&self.table)
-                        .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
-                        .expression_attribute_names("#pk", keys::PK)
-                        .expression_attribute_names("#sk", keys::SK)
-                        .expression_attribute_values(":pk", s(key.pk.clone()))
-                        .expression_attribute_values(":lo", s(keys::OUTBOX_PREFIX))
-                        .expression_attribute_values(":hi", s(key.sk.clone()))
-                        .projection_expression("#sk")
-                        .consistent_read(true)
-                        .set_exclusive_start_key(cursor)
-                        .send(),
-                )
-                .await
-                .map_err(|e| e.into_store("older_events"))?;
-            older.extend(
-                out.items()
-                    .iter()
-                    .filter_map(|item| item.get(keys::SK).and_then(|v| v.as_s().ok()))
-                    .filter(|sk| **sk != key.sk)
-                    .cloned(),
-            );
-            match out.last_evaluated_key() {
-                Some(next) => cursor = Some(next.clone()),
-                None => return Ok(older),
-            }
-        }
+        let older = self.older_outbox(key, deadline, "older_events").await?;
+        Ok(older.into_iter().map(|(sk, _)| sk).collect())
     }
 
     async fn hold(

@@ -1,0 +1,123 @@
+//! A stack with an SNS FIFO topic for tests through the real function
+//! binaries: the publisher's and the sweeper's AWS calls go through a fault
+//! proxy, a FIFO subscriber queue shows what a consumer receives, in order.
+
+use std::time::Duration;
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use outbox_core::{EventEnvelope, OutboxItem};
+
+use crate::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
+use crate::proxy::FaultProxy;
+use crate::{unique, Stack};
+
+/// A stack with an SNS FIFO topic and its FIFO subscriber queue, an
+/// OnFailure queue, and the proxy every function call goes through.
+pub struct Rig {
+    pub stack: Stack,
+    pub proxy: FaultProxy,
+    pub topic_arn: String,
+    pub subscriber: String,
+    pub failures: String,
+}
+
+impl Rig {
+    pub async fn new() -> Self {
+        let stack = Stack::new().await;
+        let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &unique("order"))
+            .await
+            .expect("topic");
+        let failures = crate::queue_with(&stack.sdk, "publisher-failures", &[]).await;
+        Self {
+            stack,
+            proxy: FaultProxy::start().await,
+            topic_arn,
+            subscriber: queue.queue_url,
+            failures,
+        }
+    }
+
+    /// The function binary `name` with `ORDERING=ordering` and `extra`.
+    pub fn function(&self, name: &str, ordering: &str, extra: &[(&str, &str)]) -> LambdaFunction {
+        let env = [
+            ("TABLE_NAME", self.stack.table.as_str()),
+            ("SINK", "sns"),
+            ("SNS_TOPIC_ARN", self.topic_arn.as_str()),
+            ("ORDERING", ordering),
+        ];
+        LambdaFunction::new(FunctionSpec {
+            name: name.into(),
+            binary: binary(name).expect("function binary"),
+            env: loopback_env()
+                .into_iter()
+                .chain(devkit::endpoint_env_at(&self.proxy.endpoint))
+                .chain(
+                    env.iter()
+                        .chain(extra)
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+                )
+                .collect(),
+            timeout: Duration::from_secs(60),
+            log: std::env::temp_dir().join(format!("{}-{name}.log", unique("ordering"))),
+        })
+    }
+
+    /// Event `version` of `aggregate`, written with `shards` shards.
+    pub async fn event(&self, aggregate: &str, version: u64, shards: u16) -> OutboxItem {
+        // Distinct, increasing ids.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        self.stack
+            .put_aggregate_event(aggregate, version, Duration::ZERO, 0, shards)
+            .await
+    }
+
+    /// The versions of `aggregate` the subscriber received, in order, each
+    /// event once (as a consumer deduplicating by event id sees them).
+    pub async fn received(&self, aggregate: &str) -> Vec<u64> {
+        self.received_at(aggregate)
+            .await
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect()
+    }
+
+    /// The same, each version with the time SQS accepted its message (ms).
+    pub async fn received_at(&self, aggregate: &str) -> Vec<(u64, u64)> {
+        let mut seen = std::collections::HashSet::new();
+        crate::drain_queue(&self.stack.sdk, &self.subscriber)
+            .await
+            .into_iter()
+            .filter_map(|mut m| {
+                let sent = m["__sqs"]["SentTimestamp"]
+                    .as_str()
+                    .and_then(|t| t.parse::<u64>().ok())
+                    .unwrap_or(0);
+                if let Some(o) = m.as_object_mut() {
+                    o.remove("__sqs");
+                }
+                let e: EventEnvelope = serde_json::from_value(m).expect("an envelope");
+                (e.aggregate_id == aggregate && seen.insert(e.event_id))
+                    .then_some((e.aggregate_version, sent))
+            })
+            .collect()
+    }
+
+    pub async fn invoke(&self, function: &LambdaFunction, payload: &serde_json::Value) -> Vec<u8> {
+        function
+            .invoke(&serde_json::to_vec(payload).unwrap())
+            .await
+            .expect("function answered")
+    }
+}
+
+/// A DynamoDB stream event of `records`, as the mapping sends it.
+pub fn stream_event(records: Vec<EventRecord>) -> serde_json::Value {
+    let mut event = Event::default();
+    event.records = records;
+    serde_json::to_value(event).unwrap()
+}
+
+/// The scheduled sweeper event (`events/sweeper-scheduled.json`).
+pub fn scheduled() -> serde_json::Value {
+    serde_json::from_str(&crate::sample("sweeper-scheduled.json")).unwrap()
+}

@@ -15,7 +15,7 @@ fn emf_lines(function: &LambdaFunction) -> Vec<serde_json::Value> {
     std::fs::read_to_string(function.log())
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.starts_with("{\"_aws\""))
+        .filter(|l| l.contains("\"_aws\""))
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
@@ -131,9 +131,10 @@ async fn an_on_failure_message_settles_on_its_own_window() {
     assert_eq!(b2.held_behind.as_deref(), Some(b1.sk.as_str()));
 }
 
-/// Item 10: the sink accepts every call but answers after the SDK's attempt
-/// timeout twice, then refuses the entry: the publisher sends it 4 times in
-/// the invocation (3 SDK attempts, then one more), not 12.
+/// Item 10: the sink accepts a call but answers after the SDK's attempt
+/// timeout, then refuses the entry on the SDK's second attempt, every time:
+/// the publisher sends it 4 times in the invocation (two calls of two
+/// attempts), not 8 (four calls, the relay's attempts).
 #[tokio::test]
 async fn an_entry_is_sent_at_most_four_times_per_invocation() {
     let rig = Rig::new().await;
@@ -141,7 +142,7 @@ async fn an_entry_is_sent_at_most_four_times_per_invocation() {
     let publisher = rig.function("publisher", "relaxed", &[]);
     for _ in 0..4 {
         rig.proxy
-            .inject("PublishBatch", Fault::Late(Duration::from_secs(6)), Some(2));
+            .inject("PublishBatch", Fault::Late(Duration::from_secs(6)), Some(1));
         rig.proxy
             .inject("PublishBatch", Fault::FailEntries(vec![0]), Some(1));
     }

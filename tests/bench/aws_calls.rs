@@ -150,14 +150,29 @@ async fn strict_calls(n: usize) {
             let function = publisher_binary(&stack, &proxy, ordering);
             let mut pump = stack.pump(&function, None);
             let versions = if aggregates == n { 1 } else { 2 };
-            for v in 1..=versions {
-                for a in 0..aggregates {
+            let put = |a: usize, v: u64| {
+                let aggregate = format!("{name}-{a}");
+                let stack = &stack;
+                async move {
                     stack
-                        .put_aggregate_event(&format!("{name}-{a}"), v, Duration::ZERO, a as u64, 8)
-                        .await;
+                        .put_aggregate_event(&aggregate, v, Duration::ZERO, a as u64, 8)
+                        .await
                 }
-                if later {
+            };
+            if later {
+                // Every order created, the mapping drains; then every one paid.
+                for v in 1..=versions {
+                    for a in 0..aggregates {
+                        put(a, v).await;
+                    }
                     pump.run_until_idle().await.expect("pump");
+                }
+            } else {
+                // Each order created and paid at once: v1, v2 side by side.
+                for a in 0..aggregates {
+                    for v in 1..=versions {
+                        put(a, v).await;
+                    }
                 }
             }
             pump.run_until_idle().await.expect("pump");

@@ -229,6 +229,9 @@ struct Run {
     /// Aggregates held in this run, with the sort key of the event they
     /// are held at (a later event of theirs is held behind it).
     held_at: HashMap<String, String>,
+    /// Strict ordering: the older events of an entry's aggregate, read ahead
+    /// for the first event of each aggregate in the run, all at once.
+    prefetched: HashMap<usize, Vec<String>>,
     /// Sweep mode: the claim this run publishes under.
     claim: Option<crate::store::Claim>,
     /// Entries another sweeper run had claimed (left to it).
@@ -396,7 +399,11 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 crate::store::Claim::new(deadline.remaining() + FINISH_GRACE + CLAIM_MARGIN)
             }),
             claimed_elsewhere: HashSet::new(),
+            prefetched: HashMap::new(),
         };
+        if run.strict {
+            self.read_ahead(entries, &mut run, held, deadline).await;
+        }
         let mut i = 0;
         while i < entries.len() && deadline.allows(self.retry.backoff.base) {
             if let Some(outcome) = self.guard(i, entries, &mut run, held, deadline).await {
@@ -511,8 +518,14 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 return None;
             }
         }
-        run.collection_reads += 1;
-        let older = match self.store.older_events(&item.key(), deadline).await {
+        let read = match run.prefetched.remove(&i) {
+            Some(older) => Ok(older),
+            None => {
+                run.collection_reads += 1;
+                self.store.older_events(&item.key(), deadline).await
+            }
+        };
+        let older = match read {
             Ok(older) => older,
             Err(e) => {
                 tracing::error!(event_id = %item.event_id, error = %e, "could not read the aggregate's older events");
@@ -530,6 +543,58 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 None
             }
             Some(behind) => Some(self.hold(i, item, &behind, run, held).await),
+        }
+    }
+
+    /// Strict ordering: reads, all at once, the older events of the first
+    /// event of each aggregate in `entries` that needs the read (not its
+    /// aggregate's first, aggregate not held, due), so that the guard does
+    /// not cut a batch at every such event. A later event of an aggregate is
+    /// decided when its turn comes (behind one published in this run: no
+    /// read). A read that fails is made again at the event's turn.
+    async fn read_ahead(
+        &self,
+        entries: &[Entry],
+        run: &mut Run,
+        held: &HashSet<String>,
+        deadline: &Deadline,
+    ) {
+        let mut first: HashSet<&str> = HashSet::new();
+        let mut wanted: Vec<(usize, ItemKey)> = Vec::new();
+        for (i, entry) in entries.iter().enumerate() {
+            let Entry::Item(item) = entry else { continue };
+            if !first.insert(&item.aggregate_id)
+                || item.aggregate_version == Some(1)
+                || held.contains(&item.aggregate_id)
+            {
+                continue;
+            }
+            if let Mode::Sweep { now, .. } = run.mode {
+                if item
+                    .next_attempt_at
+                    .is_some_and(|at| at > now.unix_timestamp())
+                {
+                    continue;
+                }
+            }
+            wanted.push((i, item.key()));
+        }
+        for chunk in wanted.chunks(READ_AHEAD_AT_ONCE) {
+            if !deadline.allows(self.retry.backoff.base) {
+                return;
+            }
+            let reads = futures::future::join_all(
+                chunk
+                    .iter()
+                    .map(|(_, key)| self.store.older_events(key, deadline)),
+            )
+            .await;
+            run.collection_reads += chunk.len();
+            for ((i, _), read) in chunk.iter().zip(reads) {
+                if let Ok(older) = read {
+                    run.prefetched.insert(*i, older);
+                }
+            }
         }
     }
 
@@ -687,13 +752,14 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 j += 1;
                 continue;
             }
-            if run.strict
-                && !batch.is_empty()
-                && !run.cleared.contains(&j)
-                && (held.contains(&item.aggregate_id) || !guard_free(item, run))
-            {
-                // Its guard runs first, as the start of the next batch.
-                break;
+            if run.strict && !batch.is_empty() && !run.cleared.contains(&j) {
+                let clear = !held.contains(&item.aggregate_id)
+                    && (guard_free(item, run) || run.prefetched.get(&j).is_some_and(Vec::is_empty));
+                if !clear {
+                    // Its guard runs first, as the start of the next batch.
+                    break;
+                }
+                run.cleared.insert(j);
             }
             let size = self.sink.entry_size(item);
             if aggregates.contains(item.aggregate_id.as_str())
@@ -993,6 +1059,9 @@ const RELEASE_WAITS: [Duration; 4] = [
     Duration::from_millis(1_000),
     Duration::from_millis(1_500),
 ];
+
+/// Strict ordering: collection reads made at once when reading ahead.
+const READ_AHEAD_AT_ONCE: usize = 25;
 
 /// Whether `item` may skip strict ordering's read: its aggregate's first
 /// event, or an event whose aggregate had one published earlier in this run

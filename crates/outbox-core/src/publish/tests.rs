@@ -648,3 +648,18 @@ async fn a_sweep_leaves_an_event_another_run_claimed() {
     );
     assert_eq!(published_types(&sink), ["E1"]);
 }
+
+#[tokio::test]
+async fn strict_reads_ahead_and_keeps_batches_full() {
+    // 20 aggregates' second events, their first ones long gone: one read
+    // each, made before batching, and calls of ten as in relaxed mode.
+    let (sink, store) = (ScriptedSink::new(), MemoryStore::default());
+    let entries: Vec<Entry> = (0..20)
+        .map(|a| Entry::Item(event(&format!("agg{a}"), 2)))
+        .collect();
+    let report = strict(&sink, &store, &entries, Mode::Stream).await;
+    assert!(all_published(&report));
+    assert_eq!(report.collection_reads, 20);
+    let sizes: Vec<usize> = sink.calls().iter().map(Vec::len).collect();
+    assert_eq!(sizes, vec![10, 10]);
+}

@@ -81,10 +81,17 @@ async fn concurrent_invocations_keep_order_in_strict_mode() {
         }
         let a2 = stream_event(vec![records[1].clone()]);
         let a1 = stream_event(vec![records[0].clone()]);
-        let (answer2, answer1) = tokio::join!(rig.invoke(&first, &a2), async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            rig.invoke(&second, &a1).await
-        });
+        let (answer2, answer1) = if ordering == "strict" {
+            // A1's invocation starts while A2's runs (it reads A1 first).
+            tokio::join!(rig.invoke(&first, &a2), async {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                rig.invoke(&second, &a1).await
+            })
+        } else {
+            // The worst interleaving, for certain: A2's batch ends first.
+            let answer2 = rig.invoke(&first, &a2).await;
+            (answer2, rig.invoke(&second, &a1).await)
+        };
         for answer in [answer1, answer2] {
             let response: serde_json::Value = serde_json::from_slice(&answer).unwrap();
             assert_eq!(
@@ -92,6 +99,12 @@ async fn concurrent_invocations_keep_order_in_strict_mode() {
                 serde_json::json!([]),
                 "{ordering}: nothing reported"
             );
+        }
+        if ordering == "strict" {
+            // On a machine too busy for the re-reads to see A1 go, the
+            // scheduled sweep is what releases A2 (still after A1).
+            let sweeper = rig.function("sweeper", ordering, &[]);
+            rig.invoke(&sweeper, &scheduled()).await;
         }
         let received = rig.received_at("a").await;
         let versions: Vec<u64> = received.iter().map(|(v, _)| *v).collect();
@@ -120,7 +133,8 @@ async fn lowering_the_shard_count_keeps_order_in_strict_mode() {
         .unwrap();
     for (ordering, expected) in [("strict", vec![1, 2]), ("relaxed", vec![2, 1])] {
         let rig = Rig::new().await;
-        let sweep = [("STRANDED_AFTER_SECONDS", "0"), ("RETRY_BASE_SECONDS", "1")];
+        // A1's backoff: 5 to 10 s, ample for the first sweep to see it not due.
+        let sweep = [("STRANDED_AFTER_SECONDS", "0"), ("RETRY_BASE_SECONDS", "5")];
         let sweeper_8 = rig.function(
             "sweeper",
             ordering,
@@ -143,7 +157,7 @@ async fn lowering_the_shard_count_keeps_order_in_strict_mode() {
         // A1 is not due yet.
         rig.invoke(&sweeper_1, &scheduled()).await;
         // A1 is due.
-        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        tokio::time::sleep(Duration::from_millis(10_500)).await;
         rig.invoke(&sweeper_1, &scheduled()).await;
         assert_eq!(rig.received(&aggregate).await, expected, "{ordering}");
         assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");

@@ -156,6 +156,43 @@ impl DynamoStore {
         }
     }
 
+    /// Sets `fields` on a pending outbox item and hands it to the scheduled
+    /// sweep: its pending sort key becomes `!<ulid>` (read by every scheduled
+    /// sweep, whatever the event's age) and a sweeper's claim on it is
+    /// cleared. Conditional on the item existing and still pending.
+    async fn hand_to_schedule(
+        &self,
+        key: &ItemKey,
+        fields: &[(&str, AttributeValue)],
+        operation: &'static str,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let Some(event_id) = keys::event_id_from_sk(&key.sk) else {
+            return Err(StoreError::new(operation, "NotAnOutboxKey"));
+        };
+        let mut sets: Vec<String> = Vec::with_capacity(fields.len() + 1);
+        let mut values = HashMap::with_capacity(fields.len() + 1);
+        for (i, (name, value)) in fields.iter().enumerate() {
+            sets.push(format!("{name} = :v{i}"));
+            values.insert(format!(":v{i}"), value.clone());
+        }
+        sets.push(format!("{} = :sk", keys::PENDING_SK));
+        values.insert(":sk".to_owned(), s(keys::redriven_sk(event_id)));
+        let update = format!(
+            "SET {} REMOVE {}, {}",
+            sets.join(", "),
+            attr::CLAIM_TOKEN,
+            attr::CLAIMED_UNTIL
+        );
+        let condition = format!(
+            "attribute_exists({}) AND attribute_exists({})",
+            keys::PK,
+            keys::PENDING_PK
+        );
+        self.conditional_update(key, (&update, &condition), &[], values, operation, deadline)
+            .await
+    }
+
     /// The settings item (strongly consistent), if there is one.
     async fn settings_item(
         &self,
@@ -453,35 +490,13 @@ impl OutboxStore for DynamoStore {
         error: &str,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
-        let Some(event_id) = keys::event_id_from_sk(&key.sk) else {
-            return Err(StoreError::new("record_failure", "NotAnOutboxKey"));
-        };
-        // The backoff is the scheduled sweep's from now on: `!<ulid>` is
-        // read by every scheduled sweep, whatever the event's age.
-        let update = format!(
-            "SET {} = :attempts, {} = :error, {} = :next, {} = :sk REMOVE {}, {}",
-            attr::ATTEMPTS,
-            attr::LAST_ERROR,
-            attr::NEXT_ATTEMPT_AT,
-            keys::PENDING_SK,
-            attr::CLAIM_TOKEN,
-            attr::CLAIMED_UNTIL
-        );
-        let condition = format!(
-            "attribute_exists({}) AND attribute_exists({})",
-            keys::PK,
-            keys::PENDING_PK
-        );
-        self.conditional_update(
+        self.hand_to_schedule(
             key,
-            (&update, &condition),
-            &[],
-            HashMap::from([
-                (":attempts".to_owned(), n(attempts)),
-                (":error".to_owned(), s(sanitize(error))),
-                (":next".to_owned(), n(next_attempt_at)),
-                (":sk".to_owned(), s(keys::redriven_sk(event_id))),
-            ]),
+            &[
+                (attr::ATTEMPTS, n(attempts)),
+                (attr::LAST_ERROR, s(sanitize(error))),
+                (attr::NEXT_ATTEMPT_AT, n(next_attempt_at)),
+            ],
             "record_failure",
             deadline,
         )
@@ -743,33 +758,8 @@ impl OutboxStore for DynamoStore {
         behind: &str,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
-        let Some(event_id) = keys::event_id_from_sk(&key.sk) else {
-            return Err(StoreError::new("hold", "NotAnOutboxKey"));
-        };
-        let update = format!(
-            "SET {} = :behind, {} = :sk REMOVE {}, {}",
-            attr::HELD_BEHIND,
-            keys::PENDING_SK,
-            attr::CLAIM_TOKEN,
-            attr::CLAIMED_UNTIL
-        );
-        let condition = format!(
-            "attribute_exists({}) AND attribute_exists({})",
-            keys::PK,
-            keys::PENDING_PK
-        );
-        self.conditional_update(
-            key,
-            (&update, &condition),
-            &[],
-            HashMap::from([
-                (":behind".to_owned(), s(behind)),
-                (":sk".to_owned(), s(keys::redriven_sk(event_id))),
-            ]),
-            "hold",
-            deadline,
-        )
-        .await
+        self.hand_to_schedule(key, &[(attr::HELD_BEHIND, s(behind))], "hold", deadline)
+            .await
     }
 
     async fn newer_pending(

@@ -87,9 +87,7 @@ impl Stack {
                 )
                 .build(),
         );
-        devkit::scan_all(&patient, &self.table)
-            .await
-            .expect("scan")
+        devkit::scan_all(&patient, &self.table).await.expect("scan")
     }
 
     /// Every outbox item as stored (a poison item too).

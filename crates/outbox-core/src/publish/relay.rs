@@ -17,6 +17,15 @@
 //! - Every call is bounded by the deadline; deletes and bookkeeping writes
 //!   may use [`FINISH_GRACE`] more (inside the margin the handlers keep).
 //! - Published items are deleted at the end, 25 per `BatchWriteItem`.
+//! - One entry is sent at most [`MAX_SENDS_PER_ENTRY`] times per run, the
+//!   SDK's attempts included.
+//! - With `ORDERING=strict`, no event goes out while an older event of its
+//!   aggregate is in the table: one consistent read of the aggregate's item
+//!   collection guards it (read ahead for the first event of each aggregate
+//!   in the run; none for an aggregate's first event or behind one
+//!   published in the run). A held event is marked and handed to the
+//!   scheduled sweep, and released later in the same run when time allows
+//!   (docs/ordering.md).
 //!
 //! # [`Mode::Stream`] (the publisher)
 //! Lambda redelivers every record from the first reported one, so nothing
@@ -37,7 +46,10 @@
 //! An item not yet due (`nextAttemptAt` in the future) holds its aggregate
 //! too, so a later event never overtakes an earlier one that is backing off.
 //! A failed entry gets its attempt recorded with the persisted backoff, or
-//! is dead-lettered after `max_attempts`.
+//! is dead-lettered after `max_attempts`; either way, and for every entry
+//! left pending behind one, the event is handed to the scheduled sweep
+//! (`!<ulid>` pending key). Each event is claimed before it is sent, so no
+//! two sweeper runs publish one event.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;

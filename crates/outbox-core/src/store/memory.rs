@@ -111,6 +111,21 @@ impl MemoryStore {
         lock(&self.log).clone()
     }
 
+    /// As the DynamoDB adapter: `update` a pending item and hand it to the
+    /// scheduled sweep (`!<ulid>` pending key, claim cleared).
+    fn hand_to_schedule(&self, key: &ItemKey, update: impl FnOnce(&mut OutboxItem)) -> Marked {
+        match lock(&self.items).get_mut(key) {
+            Some(item) if item.pending_pk.is_some() => {
+                update(item);
+                item.pending_sk = Some(keys::redriven_sk(item.event_id));
+                item.claim_token = None;
+                item.claimed_until = None;
+                Marked::Updated
+            }
+            _ => Marked::Gone,
+        }
+    }
+
     fn record(&self, write: impl FnOnce(&mut WriteLog)) {
         if self.logging {
             write(&mut lock(&self.log));
@@ -218,19 +233,11 @@ impl OutboxStore for MemoryStore {
         _: &Deadline,
     ) -> Result<Marked, StoreError> {
         self.record(|log| log.failures.push((key.clone(), attempts)));
-        let mut items = lock(&self.items);
-        match items.get_mut(key) {
-            Some(item) if item.pending_pk.is_some() => {
-                item.attempts = attempts;
-                item.next_attempt_at = Some(next_attempt_at);
-                item.last_error = Some(sanitize(error));
-                item.pending_sk = Some(keys::redriven_sk(item.event_id));
-                item.claim_token = None;
-                item.claimed_until = None;
-                Ok(Marked::Updated)
-            }
-            _ => Ok(Marked::Gone),
-        }
+        Ok(self.hand_to_schedule(key, |item| {
+            item.attempts = attempts;
+            item.next_attempt_at = Some(next_attempt_at);
+            item.last_error = Some(sanitize(error));
+        }))
     }
 
     fn configured_shards(&self) -> u16 {
@@ -372,17 +379,9 @@ impl OutboxStore for MemoryStore {
     }
 
     async fn hold(&self, key: &ItemKey, behind: &str, _: &Deadline) -> Result<Marked, StoreError> {
-        let mut items = lock(&self.items);
-        match items.get_mut(key) {
-            Some(item) if item.pending_pk.is_some() => {
-                item.held_behind = Some(behind.to_owned());
-                item.pending_sk = Some(keys::redriven_sk(item.event_id));
-                item.claim_token = None;
-                item.claimed_until = None;
-                Ok(Marked::Updated)
-            }
-            _ => Ok(Marked::Gone),
-        }
+        Ok(self.hand_to_schedule(key, |item| {
+            item.held_behind = Some(behind.to_owned());
+        }))
     }
 
     async fn newer_pending(

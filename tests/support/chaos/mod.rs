@@ -537,16 +537,29 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     // 20,000 orders one sweep clears a few hundred items, so a fixed count
     // of sweeps ended the run with items still pending (551 of them, all
     // going down sweep by sweep). Three sweeps in a row without progress
-    // end it; whatever is left then is the verdict's.
+    // end it; whatever is left then is the verdict's. A sweep without
+    // progress is followed by a wait until every pending item is eligible
+    // again, as the schedule's next run would be: an item claimed by a
+    // sweeper that was killed stays the sweeper's until the claim expires
+    // (the function's timeout plus 10 s), and one backing off until its
+    // next attempt. Without the wait, the three sweeps fell inside one
+    // such claim and the run ended with 6 items pending.
     let mut left = pending_outbox(&stack).await;
     let mut stalled = 0;
-    while left > 0 && stalled < 3 {
+    while left.count > 0 && stalled < 3 {
         let _ = sweeper.call(&scheduled).await;
         let now = pending_outbox(&stack).await;
-        stalled = if now < left { 0 } else { stalled + 1 };
+        let progress = now.count < left.count;
+        stalled = if progress { 0 } else { stalled + 1 };
         left = now;
-        if left > 0 {
-            tokio::time::sleep(Duration::from_millis(1_100)).await;
+        if left.count > 0 {
+            let mut pause = Duration::from_millis(1_100);
+            if !progress {
+                let wait = left.eligible_at.map_or(0, |at| at - unix_now() + 1);
+                let wait = Duration::from_secs(wait.clamp(0, 120) as u64);
+                pause = pause.max(wait);
+            }
+            tokio::time::sleep(pause).await;
         }
     }
 
@@ -654,4 +667,11 @@ async fn cleanup(stack: &Stack, subscriber: &str, on_failure: &str) {
     for queue in [subscriber, on_failure] {
         let _ = sqs.delete_queue().queue_url(queue).send().await;
     }
+}
+
+/// Now, in Unix seconds (the unit of `claimedUntil` and `nextAttemptAt`).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }

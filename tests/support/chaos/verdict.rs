@@ -263,13 +263,46 @@ pub(super) async fn order_versions(stack: &Stack) -> HashMap<String, u64> {
         .collect()
 }
 
-pub(super) async fn pending_outbox(stack: &Stack) -> usize {
-    stack
-        .items()
-        .await
+/// The outbox items still pending, and when the last of them becomes
+/// eligible for a sweep: its claim (a sweeper killed after claiming it)
+/// expires and its backoff ends (Unix seconds; `None` when each is
+/// eligible now).
+pub(super) struct Pending {
+    pub count: usize,
+    pub eligible_at: Option<i64>,
+}
+
+pub(super) async fn pending_outbox(stack: &Stack) -> Pending {
+    let items = stack.items().await;
+    let pending: Vec<_> = items
         .iter()
         .filter(|i| is_outbox(i) && !i.contains_key(keys::DEAD_LETTERED_AT))
-        .count()
+        .collect();
+    let eligible_at = pending
+        .iter()
+        .flat_map(|i| [keys::CLAIMED_UNTIL, keys::NEXT_ATTEMPT_AT].map(|a| attr(i, a)))
+        .filter_map(|v| v?.parse::<i64>().ok())
+        .max();
+    Pending {
+        count: pending.len(),
+        eligible_at,
+    }
+}
+
+/// What a pending item carries that decides when a sweep takes it.
+fn pending_state(item: &HashMap<String, AttributeValue>) -> String {
+    let mut state = attr(item, "SK").unwrap_or("?").to_owned();
+    for name in [
+        keys::ATTEMPTS,
+        keys::NEXT_ATTEMPT_AT,
+        keys::CLAIMED_UNTIL,
+        keys::HELD_BEHIND,
+    ] {
+        if let Some(value) = attr(item, name) {
+            let _ = write!(state, " {name}={value}");
+        }
+    }
+    state
 }
 
 /// An event as the subscriber received it.
@@ -337,6 +370,9 @@ pub(super) async fn judge(
                 }
             } else {
                 verdict.left_pending += 1;
+                verdict
+                    .examples
+                    .push(format!("left pending: {}", pending_state(item)));
             }
         }
     }

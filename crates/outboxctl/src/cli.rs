@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 use crate::operations::DeadLetterFilter;
 
 /// Operate a deployed outbox stack: status, dead letters, OnFailure
-/// redrive, archive replay. Credentials, region and endpoint come from the
+/// redrive, archive replay, and check a table with `doctor`. Credentials, region and endpoint come from the
 /// AWS CLI's chain (environment, profile, SSO) unless given here.
 #[derive(Debug, Parser)]
 #[command(name = "outboxctl", version)]
@@ -61,6 +61,25 @@ enum Command {
         table: TableArg,
         #[command(flatten)]
         sink: SinkArgs,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Check that a table, its stream, the mappings that read it and the
+    /// sink are fit for the outbox; each finding with its fix. Only reads.
+    /// Exits 1 when a finding is a problem.
+    Doctor {
+        #[command(flatten)]
+        table: TableArg,
+        /// The event bus the functions publish to (EventBridge sink).
+        #[arg(long, conflicts_with = "topic")]
+        bus: Option<String>,
+        /// The topic ARN the functions publish to (SNS sink).
+        #[arg(long)]
+        topic: Option<String>,
+        /// The stack's MAX_EVENT_BYTES, which the sink must accept (by
+        /// default the sink's: 1 MiB for EventBridge, 256 KiB for SNS).
+        #[arg(long)]
+        max_event_bytes: Option<usize>,
         #[command(flatten)]
         json: JsonArg,
     },
@@ -344,6 +363,20 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             sink,
             json,
         } => crate::redrive_on_failure::run(&sdk, &queue, &table.table, &sink, json.json).await,
+        Command::Doctor {
+            table,
+            bus,
+            topic,
+            max_event_bytes,
+            json,
+        } => {
+            let sink = crate::doctor::SinkToCheck {
+                bus,
+                topic,
+                max_event_bytes,
+            };
+            crate::doctor::run(&sdk, &table.table, &sink, json.json).await
+        }
         Command::Replay {
             bus,
             archive,

@@ -6,6 +6,7 @@
 //! outboxctl dead-letters list|show|redrive|discard --table T …
 //! outboxctl redrive-on-failure --queue URL --table T (--bus B | --topic ARN)
 //! outboxctl replay --bus B --archive A --from T --to T [--rule R]
+//! outboxctl doctor --table T [--bus B | --topic ARN] [--max-event-bytes N]
 //! ```
 //!
 //! `outboxctl help COMMAND` says what each takes. The local AWS kit (the
@@ -18,11 +19,14 @@
 //!   store port (`outbox_core::store::OutboxStore`).
 //! - `status.rs`, `dead_letters.rs`, `redrive_on_failure.rs`, `replay.rs`:
 //!   one command group each.
+//! - `doctor.rs`: [`diagnose`], the table, stream, mapping and sink checks
+//!   of `outboxctl doctor`, each a function of what AWS answered.
 //! - `output.rs`: JSON, tables (comfy-table) and progress (indicatif, on a
 //!   terminal only, never with `--json`).
 
 mod cli;
 mod dead_letters;
+mod doctor;
 mod operations;
 mod output;
 mod redrive_on_failure;
@@ -30,6 +34,7 @@ mod replay;
 mod status;
 
 pub use cli::{run, Cli};
+pub use doctor::{diagnose, Finding, Severity, SinkToCheck};
 pub use operations::{
     envelope_of, DeadLetterFilter, Operations, OpsError, ParkedAggregate, ShardStatus, Status,
     READ_LIMIT,

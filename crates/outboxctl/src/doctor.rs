@@ -1,0 +1,728 @@
+//! `outboxctl doctor`: whether a table, its stream, the mappings that read
+//! it and the sink are fit for the outbox, each finding with its fix. It
+//! only reads (`DescribeTable`, `DescribeTimeToLive`,
+//! `ListEventSourceMappings`, and the sink's own cold-start check).
+//!
+//! The checks are plain functions of what AWS answered, so each broken
+//! case is a unit test; the calls are tested against the local servers.
+
+use std::collections::HashMap;
+
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::{
+    GlobalSecondaryIndexDescription, KeyType, ProjectionType, ScalarAttributeType, StreamViewType,
+    TableDescription, TimeToLiveDescription, TimeToLiveStatus,
+};
+use aws_sdk_lambda::types::EventSourceMappingConfiguration;
+use outbox_core::aws::error_line;
+use outbox_core::keys;
+use outbox_core::publish::{AnySink, EventSink};
+use outbox_core::Config;
+use serde::Serialize;
+
+use crate::output::{print_json, table};
+
+/// AWS's advice: at most two readers (mappings) per stream shard; a third
+/// is throttled.
+const MAX_READERS: usize = 2;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// As it should be.
+    Ok,
+    /// Works, but worth a look (no mapping yet, an index still building).
+    Warning,
+    /// The outbox loses its guarantees or does not work: `doctor` exits 1.
+    Problem,
+}
+
+/// One check's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What was checked: `table`, `keys`, `stream`, `pending-index`,
+    /// `dead-letter-index`, `ttl`, `mappings`, `publisher-mapping`, `sink`.
+    pub check: &'static str,
+    /// How bad.
+    pub severity: Severity,
+    /// What was found.
+    pub detail: String,
+    /// What to do about it (an AWS CLI command where there is one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    fn ok(check: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            check,
+            severity: Severity::Ok,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn warning(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            check,
+            severity: Severity::Warning,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    fn problem(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            check,
+            severity: Severity::Problem,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// The sink to check, as the stack's functions are configured.
+#[derive(Debug, Clone, Default)]
+pub struct SinkToCheck {
+    /// `EVENT_BUS_NAME` (EventBridge).
+    pub bus: Option<String>,
+    /// `SNS_TOPIC_ARN` (SNS).
+    pub topic: Option<String>,
+    /// `MAX_EVENT_BYTES`, when the stack sets it.
+    pub max_event_bytes: Option<usize>,
+}
+
+/// Every check, in order. Stops after `table` when there is no table.
+pub async fn diagnose(sdk: &SdkConfig, table_name: &str, sink: &SinkToCheck) -> Vec<Finding> {
+    let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
+    let described = dynamodb
+        .describe_table()
+        .table_name(table_name)
+        .send()
+        .await;
+    let Some(description) = (match described {
+        Ok(out) => out.table,
+        Err(e) => {
+            return vec![Finding::problem(
+                "table",
+                error_line("DescribeTable", &e),
+                "check --table, the region and the credentials",
+            )]
+        }
+    }) else {
+        return vec![Finding::problem(
+            "table",
+            "DescribeTable returned no table",
+            "check --table",
+        )];
+    };
+    let ttl = dynamodb
+        .describe_time_to_live()
+        .table_name(table_name)
+        .send()
+        .await;
+    let mut findings = vec![Finding::ok("table", format!("{table_name} exists"))];
+    findings.extend(check_table(table_name, &description));
+    findings.push(match ttl {
+        Ok(out) => check_ttl(table_name, out.time_to_live_description()),
+        Err(e) => Finding::problem(
+            "ttl",
+            error_line("DescribeTimeToLive", &e),
+            "grant dynamodb:DescribeTimeToLive",
+        ),
+    });
+    if let Some(stream) = description.latest_stream_arn() {
+        findings.extend(match mappings_of(sdk, stream).await {
+            Ok(mappings) => check_mappings(&mappings, keys::OUTBOX_PREFIX),
+            Err(e) => vec![Finding::problem(
+                "mappings",
+                e,
+                "grant lambda:ListEventSourceMappings",
+            )],
+        });
+    }
+    if let Some(finding) = check_sink(sdk, table_name, sink).await {
+        findings.push(finding);
+    }
+    findings
+}
+
+async fn mappings_of(
+    sdk: &SdkConfig,
+    stream: &str,
+) -> Result<Vec<EventSourceMappingConfiguration>, String> {
+    let lambda = aws_sdk_lambda::Client::new(sdk);
+    let mut mappings = Vec::new();
+    let mut marker = None;
+    loop {
+        let page = lambda
+            .list_event_source_mappings()
+            .event_source_arn(stream)
+            .set_marker(marker)
+            .send()
+            .await
+            .map_err(|e| error_line("ListEventSourceMappings", &e))?;
+        mappings.extend(page.event_source_mappings().iter().cloned());
+        marker = page.next_marker().map(str::to_owned);
+        if marker.is_none() {
+            return Ok(mappings);
+        }
+    }
+}
+
+/// The keys, the stream and the two indexes.
+pub(crate) fn check_table(table: &str, description: &TableDescription) -> Vec<Finding> {
+    let types: HashMap<&str, &ScalarAttributeType> = description
+        .attribute_definitions()
+        .iter()
+        .map(|a| (a.attribute_name(), a.attribute_type()))
+        .collect();
+    let is_string = |name: &str| types.get(name) == Some(&&ScalarAttributeType::S);
+    let key_of = |schema: &[aws_sdk_dynamodb::types::KeySchemaElement], kind: KeyType| {
+        schema
+            .iter()
+            .find(|k| k.key_type() == &kind)
+            .map(|k| k.attribute_name().to_owned())
+    };
+    let mut findings = Vec::new();
+
+    let schema = description.key_schema();
+    let (pk, sk) = (
+        key_of(schema, KeyType::Hash),
+        key_of(schema, KeyType::Range),
+    );
+    findings.push(
+        if pk.as_deref() == Some(keys::PK) && sk.as_deref() == Some(keys::SK) && is_string(keys::PK) && is_string(keys::SK) {
+            Finding::ok("keys", format!("{} (S) / {} (S)", keys::PK, keys::SK))
+        } else {
+            Finding::problem(
+                "keys",
+                format!(
+                    "the table's keys are {} / {}; the outbox writes {} (S) / {} (S)",
+                    pk.as_deref().unwrap_or("none"),
+                    sk.as_deref().unwrap_or("none"),
+                    keys::PK,
+                    keys::SK
+                ),
+                "the outbox item must share its aggregate's item collection: use a table keyed by string partition and sort keys",
+            )
+        },
+    );
+
+    let view = description
+        .stream_specification()
+        .filter(|s| s.stream_enabled())
+        .and_then(|s| s.stream_view_type());
+    let enable = format!("aws dynamodb update-table --table-name {table} --stream-specification StreamEnabled=true,StreamViewType=NEW_IMAGE");
+    findings.push(match view {
+        Some(StreamViewType::NewImage | StreamViewType::NewAndOldImages) => {
+            Finding::ok("stream", format!("on, {}", view.map_or("", |v| v.as_str())))
+        }
+        Some(other) => Finding::problem(
+            "stream",
+            format!("on with {}, which carries no new image: the publisher has nothing to publish", other.as_str()),
+            format!("a stream's view type cannot change in place: disable it (aws dynamodb update-table --table-name {table} --stream-specification StreamEnabled=false), then {enable}; the mappings on the old stream must be recreated on the new one"),
+        ),
+        None => Finding::problem("stream", "off: nothing reaches the publisher", enable),
+    });
+
+    let indexes = description.global_secondary_indexes();
+    for (check, name, hash, range) in [
+        (
+            "pending-index",
+            keys::PENDING_INDEX,
+            keys::PENDING_PK,
+            keys::PENDING_SK,
+        ),
+        (
+            "dead-letter-index",
+            keys::DEAD_LETTER_INDEX,
+            keys::DEAD_PK,
+            keys::DEAD_SK,
+        ),
+    ] {
+        let index = indexes.iter().find(|i| i.index_name() == Some(name));
+        findings.push(check_index(
+            table,
+            check,
+            (name, hash, range),
+            index,
+            &is_string,
+        ));
+    }
+    findings
+}
+
+fn check_index(
+    table: &str,
+    check: &'static str,
+    (name, hash, range): (&str, &str, &str),
+    index: Option<&GlobalSecondaryIndexDescription>,
+    is_string: &dyn Fn(&str) -> bool,
+) -> Finding {
+    let create = format!(
+        "aws dynamodb update-table --table-name {table} --attribute-definitions AttributeName={hash},AttributeType=S AttributeName={range},AttributeType=S --global-secondary-index-updates '[{{\"Create\":{{\"IndexName\":\"{name}\",\"KeySchema\":[{{\"AttributeName\":\"{hash}\",\"KeyType\":\"HASH\"}},{{\"AttributeName\":\"{range}\",\"KeyType\":\"RANGE\"}}],\"Projection\":{{\"ProjectionType\":\"ALL\"}}}}}}]'"
+    );
+    let Some(index) = index else {
+        return Finding::problem(check, format!("no index {name}"), create);
+    };
+    let schema = index.key_schema();
+    let keys_of = |kind: KeyType| {
+        schema
+            .iter()
+            .find(|k| k.key_type() == &kind)
+            .map(|k| k.attribute_name())
+    };
+    if keys_of(KeyType::Hash) != Some(hash)
+        || keys_of(KeyType::Range) != Some(range)
+        || !is_string(hash)
+        || !is_string(range)
+    {
+        return Finding::problem(
+            check,
+            format!(
+                "{name} is keyed {} / {}, not {hash} (S) / {range} (S): it is some other index",
+                keys_of(KeyType::Hash).unwrap_or("none"),
+                keys_of(KeyType::Range).unwrap_or("none")
+            ),
+            format!("{name} must be the outbox's own index: delete it or move the table's other use off it, then {create}"),
+        );
+    }
+    let projection = index.projection().and_then(|p| p.projection_type());
+    if projection != Some(&ProjectionType::All) {
+        return Finding::problem(
+            check,
+            format!(
+                "{name} projects {}: the sweeper and outboxctl read whole items from it",
+                projection.map_or("nothing", |p| p.as_str())
+            ),
+            format!("a projection cannot change in place: delete {name} and create it again with ProjectionType ALL ({create})"),
+        );
+    }
+    match index.index_status().map(|s| s.as_str()) {
+        Some("ACTIVE") | None => Finding::ok(check, format!("{name}: {hash} / {range}, ALL")),
+        Some(status) => Finding::warning(
+            check,
+            format!("{name} is {status}"),
+            "wait until it is ACTIVE; the sweeper cannot read it before",
+        ),
+    }
+}
+
+/// TTL on the attribute the writer's idempotency records carry.
+pub(crate) fn check_ttl(table: &str, ttl: Option<&TimeToLiveDescription>) -> Finding {
+    let enable = format!("aws dynamodb update-time-to-live --table-name {table} --time-to-live-specification Enabled=true,AttributeName={}", keys::TTL_ATTRIBUTE);
+    let status = ttl.and_then(|t| t.time_to_live_status());
+    let attribute = ttl.and_then(|t| t.attribute_name());
+    match status {
+        Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+            if attribute == Some(keys::TTL_ATTRIBUTE) =>
+        {
+            Finding::ok("ttl", format!("on {}", keys::TTL_ATTRIBUTE))
+        }
+        Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling) => Finding::problem(
+            "ttl",
+            format!(
+                "on {}, not {}: the writer's idempotency records would never expire",
+                attribute.unwrap_or("?"),
+                keys::TTL_ATTRIBUTE
+            ),
+            "a table has one TTL attribute: use the same name for both, or do not use the writer's idempotency records on this table",
+        ),
+        _ => Finding::problem(
+            "ttl",
+            format!("off: the writer's idempotency records ({}) would never expire", keys::TTL_ATTRIBUTE),
+            enable,
+        ),
+    }
+}
+
+/// How many mappings read the stream, and whether one of them is a
+/// publisher's: a filter on the outbox prefix, batch item failures
+/// reported, an OnFailure destination, enabled.
+pub(crate) fn check_mappings(
+    mappings: &[EventSourceMappingConfiguration],
+    prefix: &str,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let count = mappings.len();
+    findings.push(if count > MAX_READERS {
+        Finding::problem(
+            "mappings",
+            format!("{count} mappings read the stream; AWS advises at most {MAX_READERS} readers per shard, and the others are throttled (the publisher's iterator age grows)"),
+            "remove a reader, or fan out from one (EventBridge Pipes, or a Kinesis Data Streams copy of the table's changes)",
+        )
+    } else {
+        Finding::ok("mappings", format!("{count} of at most {MAX_READERS} readers"))
+    });
+    let publishers: Vec<&EventSourceMappingConfiguration> = mappings
+        .iter()
+        .filter(|m| filter_prefixes(m).iter().any(|p| p == prefix))
+        .collect();
+    if publishers.is_empty() {
+        let other: Vec<String> = mappings.iter().flat_map(filter_prefixes).collect();
+        findings.push(if other.is_empty() {
+            Finding::warning(
+                "publisher-mapping",
+                format!("no mapping filters on the sort-key prefix {prefix}: the publisher is not deployed on this stream yet"),
+                "deploy the stack's publisher (docs/deploy.md); run doctor again",
+            )
+        } else {
+            Finding::problem(
+                "publisher-mapping",
+                format!("the mappings filter on {}, not on the outbox prefix {prefix}: outbox items never reach a publisher", other.join(", ")),
+                format!("set the publisher mapping's filter to the template's, with the prefix {prefix}"),
+            )
+        });
+        return findings;
+    }
+    for mapping in publishers {
+        let name = mapping
+            .function_arn()
+            .and_then(|a| a.rsplit(':').next())
+            .unwrap_or("?");
+        let reports = mapping
+            .function_response_types()
+            .iter()
+            .any(|t| t.as_str() == "ReportBatchItemFailures");
+        let on_failure = mapping
+            .destination_config()
+            .and_then(|d| d.on_failure())
+            .and_then(|f| f.destination())
+            .is_some();
+        let state = mapping.state().unwrap_or("?");
+        findings.push(if !reports {
+            Finding::problem(
+                "publisher-mapping",
+                format!("{name}: ReportBatchItemFailures is off, so one failed event retries its whole batch"),
+                "set FunctionResponseTypes: [ReportBatchItemFailures] (the template does)",
+            )
+        } else if !on_failure {
+            Finding::problem(
+                "publisher-mapping",
+                format!("{name}: no OnFailure destination, so a batch the mapping gives up leaves no trace until the sweeper's next run"),
+                "set DestinationConfig.OnFailure to an SQS queue (the template does)",
+            )
+        } else if !matches!(state, "Enabled" | "Enabling" | "Creating" | "Updating") {
+            Finding::warning(
+                "publisher-mapping",
+                format!("{name}: {state}"),
+                "enable the mapping (aws lambda update-event-source-mapping --uuid UUID --enabled)",
+            )
+        } else {
+            Finding::ok("publisher-mapping", format!("{name}: filters on {prefix}, reports batch item failures, has an OnFailure destination"))
+        });
+    }
+    findings
+}
+
+/// The sort-key prefixes a mapping's filter patterns select
+/// (`{"dynamodb":{"Keys":{"<SK>":{"S":[{"prefix":…}]}}}}`).
+fn filter_prefixes(mapping: &EventSourceMappingConfiguration) -> Vec<String> {
+    mapping
+        .filter_criteria()
+        .map(|c| c.filters())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|f| f.pattern())
+        .filter_map(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+        .flat_map(|p| {
+            p["dynamodb"]["Keys"][keys::SK]["S"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c["prefix"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The sink, checked exactly as the functions check it at cold start (the
+/// bus exists; the topic exists and accepts `MAX_EVENT_BYTES`). `None`
+/// when no sink was named.
+async fn check_sink(sdk: &SdkConfig, table: &str, sink: &SinkToCheck) -> Option<Finding> {
+    let mut vars: HashMap<&str, String> = HashMap::from([("TABLE_NAME", table.to_owned())]);
+    match (&sink.bus, &sink.topic) {
+        (Some(bus), _) => {
+            vars.insert("SINK", "eventbridge".into());
+            vars.insert("EVENT_BUS_NAME", bus.clone());
+        }
+        (_, Some(topic)) => {
+            vars.insert("SINK", "sns".into());
+            vars.insert("SNS_TOPIC_ARN", topic.clone());
+        }
+        (None, None) => return None,
+    }
+    if let Some(bytes) = sink.max_event_bytes {
+        vars.insert("MAX_EVENT_BYTES", bytes.to_string());
+    }
+    let config = match Config::from_lookup(|k| vars.get(k).cloned()) {
+        Ok(config) => config,
+        Err(e) => {
+            return Some(Finding::problem(
+                "sink",
+                e.to_string(),
+                "fix the flag the message names",
+            ))
+        }
+    };
+    let target = sink.bus.clone().or(sink.topic.clone()).unwrap_or_default();
+    Some(match AnySink::from_config(&config, sdk).verify().await {
+        Ok(()) => Finding::ok(
+            "sink",
+            format!("{target} exists and accepts {} bytes per event", config.max_event_bytes),
+        ),
+        Err(e) => Finding::problem(
+            "sink",
+            e.to_string(),
+            "create the bus or topic, grant events:DescribeEventBus or sns:GetTopicAttributes, or align MAX_EVENT_BYTES with the topic's MaximumMessageSize",
+        ),
+    })
+}
+
+/// `outboxctl doctor`: prints the findings; an error when one is a problem
+/// (exit code 1).
+pub(crate) async fn run(
+    sdk: &SdkConfig,
+    table_name: &str,
+    sink: &SinkToCheck,
+    json: bool,
+) -> Result<(), String> {
+    let findings = diagnose(sdk, table_name, sink).await;
+    if json {
+        print_json(&findings)?;
+    } else {
+        let mut out = table(&["check", "", "finding", "fix"], &[]);
+        for f in &findings {
+            let mark = match f.severity {
+                Severity::Ok => "ok",
+                Severity::Warning => "warning",
+                Severity::Problem => "PROBLEM",
+            };
+            out.add_row(vec![
+                f.check,
+                mark,
+                &f.detail,
+                f.fix.as_deref().unwrap_or(""),
+            ]);
+        }
+        println!("{out}");
+    }
+    let problems = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Problem)
+        .count();
+    match problems {
+        0 => Ok(()),
+        n => Err(format!("{n} problem(s) found on {table_name}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, IndexStatus, KeySchemaElement, Projection, StreamSpecification,
+    };
+    use aws_sdk_lambda::types::{
+        DestinationConfig, EventSourceMappingConfiguration as Mapping, Filter, FilterCriteria,
+        FunctionResponseType, OnFailure,
+    };
+
+    use super::*;
+
+    fn key(name: &str, kind: KeyType) -> KeySchemaElement {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .unwrap()
+    }
+
+    fn index(
+        name: &str,
+        hash: &str,
+        range: &str,
+        projection: ProjectionType,
+    ) -> GlobalSecondaryIndexDescription {
+        GlobalSecondaryIndexDescription::builder()
+            .index_name(name)
+            .key_schema(key(hash, KeyType::Hash))
+            .key_schema(key(range, KeyType::Range))
+            .projection(Projection::builder().projection_type(projection).build())
+            .index_status(IndexStatus::Active)
+            .build()
+    }
+
+    /// The table the stack creates.
+    fn good() -> aws_sdk_dynamodb::types::builders::TableDescriptionBuilder {
+        let mut table = TableDescription::builder()
+            .key_schema(key("PK", KeyType::Hash))
+            .key_schema(key("SK", KeyType::Range))
+            .stream_specification(
+                StreamSpecification::builder()
+                    .stream_enabled(true)
+                    .stream_view_type(StreamViewType::NewImage)
+                    .build()
+                    .unwrap(),
+            )
+            .global_secondary_indexes(index("GSI1", "GSI1PK", "GSI1SK", ProjectionType::All))
+            .global_secondary_indexes(index("GSI2", "GSI2PK", "GSI2SK", ProjectionType::All));
+        for name in ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"] {
+            table = table.attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(name)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .unwrap(),
+            );
+        }
+        table
+    }
+
+    fn problems(findings: &[Finding]) -> Vec<&'static str> {
+        findings
+            .iter()
+            .filter(|f| f.severity == Severity::Problem)
+            .map(|f| f.check)
+            .collect()
+    }
+
+    #[test]
+    fn the_stacks_table_is_fit() {
+        let findings = check_table("t", &good().build());
+        assert!(problems(&findings).is_empty(), "{findings:?}");
+        assert_eq!(findings.len(), 4);
+    }
+
+    #[test]
+    fn each_broken_table_names_its_check_and_a_fix() {
+        let keys_only = StreamSpecification::builder()
+            .stream_enabled(true)
+            .stream_view_type(StreamViewType::KeysOnly)
+            .build()
+            .unwrap();
+        let off = StreamSpecification::builder()
+            .stream_enabled(false)
+            .build()
+            .unwrap();
+        let other_gsi1 = index("GSI1", "gsi1pk", "gsi1sk", ProjectionType::All);
+        let keys_gsi2 = index("GSI2", "GSI2PK", "GSI2SK", ProjectionType::KeysOnly);
+        let cases: Vec<(&str, TableDescription)> = vec![
+            ("stream", good().stream_specification(keys_only).build()),
+            ("stream", good().stream_specification(off).build()),
+            (
+                "pending-index",
+                good()
+                    .set_global_secondary_indexes(Some(vec![index(
+                        "GSI2",
+                        "GSI2PK",
+                        "GSI2SK",
+                        ProjectionType::All,
+                    )]))
+                    .build(),
+            ),
+            (
+                "pending-index",
+                good()
+                    .set_global_secondary_indexes(Some(vec![
+                        other_gsi1,
+                        index("GSI2", "GSI2PK", "GSI2SK", ProjectionType::All),
+                    ]))
+                    .build(),
+            ),
+            (
+                "dead-letter-index",
+                good()
+                    .set_global_secondary_indexes(Some(vec![
+                        index("GSI1", "GSI1PK", "GSI1SK", ProjectionType::All),
+                        keys_gsi2,
+                    ]))
+                    .build(),
+            ),
+            (
+                "keys",
+                good()
+                    .set_key_schema(Some(vec![
+                        key("pk", KeyType::Hash),
+                        key("sk", KeyType::Range),
+                    ]))
+                    .build(),
+            ),
+        ];
+        for (check, table) in cases {
+            let findings = check_table("t", &table);
+            assert_eq!(problems(&findings), vec![check], "{findings:?}");
+            let finding = findings.iter().find(|f| f.check == check).unwrap();
+            assert!(finding.fix.as_deref().is_some_and(|f| !f.is_empty()));
+        }
+    }
+
+    #[test]
+    fn ttl_must_be_on_the_writers_attribute() {
+        let ttl = |status, name: &str| {
+            TimeToLiveDescription::builder()
+                .time_to_live_status(status)
+                .attribute_name(name)
+                .build()
+        };
+        assert_eq!(
+            check_ttl("t", Some(&ttl(TimeToLiveStatus::Enabled, "expiresAt"))).severity,
+            Severity::Ok
+        );
+        for broken in [
+            Some(ttl(TimeToLiveStatus::Enabled, "ttl")),
+            Some(ttl(TimeToLiveStatus::Disabled, "expiresAt")),
+            None,
+        ] {
+            let finding = check_ttl("t", broken.as_ref());
+            assert_eq!(finding.severity, Severity::Problem, "{broken:?}");
+        }
+    }
+
+    fn mapping(prefix: &str, reports: bool, on_failure: bool) -> Mapping {
+        let pattern =
+            format!(r#"{{"dynamodb":{{"Keys":{{"SK":{{"S":[{{"prefix":"{prefix}"}}]}}}}}}}}"#);
+        let mut m = Mapping::builder()
+            .function_arn("arn:aws:lambda:us-east-1:1:function:publisher")
+            .state("Enabled")
+            .filter_criteria(
+                FilterCriteria::builder()
+                    .filters(Filter::builder().pattern(pattern).build())
+                    .build(),
+            );
+        if reports {
+            m = m.function_response_types(FunctionResponseType::ReportBatchItemFailures);
+        }
+        if on_failure {
+            m = m.destination_config(
+                DestinationConfig::builder()
+                    .on_failure(
+                        OnFailure::builder()
+                            .destination("arn:aws:sqs:us-east-1:1:q")
+                            .build(),
+                    )
+                    .build(),
+            );
+        }
+        m.build()
+    }
+
+    #[test]
+    fn mappings_are_counted_and_the_publishers_checked() {
+        let good = mapping("OUTBOX#", true, true);
+        assert!(problems(&check_mappings(std::slice::from_ref(&good), "OUTBOX#")).is_empty());
+        let none = check_mappings(&[], "OUTBOX#");
+        assert!(problems(&none).is_empty(), "before deploying: a warning");
+        assert!(none.iter().any(|f| f.severity == Severity::Warning));
+        let cases = [
+            (vec![good.clone(), good.clone(), good.clone()], "mappings"),
+            (vec![mapping("evt#", true, true)], "publisher-mapping"),
+            (vec![mapping("OUTBOX#", false, true)], "publisher-mapping"),
+            (vec![mapping("OUTBOX#", true, false)], "publisher-mapping"),
+        ];
+        for (mappings, check) in cases {
+            let findings = check_mappings(&mappings, "OUTBOX#");
+            assert_eq!(problems(&findings), vec![check], "{findings:?}");
+        }
+    }
+}

@@ -324,7 +324,7 @@ async fn stranded_events_reach_the_sink_in_aggregate_order_despite_failures() {
 async fn lowering_the_shard_count_strands_nothing() {
     let stack = Stack::with_bus().await;
     // The writer's cold start with 16 shards records them.
-    outbox_core::store::record_shard_count(&stack.ddb, &stack.table, 16)
+    outbox_core::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 16)
         .await
         .unwrap();
     let mut items = Vec::new();
@@ -386,7 +386,7 @@ async fn raising_the_shard_count_strands_nothing() {
     assert_eq!((report.shards, report.republished), (16, 12));
     // Back to 4: the mark stays at 16.
     assert_eq!(
-        outbox_core::store::record_shard_count(&stack.ddb, &stack.table, 4)
+        outbox_core::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 4)
             .await
             .unwrap(),
         16

@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
     TimeToLiveSpecification,
 };
+use outbox_core::KeySchema;
 use outboxctl::{diagnose, Finding, Severity, SinkToCheck};
 use testkit::{unique, Stack};
 
@@ -161,7 +162,13 @@ async fn the_stacks_table_is_fit() {
 
     // A table shaped like it, made here: the same.
     let fit = table(&stack, FIT).await;
-    let findings = diagnose(&stack.sdk, &fit, &SinkToCheck::default()).await;
+    let findings = diagnose(
+        &stack.sdk,
+        &KeySchema::default(),
+        &fit,
+        &SinkToCheck::default(),
+    )
+    .await;
     assert!(problems(&findings).is_empty(), "{findings:?}");
 }
 
@@ -224,7 +231,13 @@ async fn each_broken_copy_is_a_problem_of_its_own_check() {
     ];
     for (check, shape) in cases {
         let name = table(&stack, shape).await;
-        let findings = diagnose(&stack.sdk, &name, &SinkToCheck::default()).await;
+        let findings = diagnose(
+            &stack.sdk,
+            &KeySchema::default(),
+            &name,
+            &SinkToCheck::default(),
+        )
+        .await;
         assert_eq!(problems(&findings), vec![check], "{findings:?}");
         let finding = findings.iter().find(|f| f.check == check).unwrap();
         assert!(
@@ -234,7 +247,13 @@ async fn each_broken_copy_is_a_problem_of_its_own_check() {
     }
 
     // No table.
-    let findings = diagnose(&stack.sdk, &unique("missing"), &SinkToCheck::default()).await;
+    let findings = diagnose(
+        &stack.sdk,
+        &KeySchema::default(),
+        &unique("missing"),
+        &SinkToCheck::default(),
+    )
+    .await;
     assert_eq!(problems(&findings), vec!["table"]);
 
     // The sink: a bus that does not exist; a topic that does not accept
@@ -243,7 +262,13 @@ async fn each_broken_copy_is_a_problem_of_its_own_check() {
         bus: Some(unique("no-bus")),
         ..SinkToCheck::default()
     };
-    let findings = diagnose(&stack.sdk, &stack.table, &missing_bus).await;
+    let findings = diagnose(
+        &stack.sdk,
+        &KeySchema::default(),
+        &stack.table,
+        &missing_bus,
+    )
+    .await;
     assert_eq!(problems(&findings), vec!["sink"], "{findings:?}");
     let (topic, _) = devkit::create_fifo_topic(&stack.sdk, &unique("doctor"))
         .await
@@ -253,13 +278,16 @@ async fn each_broken_copy_is_a_problem_of_its_own_check() {
         max_event_bytes: Some(1024 * 1024),
         ..SinkToCheck::default()
     };
-    let findings = diagnose(&stack.sdk, &stack.table, &too_big).await;
+    let findings = diagnose(&stack.sdk, &KeySchema::default(), &stack.table, &too_big).await;
     assert_eq!(problems(&findings), vec!["sink"], "{findings:?}");
     let fits = SinkToCheck {
         topic: Some(topic),
         ..SinkToCheck::default()
     };
-    assert!(problems(&diagnose(&stack.sdk, &stack.table, &fits).await).is_empty());
+    assert!(
+        problems(&diagnose(&stack.sdk, &KeySchema::default(), &stack.table, &fits).await)
+            .is_empty()
+    );
 
     // The CLI: exit 1, the finding and its fix on stdout, the count on stderr.
     let broken = table(&stack, Shape { ttl: None, ..FIT }).await;

@@ -103,7 +103,7 @@ async fn the_pattern_against_real_stream_records() {
         .await
         .unwrap();
     stack.create_orders(2).await;
-    outbox_core::store::record_shard_count(&stack.ddb, &stack.table, 8)
+    outbox_core::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 8)
         .await
         .unwrap();
     // The sweeper with a sink that refuses everything: one stranded item

@@ -46,8 +46,8 @@ pub use sqs::{
 };
 pub use stack::{
     create_bus, create_fifo_topic, create_queue, create_queue_with, create_read_model,
-    create_read_model_table, create_table, projector_pattern, scan_all, ReadModel, StackError,
-    Subscriber, PROJECTOR_MAX_RECEIVES,
+    create_read_model_table, create_table, create_table_with, projector_pattern, scan_all,
+    ReadModel, StackError, Subscriber, PROJECTOR_MAX_RECEIVES,
 };
 pub use stream::{StreamCursor, StreamError};
 pub use template::{MappingSettings, TemplateError};

@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_eventbridge::types::Target;
 use aws_sdk_sqs::types::QueueAttributeName;
-use outbox_core::keys;
+use outbox_core::{keys, KeySchema};
 
 /// Provisioning failed.
 #[derive(Debug, thiserror::Error)]
@@ -46,19 +46,20 @@ fn key(name: &str, kind: KeyType) -> Result<KeySchemaElement, String> {
         .map_err(text)
 }
 
-/// A `CreateTable` of `table` on demand, keyed `PK`/`SK`.
+/// A `CreateTable` of `table` on demand, keyed as `schema` says.
 fn keyed_table(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
+    schema: &KeySchema,
 ) -> Result<aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder, String> {
     Ok(client
         .create_table()
         .table_name(table)
         .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attr(keys::PK)?)
-        .attribute_definitions(attr(keys::SK)?)
-        .key_schema(key(keys::PK, KeyType::Hash)?)
-        .key_schema(key(keys::SK, KeyType::Range)?))
+        .attribute_definitions(attr(&schema.partition_key)?)
+        .attribute_definitions(attr(&schema.sort_key)?)
+        .key_schema(key(&schema.partition_key, KeyType::Hash)?)
+        .key_schema(key(&schema.sort_key, KeyType::Range)?))
 }
 
 /// Creates the outbox table: `PK`/`SK`, stream with `NEW_IMAGE`, the sparse
@@ -66,6 +67,18 @@ fn keyed_table(
 /// all attributes, on-demand billing, TTL on `expiresAt`. Returns the
 /// stream ARN.
 pub async fn create_table(sdk: &SdkConfig, table: &str) -> Result<String, StackError> {
+    create_table_with(sdk, table, &KeySchema::default(), &[]).await
+}
+
+/// The same table keyed and indexed as `schema` names it, plus `extra`
+/// global secondary indexes of the application's own (name, partition key,
+/// sort key; string keys, `ALL` projection).
+pub async fn create_table_with(
+    sdk: &SdkConfig,
+    table: &str,
+    schema: &KeySchema,
+    extra: &[(&str, &str, &str)],
+) -> Result<String, StackError> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
     let index = |name: &str, pk: &str, sk: &str| -> Result<GlobalSecondaryIndex, String> {
         GlobalSecondaryIndex::builder()
@@ -81,28 +94,34 @@ pub async fn create_table(sdk: &SdkConfig, table: &str) -> Result<String, StackE
             .map_err(text)
     };
     let build = || -> Result<_, String> {
-        Ok(keyed_table(&client, table)?
-            .attribute_definitions(attr(keys::PENDING_PK)?)
-            .attribute_definitions(attr(keys::PENDING_SK)?)
-            .attribute_definitions(attr(keys::DEAD_PK)?)
-            .attribute_definitions(attr(keys::DEAD_SK)?)
+        let mut create = keyed_table(&client, table, schema)?
+            .attribute_definitions(attr(&schema.pending_partition_key)?)
+            .attribute_definitions(attr(&schema.pending_sort_key)?)
+            .attribute_definitions(attr(&schema.dead_letter_partition_key)?)
+            .attribute_definitions(attr(&schema.dead_letter_sort_key)?)
             .global_secondary_indexes(index(
-                keys::PENDING_INDEX,
-                keys::PENDING_PK,
-                keys::PENDING_SK,
+                &schema.pending_index,
+                &schema.pending_partition_key,
+                &schema.pending_sort_key,
             )?)
             .global_secondary_indexes(index(
-                keys::DEAD_LETTER_INDEX,
-                keys::DEAD_PK,
-                keys::DEAD_SK,
-            )?)
-            .stream_specification(
-                StreamSpecification::builder()
-                    .stream_enabled(true)
-                    .stream_view_type(StreamViewType::NewImage)
-                    .build()
-                    .map_err(text)?,
-            ))
+                &schema.dead_letter_index,
+                &schema.dead_letter_partition_key,
+                &schema.dead_letter_sort_key,
+            )?);
+        for (name, pk, sk) in extra {
+            create = create
+                .attribute_definitions(attr(pk)?)
+                .attribute_definitions(attr(sk)?)
+                .global_secondary_indexes(index(name, pk, sk)?);
+        }
+        Ok(create.stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewImage)
+                .build()
+                .map_err(text)?,
+        ))
     };
     let created = build()
         .map_err(fail(format!("table {table}")))?
@@ -126,7 +145,7 @@ pub async fn create_table(sdk: &SdkConfig, table: &str) -> Result<String, StackE
         }
         Err(e) => return Err(fail(format!("table {table}"))(text(e))),
     };
-    enable_ttl(&client, table).await?;
+    enable_ttl(&client, table, &schema.ttl_attribute).await?;
     description
         .as_ref()
         .and_then(|d| d.latest_stream_arn())
@@ -328,7 +347,8 @@ pub async fn create_read_model(
 /// The read-model table alone: `PK`/`SK`, on-demand, TTL on `expiresAt`.
 pub async fn create_read_model_table(sdk: &SdkConfig, table: &str) -> Result<(), StackError> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
-    let request = keyed_table(&client, table).map_err(fail(format!("table {table}")))?;
+    let request = keyed_table(&client, table, &KeySchema::default())
+        .map_err(fail(format!("table {table}")))?;
     match request.send().await {
         Ok(_) => {}
         Err(e)
@@ -336,18 +356,22 @@ pub async fn create_read_model_table(sdk: &SdkConfig, table: &str) -> Result<(),
                 .is_some_and(|e| e.is_resource_in_use_exception()) => {}
         Err(e) => return Err(fail(format!("table {table}"))(text(e))),
     }
-    enable_ttl(&client, table).await?;
+    enable_ttl(&client, table, keys::TTL_ATTRIBUTE).await?;
     Ok(())
 }
 
-async fn enable_ttl(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<(), StackError> {
+async fn enable_ttl(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    attribute: &str,
+) -> Result<(), StackError> {
     client
         .update_time_to_live()
         .table_name(table)
         .time_to_live_specification(
             TimeToLiveSpecification::builder()
                 .enabled(true)
-                .attribute_name(keys::TTL_ATTRIBUTE)
+                .attribute_name(attribute)
                 .build()
                 .map_err(|e| fail("ttl")(text(e)))?,
         )

@@ -88,7 +88,7 @@ use aws_sdk_dynamodb::types::{
 use outbox_core::transaction::{
     FailedCondition, OutboxSettings, OutboxTransaction, TransactionError,
 };
-use outbox_core::EventEnvelope;
+use outbox_core::{EventEnvelope, KeySchema};
 use time::OffsetDateTime;
 use ulid::Ulid;
 
@@ -108,7 +108,8 @@ pub const MAX_TTL_SECONDS: u64 = 365 * 24 * 3600;
 pub const INBOX_LABEL: &str = "inbox";
 /// The attribute a version guard compares, unless set otherwise.
 pub const DEFAULT_VERSION_ATTRIBUTE: &str = "version";
-/// The TTL attribute (epoch seconds), as on the outbox table.
+/// The default TTL attribute (epoch seconds), as on the outbox table
+/// ([`Inbox::with_keys`] names another).
 pub const TTL_ATTRIBUTE: &str = outbox_core::keys::TTL_ATTRIBUTE;
 
 /// The inbox record's partition key for an event.
@@ -190,6 +191,7 @@ pub struct Inbox {
     table: String,
     ttl: Duration,
     version_attribute: String,
+    keys: KeySchema,
 }
 
 impl Inbox {
@@ -225,6 +227,7 @@ impl Inbox {
             table,
             ttl: Duration::from_secs(ttl_seconds),
             version_attribute: DEFAULT_VERSION_ATTRIBUTE.to_owned(),
+            keys: KeySchema::default(),
         })
     }
 
@@ -246,12 +249,22 @@ impl Inbox {
             "INBOX_REDELIVERY_WINDOW_SECONDS",
             DEFAULT_REDELIVERY_WINDOW_SECONDS,
         )?;
-        Self::with_redelivery_window(table, ttl, window)
+        let keys =
+            KeySchema::from_lookup(&lookup).map_err(|e| InboxError::Config(e.to_string()))?;
+        Ok(Self::with_redelivery_window(table, ttl, window)?.with_keys(keys))
     }
 
     /// From the process environment: see [`Inbox::from_lookup`].
     pub fn from_env() -> Result<Self, InboxError> {
         Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// The consumer's table keys its items with `schema`'s partition and
+    /// sort key names and expires them on its TTL attribute (the defaults:
+    /// `PK`, `SK`, `expiresAt`).
+    pub fn with_keys(mut self, schema: KeySchema) -> Self {
+        self.keys = schema;
+        self
     }
 
     /// Guards compare this attribute instead of `version`.
@@ -278,13 +291,10 @@ impl Inbox {
             .saturating_add(self.ttl.as_secs() as i64);
         let mut item = HashMap::from([
             (
-                outbox_core::keys::PK.to_owned(),
+                self.keys.partition_key.clone(),
                 AttributeValue::S(inbox_pk(event.event_id)),
             ),
-            (
-                outbox_core::keys::SK.to_owned(),
-                AttributeValue::S("META".into()),
-            ),
+            (self.keys.sort_key.clone(), AttributeValue::S("META".into())),
             (
                 "eventId".to_owned(),
                 AttributeValue::S(event.event_id.to_string()),
@@ -298,7 +308,7 @@ impl Inbox {
                 AttributeValue::N(event.aggregate_version.to_string()),
             ),
             (
-                TTL_ATTRIBUTE.to_owned(),
+                self.keys.ttl_attribute.clone(),
                 AttributeValue::N(expires.to_string()),
             ),
         ]);
@@ -308,14 +318,15 @@ impl Inbox {
         Put::builder()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression(outbox_core::keys::absent())
+            .condition_expression(self.keys.absent())
             .build()
             .map_err(|e| InboxError::Config(format!("inbox record: {e}")))
     }
 
     /// A transaction for `event` that starts with its inbox record.
     pub fn begin(&self, event: &EventEnvelope) -> Result<InboxTransaction, InboxError> {
-        self.begin_with_outbox(&OutboxSettings::new(&self.table, "inbox", 1), event)
+        let settings = OutboxSettings::new(&self.table, "inbox", 1).with_keys(self.keys.clone());
+        self.begin_with_outbox(&settings, event)
     }
 
     /// The same, for a consumer that also writes outbox events of its own

@@ -101,6 +101,7 @@ impl SinkSettings {
 /// | `SWEEP_PAGE_SIZE` | `100` (1–1000) | sweeper |
 /// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB; with SNS at most the topic's `MaximumMessageSize` (checked at cold start) | writer (size check), publisher, sweeper (batches) |
 /// | `ORDERING` | `strict` for an SNS FIFO topic, `relaxed` otherwise | publisher, sweeper |
+/// | `PARTITION_KEY`, `SORT_KEY`, `OUTBOX_PREFIX`, `PENDING_INDEX`, `PENDING_INDEX_PARTITION_KEY`, `PENDING_INDEX_SORT_KEY`, `DEAD_LETTER_INDEX`, `DEAD_LETTER_INDEX_PARTITION_KEY`, `DEAD_LETTER_INDEX_SORT_KEY`, `TTL_ATTRIBUTE` | `PK`, `SK`, `OUTBOX#`, `GSI1`, `GSI1PK`, `GSI1SK`, `GSI2`, `GSI2PK`, `GSI2SK`, `expiresAt` | all ([`crate::keys::KeySchema`]) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// `TABLE_NAME`: the outbox table.
@@ -125,6 +126,10 @@ pub struct Config {
     pub max_event_bytes: usize,
     /// `ORDERING`: whether an aggregate's event waits for every older one.
     pub ordering: Ordering,
+    /// The table's key schema (`PARTITION_KEY`, `SORT_KEY`,
+    /// `OUTBOX_PREFIX`, the two indexes, `TTL_ATTRIBUTE`:
+    /// [`crate::keys::KeySchema`]).
+    pub keys: crate::keys::KeySchema,
 }
 
 /// Order per aggregate (`ORDERING`).
@@ -194,6 +199,7 @@ impl Config {
             }
         };
         Ok(Self {
+            keys: crate::keys::KeySchema::from_lookup(&lookup)?,
             table_name,
             event_source,
             ordering,

@@ -86,8 +86,20 @@ impl OutboxItem {
     /// Builds the outbox item for `envelope`, stored in the item collection
     /// `pk`, and checks it against the configured sink's `limits` (the
     /// entry's size as that sink counts it; an SNS FIFO group id) and the
-    /// 400 KB DynamoDB item limit.
+    /// 400 KB DynamoDB item limit. The default key schema.
     pub fn new(
+        pk: &str,
+        envelope: &EventEnvelope,
+        limits: &size::EventLimits,
+        shards: u16,
+    ) -> Result<Self, OutboxError> {
+        Self::in_table(&keys::KeySchema::default(), pk, envelope, limits, shards)
+    }
+
+    /// The same, in a table with the key schema `schema` (its outbox
+    /// prefix; the item's size with its attribute names).
+    pub fn in_table(
+        schema: &keys::KeySchema,
         pk: &str,
         envelope: &EventEnvelope,
         limits: &size::EventLimits,
@@ -111,7 +123,7 @@ impl OutboxItem {
             .map_err(|e| OutboxError::Serialize(e.to_string()))?;
         let item = Self {
             pk: pk.to_owned(),
-            sk: keys::outbox_sk(envelope.event_id),
+            sk: schema.outbox_sk(envelope.event_id),
             event_id: envelope.event_id,
             event_type: envelope.event_type.clone(),
             aggregate_id: envelope.aggregate_id.clone(),
@@ -120,10 +132,7 @@ impl OutboxItem {
             envelope: json,
             created_at,
             attempts: 0,
-            pending_pk: Some(keys::pending_pk(keys::shard_of(
-                &envelope.aggregate_id,
-                shards,
-            ))),
+            pending_pk: Some(schema.pending_pk(keys::shard_of(&envelope.aggregate_id, shards))),
             pending_sk: Some(envelope.event_id.to_string()),
             next_attempt_at: None,
             last_error: None,
@@ -135,7 +144,7 @@ impl OutboxItem {
             claimed_until: None,
             held_behind: None,
         };
-        let bytes = size::item_size(&item.to_attributes()?);
+        let bytes = size::item_size(&schema.to_table(item.to_attributes()?));
         if bytes > size::MAX_ITEM_BYTES {
             return Err(OutboxError::ItemTooLarge {
                 event_id: envelope.event_id,
@@ -175,7 +184,9 @@ impl OutboxItem {
     }
 
     fn validate(&self) -> Result<(), DecodeError> {
-        if keys::event_id_from_sk(&self.sk) != Some(self.event_id) {
+        // Whatever the table's outbox prefix: the sort key ends in the id.
+        let id = self.event_id.to_string();
+        if self.sk.strip_suffix(&id).is_none_or(str::is_empty) {
             return Err(DecodeError(format!(
                 "sort key {} does not carry event id {}",
                 self.sk, self.event_id

@@ -213,6 +213,306 @@ pub fn settings_key() -> ItemKey {
     ItemKey::new(SETTINGS_PK, META)
 }
 
+/// The table's key schema: the names the outbox uses in *your* table, with
+/// this module's constants as defaults. One value for the writer library,
+/// the publisher, the sweeper, the inbox and `outboxctl`, read from the
+/// environment ([`KeySchema::from_lookup`]) and validated at cold start.
+///
+/// | variable | default | what |
+/// |---|---|---|
+/// | `PARTITION_KEY` | `PK` | the table's partition key attribute |
+/// | `SORT_KEY` | `SK` | the table's sort key attribute |
+/// | `OUTBOX_PREFIX` | `OUTBOX#` | the outbox items' sort-key prefix (and the pending index's partition-key prefix) |
+/// | `PENDING_INDEX` | `GSI1` | the sparse pending index |
+/// | `PENDING_INDEX_PARTITION_KEY` | `GSI1PK` | its partition key attribute |
+/// | `PENDING_INDEX_SORT_KEY` | `GSI1SK` | its sort key attribute |
+/// | `DEAD_LETTER_INDEX` | `GSI2` | the sparse dead-letter index |
+/// | `DEAD_LETTER_INDEX_PARTITION_KEY` | `GSI2PK` | its partition key attribute |
+/// | `DEAD_LETTER_INDEX_SORT_KEY` | `GSI2SK` | its sort key attribute |
+/// | `TTL_ATTRIBUTE` | `expiresAt` | the table's TTL attribute (idempotency and inbox records) |
+///
+/// [`crate::OutboxItem`] serializes with the default names; the adapters
+/// rename at the table's edge ([`KeySchema::to_table`],
+/// [`KeySchema::from_table`]), which costs nothing with the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySchema {
+    /// `PARTITION_KEY`.
+    pub partition_key: String,
+    /// `SORT_KEY`.
+    pub sort_key: String,
+    /// `OUTBOX_PREFIX`.
+    pub outbox_prefix: String,
+    /// `PENDING_INDEX`.
+    pub pending_index: String,
+    /// `PENDING_INDEX_PARTITION_KEY`.
+    pub pending_partition_key: String,
+    /// `PENDING_INDEX_SORT_KEY`.
+    pub pending_sort_key: String,
+    /// `DEAD_LETTER_INDEX`.
+    pub dead_letter_index: String,
+    /// `DEAD_LETTER_INDEX_PARTITION_KEY`.
+    pub dead_letter_partition_key: String,
+    /// `DEAD_LETTER_INDEX_SORT_KEY`.
+    pub dead_letter_sort_key: String,
+    /// `TTL_ATTRIBUTE`.
+    pub ttl_attribute: String,
+}
+
+impl Default for KeySchema {
+    fn default() -> Self {
+        Self {
+            partition_key: PK.into(),
+            sort_key: SK.into(),
+            outbox_prefix: OUTBOX_PREFIX.into(),
+            pending_index: PENDING_INDEX.into(),
+            pending_partition_key: PENDING_PK.into(),
+            pending_sort_key: PENDING_SK.into(),
+            dead_letter_index: DEAD_LETTER_INDEX.into(),
+            dead_letter_partition_key: DEAD_PK.into(),
+            dead_letter_sort_key: DEAD_SK.into(),
+            ttl_attribute: TTL_ATTRIBUTE.into(),
+        }
+    }
+}
+
+/// The outbox item's own attribute names, which no key setting may take.
+const ITEM_ATTRIBUTES: [&str; 19] = [
+    attr::EVENT_ID,
+    attr::EVENT_TYPE,
+    attr::AGGREGATE_ID,
+    attr::AGGREGATE_VERSION,
+    attr::HELD_BEHIND,
+    attr::ENVELOPE,
+    attr::CREATED_AT,
+    attr::TRACEPARENT,
+    attr::ATTEMPTS,
+    attr::NEXT_ATTEMPT_AT,
+    attr::LAST_ERROR,
+    attr::DEAD_LETTERED_AT,
+    attr::DEAD_LETTER_REASON,
+    attr::CLAIM_TOKEN,
+    attr::CLAIMED_UNTIL,
+    attr::SHARDS_HIGH_WATER,
+    attr::SINK,
+    attr::SINK_TARGET,
+    attr::EVENT_SOURCE,
+];
+
+impl KeySchema {
+    /// The schema from environment variables (table above); unset or
+    /// empty ones keep their defaults.
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, crate::ConfigError> {
+        let mut schema = Self::default();
+        let fields: [(&'static str, &mut String); 10] = [
+            ("PARTITION_KEY", &mut schema.partition_key),
+            ("SORT_KEY", &mut schema.sort_key),
+            ("OUTBOX_PREFIX", &mut schema.outbox_prefix),
+            ("PENDING_INDEX", &mut schema.pending_index),
+            (
+                "PENDING_INDEX_PARTITION_KEY",
+                &mut schema.pending_partition_key,
+            ),
+            ("PENDING_INDEX_SORT_KEY", &mut schema.pending_sort_key),
+            ("DEAD_LETTER_INDEX", &mut schema.dead_letter_index),
+            (
+                "DEAD_LETTER_INDEX_PARTITION_KEY",
+                &mut schema.dead_letter_partition_key,
+            ),
+            (
+                "DEAD_LETTER_INDEX_SORT_KEY",
+                &mut schema.dead_letter_sort_key,
+            ),
+            ("TTL_ATTRIBUTE", &mut schema.ttl_attribute),
+        ];
+        for (name, field) in fields {
+            if let Some(value) = lookup(name).filter(|v| !v.trim().is_empty()) {
+                *field = value;
+            }
+        }
+        schema.validate()?;
+        Ok(schema)
+    }
+
+    /// Checks every name: attribute names 1–255 bytes, index names 3–255
+    /// of `[A-Za-z0-9_.-]`, the prefix 1–64 characters of no `!` or `~` (the
+    /// pending index's sort-key markers); the seven attributes distinct from
+    /// each other and from the outbox item's own attributes; the two index
+    /// names distinct.
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        let invalid = |name: &'static str, value: &str, reason: &str| crate::ConfigError::Invalid {
+            name,
+            value: value.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let attributes = [
+            ("PARTITION_KEY", &self.partition_key),
+            ("SORT_KEY", &self.sort_key),
+            ("PENDING_INDEX_PARTITION_KEY", &self.pending_partition_key),
+            ("PENDING_INDEX_SORT_KEY", &self.pending_sort_key),
+            (
+                "DEAD_LETTER_INDEX_PARTITION_KEY",
+                &self.dead_letter_partition_key,
+            ),
+            ("DEAD_LETTER_INDEX_SORT_KEY", &self.dead_letter_sort_key),
+            ("TTL_ATTRIBUTE", &self.ttl_attribute),
+        ];
+        for (i, (name, value)) in attributes.iter().enumerate() {
+            if value.is_empty() || value.len() > 255 {
+                return Err(invalid(name, value, "an attribute name is 1 to 255 bytes"));
+            }
+            if ITEM_ATTRIBUTES.contains(&value.as_str()) {
+                return Err(invalid(
+                    name,
+                    value,
+                    "the outbox item has an attribute of that name",
+                ));
+            }
+            if let Some((other, _)) = attributes[..i].iter().find(|(_, v)| v == value) {
+                return Err(invalid(name, value, &format!("{other} has the same name")));
+            }
+        }
+        let index_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+        for (name, value) in [
+            ("PENDING_INDEX", &self.pending_index),
+            ("DEAD_LETTER_INDEX", &self.dead_letter_index),
+        ] {
+            if value.len() < 3 || value.len() > 255 || !value.chars().all(index_name) {
+                return Err(invalid(
+                    name,
+                    value,
+                    "an index name is 3 to 255 characters of letters, digits, '_', '.' and '-'",
+                ));
+            }
+        }
+        if self.pending_index == self.dead_letter_index {
+            return Err(invalid(
+                "DEAD_LETTER_INDEX",
+                &self.dead_letter_index,
+                "PENDING_INDEX has the same name",
+            ));
+        }
+        let prefix = &self.outbox_prefix;
+        if prefix.is_empty() || prefix.chars().count() > 64 || prefix.contains(['!', '~']) {
+            return Err(invalid(
+                "OUTBOX_PREFIX",
+                prefix,
+                "a prefix is 1 to 64 characters, without '!' or '~'",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether this is the default schema (no renaming at the table's edge).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// `<prefix><ulid>`: an outbox item's sort key.
+    pub fn outbox_sk(&self, event_id: Ulid) -> String {
+        format!("{}{event_id}", self.outbox_prefix)
+    }
+
+    /// Whether a sort key is an outbox item's.
+    pub fn is_outbox_sk(&self, sk: &str) -> bool {
+        sk.starts_with(&self.outbox_prefix)
+    }
+
+    /// The event id of an outbox sort key.
+    pub fn event_id_from_sk(&self, sk: &str) -> Option<Ulid> {
+        sk.strip_prefix(&self.outbox_prefix)
+            .and_then(|s| Ulid::from_string(s).ok())
+    }
+
+    /// `<prefix><shard>`: the pending index's partition key.
+    pub fn pending_pk(&self, shard: u16) -> String {
+        format!("{}{shard}", self.outbox_prefix)
+    }
+
+    /// The last sort key of the outbox range of an item collection:
+    /// `<prefix>~` (`~` sorts after every ULID character).
+    pub fn outbox_sk_end(&self) -> String {
+        format!("{}~", self.outbox_prefix)
+    }
+
+    /// `attribute_not_exists(<partition key>)`: no item has this key yet.
+    pub fn absent(&self) -> String {
+        format!("attribute_not_exists({})", self.partition_key)
+    }
+
+    /// `key` as the table's attribute map.
+    pub fn key(&self, key: &ItemKey) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (
+                self.partition_key.clone(),
+                AttributeValue::S(key.pk.clone()),
+            ),
+            (self.sort_key.clone(), AttributeValue::S(key.sk.clone())),
+        ])
+    }
+
+    /// The key of a table item or key map.
+    pub fn item_key(&self, item: &HashMap<String, AttributeValue>) -> Option<ItemKey> {
+        let pk = item.get(&self.partition_key)?.as_s().ok()?;
+        let sk = item.get(&self.sort_key)?.as_s().ok()?;
+        Some(ItemKey::new(pk.clone(), sk.clone()))
+    }
+
+    /// The pairs (default name, table name) that differ.
+    fn renames(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            (PK, self.partition_key.as_str()),
+            (SK, self.sort_key.as_str()),
+            (PENDING_PK, self.pending_partition_key.as_str()),
+            (PENDING_SK, self.pending_sort_key.as_str()),
+            (DEAD_PK, self.dead_letter_partition_key.as_str()),
+            (DEAD_SK, self.dead_letter_sort_key.as_str()),
+        ]
+        .into_iter()
+        .filter(|(from, to)| from != to)
+    }
+
+    /// An item with the default key names (as [`crate::OutboxItem`]
+    /// serializes) renamed to the table's.
+    pub fn to_table(
+        &self,
+        mut item: HashMap<String, AttributeValue>,
+    ) -> HashMap<String, AttributeValue> {
+        self.rename_to_table(&mut item);
+        item
+    }
+
+    /// A table item with its key names renamed to the defaults (as
+    /// [`crate::OutboxItem`] decodes).
+    pub fn from_table(
+        &self,
+        mut item: HashMap<String, AttributeValue>,
+    ) -> HashMap<String, AttributeValue> {
+        self.rename_from_table(&mut item);
+        item
+    }
+
+    /// [`KeySchema::to_table`] in place, for any attribute value type (a
+    /// stream image's too).
+    pub fn rename_to_table<V>(&self, item: &mut HashMap<String, V>) {
+        let moved: Vec<(String, V)> = self
+            .renames()
+            .filter_map(|(from, to)| item.remove(from).map(|v| (to.to_owned(), v)))
+            .collect();
+        item.extend(moved);
+    }
+
+    /// [`KeySchema::from_table`] in place, for any attribute value type.
+    pub fn rename_from_table<V>(&self, item: &mut HashMap<String, V>) {
+        let moved: Vec<(String, V)> = self
+            .renames()
+            .filter_map(|(from, to)| item.remove(to).map(|v| (from.to_owned(), v)))
+            .collect();
+        item.extend(moved);
+    }
+}
+
 /// The primary key of an item, as DynamoDB wants it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ItemKey {
@@ -283,6 +583,71 @@ mod tests {
         }
         assert!(redriven_sk(old) < redriven_sk(new));
         assert!(!is_redriven_sk(&new.to_string()));
+    }
+
+    #[test]
+    fn the_key_schema_defaults_to_the_design_card_and_validates_each_setting() {
+        let lookup = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert_eq!(
+            KeySchema::from_lookup(lookup(&[])).unwrap(),
+            KeySchema::default()
+        );
+        assert!(KeySchema::default().is_default());
+        let custom = KeySchema::from_lookup(lookup(&[
+            ("PARTITION_KEY", "pk"),
+            ("SORT_KEY", "sk"),
+            ("OUTBOX_PREFIX", "evt#"),
+            ("PENDING_INDEX", "outbox-pending"),
+            ("PENDING_INDEX_PARTITION_KEY", "opk"),
+        ]))
+        .unwrap();
+        let id = Ulid::from_parts(1, 2);
+        assert_eq!(custom.outbox_sk(id), format!("evt#{id}"));
+        assert_eq!(custom.event_id_from_sk(&custom.outbox_sk(id)), Some(id));
+        assert_eq!(custom.pending_pk(3), "evt#3");
+        assert_eq!(custom.absent(), "attribute_not_exists(pk)");
+        for (pairs, named) in [
+            (&[("PARTITION_KEY", "eventId")][..], "PARTITION_KEY"),
+            (&[("SORT_KEY", "PK")][..], "SORT_KEY"),
+            (&[("PENDING_INDEX", "a b")][..], "PENDING_INDEX"),
+            (&[("DEAD_LETTER_INDEX", "GSI1")][..], "DEAD_LETTER_INDEX"),
+            (&[("OUTBOX_PREFIX", "a!")][..], "OUTBOX_PREFIX"),
+            (&[("TTL_ATTRIBUTE", "GSI2SK")][..], "TTL_ATTRIBUTE"),
+        ] {
+            let pairs: &'static [(&'static str, &'static str)] = pairs;
+            let e = KeySchema::from_lookup(lookup(pairs)).unwrap_err();
+            assert!(e.to_string().contains(named), "{e}");
+        }
+    }
+
+    #[test]
+    fn items_are_renamed_to_the_table_and_back() {
+        let schema = KeySchema {
+            partition_key: "pk".into(),
+            sort_key: "sk".into(),
+            pending_partition_key: "opk".into(),
+            ..KeySchema::default()
+        };
+        let item = HashMap::from([
+            (PK.to_owned(), AttributeValue::S("a".into())),
+            (SK.to_owned(), AttributeValue::S("b".into())),
+            (PENDING_PK.to_owned(), AttributeValue::S("c".into())),
+            (PENDING_SK.to_owned(), AttributeValue::S("d".into())),
+            (attr::EVENT_ID.to_owned(), AttributeValue::S("e".into())),
+        ]);
+        let table = schema.to_table(item.clone());
+        let mut names: Vec<&str> = table.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["GSI1SK", "eventId", "opk", "pk", "sk"]);
+        assert_eq!(schema.item_key(&table), Some(ItemKey::new("a", "b")));
+        assert_eq!(schema.from_table(table), item);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! modules.
 //!
 //! - [`keys`]: the key schema (business item, outbox item, indexes, shard,
-//!   attribute names).
+//!   attribute names) and [`KeySchema`], the names in a user's own table.
 //! - `envelope.rs`: [`EventEnvelope`], what subscribers receive; event ids
 //!   and trace context.
 //! - `item.rs`: [`OutboxItem`], the stored form, its codec and size checks.
@@ -57,4 +57,4 @@ pub use envelope::{
 };
 pub use error::{DecodeError, OutboxError};
 pub use item::OutboxItem;
-pub use keys::ItemKey;
+pub use keys::{ItemKey, KeySchema};

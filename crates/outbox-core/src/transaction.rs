@@ -25,8 +25,10 @@ pub struct OutboxSettings {
     /// Shards of the pending index.
     pub shards: u16,
     /// Key attribute names of the tables the caller writes to, used to find
-    /// two actions on one item. Defaults to `PK` and `SK`.
+    /// two actions on one item. Defaults to the key schema's.
     pub key_attributes: Vec<String>,
+    /// The outbox table's key schema (names and outbox prefix).
+    pub keys: keys::KeySchema,
 }
 
 impl OutboxSettings {
@@ -38,7 +40,15 @@ impl OutboxSettings {
             limits: crate::size::EventLimits::eventbridge(event_source),
             shards,
             key_attributes: vec![keys::PK.to_owned(), keys::SK.to_owned()],
+            keys: keys::KeySchema::default(),
         }
+    }
+
+    /// The same settings for a table with the key schema `schema`.
+    pub fn with_keys(mut self, schema: keys::KeySchema) -> Self {
+        self.key_attributes = vec![schema.partition_key.clone(), schema.sort_key.clone()];
+        self.keys = schema;
+        self
     }
 
     /// The same settings checking events against `limits`.
@@ -56,6 +66,7 @@ impl From<&crate::Config> for OutboxSettings {
             config.outbox_shards,
         )
         .with_limits(config.event_limits())
+        .with_keys(config.keys.clone())
     }
 }
 
@@ -280,8 +291,16 @@ impl OutboxTransaction {
     /// aggregate's partition key) as `SK=OUTBOX#<event id>`. Its label is
     /// `event:<event id>`.
     pub fn event(mut self, pk: &str, envelope: &EventEnvelope) -> Self {
-        let item = match OutboxItem::new(pk, envelope, &self.settings.limits, self.settings.shards)
-            .and_then(|item| item.to_attributes())
+        let keys = &self.settings.keys;
+        let item = match OutboxItem::in_table(
+            keys,
+            pk,
+            envelope,
+            &self.settings.limits,
+            self.settings.shards,
+        )
+        .and_then(|item| item.to_attributes())
+        .map(|item| keys.to_table(item))
         {
             Ok(item) => item,
             Err(e) => {
@@ -292,7 +311,7 @@ impl OutboxTransaction {
         let put = match Put::builder()
             .table_name(&self.settings.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(SK)")
+            .condition_expression(format!("attribute_not_exists({})", keys.sort_key))
             .build()
         {
             Ok(put) => put,

@@ -319,7 +319,8 @@ pub(crate) async fn sweeper_for(
     let mut vars: HashMap<&str, String> =
         HashMap::from([("TABLE_NAME", table), ("OUTBOX_SHARDS", shards.to_string())]);
     vars.extend(settings.env());
-    let config = Config::from_lookup(|k| vars.get(k).cloned()).map_err(|e| e.to_string())?;
+    let mut config = Config::from_lookup(|k| vars.get(k).cloned()).map_err(|e| e.to_string())?;
+    config.keys = key_schema()?;
     let (sink, store) = publish::connect(&config, sdk)
         .await
         .map_err(|e| e.to_string())?;
@@ -350,8 +351,16 @@ async fn sdk_config(options: &AwsArgs) -> SdkConfig {
     loader.load().await
 }
 
+/// The table's key schema, from the same variables the stack's functions
+/// read (`PARTITION_KEY`, `SORT_KEY`, `OUTBOX_PREFIX`, the index names and
+/// keys, `TTL_ATTRIBUTE`; unset: the defaults). [`run`] checks it first.
+pub(crate) fn key_schema() -> Result<outbox_core::KeySchema, String> {
+    outbox_core::KeySchema::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())
+}
+
 /// Runs a command.
 pub async fn run(cli: Cli) -> Result<(), String> {
+    key_schema()?;
     let sdk = sdk_config(&cli.aws).await;
     let profile = cli.aws.profile.clone();
     match cli.command {
@@ -375,7 +384,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 topic,
                 max_event_bytes,
             };
-            crate::doctor::run(&sdk, &table.table, &sink, json.json).await
+            crate::doctor::run(&sdk, &key_schema()?, &table.table, &sink, json.json).await
         }
         Command::Replay {
             bus,

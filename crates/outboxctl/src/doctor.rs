@@ -15,9 +15,8 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_lambda::types::EventSourceMappingConfiguration;
 use outbox_core::aws::error_line;
-use outbox_core::keys;
 use outbox_core::publish::{AnySink, EventSink};
-use outbox_core::Config;
+use outbox_core::{Config, KeySchema};
 use serde::Serialize;
 
 use crate::output::{print_json, table};
@@ -94,7 +93,12 @@ pub struct SinkToCheck {
 }
 
 /// Every check, in order. Stops after `table` when there is no table.
-pub async fn diagnose(sdk: &SdkConfig, table_name: &str, sink: &SinkToCheck) -> Vec<Finding> {
+pub async fn diagnose(
+    sdk: &SdkConfig,
+    schema: &KeySchema,
+    table_name: &str,
+    sink: &SinkToCheck,
+) -> Vec<Finding> {
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     let described = dynamodb
         .describe_table()
@@ -123,9 +127,9 @@ pub async fn diagnose(sdk: &SdkConfig, table_name: &str, sink: &SinkToCheck) -> 
         .send()
         .await;
     let mut findings = vec![Finding::ok("table", format!("{table_name} exists"))];
-    findings.extend(check_table(table_name, &description));
+    findings.extend(check_table(schema, table_name, &description));
     findings.push(match ttl {
-        Ok(out) => check_ttl(table_name, out.time_to_live_description()),
+        Ok(out) => check_ttl(schema, table_name, out.time_to_live_description()),
         Err(e) => Finding::problem(
             "ttl",
             error_line("DescribeTimeToLive", &e),
@@ -134,7 +138,7 @@ pub async fn diagnose(sdk: &SdkConfig, table_name: &str, sink: &SinkToCheck) -> 
     });
     if let Some(stream) = description.latest_stream_arn() {
         findings.extend(match mappings_of(sdk, stream).await {
-            Ok(mappings) => check_mappings(&mappings, keys::OUTBOX_PREFIX),
+            Ok(mappings) => check_mappings(schema, &mappings),
             Err(e) => vec![Finding::problem(
                 "mappings",
                 e,
@@ -172,7 +176,11 @@ async fn mappings_of(
 }
 
 /// The keys, the stream and the two indexes.
-pub(crate) fn check_table(table: &str, description: &TableDescription) -> Vec<Finding> {
+pub(crate) fn check_table(
+    schema: &KeySchema,
+    table: &str,
+    description: &TableDescription,
+) -> Vec<Finding> {
     let types: HashMap<&str, &ScalarAttributeType> = description
         .attribute_definitions()
         .iter()
@@ -187,14 +195,14 @@ pub(crate) fn check_table(table: &str, description: &TableDescription) -> Vec<Fi
     };
     let mut findings = Vec::new();
 
-    let schema = description.key_schema();
+    let table_keys = description.key_schema();
     let (pk, sk) = (
-        key_of(schema, KeyType::Hash),
-        key_of(schema, KeyType::Range),
+        key_of(table_keys, KeyType::Hash),
+        key_of(table_keys, KeyType::Range),
     );
     findings.push(
-        if pk.as_deref() == Some(keys::PK) && sk.as_deref() == Some(keys::SK) && is_string(keys::PK) && is_string(keys::SK) {
-            Finding::ok("keys", format!("{} (S) / {} (S)", keys::PK, keys::SK))
+        if pk.as_deref() == Some(schema.partition_key.as_str()) && sk.as_deref() == Some(schema.sort_key.as_str()) && is_string(schema.partition_key.as_str()) && is_string(schema.sort_key.as_str()) {
+            Finding::ok("keys", format!("{} (S) / {} (S)", schema.partition_key.as_str(), schema.sort_key.as_str()))
         } else {
             Finding::problem(
                 "keys",
@@ -202,8 +210,8 @@ pub(crate) fn check_table(table: &str, description: &TableDescription) -> Vec<Fi
                     "the table's keys are {} / {}; the outbox writes {} (S) / {} (S)",
                     pk.as_deref().unwrap_or("none"),
                     sk.as_deref().unwrap_or("none"),
-                    keys::PK,
-                    keys::SK
+                    schema.partition_key.as_str(),
+                    schema.sort_key.as_str()
                 ),
                 "the outbox item must share its aggregate's item collection: use a table keyed by string partition and sort keys",
             )
@@ -231,15 +239,15 @@ pub(crate) fn check_table(table: &str, description: &TableDescription) -> Vec<Fi
     for (check, name, hash, range) in [
         (
             "pending-index",
-            keys::PENDING_INDEX,
-            keys::PENDING_PK,
-            keys::PENDING_SK,
+            schema.pending_index.as_str(),
+            schema.pending_partition_key.as_str(),
+            schema.pending_sort_key.as_str(),
         ),
         (
             "dead-letter-index",
-            keys::DEAD_LETTER_INDEX,
-            keys::DEAD_PK,
-            keys::DEAD_SK,
+            schema.dead_letter_index.as_str(),
+            schema.dead_letter_partition_key.as_str(),
+            schema.dead_letter_sort_key.as_str(),
         ),
     ] {
         let index = indexes.iter().find(|i| i.index_name() == Some(name));
@@ -311,28 +319,32 @@ fn check_index(
 }
 
 /// TTL on the attribute the writer's idempotency records carry.
-pub(crate) fn check_ttl(table: &str, ttl: Option<&TimeToLiveDescription>) -> Finding {
-    let enable = format!("aws dynamodb update-time-to-live --table-name {table} --time-to-live-specification Enabled=true,AttributeName={}", keys::TTL_ATTRIBUTE);
+pub(crate) fn check_ttl(
+    schema: &KeySchema,
+    table: &str,
+    ttl: Option<&TimeToLiveDescription>,
+) -> Finding {
+    let enable = format!("aws dynamodb update-time-to-live --table-name {table} --time-to-live-specification Enabled=true,AttributeName={}", schema.ttl_attribute.as_str());
     let status = ttl.and_then(|t| t.time_to_live_status());
     let attribute = ttl.and_then(|t| t.attribute_name());
     match status {
         Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
-            if attribute == Some(keys::TTL_ATTRIBUTE) =>
+            if attribute == Some(schema.ttl_attribute.as_str()) =>
         {
-            Finding::ok("ttl", format!("on {}", keys::TTL_ATTRIBUTE))
+            Finding::ok("ttl", format!("on {}", schema.ttl_attribute.as_str()))
         }
         Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling) => Finding::problem(
             "ttl",
             format!(
                 "on {}, not {}: the writer's idempotency records would never expire",
                 attribute.unwrap_or("?"),
-                keys::TTL_ATTRIBUTE
+                schema.ttl_attribute.as_str()
             ),
             "a table has one TTL attribute: use the same name for both, or do not use the writer's idempotency records on this table",
         ),
         _ => Finding::problem(
             "ttl",
-            format!("off: the writer's idempotency records ({}) would never expire", keys::TTL_ATTRIBUTE),
+            format!("off: the writer's idempotency records ({}) would never expire", schema.ttl_attribute.as_str()),
             enable,
         ),
     }
@@ -342,9 +354,10 @@ pub(crate) fn check_ttl(table: &str, ttl: Option<&TimeToLiveDescription>) -> Fin
 /// publisher's: a filter on the outbox prefix, batch item failures
 /// reported, an OnFailure destination, enabled.
 pub(crate) fn check_mappings(
+    schema: &KeySchema,
     mappings: &[EventSourceMappingConfiguration],
-    prefix: &str,
 ) -> Vec<Finding> {
+    let prefix = schema.outbox_prefix.as_str();
     let mut findings = Vec::new();
     let count = mappings.len();
     findings.push(if count > MAX_READERS {
@@ -358,10 +371,13 @@ pub(crate) fn check_mappings(
     });
     let publishers: Vec<&EventSourceMappingConfiguration> = mappings
         .iter()
-        .filter(|m| filter_prefixes(m).iter().any(|p| p == prefix))
+        .filter(|m| filter_prefixes(schema, m).iter().any(|p| p == prefix))
         .collect();
     if publishers.is_empty() {
-        let other: Vec<String> = mappings.iter().flat_map(filter_prefixes).collect();
+        let other: Vec<String> = mappings
+            .iter()
+            .flat_map(|m| filter_prefixes(schema, m))
+            .collect();
         findings.push(if other.is_empty() {
             Finding::warning(
                 "publisher-mapping",
@@ -419,7 +435,7 @@ pub(crate) fn check_mappings(
 
 /// The sort-key prefixes a mapping's filter patterns select
 /// (`{"dynamodb":{"Keys":{"<SK>":{"S":[{"prefix":…}]}}}}`).
-fn filter_prefixes(mapping: &EventSourceMappingConfiguration) -> Vec<String> {
+fn filter_prefixes(schema: &KeySchema, mapping: &EventSourceMappingConfiguration) -> Vec<String> {
     mapping
         .filter_criteria()
         .map(|c| c.filters())
@@ -428,7 +444,7 @@ fn filter_prefixes(mapping: &EventSourceMappingConfiguration) -> Vec<String> {
         .filter_map(|f| f.pattern())
         .filter_map(|p| serde_json::from_str::<serde_json::Value>(p).ok())
         .flat_map(|p| {
-            p["dynamodb"]["Keys"][keys::SK]["S"]
+            p["dynamodb"]["Keys"][schema.sort_key.as_str()]["S"]
                 .as_array()
                 .cloned()
                 .unwrap_or_default()
@@ -484,11 +500,12 @@ async fn check_sink(sdk: &SdkConfig, table: &str, sink: &SinkToCheck) -> Option<
 /// (exit code 1).
 pub(crate) async fn run(
     sdk: &SdkConfig,
+    schema: &KeySchema,
     table_name: &str,
     sink: &SinkToCheck,
     json: bool,
 ) -> Result<(), String> {
-    let findings = diagnose(sdk, table_name, sink).await;
+    let findings = diagnose(sdk, schema, table_name, sink).await;
     if json {
         print_json(&findings)?;
     } else {
@@ -589,7 +606,7 @@ mod tests {
 
     #[test]
     fn the_stacks_table_is_fit() {
-        let findings = check_table("t", &good().build());
+        let findings = check_table(&KeySchema::default(), "t", &good().build());
         assert!(problems(&findings).is_empty(), "{findings:?}");
         assert_eq!(findings.len(), 4);
     }
@@ -650,7 +667,7 @@ mod tests {
             ),
         ];
         for (check, table) in cases {
-            let findings = check_table("t", &table);
+            let findings = check_table(&KeySchema::default(), "t", &table);
             assert_eq!(problems(&findings), vec![check], "{findings:?}");
             let finding = findings.iter().find(|f| f.check == check).unwrap();
             assert!(finding.fix.as_deref().is_some_and(|f| !f.is_empty()));
@@ -666,7 +683,12 @@ mod tests {
                 .build()
         };
         assert_eq!(
-            check_ttl("t", Some(&ttl(TimeToLiveStatus::Enabled, "expiresAt"))).severity,
+            check_ttl(
+                &KeySchema::default(),
+                "t",
+                Some(&ttl(TimeToLiveStatus::Enabled, "expiresAt"))
+            )
+            .severity,
             Severity::Ok
         );
         for broken in [
@@ -674,7 +696,7 @@ mod tests {
             Some(ttl(TimeToLiveStatus::Disabled, "expiresAt")),
             None,
         ] {
-            let finding = check_ttl("t", broken.as_ref());
+            let finding = check_ttl(&KeySchema::default(), "t", broken.as_ref());
             assert_eq!(finding.severity, Severity::Problem, "{broken:?}");
         }
     }
@@ -710,8 +732,12 @@ mod tests {
     #[test]
     fn mappings_are_counted_and_the_publishers_checked() {
         let good = mapping("OUTBOX#", true, true);
-        assert!(problems(&check_mappings(std::slice::from_ref(&good), "OUTBOX#")).is_empty());
-        let none = check_mappings(&[], "OUTBOX#");
+        assert!(problems(&check_mappings(
+            &KeySchema::default(),
+            std::slice::from_ref(&good)
+        ))
+        .is_empty());
+        let none = check_mappings(&KeySchema::default(), &[]);
         assert!(problems(&none).is_empty(), "before deploying: a warning");
         assert!(none.iter().any(|f| f.severity == Severity::Warning));
         let cases = [
@@ -721,7 +747,7 @@ mod tests {
             (vec![mapping("OUTBOX#", true, false)], "publisher-mapping"),
         ];
         for (mappings, check) in cases {
-            let findings = check_mappings(&mappings, "OUTBOX#");
+            let findings = check_mappings(&KeySchema::default(), &mappings);
             assert_eq!(problems(&findings), vec![check], "{findings:?}");
         }
     }

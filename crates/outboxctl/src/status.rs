@@ -11,11 +11,14 @@ pub(crate) fn operations(
     sdk: &SdkConfig,
     table: &str,
 ) -> Operations<outbox_core::store::DynamoStore> {
-    Operations::new(outbox_core::store::DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(sdk),
-        table,
-        outbox_core::DEFAULT_OUTBOX_SHARDS,
-    ))
+    Operations::new(
+        outbox_core::store::DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(sdk),
+            table,
+            outbox_core::DEFAULT_OUTBOX_SHARDS,
+        )
+        .with_keys(crate::cli::key_schema().unwrap_or_default()),
+    )
 }
 
 pub(crate) async fn run(sdk: &SdkConfig, table_name: &str, json: bool) -> Result<(), String> {

@@ -28,7 +28,7 @@ use std::time::Duration;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamViewType};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{Error, LambdaEvent};
-use outbox_core::keys::{self, ItemKey};
+use outbox_core::keys::{self, ItemKey, KeySchema};
 use outbox_core::metrics::{self, Unit};
 use outbox_core::publish::relay::{Entry, Mode, Relay};
 use outbox_core::publish::EventSink;
@@ -50,6 +50,8 @@ pub struct Publisher<S, T> {
     pub retry: RetryPolicy,
     /// Order per aggregate (`ORDERING`; relaxed unless set).
     pub ordering: Ordering,
+    /// The table's key schema (the defaults unless set).
+    pub keys: KeySchema,
 }
 
 /// What one invocation did.
@@ -120,6 +122,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             store,
             retry: RetryPolicy::default(),
             ordering: Ordering::default(),
+            keys: KeySchema::default(),
         }
     }
 
@@ -140,13 +143,18 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
         let mut sequences = Vec::with_capacity(records.len());
         let mut entries = Vec::with_capacity(records.len());
         for record in records {
-            let Some(key) = outbox_insert(&record) else {
+            let Some(key) = outbox_insert(&self.keys, &record) else {
                 report.skipped += 1;
                 continue;
             };
             let change = record.change;
             sequences.push(change.sequence_number);
-            entries.push(entry(key, change.new_image, change.stream_view_type));
+            entries.push(entry(
+                &self.keys,
+                key,
+                change.new_image,
+                change.stream_view_type,
+            ));
         }
 
         let relay = Relay {
@@ -178,7 +186,12 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
 }
 
 /// What the relay makes of an outbox insert.
-fn entry(key: ItemKey, image: serde_dynamo::Item, view: Option<StreamViewType>) -> Entry {
+fn entry(
+    schema: &KeySchema,
+    key: ItemKey,
+    image: serde_dynamo::Item,
+    view: Option<StreamViewType>,
+) -> Entry {
     if image.is_empty() {
         let view = serde_json::to_value(view)
             .ok()
@@ -193,6 +206,13 @@ fn entry(key: ItemKey, image: serde_dynamo::Item, view: Option<StreamViewType>) 
     }
     // Kept for a dead letter: decoding consumes the image.
     let aggregate_id = string_attribute(&image, keys::attr::AGGREGATE_ID);
+    let image = if schema.is_default() {
+        image
+    } else {
+        let mut image = image.into_inner();
+        schema.rename_from_table(&mut image);
+        serde_dynamo::Item::from(image)
+    };
     match OutboxItem::from_item(image) {
         Ok(item) => Entry::Item(item),
         Err(e) => Entry::Poison {
@@ -212,13 +232,16 @@ fn string_attribute(image: &serde_dynamo::Item, name: &str) -> Option<String> {
 }
 
 /// The key of the record if it is the insert of an outbox item.
-fn outbox_insert(record: &EventRecord) -> Option<ItemKey> {
+fn outbox_insert(schema: &KeySchema, record: &EventRecord) -> Option<ItemKey> {
     if record.event_name != "INSERT" {
         return None;
     }
     let key = &record.change.keys;
-    let sk = string_attribute(key, keys::SK).filter(|sk| keys::is_outbox_sk(sk))?;
-    Some(ItemKey::new(string_attribute(key, keys::PK)?, sk))
+    let sk = string_attribute(key, &schema.sort_key).filter(|sk| schema.is_outbox_sk(sk))?;
+    Some(ItemKey::new(
+        string_attribute(key, &schema.partition_key)?,
+        sk,
+    ))
 }
 
 /// The Lambda handler.

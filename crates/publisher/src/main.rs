@@ -14,6 +14,7 @@ async fn main() -> Result<(), Error> {
     publish::record_sink(&config, &store).await;
     let mut publisher = Publisher::new(sink, store);
     publisher.ordering = config.ordering;
+    publisher.keys = config.keys.clone();
     let publisher = &publisher;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         handler(publisher, event)

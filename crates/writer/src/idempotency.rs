@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
-use outbox_core::keys::{self, ItemKey};
+use outbox_core::keys::{self, ItemKey, KeySchema};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
@@ -90,13 +90,21 @@ impl IdempotencyRecord {
     /// The record as a conditional put: it is written only where no live
     /// record is. A record past its TTL may not be deleted yet; it no
     /// longer counts.
-    pub(crate) fn put(&self, table: &str, now: i64) -> Result<Put, BackendError> {
-        let item = serde_dynamo::to_item(self).map_err(BackendError::Encode)?;
+    pub(crate) fn put(
+        &self,
+        table: &str,
+        schema: &KeySchema,
+        now: i64,
+    ) -> Result<Put, BackendError> {
+        let mut item: HashMap<String, AttributeValue> =
+            serde_dynamo::to_item(self).map_err(BackendError::Encode)?;
+        schema.rename_to_table(&mut item);
+        rename(&mut item, keys::TTL_ATTRIBUTE, &schema.ttl_attribute);
         Put::builder()
             .table_name(table)
             .set_item(Some(item))
-            .condition_expression(format!("{} OR #expires < :now", keys::absent()))
-            .expression_attribute_names("#expires", keys::TTL_ATTRIBUTE)
+            .condition_expression(format!("{} OR #expires < :now", schema.absent()))
+            .expression_attribute_names("#expires", &schema.ttl_attribute)
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
             .build()
             .map_err(BackendError::Request)
@@ -121,12 +129,25 @@ impl IdempotencyRecord {
     /// [`IdempotencyRecord::prior`] of a stored item; an item that is not a
     /// record (it cannot be, by its key) says nothing.
     pub(crate) fn prior_of(
+        schema: &KeySchema,
         item: &HashMap<String, AttributeValue>,
         request_hash: &str,
         now: i64,
     ) -> Option<Prior> {
-        let record: Self = serde_dynamo::from_item(item.clone()).ok()?;
+        let mut item = item.clone();
+        schema.rename_from_table(&mut item);
+        rename(&mut item, &schema.ttl_attribute, keys::TTL_ATTRIBUTE);
+        let record: Self = serde_dynamo::from_item(item).ok()?;
         record.prior(request_hash, now)
+    }
+}
+
+/// Moves attribute `from` to `to` (the TTL attribute's name in the table).
+fn rename(item: &mut HashMap<String, AttributeValue>, from: &str, to: &str) {
+    if from != to {
+        if let Some(value) = item.remove(from) {
+            item.insert(to.to_owned(), value);
+        }
     }
 }
 
@@ -185,13 +206,29 @@ mod tests {
         assert_eq!(record.prior("h1", 1_000), Some(Prior::Replay(response)));
         assert_eq!(record.prior("h2", 1_000), Some(Prior::KeyReused));
         assert_eq!(record.prior("h1", 1_061), None);
-        // The stored form round-trips, TTL attribute included.
-        let item = serde_dynamo::to_item(&record).unwrap();
-        let item: HashMap<String, AttributeValue> = item;
-        assert_eq!(item[keys::TTL_ATTRIBUTE], AttributeValue::N("1060".into()));
-        assert_eq!(
-            IdempotencyRecord::prior_of(&item, "h2", 1_000),
-            Some(Prior::KeyReused)
-        );
+        // The stored form round-trips, TTL attribute included, with the
+        // default key schema and with a table's own names.
+        let custom = KeySchema {
+            partition_key: "pk".into(),
+            sort_key: "sk".into(),
+            ttl_attribute: "ttl".into(),
+            ..KeySchema::default()
+        };
+        for (schema, ttl, pk) in [
+            (KeySchema::default(), keys::TTL_ATTRIBUTE, keys::PK),
+            (custom, "ttl", "pk"),
+        ] {
+            let put = record.put("t", &schema, 1_000).unwrap();
+            let item = put.item().clone();
+            assert_eq!(item[ttl], AttributeValue::N("1060".into()));
+            assert!(item.contains_key(pk));
+            assert!(put
+                .condition_expression()
+                .is_some_and(|c| c.contains(&schema.absent())));
+            assert_eq!(
+                IdempotencyRecord::prior_of(&schema, &item, "h2", 1_000),
+                Some(Prior::KeyReused)
+            );
+        }
     }
 }

@@ -15,9 +15,13 @@ async fn main() -> Result<(), Error> {
     // Record the shard count this writer uses before it writes any event, so
     // that a later, lower OUTBOX_SHARDS never hides the higher shards from
     // the sweeper. A failure only delays that: the sweeper records it too.
-    if let Err(e) =
-        outbox_core::store::record_shard_count(&client, &config.table_name, config.outbox_shards)
-            .await
+    if let Err(e) = outbox_core::store::record_shard_count(
+        &client,
+        &config.table_name,
+        &config.keys,
+        config.outbox_shards,
+    )
+    .await
     {
         tracing::warn!(error = %e, "shard count not recorded at cold start");
     }

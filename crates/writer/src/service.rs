@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::operation::get_item::GetItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
-use outbox_core::keys::{self, ItemKey};
+use outbox_core::keys::{self, ItemKey, KeySchema};
 use outbox_core::now_utc_millis;
 use outbox_core::{EventEnvelope, OutboxError};
 use time::format_description::well_known::Rfc3339;
@@ -172,7 +172,7 @@ impl OrderService {
         let envelope = event("OrderCreated", &order, traceparent)?;
         let mut item: HashMap<String, AttributeValue> =
             serde_dynamo::to_item(&order).map_err(BackendError::Encode)?;
-        item.extend(ItemKey::order(&order_id).to_attributes());
+        item.extend(self.settings.keys.key(&ItemKey::order(&order_id)));
         item.insert(
             OWNER_ATTRIBUTE.to_owned(),
             AttributeValue::S(caller.id().to_owned()),
@@ -180,7 +180,7 @@ impl OrderService {
         let put = Put::builder()
             .table_name(&self.settings.table)
             .set_item(Some(item))
-            .condition_expression(keys::absent())
+            .condition_expression(self.settings.keys.absent())
             .build()
             .map_err(BackendError::Request)?;
         let mut tx = OutboxTransaction::new(&self.settings)
@@ -193,7 +193,7 @@ impl OrderService {
         }
         match tx.send(&self.client).await {
             Ok(_) => Ok(Reply::Done(order)),
-            Err(e) => match replay(&e, &request_hash) {
+            Err(e) => match replay(&self.settings.keys, &e, &request_hash) {
                 Some(Prior::Replay(stored)) => Ok(Reply::Replayed(stored)),
                 Some(Prior::KeyReused) => Err(OrderError::KeyReused),
                 None => Err(e.into()),
@@ -236,7 +236,7 @@ impl OrderService {
             let envelope = event("OrderPaid", &paid, traceparent)?;
             let update = Update::builder()
                 .table_name(&self.settings.table)
-                .set_key(Some(ItemKey::order(order_id).to_attributes()))
+                .set_key(Some(self.settings.keys.key(&ItemKey::order(order_id))))
                 .update_expression("SET #status = :paid, #version = :next, #updated = :now")
                 .condition_expression(
                     "#status = :pending AND #version = :current AND #owner = :owner",
@@ -273,7 +273,7 @@ impl OrderService {
             match tx.send(&self.client).await {
                 Ok(_) => return Ok(Reply::Done(paid)),
                 Err(e) => {
-                    match replay(&e, &request_hash) {
+                    match replay(&self.settings.keys, &e, &request_hash) {
                         Some(Prior::Replay(stored)) => return Ok(Reply::Replayed(stored)),
                         Some(Prior::KeyReused) => return Err(OrderError::KeyReused),
                         None => {}
@@ -322,7 +322,7 @@ impl OrderService {
             .client
             .get_item()
             .table_name(&self.settings.table)
-            .set_key(Some(key.to_attributes()))
+            .set_key(Some(self.settings.keys.key(&key)))
             .consistent_read(true)
             .send()
             .await?;
@@ -337,8 +337,14 @@ impl OrderService {
         request_hash: &str,
     ) -> Result<Option<Prior>, OrderError> {
         let item = self.get_item(key.record_key(caller)).await?;
-        Ok(item
-            .and_then(|item| IdempotencyRecord::prior_of(&item, request_hash, idempotency::now())))
+        Ok(item.and_then(|item| {
+            IdempotencyRecord::prior_of(
+                &self.settings.keys,
+                &item,
+                request_hash,
+                idempotency::now(),
+            )
+        }))
     }
 
     /// The idempotency record of a command that answers `status` + `order`.
@@ -360,15 +366,15 @@ impl OrderService {
             self.idempotency_ttl,
             now,
         )
-        .put(&self.settings.table, now)
+        .put(&self.settings.table, &self.settings.keys, now)
     }
 }
 
 /// When the idempotency condition is what failed: what the live record
 /// says about this request.
-fn replay(error: &TransactionError, request_hash: &str) -> Option<Prior> {
+fn replay(schema: &KeySchema, error: &TransactionError, request_hash: &str) -> Option<Prior> {
     let item = error.failed_condition(IDEMPOTENCY_LABEL)?.item.as_ref()?;
-    IdempotencyRecord::prior_of(item, request_hash, idempotency::now())
+    IdempotencyRecord::prior_of(schema, item, request_hash, idempotency::now())
 }
 
 fn event(

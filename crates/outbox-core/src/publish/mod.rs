@@ -175,7 +175,8 @@ pub async fn connect(
         aws_sdk_dynamodb::Client::new(sdk),
         &config.table_name,
         config.outbox_shards,
-    );
+    )
+    .with_keys(config.keys.clone());
     Ok((sink, store))
 }
 

@@ -31,6 +31,7 @@ pub struct DynamoStore {
     table: String,
     shards: u16,
     retry: RetryPolicy,
+    keys: keys::KeySchema,
 }
 
 impl DynamoStore {
@@ -41,7 +42,19 @@ impl DynamoStore {
             table: table.into(),
             shards,
             retry: RetryPolicy::default(),
+            keys: keys::KeySchema::default(),
         }
+    }
+
+    /// The same store, on a table with the key schema `schema`.
+    pub fn with_keys(mut self, schema: keys::KeySchema) -> Self {
+        self.keys = schema;
+        self
+    }
+
+    /// The table's key schema.
+    pub fn keys(&self) -> &keys::KeySchema {
+        &self.keys
     }
 
     /// The table's name.
@@ -100,7 +113,7 @@ impl DynamoStore {
                 self.client
                     .update_item()
                     .table_name(&self.table)
-                    .set_key(Some(key.to_attributes()))
+                    .set_key(Some(self.keys.key(key)))
                     .update_expression(update)
                     .condition_expression(condition)
                     .set_expression_attribute_names((!names.is_empty()).then_some(names))
@@ -132,11 +145,14 @@ impl DynamoStore {
                         .query()
                         .table_name(&self.table)
                         .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
-                        .expression_attribute_names("#pk", keys::PK)
-                        .expression_attribute_names("#sk", keys::SK)
-                        .expression_attribute_names("#ppk", keys::PENDING_PK)
+                        .expression_attribute_names("#pk", self.keys.partition_key.as_str())
+                        .expression_attribute_names("#sk", self.keys.sort_key.as_str())
+                        .expression_attribute_names(
+                            "#ppk",
+                            self.keys.pending_partition_key.as_str(),
+                        )
                         .expression_attribute_values(":pk", s(key.pk.clone()))
-                        .expression_attribute_values(":lo", s(keys::OUTBOX_PREFIX))
+                        .expression_attribute_values(":lo", s(self.keys.outbox_prefix.as_str()))
                         .expression_attribute_values(":hi", s(key.sk.clone()))
                         .projection_expression("#sk, #ppk")
                         .consistent_read(true)
@@ -146,8 +162,15 @@ impl DynamoStore {
                 .await
                 .map_err(|e| e.into_store(operation))?;
             older.extend(out.items().iter().filter_map(|item| {
-                let sk = item.get(keys::SK).and_then(|v| v.as_s().ok())?;
-                (*sk != key.sk).then(|| (sk.clone(), item.contains_key(keys::PENDING_PK)))
+                let sk = item
+                    .get(self.keys.sort_key.as_str())
+                    .and_then(|v| v.as_s().ok())?;
+                (*sk != key.sk).then(|| {
+                    (
+                        sk.clone(),
+                        item.contains_key(self.keys.pending_partition_key.as_str()),
+                    )
+                })
             }));
             match out.last_evaluated_key() {
                 Some(next) => cursor = Some(next.clone()),
@@ -167,7 +190,7 @@ impl DynamoStore {
         operation: &'static str,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
-        let Some(event_id) = keys::event_id_from_sk(&key.sk) else {
+        let Some(event_id) = self.keys.event_id_from_sk(&key.sk) else {
             return Err(StoreError::new(operation, "NotAnOutboxKey"));
         };
         let mut sets: Vec<String> = Vec::with_capacity(fields.len() + 1);
@@ -176,7 +199,7 @@ impl DynamoStore {
             sets.push(format!("{name} = :v{i}"));
             values.insert(format!(":v{i}"), value.clone());
         }
-        sets.push(format!("{} = :sk", keys::PENDING_SK));
+        sets.push(format!("{} = :sk", self.keys.pending_sort_key.as_str()));
         values.insert(":sk".to_owned(), s(keys::redriven_sk(event_id)));
         let update = format!(
             "SET {} REMOVE {}, {}",
@@ -186,8 +209,8 @@ impl DynamoStore {
         );
         let condition = format!(
             "attribute_exists({}) AND attribute_exists({})",
-            keys::PK,
-            keys::PENDING_PK
+            self.keys.partition_key.as_str(),
+            self.keys.pending_partition_key.as_str()
         );
         self.conditional_update(key, (&update, &condition), &[], values, operation, deadline)
             .await
@@ -205,7 +228,7 @@ impl DynamoStore {
             self.client
                 .get_item()
                 .table_name(&self.table)
-                .set_key(Some(keys::settings_key().to_attributes()))
+                .set_key(Some(self.keys.key(&keys::settings_key())))
                 .consistent_read(true)
                 .send(),
         )
@@ -226,15 +249,15 @@ impl DynamoStore {
             .client
             .query()
             .table_name(&self.table)
-            .index_name(keys::PENDING_INDEX)
+            .index_name(self.keys.pending_index.as_str())
             .key_condition_expression(if after.is_some() {
                 "#pk = :pk AND #sk > :after"
             } else {
                 "#pk = :pk"
             })
-            .expression_attribute_names("#pk", keys::PENDING_PK)
-            .expression_attribute_names("#sk", keys::PENDING_SK)
-            .expression_attribute_values(":pk", s(keys::pending_pk(shard)))
+            .expression_attribute_names("#pk", self.keys.pending_partition_key.as_str())
+            .expression_attribute_names("#sk", self.keys.pending_sort_key.as_str())
+            .expression_attribute_values(":pk", s(self.keys.pending_pk(shard)))
             .projection_expression("#sk")
             .scan_index_forward(true)
             .limit(1);
@@ -248,7 +271,7 @@ impl DynamoStore {
         let first = out
             .items()
             .first()
-            .and_then(|i| i.get(keys::PENDING_SK))
+            .and_then(|i| i.get(self.keys.pending_sort_key.as_str()))
             .and_then(|v| v.as_s().ok())
             .cloned();
         Ok((first, out.scanned_count().max(0) as usize))
@@ -256,7 +279,7 @@ impl DynamoStore {
 
     async fn count(
         &self,
-        index: &'static str,
+        index: &str,
         pk_name: &str,
         pk_value: String,
         limit: i32,
@@ -336,12 +359,13 @@ fn n(value: impl ToString) -> AttributeValue {
 pub async fn record_shard_count(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
+    schema: &keys::KeySchema,
     shards: u16,
 ) -> Result<u16, StoreError> {
     let result = client
         .update_item()
         .table_name(table)
-        .set_key(Some(keys::settings_key().to_attributes()))
+        .set_key(Some(schema.key(&keys::settings_key())))
         .update_expression("SET #hw = :n")
         .condition_expression("attribute_not_exists(#hw) OR #hw < :n")
         .expression_attribute_names("#hw", attr::SHARDS_HIGH_WATER)
@@ -380,7 +404,7 @@ impl OutboxStore for DynamoStore {
                 .iter()
                 .filter_map(|key| {
                     DeleteRequest::builder()
-                        .set_key(Some(key.to_attributes()))
+                        .set_key(Some(self.keys.key(key)))
                         .build()
                         .ok()
                         .map(|d| WriteRequest::builder().delete_request(d).build())
@@ -422,7 +446,7 @@ impl OutboxStore for DynamoStore {
                 requests
                     .iter()
                     .filter_map(|r| r.delete_request())
-                    .filter_map(|d| ItemKey::from_attributes(d.key())),
+                    .filter_map(|d| self.keys.item_key(d.key())),
             );
         }
         failed
@@ -435,7 +459,9 @@ impl OutboxStore for DynamoStore {
     ) -> Result<Marked, StoreError> {
         let key = letter.key;
         let shard = keys::shard_of(letter.aggregate_id.unwrap_or(&key.pk), self.shards);
-        let sort = keys::event_id_from_sk(&key.sk)
+        let sort = self
+            .keys
+            .event_id_from_sk(&key.sk)
             .map(|id| id.to_string())
             .unwrap_or_else(|| key.sk.clone());
         let now = now_utc_millis()
@@ -445,8 +471,8 @@ impl OutboxStore for DynamoStore {
             "SET {} = :now, {} = :reason, {} = :dpk, {} = :dsk",
             attr::DEAD_LETTERED_AT,
             attr::DEAD_LETTER_REASON,
-            keys::DEAD_PK,
-            keys::DEAD_SK
+            self.keys.dead_letter_partition_key.as_str(),
+            self.keys.dead_letter_sort_key.as_str()
         );
         let mut values = HashMap::from([
             (":now".to_owned(), s(now)),
@@ -460,15 +486,15 @@ impl OutboxStore for DynamoStore {
         }
         update.push_str(&format!(
             " REMOVE {}, {}, {}, {}, {}",
-            keys::PENDING_PK,
-            keys::PENDING_SK,
+            self.keys.pending_partition_key.as_str(),
+            self.keys.pending_sort_key.as_str(),
             attr::NEXT_ATTEMPT_AT,
             attr::CLAIM_TOKEN,
             attr::CLAIMED_UNTIL
         ));
         let condition = format!(
             "attribute_exists({}) AND attribute_not_exists({})",
-            keys::PK,
+            self.keys.partition_key.as_str(),
             attr::DEAD_LETTERED_AT
         );
         self.conditional_update(
@@ -509,7 +535,12 @@ impl OutboxStore for DynamoStore {
 
     async fn shard_count(&self, deadline: &Deadline) -> Result<u16, StoreError> {
         deadline
-            .bound(record_shard_count(&self.client, &self.table, self.shards))
+            .bound(record_shard_count(
+                &self.client,
+                &self.table,
+                &self.keys,
+                self.shards,
+            ))
             .await
             .unwrap_or_else(|| Err(StoreError::new("record_shard_count", "DeadlineReached")))
     }
@@ -542,15 +573,16 @@ impl OutboxStore for DynamoStore {
             .client
             .query()
             .table_name(&self.table)
-            .index_name(keys::PENDING_INDEX)
+            .index_name(self.keys.pending_index.as_str())
             .key_condition_expression(condition)
-            .expression_attribute_names("#pk", keys::PENDING_PK)
-            .expression_attribute_values(":pk", s(keys::pending_pk(query.shard)))
+            .expression_attribute_names("#pk", self.keys.pending_partition_key.as_str())
+            .expression_attribute_values(":pk", s(self.keys.pending_pk(query.shard)))
             .scan_index_forward(true)
             .limit(query.limit)
             .set_exclusive_start_key(cursor);
         if !bounds.is_empty() {
-            request = request.expression_attribute_names("#sk", keys::PENDING_SK);
+            request =
+                request.expression_attribute_names("#sk", self.keys.pending_sort_key.as_str());
         }
         for (name, value) in bounds {
             request = request.expression_attribute_values(name, s(value));
@@ -565,8 +597,8 @@ impl OutboxStore for DynamoStore {
             ..Page::default()
         };
         for item in out.items.unwrap_or_default() {
-            let key = ItemKey::from_attributes(&item);
-            match OutboxItem::from_attributes(item) {
+            let key = self.keys.item_key(&item);
+            match OutboxItem::from_attributes(self.keys.from_table(item)) {
                 Ok(decoded) => page.items.push(PendingItem::Item(decoded)),
                 Err(e) => match key {
                     Some(key) => page.items.push(PendingItem::Undecodable {
@@ -605,17 +637,17 @@ impl OutboxStore for DynamoStore {
         }
         let (pending, pending_capped, pending_scanned) = self
             .count(
-                keys::PENDING_INDEX,
-                keys::PENDING_PK,
-                keys::pending_pk(shard),
+                self.keys.pending_index.as_str(),
+                self.keys.pending_partition_key.as_str(),
+                self.keys.pending_pk(shard),
                 count_limit,
                 deadline,
             )
             .await?;
         let (dead_letters, dead_letters_capped, dead_scanned) = self
             .count(
-                keys::DEAD_LETTER_INDEX,
-                keys::DEAD_PK,
+                self.keys.dead_letter_index.as_str(),
+                self.keys.dead_letter_partition_key.as_str(),
                 keys::dead_pk(shard),
                 count_limit,
                 deadline,
@@ -656,7 +688,7 @@ impl OutboxStore for DynamoStore {
             self.client
                 .update_item()
                 .table_name(&self.table)
-                .set_key(Some(keys::settings_key().to_attributes()))
+                .set_key(Some(self.keys.key(&keys::settings_key())))
                 .update_expression("SET #sink = :sink, #target = :target, #source = :source, #fifo = :fifo, #by = :by")
                 .expression_attribute_names("#sink", attr::SINK)
                 .expression_attribute_names("#target", attr::SINK_TARGET)
@@ -725,7 +757,7 @@ impl OutboxStore for DynamoStore {
         );
         let condition = format!(
             "attribute_exists({}) AND (attribute_not_exists({until}) OR {until} < :now)",
-            keys::PENDING_PK,
+            self.keys.pending_partition_key.as_str(),
             until = attr::CLAIMED_UNTIL
         );
         self.conditional_update(
@@ -779,12 +811,15 @@ impl OutboxStore for DynamoStore {
                         .table_name(&self.table)
                         .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
                         .filter_expression("attribute_exists(#ppk)")
-                        .expression_attribute_names("#pk", keys::PK)
-                        .expression_attribute_names("#sk", keys::SK)
-                        .expression_attribute_names("#ppk", keys::PENDING_PK)
+                        .expression_attribute_names("#pk", self.keys.partition_key.as_str())
+                        .expression_attribute_names("#sk", self.keys.sort_key.as_str())
+                        .expression_attribute_names(
+                            "#ppk",
+                            self.keys.pending_partition_key.as_str(),
+                        )
                         .expression_attribute_values(":pk", s(key.pk.clone()))
                         .expression_attribute_values(":lo", s(key.sk.clone()))
-                        .expression_attribute_values(":hi", s(format!("{}~", keys::OUTBOX_PREFIX)))
+                        .expression_attribute_values(":hi", s(self.keys.outbox_sk_end()))
                         .consistent_read(true)
                         .set_exclusive_start_key(cursor)
                         .send(),
@@ -793,19 +828,21 @@ impl OutboxStore for DynamoStore {
                 .map_err(|e| e.into_store("newer_pending"))?;
             let next = out.last_evaluated_key().cloned();
             for item in out.items.unwrap_or_default() {
-                let Some(item_key) = ItemKey::from_attributes(&item) else {
+                let Some(item_key) = self.keys.item_key(&item) else {
                     continue;
                 };
                 if item_key.sk == key.sk {
                     continue;
                 }
-                newer.push(match OutboxItem::from_attributes(item) {
-                    Ok(decoded) => PendingItem::Item(decoded),
-                    Err(e) => PendingItem::Undecodable {
-                        key: item_key,
-                        reason: e.to_string(),
+                newer.push(
+                    match OutboxItem::from_attributes(self.keys.from_table(item)) {
+                        Ok(decoded) => PendingItem::Item(decoded),
+                        Err(e) => PendingItem::Undecodable {
+                            key: item_key,
+                            reason: e.to_string(),
+                        },
                     },
-                });
+                );
             }
             match next {
                 Some(next) => cursor = Some(next),
@@ -828,9 +865,9 @@ impl OutboxStore for DynamoStore {
                 self.client
                     .query()
                     .table_name(&self.table)
-                    .index_name(keys::DEAD_LETTER_INDEX)
+                    .index_name(self.keys.dead_letter_index.as_str())
                     .key_condition_expression("#pk = :pk")
-                    .expression_attribute_names("#pk", keys::DEAD_PK)
+                    .expression_attribute_names("#pk", self.keys.dead_letter_partition_key.as_str())
                     .expression_attribute_values(":pk", s(keys::dead_pk(shard)))
                     .scan_index_forward(true)
                     .limit(limit)
@@ -844,7 +881,7 @@ impl OutboxStore for DynamoStore {
             items: out
                 .items()
                 .iter()
-                .map(|item| dead_letter_record(item, shard))
+                .map(|item| dead_letter_record(&self.keys, item, shard))
                 .collect(),
         })
     }
@@ -862,10 +899,10 @@ impl OutboxStore for DynamoStore {
                 self.client
                     .query()
                     .table_name(&self.table)
-                    .index_name(keys::DEAD_LETTER_INDEX)
+                    .index_name(self.keys.dead_letter_index.as_str())
                     .key_condition_expression("#pk = :pk AND #sk = :sk")
-                    .expression_attribute_names("#pk", keys::DEAD_PK)
-                    .expression_attribute_names("#sk", keys::DEAD_SK)
+                    .expression_attribute_names("#pk", self.keys.dead_letter_partition_key.as_str())
+                    .expression_attribute_names("#sk", self.keys.dead_letter_sort_key.as_str())
                     .expression_attribute_values(":pk", s(keys::dead_pk(shard)))
                     .expression_attribute_values(":sk", s(event_id.to_string()))
                     .send(),
@@ -875,7 +912,7 @@ impl OutboxStore for DynamoStore {
         Ok(out
             .items()
             .first()
-            .map(|item| dead_letter_record(item, shard)))
+            .map(|item| dead_letter_record(&self.keys, item, shard)))
     }
 
     async fn redrive(
@@ -893,11 +930,11 @@ impl OutboxStore for DynamoStore {
                 "attribute_exists(#dla) AND #dsk = :id AND (attribute_not_exists(#until) OR #until < :now)",
             ),
             &[
-                ("#ppk", keys::PENDING_PK),
-                ("#psk", keys::PENDING_SK),
+                ("#ppk", self.keys.pending_partition_key.as_str()),
+                ("#psk", self.keys.pending_sort_key.as_str()),
                 ("#attempts", attr::ATTEMPTS),
-                ("#dpk", keys::DEAD_PK),
-                ("#dsk", keys::DEAD_SK),
+                ("#dpk", self.keys.dead_letter_partition_key.as_str()),
+                ("#dsk", self.keys.dead_letter_sort_key.as_str()),
                 ("#dla", attr::DEAD_LETTERED_AT),
                 ("#reason", attr::DEAD_LETTER_REASON),
                 ("#next", attr::NEXT_ATTEMPT_AT),
@@ -905,7 +942,7 @@ impl OutboxStore for DynamoStore {
                 ("#until", attr::CLAIMED_UNTIL),
             ],
             HashMap::from([
-                (":ppk".to_owned(), s(keys::pending_pk(letter.shard))),
+                (":ppk".to_owned(), s(self.keys.pending_pk(letter.shard))),
                 (":psk".to_owned(), s(redriven_sk)),
                 (":id".to_owned(), s(letter.event_id.clone())),
                 (":zero".to_owned(), n(0)),
@@ -930,7 +967,7 @@ impl OutboxStore for DynamoStore {
                 self.client
                     .update_item()
                     .table_name(&self.table)
-                    .set_key(Some(letter.key.to_attributes()))
+                    .set_key(Some(self.keys.key(&letter.key)))
                     .update_expression("SET #token = :token, #until = :until")
                     .condition_expression(
                         "attribute_exists(#dla) AND #dsk = :id AND (attribute_not_exists(#until) OR #until < :now)",
@@ -938,7 +975,7 @@ impl OutboxStore for DynamoStore {
                     .expression_attribute_names("#token", attr::CLAIM_TOKEN)
                     .expression_attribute_names("#until", attr::CLAIMED_UNTIL)
                     .expression_attribute_names("#dla", attr::DEAD_LETTERED_AT)
-                    .expression_attribute_names("#dsk", keys::DEAD_SK)
+                    .expression_attribute_names("#dsk", self.keys.dead_letter_sort_key.as_str())
                     .expression_attribute_values(":token", s(claim.token.clone()))
                     .expression_attribute_values(":until", n(claim.until))
                     .expression_attribute_values(":id", s(letter.event_id.clone()))
@@ -952,7 +989,7 @@ impl OutboxStore for DynamoStore {
                 let item = out
                     .attributes
                     .ok_or_else(|| StoreError::new("claim_dead_letter", "NoItemReturned"))?;
-                serde_dynamo::from_item(item)
+                serde_dynamo::from_item(self.keys.from_table(item))
                     .map(Some)
                     .map_err(|_| StoreError::new("claim_dead_letter", "ItemDoesNotDecode"))
             }
@@ -1005,7 +1042,7 @@ impl OutboxStore for DynamoStore {
                 self.client
                     .delete_item()
                     .table_name(&self.table)
-                    .set_key(Some(key.to_attributes()))
+                    .set_key(Some(self.keys.key(key)))
                     .condition_expression("#token = :token")
                     .expression_attribute_names("#token", attr::CLAIM_TOKEN)
                     .expression_attribute_values(":token", s(claim.token.clone()))
@@ -1027,7 +1064,7 @@ impl OutboxStore for DynamoStore {
                 self.client
                     .delete_item()
                     .table_name(&self.table)
-                    .set_key(Some(letter.key.to_attributes()))
+                    .set_key(Some(self.keys.key(&letter.key)))
                     .condition_expression(
                         "attribute_exists(#dla) AND (attribute_not_exists(#until) OR #until < :now)",
                     )
@@ -1042,7 +1079,7 @@ impl OutboxStore for DynamoStore {
 }
 
 /// A dead-letter index item as a [`DeadLetterRecord`].
-fn dead_letter_record(item: &Item, shard: u16) -> DeadLetterRecord {
+fn dead_letter_record(schema: &keys::KeySchema, item: &Item, shard: u16) -> DeadLetterRecord {
     let text = |name: &str| {
         item.get(name)
             .and_then(|v| v.as_s().ok())
@@ -1050,7 +1087,7 @@ fn dead_letter_record(item: &Item, shard: u16) -> DeadLetterRecord {
             .unwrap_or_default()
     };
     DeadLetterRecord {
-        event_id: text(keys::DEAD_SK),
+        event_id: text(schema.dead_letter_sort_key.as_str()),
         event_type: text(attr::EVENT_TYPE),
         aggregate_id: text(attr::AGGREGATE_ID),
         attempts: item
@@ -1060,7 +1097,10 @@ fn dead_letter_record(item: &Item, shard: u16) -> DeadLetterRecord {
             .unwrap_or(0),
         reason: text(attr::DEAD_LETTER_REASON),
         dead_lettered_at: text(attr::DEAD_LETTERED_AT),
-        key: ItemKey::new(text(keys::PK), text(keys::SK)),
+        key: ItemKey::new(
+            text(schema.partition_key.as_str()),
+            text(schema.sort_key.as_str()),
+        ),
         shard,
         envelope: item
             .get(attr::ENVELOPE)

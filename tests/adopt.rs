@@ -11,8 +11,14 @@ use std::time::Duration;
 
 use std::collections::BTreeMap;
 
-use outbox_core::{keys, EventEnvelope};
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Put};
+use outbox_core::store::DynamoStore;
+use outbox_core::transaction::{OutboxSettings, OutboxTransaction};
+use outbox_core::{keys, EventEnvelope, KeySchema};
 use testkit::rig::{scheduled, Rig};
+use testkit::Stack;
 
 /// The project's Python (`make venv` installs boto3 into it).
 fn python() -> PathBuf {
@@ -29,19 +35,25 @@ fn python() -> PathBuf {
 /// local endpoints, region and dummy credentials come from the
 /// environment `infra/local/with-local.sh` sets.
 fn write_order(rig: &Rig, args: &[&str]) -> String {
-    script(
-        &[
-            &["docs/adopt/write_order.py", "--table", &rig.stack.table],
-            args,
-        ]
-        .concat(),
-    )
+    write_order_with(rig, &[], args)
+}
+
+/// The same with the variables `env` (a key schema).
+fn write_order_with(rig: &Rig, env: &[(&str, &str)], args: &[&str]) -> String {
+    let script = ["docs/adopt/write_order.py", "--table", &rig.stack.table];
+    script_with(env, &[&script[..], args].concat())
 }
 
 /// Runs the project's Python with `args`; its standard output.
 fn script(args: &[&str]) -> String {
+    script_with(&[], args)
+}
+
+/// The same with the variables `env`.
+fn script_with(env: &[(&str, &str)], args: &[&str]) -> String {
     let out = Command::new(python())
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(testkit::root())
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .output()
@@ -58,9 +70,16 @@ fn script(args: &[&str]) -> String {
 /// event once, as a consumer deduplicating by event id sees them). Every
 /// message must parse as the Rust `EventEnvelope`.
 async fn received(rig: &Rig) -> BTreeMap<String, Vec<u64>> {
+    received_counted(rig).await.0
+}
+
+/// The same, and how many messages there were (duplicates included).
+async fn received_counted(rig: &Rig) -> (BTreeMap<String, Vec<u64>>, usize) {
     let mut seen = std::collections::HashSet::new();
     let mut versions: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for mut message in testkit::drain_queue(&rig.stack.sdk, &rig.subscriber).await {
+    let messages = testkit::drain_queue(&rig.stack.sdk, &rig.subscriber).await;
+    let count = messages.len();
+    for mut message in messages {
         if let Some(o) = message.as_object_mut() {
             o.remove("__sqs");
         }
@@ -72,7 +91,7 @@ async fn received(rig: &Rig) -> BTreeMap<String, Vec<u64>> {
                 .push(e.aggregate_version);
         }
     }
-    versions
+    (versions, count)
 }
 
 /// From the stream: each event once, each order's events in order, the
@@ -143,4 +162,195 @@ print(env["eventId"])
         .expect("list");
     assert_eq!(listed.len(), 1);
     assert!(received(&rig).await.is_empty());
+}
+
+/// A table unlike ours (#27 item 7): lowercase `pk`/`sk`, an index named
+/// `GSI1` that the application uses for something else (keyed `GSI1PK` /
+/// `GSI1SK`, the names our default pending index uses), so the outbox's
+/// indexes have other names, and the prefix `evt#`.
+fn their_schema() -> KeySchema {
+    KeySchema {
+        partition_key: "pk".into(),
+        sort_key: "sk".into(),
+        outbox_prefix: "evt#".into(),
+        pending_index: "outbox-pending".into(),
+        pending_partition_key: "outboxPendingPk".into(),
+        pending_sort_key: "outboxPendingSk".into(),
+        dead_letter_index: "outbox-dead".into(),
+        dead_letter_partition_key: "outboxDeadPk".into(),
+        dead_letter_sort_key: "outboxDeadSk".into(),
+        ttl_attribute: "ttl".into(),
+    }
+}
+
+/// The variables that give the functions (and the Python example) that
+/// schema.
+fn their_env() -> Vec<(&'static str, String)> {
+    let schema = their_schema();
+    vec![
+        ("PARTITION_KEY", schema.partition_key),
+        ("SORT_KEY", schema.sort_key),
+        ("OUTBOX_PREFIX", schema.outbox_prefix),
+        ("PENDING_INDEX", schema.pending_index),
+        ("PENDING_INDEX_PARTITION_KEY", schema.pending_partition_key),
+        ("PENDING_INDEX_SORT_KEY", schema.pending_sort_key),
+        ("DEAD_LETTER_INDEX", schema.dead_letter_index),
+        (
+            "DEAD_LETTER_INDEX_PARTITION_KEY",
+            schema.dead_letter_partition_key,
+        ),
+        ("DEAD_LETTER_INDEX_SORT_KEY", schema.dead_letter_sort_key),
+        ("TTL_ATTRIBUTE", schema.ttl_attribute),
+    ]
+}
+
+/// Events of one aggregate from the Rust writer library, `versions` in
+/// order, each in its own transaction with the order's item.
+async fn rust_events(rig: &Rig, order: &str, versions: std::ops::RangeInclusive<u64>) {
+    let schema = their_schema();
+    let settings = OutboxSettings::new(&rig.stack.table, "outbox.orders", 8)
+        .with_limits(outbox_core::size::EventLimits::Sns {
+            fifo: true,
+            max_bytes: outbox_core::size::DEFAULT_SNS_BYTES,
+        })
+        .with_keys(schema.clone());
+    for version in versions {
+        let envelope = EventEnvelope::new(
+            if version == 1 {
+                "OrderCreated"
+            } else {
+                "OrderPaid"
+            },
+            "Order",
+            order,
+            version,
+            serde_json::json!({"orderId": order, "version": version}),
+        )
+        .expect("envelope");
+        let pk = format!("ORDER#{order}");
+        let item = HashMap::from([
+            (schema.partition_key.clone(), AttributeValue::S(pk.clone())),
+            (schema.sort_key.clone(), AttributeValue::S("META".into())),
+            ("version".to_owned(), AttributeValue::N(version.to_string())),
+        ]);
+        let put = Put::builder()
+            .table_name(&rig.stack.table)
+            .set_item(Some(item))
+            .build()
+            .expect("put");
+        OutboxTransaction::new(&settings)
+            .put("order", put)
+            .event(&pk, &envelope)
+            .send(&rig.stack.ddb)
+            .await
+            .expect("committed");
+    }
+}
+
+/// Everything published once, in order, nothing left but the poison
+/// event's dead letter (listed by the operator's tool with the same
+/// schema), from a table with its own key schema: events written by the
+/// Python example and by the Rust writer library, published from the
+/// stream by the publisher binary (the mapping's filter built from the
+/// schema), stranded ones swept by the sweeper binary through the outbox's
+/// own pending index; the application's `GSI1` holds its own item only.
+#[tokio::test]
+async fn a_table_unlike_ours_publishes_everything_once_in_order() {
+    let schema = their_schema();
+    let stack = Stack::with_schema(&schema, &[("GSI1", "GSI1PK", "GSI1SK")]).await;
+    let rig = Rig::on(stack).await;
+    let env = their_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // The application's own item, in its own GSI1.
+    rig.stack
+        .ddb
+        .put_item()
+        .table_name(&rig.stack.table)
+        .item("pk", AttributeValue::S("CUSTOMER#1".into()))
+        .item("sk", AttributeValue::S("PROFILE".into()))
+        .item("GSI1PK", AttributeValue::S("EMAIL#a@example.com".into()))
+        .item("GSI1SK", AttributeValue::S("CUSTOMER#1".into()))
+        .send()
+        .await
+        .expect("application item");
+
+    let python_env: Vec<(&str, &str)> = env.clone();
+    write_order_with(&rig, &python_env, &["create", "py-1"]);
+    rust_events(&rig, "rs-1", 1..=2).await;
+    write_order_with(&rig, &python_env, &["pay", "py-1"]);
+    let poison = r#"
+import sys, boto3
+sys.path.insert(0, "docs/adopt")
+import write_order as w
+env = w.envelope("OrderCreated", "Order", "py-poison", 1, {})
+action = w.put_event(sys.argv[1], "ORDER#py-poison", env, 8)
+action["Put"]["Item"]["envelope"] = {"S": "not json"}
+boto3.client("dynamodb").transact_write_items(TransactItems=[action])
+"#;
+    script_with(&python_env, &["-c", poison, &rig.stack.table]);
+
+    let publisher = rig.function("publisher", "strict", &env);
+    let mut pump = rig.stack.pump_filtered(
+        &publisher,
+        Some(&rig.failures),
+        Some(schema.stream_filter_pattern()),
+    );
+    pump.run_until_idle().await.expect("pump");
+    assert_eq!(pump.stats.on_failure_messages, 0);
+    // From the stream, by the publisher.
+    let (received, messages) = received_counted(&rig).await;
+    assert_eq!(received.get("py-1"), Some(&vec![1, 2]), "{received:?}");
+    assert_eq!(received.get("rs-1"), Some(&vec![1, 2]), "{received:?}");
+    assert_eq!(received.len(), 2, "the poison event is not published");
+    assert_eq!(messages, 4, "each event once");
+
+    // Stranded: written after the stream was read, swept from the outbox's
+    // own pending index.
+    write_order_with(&rig, &python_env, &["create", "py-2"]);
+    rust_events(&rig, "rs-2", 1..=1).await;
+    let mut sweeper_env = env.clone();
+    sweeper_env.push(("STRANDED_AFTER_SECONDS", "0"));
+    let sweeper = rig.function("sweeper", "strict", &sweeper_env);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    rig.invoke(&sweeper, &scheduled()).await;
+
+    let (received, messages) = received_counted(&rig).await;
+    assert_eq!(received.get("py-2"), Some(&vec![1]), "{received:?}");
+    assert_eq!(received.get("rs-2"), Some(&vec![1]), "{received:?}");
+    assert_eq!(received.len(), 2, "{received:?}");
+    assert_eq!(messages, 2, "each event once");
+
+    // Left: the poison event's dead letter only, in the outbox's own
+    // dead-letter index, which the operator's tool reads.
+    let items = rig.stack.items().await;
+    let outbox: Vec<_> = items
+        .iter()
+        .filter(|i| {
+            i.get("sk")
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|sk| sk.starts_with("evt#"))
+        })
+        .collect();
+    assert_eq!(outbox.len(), 1, "{outbox:?}");
+    assert!(outbox[0].contains_key("outboxDeadPk"), "{outbox:?}");
+    assert!(outbox[0].contains_key(keys::attr::DEAD_LETTER_REASON));
+    let store =
+        DynamoStore::new(rig.stack.ddb.clone(), &rig.stack.table, 8).with_keys(schema.clone());
+    let listed = outboxctl::Operations::new(store)
+        .dead_letters(&outboxctl::DeadLetterFilter::default())
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1);
+
+    // The application's GSI1 holds its item and nothing of the outbox.
+    let gsi1 = rig
+        .stack
+        .ddb
+        .scan()
+        .table_name(&rig.stack.table)
+        .index_name("GSI1")
+        .send()
+        .await
+        .expect("scan GSI1");
+    assert_eq!(gsi1.count(), 1);
 }

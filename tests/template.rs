@@ -36,6 +36,17 @@ fn mapping_settings_are_the_safe_ones() {
     assert_eq!(m.patterns.len(), 1);
 }
 
+/// The template's pattern is the one the key schema builds (the pattern of
+/// a table with other names is built the same way: docs/adopt.md).
+#[test]
+fn the_pattern_is_the_default_key_schemas() {
+    let m = mapping();
+    let template: Value = serde_json::from_str(&m.patterns[0]).unwrap();
+    let built: Value =
+        serde_json::from_str(&outbox_core::KeySchema::default().stream_filter_pattern()).unwrap();
+    assert_eq!(template, built);
+}
+
 #[test]
 fn the_pattern_passes_only_outbox_inserts_of_the_samples() {
     let filters = mapping().filters().unwrap();

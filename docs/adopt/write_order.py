@@ -6,7 +6,10 @@ exactly as it publishes the Rust writer's.
     python write_order.py --table T pay ORDER_ID
 
 Needs boto3 and the usual AWS configuration (region, credentials, and for a
-local run AWS_ENDPOINT_URL_DYNAMODB). OUTBOX_SHARDS must be the stack's.
+local run AWS_ENDPOINT_URL_DYNAMODB). OUTBOX_SHARDS and the key schema
+(PARTITION_KEY, SORT_KEY, OUTBOX_PREFIX, PENDING_INDEX_PARTITION_KEY,
+PENDING_INDEX_SORT_KEY) are read from the same variables as the stack's
+functions, with the same defaults.
 """
 
 import argparse
@@ -20,9 +23,12 @@ from datetime import datetime, timezone
 
 import boto3
 
-# docs/adopt.md, "The outbox item".
-OUTBOX_PREFIX = "OUTBOX#"
-PENDING_PK, PENDING_SK = "GSI1PK", "GSI1SK"
+# docs/adopt.md, "The outbox item" and "Your table's names".
+PK = os.environ.get("PARTITION_KEY") or "PK"
+SK = os.environ.get("SORT_KEY") or "SK"
+OUTBOX_PREFIX = os.environ.get("OUTBOX_PREFIX") or "OUTBOX#"
+PENDING_PK = os.environ.get("PENDING_INDEX_PARTITION_KEY") or "GSI1PK"
+PENDING_SK = os.environ.get("PENDING_INDEX_SORT_KEY") or "GSI1SK"
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 _last = (0, 0)
@@ -81,8 +87,8 @@ def envelope(event_type, aggregate_type, aggregate_id, version, payload):
 def outbox_item(pk, env, shards):
     """The outbox item of `env`, in the item collection `pk`."""
     return {
-        "PK": {"S": pk},
-        "SK": {"S": OUTBOX_PREFIX + env["eventId"]},
+        PK: {"S": pk},
+        SK: {"S": OUTBOX_PREFIX + env["eventId"]},
         "eventId": {"S": env["eventId"]},
         "eventType": {"S": env["eventType"]},
         "aggregateId": {"S": env["aggregateId"]},
@@ -101,7 +107,8 @@ def put_event(table, pk, env, shards):
         "Put": {
             "TableName": table,
             "Item": outbox_item(pk, env, shards),
-            "ConditionExpression": "attribute_not_exists(SK)",
+            "ConditionExpression": "attribute_not_exists(#sk)",
+            "ExpressionAttributeNames": {"#sk": SK},
         }
     }
 
@@ -116,13 +123,14 @@ def create(ddb, table, shards, order_id, total):
                 "Put": {
                     "TableName": table,
                     "Item": {
-                        "PK": {"S": pk},
-                        "SK": {"S": "META"},
+                        PK: {"S": pk},
+                        SK: {"S": "META"},
                         "status": {"S": "PENDING"},
                         "total": {"N": str(total)},
                         "version": {"N": "1"},
                     },
-                    "ConditionExpression": "attribute_not_exists(PK)",
+                    "ConditionExpression": "attribute_not_exists(#pk)",
+                    "ExpressionAttributeNames": {"#pk": PK},
                 }
             },
             put_event(table, pk, env, shards),
@@ -134,7 +142,7 @@ def create(ddb, table, shards, order_id, total):
 def pay(ddb, table, shards, order_id):
     pk = "ORDER#" + order_id
     current = ddb.get_item(
-        TableName=table, Key={"PK": {"S": pk}, "SK": {"S": "META"}}, ConsistentRead=True
+        TableName=table, Key={PK: {"S": pk}, SK: {"S": "META"}}, ConsistentRead=True
     ).get("Item")
     if current is None:
         raise SystemExit(f"no order {order_id}")
@@ -146,7 +154,7 @@ def pay(ddb, table, shards, order_id):
             {
                 "Update": {
                     "TableName": table,
-                    "Key": {"PK": {"S": pk}, "SK": {"S": "META"}},
+                    "Key": {PK: {"S": pk}, SK: {"S": "META"}},
                     "UpdateExpression": "SET #s = :paid, #v = :next",
                     "ConditionExpression": "#v = :version AND #s = :pending",
                     "ExpressionAttributeNames": {"#s": "status", "#v": "version"},

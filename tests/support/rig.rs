@@ -23,7 +23,11 @@ pub struct Rig {
 
 impl Rig {
     pub async fn new() -> Self {
-        let stack = Stack::new().await;
+        Self::on(Stack::new().await).await
+    }
+
+    /// The same around `stack` (a table with another key schema, say).
+    pub async fn on(stack: Stack) -> Self {
         let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &unique("order"))
             .await
             .expect("topic");

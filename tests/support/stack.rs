@@ -20,9 +20,18 @@ pub struct Stack {
 impl Stack {
     /// A fresh table.
     pub async fn new() -> Self {
+        Self::with_schema(&outbox_core::KeySchema::default(), &[]).await
+    }
+
+    /// A fresh table keyed and indexed as `schema` names it, plus the
+    /// application's own `extra` indexes (name, partition key, sort key).
+    pub async fn with_schema(
+        schema: &outbox_core::KeySchema,
+        extra: &[(&str, &str, &str)],
+    ) -> Self {
         let sdk = sdk().await;
         let table = unique("outbox");
-        let stream_arn = devkit::create_table(&sdk, &table)
+        let stream_arn = devkit::create_table_with(&sdk, &table, schema, extra)
             .await
             .expect("create table");
         let calls = CallCounter::default();
@@ -275,8 +284,22 @@ impl Stack {
 
     /// The mapping of `template.yaml`, fed by this stack's stream into `invoker`.
     pub fn pump<I: Invoker>(&self, invoker: I, on_failure: Option<&str>) -> Pump<I> {
-        let mapping = MappingSettings::from_template(&root().join("template.yaml"))
+        self.pump_filtered(invoker, on_failure, None)
+    }
+
+    /// The same, with the filter `pattern` instead of the template's (the
+    /// mapping of a table with another key schema).
+    pub fn pump_filtered<I: Invoker>(
+        &self,
+        invoker: I,
+        on_failure: Option<&str>,
+        pattern: Option<String>,
+    ) -> Pump<I> {
+        let mut mapping = MappingSettings::from_template(&root().join("template.yaml"))
             .expect("template mapping");
+        if let Some(pattern) = pattern {
+            mapping.patterns = vec![pattern];
+        }
         let on_failure = on_failure.map(|url| OnFailure {
             sqs: aws_sdk_sqs::Client::new(&self.sdk),
             queue_url: url.to_owned(),

@@ -436,6 +436,31 @@ impl KeySchema {
         format!("{}~", self.outbox_prefix)
     }
 
+    /// The publisher mapping's filter pattern for this schema: inserts of
+    /// outbox items only, on the `dynamodb` key alone (the only key
+    /// DynamoDB mappings filter on): the sort key starts with the outbox
+    /// prefix; the new image has the envelope (a `REMOVE` has none) and no
+    /// `lastError`, `deadLetteredAt`, `heldBehind` or `claimedUntil` (the
+    /// functions' own bookkeeping, dead-letter, hold and claim `MODIFY`s).
+    /// `template.yaml`'s pattern is this one for the default schema
+    /// (`tests/template.rs`).
+    pub fn stream_filter_pattern(&self) -> String {
+        let absent = |kind: &str| serde_json::json!({ kind: [{"exists": false}] });
+        serde_json::json!({
+            "dynamodb": {
+                "Keys": { self.sort_key.as_str(): {"S": [{"prefix": self.outbox_prefix}]} },
+                "NewImage": {
+                    attr::ENVELOPE: {"S": [{"exists": true}]},
+                    attr::LAST_ERROR: absent("S"),
+                    attr::DEAD_LETTERED_AT: absent("S"),
+                    attr::HELD_BEHIND: absent("S"),
+                    attr::CLAIMED_UNTIL: absent("N"),
+                }
+            }
+        })
+        .to_string()
+    }
+
     /// `attribute_not_exists(<partition key>)`: no item has this key yet.
     pub fn absent(&self) -> String {
         format!("attribute_not_exists({})", self.partition_key)

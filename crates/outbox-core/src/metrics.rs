@@ -56,11 +56,6 @@ pub fn emf_line(function: &str, metrics: &[(&str, f64, Unit)]) -> String {
     Value::Object(doc).to_string()
 }
 
-/// Prints one EMF line on stdout.
-pub fn emit(function: &str, metrics: &[(&str, f64, Unit)]) {
-    println!("{}", emf_line(function, metrics));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

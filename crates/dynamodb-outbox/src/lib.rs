@@ -1,0 +1,79 @@
+//! A transactional outbox for Amazon DynamoDB.
+//!
+//! Saving a change and then publishing its event is a dual write: a crash
+//! between the two loses the event, the reverse order announces one that
+//! never happened. With an outbox the event is stored **in the same
+//! `TransactWriteItems`** as the change, as an item of the aggregate's own
+//! item collection; the stack's publisher (a Lambda function on the
+//! table's stream) and sweeper publish it afterwards to EventBridge or SNS,
+//! at least once, with a stable `eventId` that consumers deduplicate on.
+//!
+//! This crate is the library surface a service depends on: the key schema,
+//! the envelope, the transaction builder, and the consumer's inbox. The
+//! functions and the SAM stack are in the project's repository
+//! (`docs/adopt.md` takes a team from an existing table to events flowing).
+//!
+//! # Layout
+//! - [`KeySchema`] and [`keys`]: the names of the outbox in *your* table
+//!   (partition and sort key, the outbox prefix, the pending and dead-letter
+//!   indexes, the TTL attribute), from the environment or set in code.
+//! - [`EventEnvelope`]: what subscribers receive.
+//! - [`transaction`]: [`transaction::OutboxTransaction`], your puts,
+//!   updates, condition checks and deletes plus events in one
+//!   `TransactWriteItems`, every limit checked before the call.
+//! - [`OutboxItem`] and [`size`]: the stored form and the service limits.
+//! - [`inbox`] (feature `inbox`, on by default): an inbox record in the
+//!   consumer's own transaction, and version guards.
+//! - `publish`, `store`, `retry` (feature `relay`): the publishing module
+//!   the stack's functions share, for a publisher of your own.
+//!
+//! # Example
+//!
+//! An order and its `OrderCreated`, in one transaction, on a table keyed
+//! `pk`/`sk`:
+//!
+//! ```no_run
+//! use aws_sdk_dynamodb::types::{AttributeValue, Put};
+//! use dynamodb_outbox::transaction::{OutboxSettings, OutboxTransaction};
+//! use dynamodb_outbox::{EventEnvelope, KeySchema};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let keys = KeySchema {
+//!     partition_key: "pk".into(),
+//!     sort_key: "sk".into(),
+//!     ..KeySchema::default()
+//! };
+//! keys.validate()?;
+//! let settings = OutboxSettings::new("orders", "outbox.orders", 8).with_keys(keys);
+//!
+//! let order = Put::builder()
+//!     .table_name("orders")
+//!     .item("pk", AttributeValue::S("ORDER#42".into()))
+//!     .item("sk", AttributeValue::S("META".into()))
+//!     .condition_expression("attribute_not_exists(pk)")
+//!     .build()?;
+//! let created = EventEnvelope::new(
+//!     "OrderCreated", "Order", "42", 1,
+//!     serde_json::json!({"orderId": "42", "totalCents": 1250}),
+//! )?;
+//!
+//! let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
+//! OutboxTransaction::new(&settings)
+//!     .put("order", order)
+//!     .event("ORDER#42", &created)
+//!     .send(&client)
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub use outbox_core::{
+    keys, size, transaction, Config, ConfigError, DecodeError, EventEnvelope, ItemKey, KeySchema,
+    OutboxError, OutboxItem,
+};
+
+#[cfg(feature = "inbox")]
+pub use inbox;
+
+#[cfg(feature = "relay")]
+pub use outbox_core::{publish, retry, store};

@@ -2,8 +2,6 @@
 //! and moto (the sink; Lambda's mapping list): the stack's own table
 //! passes, and each broken copy is a problem of its own check, with a fix.
 
-use std::process::Command;
-
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
     ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
@@ -11,7 +9,7 @@ use aws_sdk_dynamodb::types::{
 };
 use outbox_core::KeySchema;
 use outboxctl::{diagnose, Finding, Severity, SinkToCheck};
-use testkit::{unique, Stack};
+use testkit::{outboxctl, unique, Stack};
 
 fn problems(findings: &[Finding]) -> Vec<&'static str> {
     findings
@@ -19,20 +17,6 @@ fn problems(findings: &[Finding]) -> Vec<&'static str> {
         .filter(|f| f.severity == Severity::Problem)
         .map(|f| f.check)
         .collect()
-}
-
-fn outboxctl(args: &[&str]) -> (bool, String, String) {
-    let binary = testkit::lambda::binary("outboxctl").expect("outboxctl binary");
-    let out = Command::new(binary)
-        .args(args)
-        .current_dir(testkit::root())
-        .output()
-        .expect("run outboxctl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// A table like the stack's, but with one thing changed.

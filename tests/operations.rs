@@ -11,7 +11,7 @@ use outbox_core::store::{Marked, OutboxStore};
 use outboxctl::{envelope_of, DeadLetterFilter as Filter, OpsError};
 use sweeper::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
-use testkit::{far_deadline, fast_retry, Stack};
+use testkit::{far_deadline, fast_retry, outboxctl, Stack};
 use time::OffsetDateTime;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -48,20 +48,6 @@ async fn dead_letters(stack: &Stack, n: usize) -> Vec<outbox_core::OutboxItem> {
         .sweep(OffsetDateTime::now_utc(), &far_deadline())
         .await;
     items
-}
-
-fn outboxctl(args: &[&str]) -> (bool, String, String) {
-    let binary = testkit::lambda::binary("outboxctl").expect("outboxctl binary");
-    let out = Command::new(binary)
-        .args(args)
-        .current_dir(testkit::root())
-        .output()
-        .expect("run outboxctl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]

@@ -176,6 +176,22 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Runs the `outboxctl` binary with `args` from the workspace root:
+/// whether it succeeded, its stdout and its stderr.
+pub fn outboxctl(args: &[&str]) -> (bool, String, String) {
+    let binary = lambda::binary("outboxctl").expect("outboxctl binary");
+    let out = std::process::Command::new(binary)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run outboxctl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A sample file from `events/`.
 pub fn sample(name: &str) -> String {
     let path = root().join("events").join(name);

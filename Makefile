@@ -105,10 +105,13 @@ contract: local venv-contract
 fuzz: local venv-contract
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-500} $(WITH_LOCAL) infra/contract/schemathesis.sh
 
-# Lint, translate and scan template.yaml, in each sink mode (EventBridge,
-# SNS, SNS FIFO); prove the checks on broken copies.
+# Lint, translate and scan both templates (the reusable stack,
+# infra/outbox.yaml, and the orders example, template.yaml, which nests it),
+# each in every sink mode (EventBridge, SNS, SNS FIFO); prove the checks on
+# broken copies of both.
 check-template: venv-infra
-	infra/checks/check-template.sh
+	infra/checks/check-template.sh infra/outbox.yaml
+	infra/checks/check-template.sh template.yaml
 	infra/checks/check-modes.sh
 	infra/checks/broken-copies.sh
 
@@ -146,7 +149,7 @@ sam-build-check: venv venv-infra
 	cargo fetch --locked
 	source infra/checks/env.sh && $(SAM_CHECK_ENV) CARGO_NET_OFFLINE=true offline .venv-infra/bin/sam build \
 	  --parameter-overrides Architecture=x86_64 --build-dir .local/sam-build-check
-	@ls -l .local/sam-build-check/*/bootstrap
+	@ls -l .local/sam-build-check/*/bootstrap .local/sam-build-check/Outbox/*/bootstrap
 
 # The tests: with cargo-nextest when installed (every test binary at once,
 # .config/nextest.toml), else cargo test; doc tests with cargo test.

@@ -235,8 +235,10 @@ fn the_inbox_outlives_every_redelivery_the_template_allows() {
 
 #[test]
 fn the_template_never_sets_the_local_caller() {
-    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
-    assert!(!text.contains(writer::LOCAL_CALLER_ENV));
+    for path in ["template.yaml", devkit::OUTBOX_TEMPLATE] {
+        let text = std::fs::read_to_string(root().join(path)).unwrap();
+        assert!(!text.contains(writer::LOCAL_CALLER_ENV), "{path}");
+    }
 }
 
 #[test]

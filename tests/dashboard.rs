@@ -1,4 +1,5 @@
-//! The stack's CloudWatch dashboard (`OutboxDashboard` in `template.yaml`)
+//! The outbox's CloudWatch dashboard (`OutboxDashboard` in the reusable
+//! stack, `infra/outbox.yaml`)
 //! names only metrics that exist: every `DynamoDbOutbox` metric of a widget
 //! is in the EMF output of the function its `Function` dimension names
 //! (built by the functions' own code), and every AWS metric is one the
@@ -13,7 +14,7 @@ use testkit::root;
 /// The widgets' JSON, from the resource's `!Sub` strings: a quoted
 /// `${Name}` becomes `"Name"`, an unquoted one (a number) `0`.
 fn widgets() -> Vec<Value> {
-    let text = std::fs::read_to_string(root().join("template.yaml")).expect("template");
+    let text = std::fs::read_to_string(root().join(devkit::OUTBOX_TEMPLATE)).expect("template");
     let start = text
         .find("\n  OutboxDashboard:")
         .expect("the dashboard resource");
@@ -92,7 +93,7 @@ fn emitted() -> HashSet<(String, String)> {
 #[test]
 fn the_dashboard_names_only_metrics_the_functions_emit() {
     let widgets = widgets();
-    assert_eq!(widgets.len(), 7, "{widgets:#?}");
+    assert_eq!(widgets.len(), 8, "{widgets:#?}");
     let emitted = emitted();
     let aws: HashSet<(&str, &str)> = HashSet::from([
         ("AWS/Lambda", "IteratorAge"),

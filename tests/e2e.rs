@@ -1,5 +1,5 @@
 //! End to end on the local AWS API: writer → table → stream → the mapping
-//! emulator (settings and filter from template.yaml) → publisher →
+//! emulator (settings and filter from infra/outbox.yaml) → publisher →
 //! EventBridge → subscriber queue, with faults injected.
 
 #![recursion_limit = "256"]

@@ -1,5 +1,6 @@
 //! Least privilege, measured by request and resource: each function's role
-//! in `template.yaml` grants exactly the (action, resource) pairs that are
+//! in `infra/outbox.yaml` (publisher, sweeper) or `template.yaml` (writer,
+//! projector) grants exactly the (action, resource) pairs that are
 //! used, no more and no fewer.
 //!
 //! What is used comes from two places:
@@ -53,10 +54,45 @@ impl Bindings {
         if logical.ends_with("LogGroup") {
             return format!("log-group/{logical}");
         }
+        // The reusable stack's parameters, as the orders example passes
+        // them (template.yaml's `Outbox` application).
+        match logical {
+            "TableStreamArn" => return format!("{}/stream", self.name("OutboxTable")),
+            "EventTopicArn" => return self.name("EventTopic"),
+            _ => {}
+        }
         self.names
             .get(logical)
             .cloned()
             .unwrap_or_else(|| panic!("no binding for the template's {logical}"))
+    }
+
+    /// An ARN the reusable stack builds with `!Sub` from its parameters
+    /// (`arn:${AWS::Partition}:dynamodb:…:table/${TableName}/index/${PendingIndex}`),
+    /// named as the proxy names it (`table/<name>/index/GSI1`).
+    fn arn(&self, template: &str) -> String {
+        let mut arn = String::new();
+        let mut rest = template;
+        while let Some(at) = rest.find("${") {
+            arn.push_str(&rest[..at]);
+            let end = at + rest[at..].find('}').expect("closed ${");
+            let variable = &rest[at + 2..end];
+            let value = match variable {
+                v if v.starts_with("AWS::") => "x".to_owned(),
+                "TableName" => self.name("OutboxTable").replacen("table/", "", 1),
+                "EventBusName" => self.name("EventBus").replacen("event-bus/", "", 1),
+                other => outbox_parameter_default(other),
+            };
+            arn.push_str(&value);
+            rest = &rest[end + 1..];
+        }
+        arn.push_str(rest);
+        let resource = arn.splitn(6, ':').nth(5).unwrap_or_else(|| panic!("{arn}"));
+        resource
+            .strip_suffix("/*")
+            .filter(|r| r.ends_with("/stream"))
+            .unwrap_or(resource)
+            .to_owned()
     }
 
     fn condition(&self, name: &str) -> bool {
@@ -87,6 +123,7 @@ impl Bindings {
                         }
                     }
                     "!Ref" => vec![self.name(arg)],
+                    "!Sub" if arg.starts_with("arn:") => vec![self.arn(arg)],
                     "!Sub" => {
                         let rest = arg
                             .strip_prefix("${")
@@ -112,8 +149,28 @@ impl Bindings {
     }
 }
 
-fn template() -> Value {
-    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+/// The template that defines `logical`: the reusable stack
+/// (`infra/outbox.yaml`: the publisher, the sweeper and their roles) or
+/// the orders example (`template.yaml`: the writer, the projector).
+fn template(logical: &str) -> Value {
+    let outbox = read(devkit::OUTBOX_TEMPLATE);
+    if !outbox["Resources"][logical].is_null() {
+        return outbox;
+    }
+    read("template.yaml")
+}
+
+/// A parameter's default in the reusable stack (the key schema's names).
+fn outbox_parameter_default(name: &str) -> String {
+    let outbox = read(devkit::OUTBOX_TEMPLATE);
+    match &outbox["Parameters"][name]["Default"] {
+        Value::String(s) => s.clone(),
+        other => panic!("no default for the parameter {name}: {other:?}"),
+    }
+}
+
+fn read(path: &str) -> Value {
+    let text = std::fs::read_to_string(root().join(path)).unwrap();
     serde_yaml_ng::from_str(&text).unwrap()
 }
 
@@ -142,7 +199,7 @@ fn refs(value: &Value, logical: &str) -> bool {
 /// Every (action, resource) pair the role is granted: its inline policies
 /// and the separate policy resources attached to it.
 fn granted(role: &str, bindings: &Bindings) -> Grants {
-    granted_in(&template(), role, bindings)
+    granted_in(&template(role), role, bindings)
 }
 
 fn granted_in(template: &Value, role: &str, bindings: &Bindings) -> Grants {
@@ -197,7 +254,7 @@ fn granted_in(template: &Value, role: &str, bindings: &Bindings) -> Grants {
 /// The calls the Lambda service makes with the role of `function`, from the
 /// function's configuration in the template (see the module's doc).
 fn by_the_service(function: &str, bindings: &Bindings) -> Grants {
-    let template = template();
+    let template = template(function);
     let properties = &template["Resources"][function]["Properties"];
     let globals = &template["Globals"]["Function"];
     let mut grants = Grants::new();
@@ -308,7 +365,8 @@ async fn pump_through(
     on_failure: Option<&str>,
 ) {
     let proxied = proxy.sdk().await;
-    let mapping = devkit::MappingSettings::from_template(&root().join("template.yaml")).unwrap();
+    let mapping =
+        devkit::MappingSettings::from_template(&root().join(devkit::OUTBOX_TEMPLATE)).unwrap();
     let mut pump = devkit::Pump::new(
         devkit::StreamCursor::new(&proxied, &stack.stream_arn),
         mapping,

@@ -1,4 +1,5 @@
-//! `template.yaml` as the single source of truth of the stream mapping: its
+//! The reusable stack's template (`infra/outbox.yaml`, nested by
+//! `template.yaml`) as the single source of truth of the stream mapping: its
 //! filter pattern (through the same code the local pipeline uses) against
 //! sample and real stream records, and its settings.
 
@@ -14,7 +15,8 @@ use testkit::{far_deadline, root, sample, Stack};
 use time::OffsetDateTime;
 
 fn mapping() -> MappingSettings {
-    MappingSettings::from_template(&root().join("template.yaml")).expect("template has the mapping")
+    MappingSettings::from_template(&root().join(devkit::OUTBOX_TEMPLATE))
+        .expect("template has the mapping")
 }
 
 #[test]
@@ -45,6 +47,86 @@ fn the_pattern_is_the_default_key_schemas() {
     let built: Value =
         serde_json::from_str(&outbox_core::KeySchema::default().stream_filter_pattern()).unwrap();
     assert_eq!(template, built);
+}
+
+/// Issue #27 item 2: the reusable stack hands each key-schema setting to
+/// the functions from a parameter whose default is today's name, and builds
+/// the mapping's filter from the same parameters: with a table's other
+/// names (docs/adopt.md's second table), the template's pattern is the one
+/// `KeySchema` builds from the functions' settings.
+#[test]
+fn the_stack_builds_its_filter_from_the_key_schema_parameters() {
+    use serde_yaml_ng::Value as Y;
+    let text = std::fs::read_to_string(root().join(devkit::OUTBOX_TEMPLATE)).unwrap();
+    let doc: Y = serde_yaml_ng::from_str(&text).unwrap();
+    let variables = &doc["Globals"]["Function"]["Environment"]["Variables"];
+    let settings = [
+        "PARTITION_KEY",
+        "SORT_KEY",
+        "OUTBOX_PREFIX",
+        "PENDING_INDEX",
+        "PENDING_INDEX_PARTITION_KEY",
+        "PENDING_INDEX_SORT_KEY",
+        "DEAD_LETTER_INDEX",
+        "DEAD_LETTER_INDEX_PARTITION_KEY",
+        "DEAD_LETTER_INDEX_SORT_KEY",
+        "TTL_ATTRIBUTE",
+    ];
+    // Each setting is `!Ref <Parameter>`.
+    let parameter = |setting: &str| -> String {
+        match &variables[setting] {
+            Y::Tagged(t) if t.tag == "!Ref" => t.value.as_str().unwrap().to_owned(),
+            other => panic!("{setting} is not a !Ref to a parameter: {other:?}"),
+        }
+    };
+    let default = |name: &str| {
+        doc["Parameters"][name]["Default"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let defaults = outbox_core::KeySchema::from_lookup(|k| {
+        settings.contains(&k).then(|| default(&parameter(k)))
+    })
+    .unwrap();
+    assert!(
+        defaults.is_default(),
+        "the parameters' defaults are today's names"
+    );
+
+    let theirs = [
+        ("PARTITION_KEY", "pk"),
+        ("SORT_KEY", "sk"),
+        ("OUTBOX_PREFIX", "evt#"),
+        ("PENDING_INDEX", "outbox-pending"),
+        ("PENDING_INDEX_PARTITION_KEY", "opk"),
+        ("PENDING_INDEX_SORT_KEY", "osk"),
+        ("DEAD_LETTER_INDEX", "outbox-dead"),
+        ("DEAD_LETTER_INDEX_PARTITION_KEY", "dpk"),
+        ("DEAD_LETTER_INDEX_SORT_KEY", "dsk"),
+        ("TTL_ATTRIBUTE", "ttl"),
+    ];
+    let schema = outbox_core::KeySchema::from_lookup(|k| {
+        theirs
+            .iter()
+            .find(|(s, _)| *s == k)
+            .map(|(_, v)| (*v).to_owned())
+    })
+    .unwrap();
+    // The pattern as CloudFormation substitutes it with those parameters.
+    let filters = &doc["Resources"]["PublisherFunction"]["Properties"]["Events"]["OutboxStream"]
+        ["Properties"]["FilterCriteria"]["Filters"];
+    let mut pattern = match &filters[0]["Pattern"] {
+        Y::Tagged(t) if t.tag == "!Sub" => t.value.as_str().unwrap().to_owned(),
+        other => panic!("the pattern is not a !Sub of the parameters: {other:?}"),
+    };
+    for (setting, value) in theirs {
+        pattern = pattern.replace(&format!("${{{}}}", parameter(setting)), value);
+    }
+    assert!(!pattern.contains("${"), "{pattern}");
+    let substituted: Value = serde_json::from_str(&pattern).unwrap();
+    let built: Value = serde_json::from_str(&schema.stream_filter_pattern()).unwrap();
+    assert_eq!(substituted, built);
 }
 
 #[test]
@@ -197,5 +279,91 @@ async fn the_pattern_against_real_stream_records() {
             seen.contains(&(kind.0.to_owned(), kind.1)),
             "{kind:?} missing from {seen:?}"
         );
+    }
+}
+
+/// Issue #27 item 1: the orders example nests the reusable stack and keeps
+/// its outputs. CloudFormation checks a nested stack's parameters and
+/// outputs only at deploy time; this checks them here: every parameter the
+/// example passes is one the stack takes, every parameter without a
+/// default is passed, every `Outbox.Outputs.X` the example reads is an
+/// output of the stack, and the example's outputs are the ones it had
+/// before the split.
+#[test]
+fn the_example_nests_the_reusable_stack_and_keeps_its_outputs() {
+    use serde_yaml_ng::Value as Y;
+    let read = |path: &str| -> Y {
+        serde_yaml_ng::from_str(&std::fs::read_to_string(root().join(path)).unwrap()).unwrap()
+    };
+    let example = read("template.yaml");
+    let outbox = read(devkit::OUTBOX_TEMPLATE);
+    let application = &example["Resources"]["Outbox"];
+    assert_eq!(
+        application["Type"].as_str(),
+        Some("AWS::Serverless::Application")
+    );
+    assert_eq!(
+        application["Properties"]["Location"].as_str(),
+        Some(devkit::OUTBOX_TEMPLATE)
+    );
+    let keys = |v: &Y| -> Vec<String> {
+        v.as_mapping()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let passed = keys(&application["Properties"]["Parameters"]);
+    let taken = outbox["Parameters"].as_mapping().unwrap();
+    for name in &passed {
+        assert!(
+            taken.contains_key(name.as_str()),
+            "{name} is not a parameter of the stack"
+        );
+    }
+    for (name, parameter) in taken {
+        let name = name.as_str().unwrap();
+        if parameter.get("Default").is_none() {
+            assert!(
+                passed.iter().any(|p| p == name),
+                "{name} has no default and is not passed"
+            );
+        }
+    }
+    // Every Outbox.Outputs.X the example reads.
+    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    let outputs = keys(&outbox["Outputs"]);
+    let mut read_outputs = 0;
+    for (at, _) in text.match_indices("Outbox.Outputs.") {
+        let name: String = text[at + "Outbox.Outputs.".len()..]
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        assert!(
+            outputs.contains(&name),
+            "Outbox.Outputs.{name} is not an output of the stack"
+        );
+        read_outputs += 1;
+    }
+    assert!(read_outputs > 0);
+    // The example's outputs before the split, all still there.
+    let mine = keys(&example["Outputs"]);
+    for name in [
+        "ApiUrl",
+        "TableName",
+        "EventBusName",
+        "EventArchiveName",
+        "EventTopicArn",
+        "SubscriberQueueUrl",
+        "ReadModelTableName",
+        "ProjectorQueueUrl",
+        "ProjectorDeadLetterQueueUrl",
+        "OperationsDeadLetterQueueUrl",
+        "PublisherFailureQueueUrl",
+        "OnFailureDeadLetterQueueUrl",
+        "AlarmTopicArn",
+        "AlarmKeyArn",
+    ] {
+        assert!(mine.iter().any(|m| m == name), "the output {name} is gone");
     }
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Proves the template checks rule by rule: each copy of template.yaml breaks
-# one setting where outbox bugs live, and the checks must reject it with
+# Proves the template checks rule by rule: each copy of a template (the
+# reusable stack, infra/outbox.yaml, where the publisher and the sweeper
+# are; or the orders example, template.yaml, where the writer and the
+# projector are) breaks one setting where outbox bugs live, and the checks must reject it with
 # exactly the findings the copy declares: the rule it targets first (its id
 # and a fragment of its message), then any other rule that guards the same
 # setting. A copy fails this script when it passes, when a declared finding
@@ -13,6 +15,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 passed=0
 failed=0
+# The template the next copies break (set before each group).
+target=$root/infra/outbox.yaml
 # The publisher's stream mapping, from its event name to its destination.
 mapping='/^        OutboxStream:/,/Destination: !GetAtt PublisherFailureQueue.Arn/'
 
@@ -22,8 +26,8 @@ expect() {
   shift 2
   local copy="$work/$name.yaml" args=()
   for e in "$@"; do args+=(-e "$e"); done
-  sed "${args[@]}" "$root/template.yaml" >"$copy"
-  if cmp -s "$copy" "$root/template.yaml"; then
+  sed "${args[@]}" "$target" >"$copy"
+  if cmp -s "$copy" "$target"; then
     echo "not ok - $name: the edit changed nothing (fix the sed expression)"
     failed=$((failed + 1))
     return
@@ -64,7 +68,7 @@ expect() {
   fi
 }
 
-# E9101: the publisher's stream mapping.
+# E9101: the publisher's stream mapping (infra/outbox.yaml).
 expect starting-position-latest 'E9101 StartingPosition must be TRIM_HORIZON' \
   "$mapping s/StartingPosition: TRIM_HORIZON/StartingPosition: LATEST/"
 expect no-partial-batch-response 'E9101 FunctionResponseTypes must include ReportBatchItemFailures' \
@@ -89,14 +93,14 @@ expect filter-matches-remove 'E9101 filter pattern must be' \
 expect filter-matches-bookkeeping 'E9101 filter pattern must be' \
   's/,"lastError":{"S":\[{"exists":false}\]}//'
 expect filter-prefix-typo 'E9101 filter pattern must be' \
-  's/"prefix":"OUTBOX#"/"prefix":"OUTBOX"/'
+  's/"prefix":"${OutboxPrefix}"/"prefix":"OUTBOX"/'
+# The pattern is built from the key schema's parameters: the wrong one.
+expect filter-on-partition-key 'E9101 filter pattern must be' \
+  's/"Keys":{"${SortKey}"/"Keys":{"${PartitionKey}"/'
 # E9105 (a key DynamoDB mappings never filter on); E9101's exact pattern
 # catches the same copy.
 expect filter-on-event-name "E9105 filter key 'eventName';E9101 filter pattern must be" \
-  's/- Pattern: .{"dynamodb"/- Pattern: '"'"'{"eventName":["INSERT"],"dynamodb"/'
-# E9102: least privilege.
-expect wildcard-action 'E9102 wildcard action dynamodb:*' \
-  's/Action: \[dynamodb:GetItem, /Action: [dynamodb:*, /'
+  's/- Pattern: !Sub .{"dynamodb"/- Pattern: !Sub '"'"'{"eventName":["INSERT"],"dynamodb"/'
 # E9103: one threshold for the mapping and the sweeper.
 expect stranded-threshold-disagrees 'E9103 STRANDED_AFTER_SECONDS (3600) and MaximumRecordAgeInSeconds' \
   's/STRANDED_AFTER_SECONDS: !Ref StrandedAfterSeconds/STRANDED_AFTER_SECONDS: "3600"/'
@@ -115,6 +119,14 @@ expect alarm-topic-aws-managed-key 'E9106 AWS managed key alias/aws/sns' \
   's/      KmsMasterKeyId: !Ref AlarmKey/      KmsMasterKeyId: alias\/aws\/sns/'
 expect alarm-key-without-cloudwatch 'E9106 must let cloudwatch.amazonaws.com use it' \
   's/Principal: { Service: cloudwatch.amazonaws.com }/Principal: { Service: sns.amazonaws.com }/'
+# E9102 in the reusable stack: the publisher's table grant.
+expect wildcard-action-publisher 'E9102 wildcard action dynamodb:*' \
+  '0,/Action: \[dynamodb:BatchWriteItem, dynamodb:UpdateItem\]/ s/Action: \[dynamodb:BatchWriteItem, dynamodb:UpdateItem\]/Action: [dynamodb:*]/'
+# The orders example (template.yaml): the writer's and the projector's.
+target=$root/template.yaml
+# E9102: least privilege.
+expect wildcard-action 'E9102 wildcard action dynamodb:*' \
+  's/Action: \[dynamodb:GetItem, /Action: [dynamodb:*, /'
 # E9107, each branch: partial batch responses, visibility timeout, a redrive
 # policy, an alarmed dead-letter queue.
 expect projector-no-partial-batch 'E9107 ProjectorFunctionQueue: an SQS mapping must report partial batch failures' \

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every template check (check-template.sh: sam validate, cfn-lint with
-# the serverless and outbox rules, the offline translation, checkov) on the
-# template as deployed in each sink mode: the default (EventBridge) and
-# copies whose parameter defaults select an SNS topic, standard and FIFO.
+# the serverless and outbox rules, the offline translation, checkov) on both
+# templates as deployed in each sink mode. The defaults are EventBridge; the
+# copies' parameter defaults select an SNS topic: for the orders example
+# (template.yaml) one it creates, standard and FIFO; for the reusable stack
+# (infra/outbox.yaml) an existing FIFO topic's ARN instead of a bus.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -10,13 +12,20 @@ trap 'rm -rf "$work"' EXIT
 sns='/^  Sink:/,/Description/ s/Default: eventbridge/Default: sns/'
 fifo='/^  SnsFifo:/,/Description/ s/Default: "false"/Default: "true"/'
 limit='/^  MaxEventBytes:/,/Description/ s/Default: 0/Default: 262144/'
+topic='/^  EventTopicArn:/,/Description/ s/Default: ""/Default: "arn:aws:sns:us-east-1:123456789012:orders-events.fifo"/'
 sed -e "$sns" "$root/template.yaml" >"$work/sns.yaml"
 sed -e "$sns" -e "$fifo" -e "$limit" "$root/template.yaml" >"$work/sns-fifo.yaml"
-for mode in sns sns-fifo; do
-  if cmp -s "$work/$mode.yaml" "$root/template.yaml"; then
+# The copies of template.yaml nest infra/outbox.yaml beside them.
+mkdir -p "$work/infra"
+cp "$root/infra/outbox.yaml" "$work/infra/outbox.yaml"
+sed -e "$topic" -e "$limit" "$root/infra/outbox.yaml" >"$work/infra/outbox-sns-fifo.yaml"
+for mode in sns sns-fifo infra/outbox-sns-fifo; do
+  original=$root/template.yaml
+  [[ $mode == infra/* ]] && original=$root/infra/outbox.yaml
+  if cmp -s "$work/$mode.yaml" "$original"; then
     echo "check-modes: the $mode edit changed nothing (fix the sed expression)" >&2
     exit 1
   fi
-  echo "check-modes: Sink $mode"
+  echo "check-modes: $mode"
   "$root/infra/checks/check-template.sh" "$work/$mode.yaml"
 done

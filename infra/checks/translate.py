@@ -29,11 +29,15 @@ class NoManagedPolicies:
 def main(template_path, out_path):
     with open(template_path) as f:
         template = yaml_parse(f.read())
-    # What `sam package` does: local code becomes an S3 object.
+    # What `sam package` does: local code becomes an S3 object, and a local
+    # nested template (the reusable stack, checked on its own) an S3 URL.
     for resource in template.get("Resources", {}).values():
         props = resource.get("Properties") or {}
         if resource.get("Type") == "AWS::Serverless::Function" and not str(props.get("CodeUri", "")).startswith("s3://"):
             props["CodeUri"] = "s3://packaged-code/function.zip"
+        location = props.get("Location")
+        if resource.get("Type") == "AWS::Serverless::Application" and isinstance(location, str) and not location.startswith("https://"):
+            props["Location"] = f"https://packaged-code.s3.amazonaws.com/{os.path.basename(location)}"
     parameters = {
         "AWS::Region": "us-east-1",
         "AWS::AccountId": "123456789012",

@@ -282,7 +282,7 @@ impl Stack {
             .expect("put item");
     }
 
-    /// The mapping of `template.yaml`, fed by this stack's stream into `invoker`.
+    /// The mapping of `infra/outbox.yaml`, fed by this stack's stream into `invoker`.
     pub fn pump<I: Invoker>(&self, invoker: I, on_failure: Option<&str>) -> Pump<I> {
         self.pump_filtered(invoker, on_failure, None)
     }
@@ -295,7 +295,7 @@ impl Stack {
         on_failure: Option<&str>,
         pattern: Option<String>,
     ) -> Pump<I> {
-        let mut mapping = MappingSettings::from_template(&root().join("template.yaml"))
+        let mut mapping = MappingSettings::from_template(&root().join(devkit::OUTBOX_TEMPLATE))
             .expect("template mapping");
         if let Some(pattern) = pattern {
             mapping.patterns = vec![pattern];

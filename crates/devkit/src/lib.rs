@@ -13,7 +13,7 @@
 //!   ([`StreamCursor`]).
 //! - `filter.rs`: Lambda event filtering, the mapping's `FilterCriteria`
 //!   ([`FilterCriteria`]).
-//! - `template.rs`: the mapping's settings read from `template.yaml`
+//! - `template.rs`: the mapping's settings read from `infra/outbox.yaml`
 //!   ([`MappingSettings`]).
 //! - `pump.rs`: the stream event source mapping emulator ([`Pump`]).
 //! - `sqs.rs`: Lambda's SQS event source mapping: batches of queue
@@ -50,4 +50,4 @@ pub use stack::{
     ReadModel, StackError, Subscriber, PROJECTOR_MAX_RECEIVES,
 };
 pub use stream::{StreamCursor, StreamError};
-pub use template::{MappingSettings, TemplateError};
+pub use template::{MappingSettings, TemplateError, OUTBOX_TEMPLATE};

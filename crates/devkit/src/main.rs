@@ -38,7 +38,7 @@ enum Command {
     },
     /// The stream event source mapping: the table's stream into a function
     /// under `cargo lambda watch` on 127.0.0.1:PORT. Reads the mapping's
-    /// settings and filter from `template.yaml`, sends OnFailure messages to
+    /// settings and filter from `infra/outbox.yaml`, sends OnFailure messages to
     /// `$ON_FAILURE_QUEUE_URL` when set, and keeps its position in
     /// `.local/pump-<table>.json` so that the next run resumes.
     Pump {
@@ -165,7 +165,7 @@ async fn pump(
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok())
         .unwrap_or_default();
-    let mapping = MappingSettings::from_template(&PathBuf::from("template.yaml"))
+    let mapping = MappingSettings::from_template(&PathBuf::from(devkit::OUTBOX_TEMPLATE))
         .map_err(|e| e.to_string())?;
     let on_failure = std::env::var("ON_FAILURE_QUEUE_URL")
         .ok()

@@ -3,7 +3,7 @@
 //!
 //! Faithful where outboxes break:
 //! - reads every shard from `TRIM_HORIZON`;
-//! - applies the mapping's filter patterns from `template.yaml` (the same
+//! - applies the mapping's filter patterns from `infra/outbox.yaml` (the same
 //!   [`FilterCriteria`] the template test uses); non-matching records are discarded,
 //!   never delivered and never retried;
 //! - batches up to the mapping's `BatchSize`, per shard, in order;

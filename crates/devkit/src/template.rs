@@ -1,6 +1,8 @@
-//! Reads the publisher's event source mapping from `template.yaml`, so that
-//! the template is the single source of truth for the filter and the
-//! mapping's settings, in tests and in the local pipeline alike.
+//! Reads the publisher's event source mapping from the reusable stack's
+//! template (`infra/outbox.yaml`, nested by `template.yaml`), so that the
+//! template is the single source of truth for the filter and the mapping's
+//! settings, in tests and in the local pipeline alike. Parameters resolve
+//! to their defaults: the filter is the default key schema's.
 
 use std::path::Path;
 
@@ -8,11 +10,16 @@ use serde_yaml_ng::Value;
 
 use crate::filter::{FilterCriteria, PatternError};
 
+/// The reusable stack's template, relative to the repository's root: the
+/// publisher, its stream mapping and the sweeper (`template.yaml`, the
+/// orders example, nests it).
+pub const OUTBOX_TEMPLATE: &str = "infra/outbox.yaml";
+
 /// The template cannot be read or has no usable mapping.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
     #[error("cannot read {0}: {1}")]
-    /// `template.yaml` could not be read: path and error.
+    /// The template could not be read: path and error.
     Read(String, String),
     #[error("template: {0}")]
     /// The mapping is not shaped as expected.
@@ -96,11 +103,17 @@ impl MappingSettings {
                     .map(|filters| {
                         filters
                             .iter()
-                            .filter_map(|f| {
-                                f.get("Pattern").and_then(Value::as_str).map(str::to_owned)
+                            .filter_map(|f| f.get("Pattern"))
+                            .map(|p| {
+                                with_defaults(&doc, p).ok_or_else(|| {
+                                    shape(
+                                        "a filter pattern is not a string or a !Sub of parameters",
+                                    )
+                                })
                             })
-                            .collect()
+                            .collect::<Result<Vec<_>, _>>()
                     })
+                    .transpose()?
                     .unwrap_or_default();
                 let settings = Self {
                     function: name.as_str().unwrap_or_default().to_owned(),
@@ -132,6 +145,34 @@ impl MappingSettings {
         }
         Err(shape("no function has a DynamoDB event"))
     }
+}
+
+/// A string, or `!Sub` of a string whose every `${Name}` is a parameter,
+/// resolved to the parameters' defaults (the reusable stack builds its
+/// filter from the key schema's parameters).
+fn with_defaults(doc: &Value, value: &Value) -> Option<String> {
+    let text = match value {
+        Value::String(s) => return Some(s.clone()),
+        Value::Tagged(tagged) if tagged.tag == "!Sub" => tagged.value.as_str()?,
+        Value::Mapping(m) if m.len() == 1 => m.get("Fn::Sub")?.as_str()?,
+        _ => return None,
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find('}')? + start;
+        let name = &rest[start + 2..end];
+        let default = doc.get("Parameters")?.get(name)?.get("Default")?;
+        match default {
+            Value::String(s) => out.push_str(s),
+            Value::Number(n) => out.push_str(&n.to_string()),
+            _ => return None,
+        }
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 /// A literal, or `!Ref Parameter` resolved to the parameter's default.

@@ -442,7 +442,7 @@ impl KeySchema {
     /// prefix; the new image has the envelope (a `REMOVE` has none) and no
     /// `lastError`, `deadLetteredAt`, `heldBehind` or `claimedUntil` (the
     /// functions' own bookkeeping, dead-letter, hold and claim `MODIFY`s).
-    /// `template.yaml`'s pattern is this one for the default schema
+    /// `infra/outbox.yaml`'s pattern is this one for the default schema
     /// (`tests/template.rs`).
     pub fn stream_filter_pattern(&self) -> String {
         let absent = |kind: &str| serde_json::json!({ kind: [{"exists": false}] });

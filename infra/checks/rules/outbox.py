@@ -2,10 +2,12 @@
 
 They run on the *translated* template (infra/checks/translate.py), where the
 stream mapping is a real AWS::Lambda::EventSourceMapping. Each is proven by
-infra/checks/broken-copies.sh, which feeds a copy of template.yaml with one
-setting broken and expects the check to fail.
+infra/checks/broken-copies.sh, which feeds a copy of a template (infra/outbox.yaml,
+the reusable stack, or template.yaml) with one setting broken and expects
+the check to fail.
 """
 import json
+import re
 
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
@@ -24,8 +26,43 @@ OUTBOX_PATTERN = json.loads(
 
 
 def _is_stream_mapping(props):
+    """A mapping on a table's stream: the stream of a table in this template
+    (`!GetAtt T.StreamArn`), or a stream ARN given as a parameter (the
+    reusable stack, infra/outbox.yaml, takes an existing table's)."""
     arn = props.get("EventSourceArn")
-    return isinstance(arn, dict) and "Fn::GetAtt" in arn and arn["Fn::GetAtt"][1] == "StreamArn"
+    if not isinstance(arn, dict):
+        return False
+    if "Fn::GetAtt" in arn:
+        return arn["Fn::GetAtt"][1] == "StreamArn"
+    return isinstance(arn.get("Ref"), str) and arn["Ref"].endswith("StreamArn")
+
+
+def _nests_a_stack(cfn):
+    """Whether the template nests another (the orders example nests the
+    reusable stack, which has the publisher and the sweeper; that template
+    is checked on its own)."""
+    return bool(cfn.get_resources(["AWS::CloudFormation::Stack"]))
+
+
+def _with_defaults(cfn, value):
+    """A string, or `Fn::Sub` of a string whose every variable is a
+    parameter, resolved to the parameters' defaults; None otherwise."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+        parameters = cfn.template.get("Parameters", {})
+        unknown = []
+
+        def default(match):
+            name = match.group(1)
+            if name not in parameters or "Default" not in parameters[name]:
+                unknown.append(name)
+                return ""
+            return str(parameters[name]["Default"])
+
+        text = re.sub(r"\$\{([^}!]+)\}", default, value["Fn::Sub"])
+        return None if unknown else text
+    return None
 
 
 def _parameter_bounds(cfn, value):
@@ -53,7 +90,7 @@ class OutboxStreamMapping(CloudFormationLintRule):
             for name, res in cfn.get_resources(["AWS::Lambda::EventSourceMapping"]).items()
             if _is_stream_mapping(res.get("Properties", {}))
         }
-        if not mappings:
+        if not mappings and not _nests_a_stack(cfn):
             matches.append(RuleMatch(["Resources"], "no DynamoDB stream mapping for the publisher"))
         for name, props in mappings.items():
             path = ["Resources", name, "Properties"]
@@ -82,8 +119,10 @@ class OutboxStreamMapping(CloudFormationLintRule):
             if not filters:
                 fail("FilterCriteria", "FilterCriteria must only let outbox INSERTs through")
             for f in filters:
+                # A pattern built from the key schema's parameters is
+                # checked with their defaults (today's names).
                 try:
-                    pattern = json.loads(f.get("Pattern", ""))
+                    pattern = json.loads(_with_defaults(cfn, f.get("Pattern")) or "")
                 except (TypeError, ValueError):
                     fail("FilterCriteria", "a filter pattern is not JSON")
                     continue
@@ -137,7 +176,7 @@ class StrandedThresholdAgrees(CloudFormationLintRule):
             for name, res in cfn.get_resources(["AWS::Lambda::Function"]).items()
             if "STRANDED_AFTER_SECONDS" in res.get("Properties", {}).get("Environment", {}).get("Variables", {})
         ]
-        if not stranded:
+        if not stranded and not _nests_a_stack(cfn):
             matches.append(RuleMatch(["Resources"], "no function sets STRANDED_AFTER_SECONDS (the sweeper)"))
         for name, value in stranded:
             for age in ages:
@@ -233,7 +272,7 @@ class DynamoDbFiltersUseOnlyTheDynamodbKey(CloudFormationLintRule):
                 continue
             for f in (props.get("FilterCriteria") or {}).get("Filters") or []:
                 try:
-                    pattern = json.loads(f.get("Pattern", ""))
+                    pattern = json.loads(_with_defaults(cfn, f.get("Pattern")) or "")
                 except (TypeError, ValueError):
                     continue
                 for key in pattern if isinstance(pattern, dict) else []:

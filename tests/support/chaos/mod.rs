@@ -447,10 +447,11 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let outage_start = rng.u64(2..6);
     let outage_invocations = config.outage_invocations;
     // The template's mapping, as the pump runs it.
-    let retries = devkit::MappingSettings::from_template(&crate::root().join("template.yaml"))
-        .map_err(|e| e.to_string())?
-        .maximum_retry_attempts
-        .max(0) as u64;
+    let retries =
+        devkit::MappingSettings::from_template(&crate::root().join(devkit::OUTBOX_TEMPLATE))
+            .map_err(|e| e.to_string())?
+            .maximum_retry_attempts
+            .max(0) as u64;
     let publisher_proxy = Arc::new(FaultProxy::start().await);
     let publisher_schedule =
         Schedule::new(config.seed.wrapping_add(1), config.fault_rate).scripted(false);

@@ -180,6 +180,7 @@ fn their_schema() -> KeySchema {
         dead_letter_partition_key: "outboxDeadPk".into(),
         dead_letter_sort_key: "outboxDeadSk".into(),
         ttl_attribute: "ttl".into(),
+        home_region: None,
     }
 }
 

@@ -489,3 +489,49 @@ async fn an_expired_stream_iterator_is_renewed_after_the_last_record_read() {
     assert_eq!(proxy.faulted("GetRecords"), 1, "the expiry was met");
     assert_eq!(read, written);
 }
+
+/// Issue #28 item 2: a replicated insert of another region's item reaches
+/// this region's stream (global tables); the mapping's filter drops it, and
+/// the publisher, should one get through, ignores it: not published, not
+/// dead-lettered, left in the table for its home region. Its own region's
+/// items and items without a region are published.
+#[tokio::test]
+async fn another_regions_items_are_ignored_never_dead_lettered() {
+    let stack = Stack::with_bus().await;
+    let region = |order: &str, home: Option<&str>| {
+        poison_item(order, |a| match home {
+            Some(home) => {
+                a.insert("homeRegion".into(), AttributeValue::S(home.into()));
+            }
+            None => {
+                a.remove("homeRegion");
+            }
+        })
+    };
+    stack.put_raw(region("theirs", Some("eu-west-1"))).await;
+    stack.put_raw(region("ours", Some("us-east-1"))).await;
+    stack.put_raw(region("unmarked", None)).await;
+    let records = stack.stream().read().await.unwrap();
+    // The template's filter, in this region, drops it before the publisher.
+    let mapping =
+        devkit::MappingSettings::from_template(&testkit::root().join(devkit::OUTBOX_TEMPLATE))
+            .unwrap();
+    let filters = mapping.filters().unwrap();
+    let admitted: Vec<bool> = records
+        .iter()
+        .map(|r| filters.matches(&serde_json::to_value(r).unwrap()))
+        .collect();
+    assert_eq!(admitted, [false, true, true], "theirs, ours, unmarked");
+
+    let (sink, _) = stack.eventbridge_sink();
+    let mut publisher = publisher(sink, &stack);
+    publisher.keys = outbox_core::KeySchema::default().with_home_region(Some("us-east-1".into()));
+    let report = publisher.process(records, &far_deadline()).await.unwrap();
+    assert_eq!(report.first_failure, None);
+    assert_eq!(report.published, 2, "ours and the unmarked one");
+    assert_eq!((report.foreign, report.dead_lettered), (1, 0));
+    let left = stack.outbox_raw().await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["homeRegion"].as_s().unwrap(), "eu-west-1");
+    assert!(!left[0].contains_key("deadLetteredAt"));
+}

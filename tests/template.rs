@@ -35,18 +35,26 @@ fn mapping_settings_are_the_safe_ones() {
         m.maximum_record_age_seconds as u64,
         config.stranded_after.as_secs()
     );
-    assert_eq!(m.patterns.len(), 1);
+    // The home-region rule's two: this region's items, items without one.
+    assert_eq!(m.patterns.len(), 2);
 }
 
 /// The template's pattern is the one the key schema builds (the pattern of
 /// a table with other names is built the same way: docs/adopt.md).
 #[test]
 fn the_pattern_is_the_default_key_schemas() {
-    let m = mapping();
-    let template: Value = serde_json::from_str(&m.patterns[0]).unwrap();
-    let built: Value =
-        serde_json::from_str(&outbox_core::KeySchema::default().stream_filter_pattern()).unwrap();
-    assert_eq!(template, built);
+    let json = |patterns: &[String]| -> Vec<Value> {
+        patterns
+            .iter()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect()
+    };
+    for region in [devkit::REGION, "eu-west-1"] {
+        let m = MappingSettings::from_template_in(&root().join(devkit::OUTBOX_TEMPLATE), region)
+            .unwrap();
+        let schema = outbox_core::KeySchema::default().with_home_region(Some(region.to_owned()));
+        assert_eq!(json(&m.patterns), json(&schema.stream_filter_patterns()));
+    }
 }
 
 /// Issue #27 item 2: the reusable stack hands each key-schema setting to
@@ -113,20 +121,49 @@ fn the_stack_builds_its_filter_from_the_key_schema_parameters() {
             .map(|(_, v)| (*v).to_owned())
     })
     .unwrap();
-    // The pattern as CloudFormation substitutes it with those parameters.
+    // The patterns as CloudFormation substitutes them with those
+    // parameters, in eu-west-2, with the home-region rule on (each filter's
+    // `!If` then-branch) and off (the else-branch of the first).
     let filters = &doc["Resources"]["PublisherFunction"]["Properties"]["Events"]["OutboxStream"]
         ["Properties"]["FilterCriteria"]["Filters"];
-    let mut pattern = match &filters[0]["Pattern"] {
-        Y::Tagged(t) if t.tag == "!Sub" => t.value.as_str().unwrap().to_owned(),
-        other => panic!("the pattern is not a !Sub of the parameters: {other:?}"),
+    let substituted = |filter: &Y, branch: usize| -> Option<Value> {
+        let chosen = match filter {
+            Y::Tagged(t) if t.tag == "!If" => &t.value.as_sequence().unwrap()[branch],
+            other => panic!("a filter is not an !If on the home-region rule: {other:?}"),
+        };
+        let mut pattern = match &chosen["Pattern"] {
+            Y::Tagged(t) if t.tag == "!Sub" => t.value.as_str().unwrap().to_owned(),
+            Y::Null => return None, // !Ref AWS::NoValue
+            other => panic!("the pattern is not a !Sub of the parameters: {other:?}"),
+        };
+        for (setting, value) in theirs {
+            pattern = pattern.replace(&format!("${{{}}}", parameter(setting)), value);
+        }
+        pattern = pattern.replace("${AWS::Region}", "eu-west-2");
+        assert!(!pattern.contains("${"), "{pattern}");
+        Some(serde_json::from_str(&pattern).unwrap())
     };
-    for (setting, value) in theirs {
-        pattern = pattern.replace(&format!("${{{}}}", parameter(setting)), value);
-    }
-    assert!(!pattern.contains("${"), "{pattern}");
-    let substituted: Value = serde_json::from_str(&pattern).unwrap();
-    let built: Value = serde_json::from_str(&schema.stream_filter_pattern()).unwrap();
-    assert_eq!(substituted, built);
+    let json = |patterns: Vec<String>| -> Vec<Value> {
+        patterns
+            .iter()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect()
+    };
+    let on: Vec<Value> = filters
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|f| substituted(f, 1))
+        .collect();
+    let regional = schema.clone().with_home_region(Some("eu-west-2".into()));
+    assert_eq!(on, json(regional.stream_filter_patterns()));
+    let off: Vec<Value> = filters
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|f| substituted(f, 2))
+        .collect();
+    assert_eq!(off, json(schema.stream_filter_patterns()));
 }
 
 #[test]

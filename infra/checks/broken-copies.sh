@@ -97,6 +97,11 @@ expect filter-prefix-typo 'E9101 filter pattern must be' \
 # The pattern is built from the key schema's parameters: the wrong one.
 expect filter-on-partition-key 'E9101 filter pattern must be' \
   's/"Keys":{"${SortKey}"/"Keys":{"${PartitionKey}"/'
+# The home-region rule's two patterns: the one for items written without a
+# region loses its clause, so it admits every region's items (each region
+# would publish every replicated event).
+expect filter-home-region-admits-every-region 'E9101 the two home-region patterns together' \
+  's/,"homeRegion":{"S":\[{"exists":false}\]}//'
 # E9105 (a key DynamoDB mappings never filter on); E9101's exact pattern
 # catches the same copy.
 expect filter-on-event-name "E9105 filter key 'eventName';E9101 filter pattern must be" \

@@ -37,7 +37,7 @@ pub use filter::{FilterCriteria, PatternError};
 pub use invoke::{HttpInvoker, Invocation, INVOKE_TIMEOUT};
 pub use local::{
     dynamodb_endpoint, endpoint, endpoint_env, endpoint_env_at, is_loopback, sdk_config,
-    sdk_config_at, streams_endpoint, LocalError,
+    sdk_config_at, streams_endpoint, LocalError, REGION,
 };
 pub use pump::{on_failure_message, Invoker, OnFailure, Pump, PumpError, PumpStats};
 pub use sqs::{

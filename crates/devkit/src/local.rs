@@ -2,6 +2,10 @@
 
 use aws_config::{Region, SdkConfig};
 
+/// The region of every local run (`AWS_REGION` in infra/local/with-local.sh
+/// and the local Lambda environments).
+pub const REGION: &str = "us-east-1";
+
 /// The local run is misconfigured.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
@@ -161,7 +165,7 @@ async fn configured(endpoint: &str, endpoints: ServiceEndpoints) -> SdkConfig {
     // a loader's endpoint counts as set in code, which every client takes
     // as is, never asking the per-service endpoints.
     outbox_core::aws::loader()
-        .region(Region::new("us-east-1"))
+        .region(Region::new(REGION))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
             "test", "test", None, None, "local",
         ))

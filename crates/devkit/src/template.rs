@@ -59,8 +59,15 @@ impl MappingSettings {
         FilterCriteria::parse(&self.patterns)
     }
 
-    /// Reads the first `DynamoDB` event of a function in the template.
+    /// Reads the first `DynamoDB` event of a function in the template, in
+    /// the local region ([`crate::REGION`]: `AWS::Region` in the filter).
     pub fn from_template(path: &Path) -> Result<Self, TemplateError> {
+        Self::from_template_in(path, crate::REGION)
+    }
+
+    /// The same, as deployed in `region` (a stack in each region of a
+    /// global table: its filter admits that region's items).
+    pub fn from_template_in(path: &Path, region: &str) -> Result<Self, TemplateError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| TemplateError::Read(path.display().to_string(), e.to_string()))?;
         let doc: Value = serde_yaml_ng::from_str(&text)
@@ -96,25 +103,26 @@ impl MappingSettings {
                             .ok_or_else(|| TemplateError::Shape(format!("{key} is not a number"))),
                     }
                 };
-                let patterns = props
+                let filters: Vec<&Value> = props
                     .get("FilterCriteria")
                     .and_then(|f| f.get("Filters"))
                     .and_then(Value::as_sequence)
-                    .map(|filters| {
-                        filters
-                            .iter()
-                            .filter_map(|f| f.get("Pattern"))
-                            .map(|p| {
-                                with_defaults(&doc, p).ok_or_else(|| {
-                                    shape(
-                                        "a filter pattern is not a string or a !Sub of parameters",
-                                    )
-                                })
-                            })
-                            .collect::<Result<Vec<_>, _>>()
-                    })
-                    .transpose()?
+                    .map(|filters| filters.iter().collect())
                     .unwrap_or_default();
+                let mut patterns = Vec::new();
+                for filter in filters {
+                    let Some(filter) = chosen(&doc, filter)
+                        .ok_or_else(|| shape("a filter's !If has a condition not understood"))?
+                    else {
+                        continue;
+                    };
+                    let Some(pattern) = filter.get("Pattern") else {
+                        continue;
+                    };
+                    patterns.push(with_defaults(&doc, pattern, region).ok_or_else(|| {
+                        shape("a filter pattern is not a string or a !Sub of parameters")
+                    })?);
+                }
                 let settings = Self {
                     function: name.as_str().unwrap_or_default().to_owned(),
                     starting_position: props
@@ -147,10 +155,53 @@ impl MappingSettings {
     }
 }
 
-/// A string, or `!Sub` of a string whose every `${Name}` is a parameter,
-/// resolved to the parameters' defaults (the reusable stack builds its
-/// filter from the key schema's parameters).
-fn with_defaults(doc: &Value, value: &Value) -> Option<String> {
+/// `value`, or the branch its `!If` chooses with the parameters' defaults;
+/// `None` inside for `!Ref AWS::NoValue`. `None` outside when the
+/// condition is not one this reader evaluates.
+fn chosen<'a>(doc: &'a Value, value: &'a Value) -> Option<Option<&'a Value>> {
+    let Value::Tagged(tagged) = value else {
+        return Some(Some(value));
+    };
+    if tagged.tag != "!If" {
+        return Some(Some(value));
+    }
+    let branches = tagged.value.as_sequence()?;
+    let condition = doc.get("Conditions")?.get(branches.first()?.as_str()?)?;
+    let branch = branches.get(if holds(doc, condition)? { 1 } else { 2 })?;
+    match branch {
+        Value::Tagged(t) if t.tag == "!Ref" && t.value.as_str() == Some("AWS::NoValue") => {
+            Some(None)
+        }
+        other => Some(Some(other)),
+    }
+}
+
+/// A condition `!Equals [!Ref Parameter, literal]` (or the reverse) at the
+/// parameter's default.
+fn holds(doc: &Value, condition: &Value) -> Option<bool> {
+    let Value::Tagged(tagged) = condition else {
+        return None;
+    };
+    if tagged.tag != "!Equals" {
+        return None;
+    }
+    let sides = tagged.value.as_sequence()?;
+    let side = |v: &Value| -> Option<String> {
+        match resolve(doc, v)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    };
+    Some(side(sides.first()?)? == side(sides.get(1)?)?)
+}
+
+/// A string, or `!Sub` of a string whose every `${Name}` is a parameter
+/// (or `AWS::Region`, which is `region`), resolved to the parameters'
+/// defaults (the reusable stack builds its filter from the key schema's
+/// parameters and the stack's region).
+fn with_defaults(doc: &Value, value: &Value, region: &str) -> Option<String> {
     let text = match value {
         Value::String(s) => return Some(s.clone()),
         Value::Tagged(tagged) if tagged.tag == "!Sub" => tagged.value.as_str()?,
@@ -163,6 +214,11 @@ fn with_defaults(doc: &Value, value: &Value) -> Option<String> {
         out.push_str(&rest[..start]);
         let end = rest[start..].find('}')? + start;
         let name = &rest[start + 2..end];
+        if name == "AWS::Region" {
+            out.push_str(region);
+            rest = &rest[end + 1..];
+            continue;
+        }
         let default = doc.get("Parameters")?.get(name)?.get("Default")?;
         match default {
             Value::String(s) => out.push_str(s),

@@ -80,6 +80,11 @@ pub struct OutboxItem {
     /// event's sort key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_behind: Option<String>,
+    /// The region whose writer wrote it (`homeRegion`, global tables): only
+    /// that region publishes it. Absent on items written before it was
+    /// recorded, or with `HOME_REGION_RULE=off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_region: Option<String>,
 }
 
 impl OutboxItem {
@@ -143,6 +148,7 @@ impl OutboxItem {
             claim_token: None,
             claimed_until: None,
             held_behind: None,
+            home_region: schema.home_region.clone(),
         };
         let bytes = size::item_size(&schema.to_table(item.to_attributes()?));
         if bytes > size::MAX_ITEM_BYTES {
@@ -208,6 +214,28 @@ mod tests {
 
     fn envelope(payload: serde_json::Value) -> EventEnvelope {
         EventEnvelope::new("OrderCreated", "Order", "o-1", 1, payload).unwrap()
+    }
+
+    /// Issue #28 item 1: the writer records its home region on the item.
+    #[test]
+    fn the_item_carries_the_writers_home_region() {
+        let env = envelope(json!({}));
+        let limits = crate::size::EventLimits::eventbridge("outbox.orders");
+        let schema = keys::KeySchema::default().with_home_region(Some("eu-west-1".into()));
+        let item = OutboxItem::in_table(&schema, "ORDER#o-1", &env, &limits, 8).unwrap();
+        assert_eq!(item.home_region.as_deref(), Some("eu-west-1"));
+        let attributes = item.to_attributes().unwrap();
+        assert_eq!(
+            attributes.get(keys::attr::HOME_REGION),
+            Some(&aws_sdk_dynamodb::types::AttributeValue::S(
+                "eu-west-1".into()
+            ))
+        );
+        let unmarked = OutboxItem::new("ORDER#o-1", &env, &limits, 8).unwrap();
+        assert!(!unmarked
+            .to_attributes()
+            .unwrap()
+            .contains_key(keys::attr::HOME_REGION));
     }
 
     #[test]

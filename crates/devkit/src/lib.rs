@@ -37,7 +37,7 @@ pub use filter::{FilterCriteria, PatternError};
 pub use invoke::{HttpInvoker, Invocation, INVOKE_TIMEOUT};
 pub use local::{
     dynamodb_endpoint, endpoint, endpoint_env, endpoint_env_at, is_loopback, sdk_config,
-    sdk_config_at, streams_endpoint, LocalError, REGION,
+    sdk_config_at, sdk_config_in_region, streams_endpoint, LocalError, REGION,
 };
 pub use pump::{on_failure_message, Invoker, OnFailure, Pump, PumpError, PumpStats};
 pub use sqs::{
@@ -46,8 +46,8 @@ pub use sqs::{
 };
 pub use stack::{
     create_bus, create_fifo_topic, create_queue, create_queue_with, create_read_model,
-    create_read_model_table, create_table, create_table_with, projector_pattern, scan_all,
-    ReadModel, StackError, Subscriber, PROJECTOR_MAX_RECEIVES,
+    create_read_model_table, create_table, create_table_streaming, create_table_with,
+    projector_pattern, scan_all, ReadModel, StackError, Subscriber, PROJECTOR_MAX_RECEIVES,
 };
 pub use stream::{StreamCursor, StreamError};
 pub use template::{MappingSettings, TemplateError, OUTBOX_TEMPLATE};

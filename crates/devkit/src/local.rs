@@ -160,6 +160,25 @@ pub async fn sdk_config_at(endpoint: &str) -> Result<SdkConfig, LocalError> {
     Ok(configured(endpoint, endpoints).await)
 }
 
+/// [`sdk_config`] as another region of a global table sees it: DynamoDB
+/// and DynamoDB Streams at `dynamodb` (that region's replica server, on
+/// loopback), every other service at the same moto server (which keeps each
+/// region's buses, topics and queues apart), the region `region`.
+pub async fn sdk_config_in_region(region: &str, dynamodb: &str) -> Result<SdkConfig, LocalError> {
+    if !is_loopback(dynamodb) {
+        return Err(LocalError::NotLoopback(dynamodb.to_owned()));
+    }
+    let endpoints = ServiceEndpoints {
+        dynamodb: dynamodb.to_owned(),
+        streams: dynamodb.to_owned(),
+    };
+    Ok(configured(&endpoint()?, endpoints)
+        .await
+        .into_builder()
+        .region(Region::new(region.to_owned()))
+        .build())
+}
+
 async fn configured(endpoint: &str, endpoints: ServiceEndpoints) -> SdkConfig {
     // The endpoint is set on the loaded configuration, not on the loader:
     // a loader's endpoint counts as set in code, which every client takes

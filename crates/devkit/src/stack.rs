@@ -79,6 +79,18 @@ pub async fn create_table_with(
     schema: &KeySchema,
     extra: &[(&str, &str, &str)],
 ) -> Result<String, StackError> {
+    create_table_streaming(sdk, table, schema, extra, StreamViewType::NewImage).await
+}
+
+/// The same, with the stream view type `view` (a global table's replicas
+/// stream `NEW_AND_OLD_IMAGES`).
+pub async fn create_table_streaming(
+    sdk: &SdkConfig,
+    table: &str,
+    schema: &KeySchema,
+    extra: &[(&str, &str, &str)],
+    view: StreamViewType,
+) -> Result<String, StackError> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
     let index = |name: &str, pk: &str, sk: &str| -> Result<GlobalSecondaryIndex, String> {
         GlobalSecondaryIndex::builder()
@@ -118,7 +130,7 @@ pub async fn create_table_with(
         Ok(create.stream_specification(
             StreamSpecification::builder()
                 .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewImage)
+                .stream_view_type(view)
                 .build()
                 .map_err(text)?,
         ))

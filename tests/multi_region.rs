@@ -1,0 +1,306 @@
+//! Global tables (issue #28), locally: two "regions", each a DynamoDB
+//! Local server with its replica of one table (`NEW_AND_OLD_IMAGES`, as
+//! global tables require) and its own bus on moto; a replication emulator
+//! that copies every committed change of each replica to the other, as
+//! global tables do; in each region the real publisher binary behind the
+//! stream mapping emulator, with the reusable stack's filter as deployed in
+//! that region. Orders written in both regions are each published exactly
+//! once, by their home region, while both run.
+//!
+//! Not here yet (#28 is open): a region that stops with pending and
+//! dead-lettered items, and `outboxctl adopt-region` in the other.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+use aws_lambda_events::event::dynamodb::EventRecord;
+use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
+use devkit::{MappingSettings, Pump, StreamCursor};
+use outbox_core::KeySchema;
+use serde_json::Value;
+use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
+use testkit::{drain_queue, root, unique};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// One region: its replica of the table, its bus and subscriber queue.
+struct Region {
+    name: &'static str,
+    sdk: SdkConfig,
+    dynamodb: String,
+    table: String,
+    stream_arn: String,
+    bus: String,
+    queue_url: String,
+}
+
+impl Region {
+    async fn new(name: &'static str, dynamodb: &str, table: &str) -> Self {
+        let sdk = devkit::sdk_config_in_region(name, dynamodb)
+            .await
+            .expect("a loopback replica endpoint");
+        let stream_arn = devkit::create_table_streaming(
+            &sdk,
+            table,
+            &KeySchema::default(),
+            &[],
+            StreamViewType::NewAndOldImages,
+        )
+        .await
+        .expect("replica table");
+        let bus = unique("bus");
+        let subscriber = devkit::create_bus(&sdk, &bus, "outbox.orders")
+            .await
+            .expect("bus");
+        Self {
+            name,
+            sdk,
+            dynamodb: dynamodb.to_owned(),
+            table: table.to_owned(),
+            stream_arn,
+            bus,
+            queue_url: subscriber.queue_url,
+        }
+    }
+
+    /// The writer library as this region's functions run it: the home
+    /// region from `AWS_REGION`.
+    async fn create_orders(&self, n: usize) -> Vec<String> {
+        let config = outbox_core::Config::from_lookup(|k| match k {
+            "TABLE_NAME" => Some(self.table.clone()),
+            "EVENT_BUS_NAME" => Some(self.bus.clone()),
+            "AWS_REGION" => Some(self.name.to_owned()),
+            _ => None,
+        })
+        .expect("config");
+        assert_eq!(config.keys.home_region.as_deref(), Some(self.name));
+        let ddb = aws_sdk_dynamodb::Client::new(&self.sdk);
+        let service = writer::OrderService::from_config(ddb, &config);
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let new = writer::NewOrder::try_from(
+                serde_json::from_value::<writer::CreateOrderRequest>(serde_json::json!({
+                    "customerId": format!("{}-{i}", self.name),
+                    "currency": "EUR",
+                    "items": [{"sku": "A-1", "quantity": 1, "unitPriceCents": 100}]
+                }))
+                .expect("request"),
+            )
+            .expect("valid order");
+            match service
+                .create(&testkit::test_caller(), new, None, None)
+                .await
+                .expect("order created")
+            {
+                writer::Reply::Done(order) => ids.push(order.order_id),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        ids
+    }
+
+    /// The real publisher binary, configured as this region's stack
+    /// configures it.
+    fn publisher(&self) -> LambdaFunction {
+        let env = loopback_env()
+            .into_iter()
+            .chain([
+                ("AWS_REGION".to_owned(), self.name.to_owned()),
+                ("AWS_DEFAULT_REGION".to_owned(), self.name.to_owned()),
+                (
+                    "AWS_ENDPOINT_URL_DYNAMODB".to_owned(),
+                    self.dynamodb.clone(),
+                ),
+                (
+                    "AWS_ENDPOINT_URL_DYNAMODB_STREAMS".to_owned(),
+                    self.dynamodb.clone(),
+                ),
+                ("TABLE_NAME".to_owned(), self.table.clone()),
+                ("EVENT_BUS_NAME".to_owned(), self.bus.clone()),
+            ])
+            .collect();
+        LambdaFunction::new(FunctionSpec {
+            name: format!("publisher-{}", self.name),
+            binary: binary("publisher").expect("publisher binary"),
+            env,
+            timeout: Duration::from_secs(60),
+            log: std::env::temp_dir().join(format!("{}.log", unique("multi-region"))),
+        })
+    }
+
+    async fn outbox_items(&self) -> Vec<Item> {
+        let ddb = aws_sdk_dynamodb::Client::new(&self.sdk);
+        devkit::scan_all(&ddb, &self.table)
+            .await
+            .expect("scan")
+            .into_iter()
+            .filter(
+                |i| matches!(i.get("SK"), Some(AttributeValue::S(sk)) if sk.starts_with("OUTBOX#")),
+            )
+            .collect()
+    }
+
+    /// The aggregate ids of the events this region's bus delivered.
+    async fn delivered(&self) -> Vec<String> {
+        drain_queue(&self.sdk, &self.queue_url)
+            .await
+            .iter()
+            .map(|m| {
+                m["detail"]["aggregateId"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+/// A change as the replicator fingerprints it: the keys, and the new image
+/// (`None`: a delete).
+type Change = (Value, Option<Value>);
+
+/// The replication emulator: every committed change of one replica is
+/// applied to the other, in stream order, as global tables replicate; a
+/// change it applied itself is not replicated back (global tables do not
+/// echo a replicated write). Conflicting writes to one item in both regions
+/// would resolve by the last one applied (last writer wins); this test
+/// writes each item in one region only.
+struct Replicator {
+    sides: [(StreamCursor, aws_sdk_dynamodb::Client, String); 2],
+    applied: [Vec<Change>; 2],
+    copied: usize,
+}
+
+impl Replicator {
+    fn new(a: &Region, b: &Region) -> Self {
+        let side = |r: &Region| {
+            (
+                StreamCursor::new(&r.sdk, &r.stream_arn),
+                aws_sdk_dynamodb::Client::new(&r.sdk),
+                r.table.clone(),
+            )
+        };
+        Self {
+            sides: [side(a), side(b)],
+            applied: [Vec::new(), Vec::new()],
+            copied: 0,
+        }
+    }
+
+    /// Replicates what both streams hold now; returns how many changes
+    /// were copied.
+    async fn pass(&mut self) -> usize {
+        let mut copied = 0;
+        for from in 0..2 {
+            let to = 1 - from;
+            let records = self.sides[from].0.read().await.expect("stream read");
+            for record in records {
+                let change = fingerprint(&record);
+                // A change this replicator made: not replicated back.
+                if let Some(at) = self.applied[from].iter().position(|c| *c == change) {
+                    self.applied[from].remove(at);
+                    continue;
+                }
+                let (_, client, table) = &self.sides[to];
+                let image: Item = attributes(record.change.new_image);
+                if record.event_name == "REMOVE" {
+                    client
+                        .delete_item()
+                        .table_name(table)
+                        .set_key(Some(attributes(record.change.keys)))
+                        .send()
+                        .await
+                        .expect("replicated delete");
+                } else {
+                    client
+                        .put_item()
+                        .table_name(table)
+                        .set_item(Some(image))
+                        .send()
+                        .await
+                        .expect("replicated put");
+                }
+                self.applied[to].push(change);
+                copied += 1;
+            }
+        }
+        self.copied += copied;
+        copied
+    }
+}
+
+fn fingerprint(record: &EventRecord) -> Change {
+    let keys = serde_json::to_value(&record.change.keys).unwrap_or_default();
+    let image = (record.event_name != "REMOVE")
+        .then(|| serde_json::to_value(&record.change.new_image).unwrap_or_default());
+    (keys, image)
+}
+
+fn attributes(item: serde_dynamo::Item) -> Item {
+    item.into_inner()
+        .into_iter()
+        .map(|(k, v)| (k, v.into()))
+        .collect()
+}
+
+#[tokio::test]
+async fn each_event_is_published_once_by_its_home_region() {
+    let Ok(replica) = std::env::var("LOCAL_DYNAMODB_REPLICA_ENDPOINT") else {
+        panic!("no replica server: run the tests through `make test` (infra/local/with-local.sh)");
+    };
+    let primary = devkit::dynamodb_endpoint().expect("DynamoDB Local");
+    let table = unique("global");
+    let east = Region::new("us-east-1", &primary, &table).await;
+    let west = Region::new("eu-west-1", &replica, &table).await;
+    let mut replicator = Replicator::new(&east, &west);
+
+    let template = root().join(devkit::OUTBOX_TEMPLATE);
+    let east_fn = east.publisher();
+    let west_fn = west.publisher();
+    let mapping = |r: &Region| MappingSettings::from_template_in(&template, r.name).unwrap();
+    let mut east_pump = Pump::new(
+        StreamCursor::new(&east.sdk, &east.stream_arn),
+        mapping(&east),
+        &east_fn,
+        None,
+    )
+    .unwrap();
+    let mut west_pump = Pump::new(
+        StreamCursor::new(&west.sdk, &west.stream_arn),
+        mapping(&west),
+        &west_fn,
+        None,
+    )
+    .unwrap();
+
+    let east_orders = east.create_orders(4).await;
+    let west_orders = west.create_orders(3).await;
+    // Replication, publishing and the replicated deletes, until nothing
+    // moves: each round replicates what was written, lets each region's
+    // mapping deliver its stream, then replicates the publishers' deletes.
+    for _ in 0..20 {
+        let copied = replicator.pass().await;
+        east_pump.run_until_idle().await.expect("east pump");
+        west_pump.run_until_idle().await.expect("west pump");
+        if copied == 0 && replicator.pass().await == 0 {
+            break;
+        }
+    }
+
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(east.delivered().await), sorted(east_orders.clone()));
+    assert_eq!(sorted(west.delivered().await), sorted(west_orders.clone()));
+    // Each region saw the other's inserts replicated into its stream, and
+    // its filter dropped them.
+    assert!(east_pump.stats.filtered_out >= west_orders.len());
+    assert!(west_pump.stats.filtered_out >= east_orders.len());
+    // Nothing left in either replica: each home region deleted its items,
+    // and the deletes replicated.
+    assert!(east.outbox_items().await.is_empty());
+    assert!(west.outbox_items().await.is_empty());
+    assert!(replicator.copied >= 2 * (east_orders.len() + west_orders.len()));
+}

@@ -65,12 +65,12 @@ impl Region {
     }
 
     /// The writer library as this region's functions run it: the home
-    /// region from `AWS_REGION`.
+    /// region from `HOME_REGION` (the stacks set it to `AWS::Region`).
     async fn create_orders(&self, n: usize) -> Vec<String> {
         let config = outbox_core::Config::from_lookup(|k| match k {
             "TABLE_NAME" => Some(self.table.clone()),
             "EVENT_BUS_NAME" => Some(self.bus.clone()),
-            "AWS_REGION" => Some(self.name.to_owned()),
+            "HOME_REGION" => Some(self.name.to_owned()),
             _ => None,
         })
         .expect("config");
@@ -118,6 +118,7 @@ impl Region {
                 ),
                 ("TABLE_NAME".to_owned(), self.table.clone()),
                 ("EVENT_BUS_NAME".to_owned(), self.bus.clone()),
+                ("HOME_REGION".to_owned(), self.name.to_owned()),
             ])
             .collect();
         LambdaFunction::new(FunctionSpec {

@@ -261,8 +261,9 @@ pub struct KeySchema {
     /// `TTL_ATTRIBUTE`.
     pub ttl_attribute: String,
     /// The home region (global tables, docs/architecture.md
-    /// "Multi-region"): `HOME_REGION`, else the function's `AWS_REGION`;
-    /// `None` with `HOME_REGION_RULE=off`. Writers record it on each item;
+    /// "Multi-region"): `HOME_REGION` (the stacks set it to the function's
+    /// region, `AWS::Region`); `None` when unset or with
+    /// `HOME_REGION_RULE=off`. Writers record it on each item;
     /// the publisher publishes only its own region's items (and items
     /// without one). Not a name: [`KeySchema::is_default`] ignores it.
     pub home_region: Option<String>,
@@ -346,31 +347,24 @@ impl KeySchema {
         let set = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         let rule = set("HOME_REGION_RULE").unwrap_or_else(|| "on".to_owned());
         schema.home_region = match rule.as_str() {
-            "on" => match set("HOME_REGION") {
-                Some(region) => Some(("HOME_REGION", region)),
-                None => set("AWS_REGION").map(|region| ("AWS_REGION", region)),
-            }
-            .map(|(name, region)| {
-                let valid = region.len() <= 32
-                    && region
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-                if valid {
-                    Ok(region)
-                } else {
-                    Err(crate::ConfigError::Invalid {
-                        name: if name == "HOME_REGION" {
-                            "HOME_REGION"
-                        } else {
-                            "AWS_REGION"
-                        },
-                        value: region,
-                        reason: "a region is up to 32 lower-case letters, digits and '-'"
-                            .to_owned(),
-                    })
-                }
-            })
-            .transpose()?,
+            "on" => set("HOME_REGION")
+                .map(|region| {
+                    let valid = region.len() <= 32
+                        && region
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                    if valid {
+                        Ok(region)
+                    } else {
+                        Err(crate::ConfigError::Invalid {
+                            name: "HOME_REGION",
+                            value: region,
+                            reason: "a region is up to 32 lower-case letters, digits and '-'"
+                                .to_owned(),
+                        })
+                    }
+                })
+                .transpose()?,
             "off" => None,
             _ => {
                 return Err(crate::ConfigError::Invalid {
@@ -804,8 +798,9 @@ mod tests {
         assert_eq!(shard_of("order-42", 8), 4);
     }
 
-    /// Issue #28: the home region, from `HOME_REGION`, else `AWS_REGION`;
-    /// none with the rule off; a clear error naming the variable.
+    /// Issue #28: the home region, from `HOME_REGION` (not from
+    /// `AWS_REGION`: the stacks set it explicitly); none with the rule
+    /// off; a clear error naming the variable.
     #[test]
     fn the_home_region_comes_from_the_environment_and_decides_who_publishes() {
         let schema = |vars: &[(&str, &str)]| {
@@ -818,17 +813,20 @@ mod tests {
             })
         };
         assert_eq!(schema(&[]).unwrap().home_region, None);
-        let lambda = schema(&[("AWS_REGION", "eu-west-1")]).unwrap();
+        assert_eq!(
+            schema(&[("AWS_REGION", "eu-west-1")]).unwrap().home_region,
+            None
+        );
+        let lambda = schema(&[("HOME_REGION", "eu-west-1")]).unwrap();
         assert_eq!(lambda.home_region.as_deref(), Some("eu-west-1"));
         assert!(lambda.is_default(), "the region is not a name");
         let explicit = schema(&[("AWS_REGION", "eu-west-1"), ("HOME_REGION", "us-east-2")]);
         assert_eq!(explicit.unwrap().home_region.as_deref(), Some("us-east-2"));
-        let off = schema(&[("AWS_REGION", "eu-west-1"), ("HOME_REGION_RULE", "off")]);
+        let off = schema(&[("HOME_REGION", "eu-west-1"), ("HOME_REGION_RULE", "off")]);
         assert_eq!(off.unwrap().home_region, None);
         for (vars, name) in [
             (&[("HOME_REGION_RULE", "yes")][..], "HOME_REGION_RULE"),
             (&[("HOME_REGION", "EU West")][..], "HOME_REGION"),
-            (&[("AWS_REGION", "a\"b")][..], "AWS_REGION"),
         ] {
             match schema(vars) {
                 Err(crate::ConfigError::Invalid { name: got, .. }) => assert_eq!(got, name),

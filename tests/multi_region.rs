@@ -7,8 +7,9 @@
 //! that region. Orders written in both regions are each published exactly
 //! once, by their home region, while both run.
 //!
-//! Not here yet (#28 is open): a region that stops with pending and
-//! dead-lettered items, and `outboxctl adopt-region` in the other.
+//! Then one region stops with pending and dead-lettered items,
+//! `outboxctl adopt-region` runs in the other, and every one of those events
+//! is published once, with its original id, by the region that took them.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,6 +18,7 @@ use aws_config::SdkConfig;
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use devkit::{MappingSettings, Pump, StreamCursor};
+use outbox_core::store::OutboxStore;
 use outbox_core::KeySchema;
 use serde_json::Value;
 use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
@@ -140,6 +142,28 @@ impl Region {
                 |i| matches!(i.get("SK"), Some(AttributeValue::S(sk)) if sk.starts_with("OUTBOX#")),
             )
             .collect()
+    }
+
+    /// The store as this region's functions (and `outboxctl`, with
+    /// `HOME_REGION`) see the table.
+    fn store(&self) -> outbox_core::store::DynamoStore {
+        outbox_core::store::DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(&self.sdk),
+            &self.table,
+            8,
+        )
+        .with_keys(KeySchema::default().with_home_region(Some(self.name.to_owned())))
+    }
+
+    /// The event ids this region's bus delivered.
+    async fn delivered_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = drain_queue(&self.sdk, &self.queue_url)
+            .await
+            .iter()
+            .map(|m| m["detail"]["eventId"].as_str().unwrap_or("?").to_owned())
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// The aggregate ids of the events this region's bus delivered.
@@ -304,4 +328,167 @@ async fn each_event_is_published_once_by_its_home_region() {
     assert!(east.outbox_items().await.is_empty());
     assert!(west.outbox_items().await.is_empty());
     assert!(replicator.copied >= 2 * (east_orders.len() + west_orders.len()));
+}
+
+/// Replicates until both streams are quiet.
+async fn settle(replicator: &mut Replicator) {
+    for _ in 0..20 {
+        if replicator.pass().await == 0 {
+            return;
+        }
+    }
+    panic!("replication did not settle");
+}
+
+#[tokio::test]
+async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
+    let Ok(replica) = std::env::var("LOCAL_DYNAMODB_REPLICA_ENDPOINT") else {
+        panic!("no replica server: run the tests through `make test` (infra/local/with-local.sh)");
+    };
+    let primary = devkit::dynamodb_endpoint().expect("DynamoDB Local");
+    let table = unique("global");
+    let east = Region::new("us-east-1", &primary, &table).await;
+    let west = Region::new("eu-west-1", &replica, &table).await;
+    let mut replicator = Replicator::new(&east, &west);
+    let east_fn = east.publisher();
+    let mut east_pump = Pump::new(
+        StreamCursor::new(&east.sdk, &east.stream_arn),
+        MappingSettings::from_template_in(&root().join(devkit::OUTBOX_TEMPLATE), east.name)
+            .unwrap(),
+        &east_fn,
+        None,
+    )
+    .unwrap();
+
+    // West writes four events; one is dead-lettered there (its sink was
+    // down for good), then west stops before publishing the others.
+    west.create_orders(4).await;
+    let written = west.outbox_items().await;
+    assert_eq!(written.len(), 4);
+    let ids = |items: &[Item]| {
+        let mut ids: Vec<String> = items
+            .iter()
+            .map(|i| i["eventId"].as_s().unwrap().clone())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let all_ids = ids(&written);
+    let text = |i: &Item, k: &str| i[k].as_s().unwrap().clone();
+    let letter = &written[0];
+    let letter_key = outbox_core::keys::ItemKey::new(text(letter, "PK"), text(letter, "SK"));
+    let marked = west
+        .store()
+        .dead_letter(
+            outbox_core::store::DeadLetter {
+                key: &letter_key,
+                aggregate_id: Some(&text(letter, "aggregateId")),
+                reason: "the sink stayed down",
+                attempts: Some(12),
+            },
+            &testkit::far_deadline(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(marked, outbox_core::store::Marked::Updated);
+    settle(&mut replicator).await;
+    // East's mapping drops every one of them: west's items.
+    east_pump.run_until_idle().await.unwrap();
+    assert!(east.delivered().await.is_empty());
+    let replicated = east.outbox_items().await;
+    assert_eq!(ids(&replicated), all_ids);
+    assert!(replicated
+        .iter()
+        .all(|i| i["homeRegion"].as_s().unwrap() == "eu-west-1"));
+
+    // adopt-region in east: a dry run changes nothing...
+    let adopt = |extra: &[&str]| {
+        let mut args = vec![
+            "adopt-region",
+            "--table",
+            &table,
+            "--from",
+            "eu-west-1",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = testkit::outboxctl_with(&args, &[("HOME_REGION", "us-east-1")]);
+        assert!(ok, "{err}");
+        out.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<Value>>()
+    };
+    let dry = adopt(&["--dry-run"]);
+    assert_eq!(dry.len(), 5, "four audit lines and the summary: {dry:?}");
+    assert_eq!(dry[4]["wouldAdopt"], 4);
+    assert_eq!(east.outbox_items().await, replicated);
+    // ...the run moves the three pending and the dead letter, one audit
+    // line each...
+    let run = adopt(&[]);
+    let audits = &run[..run.len() - 1];
+    assert_eq!(audits.len(), 4, "{run:?}");
+    assert!(audits
+        .iter()
+        .all(|a| a["outcome"] == "adopted" && a["to"] == "us-east-1"));
+    let dead: Vec<&Value> = audits
+        .iter()
+        .filter(|a| a["index"] == "dead-letter")
+        .collect();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0]["eventId"], text(letter, "eventId"));
+    // ...and a second run finds nothing.
+    let again = adopt(&[]);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0]["adopted"], 0);
+
+    // East's sweeper publishes the pending ones at once; the operator
+    // republishes the dead letter (outboxctl, this region's keys).
+    let config = outbox_core::Config::from_lookup(|k| match k {
+        "TABLE_NAME" => Some(table.clone()),
+        "EVENT_BUS_NAME" => Some(east.bus.clone()),
+        "HOME_REGION" => Some("us-east-1".to_owned()),
+        _ => None,
+    })
+    .unwrap();
+    let sink = outbox_core::publish::eventbridge::EventBridgeSink::new(
+        aws_sdk_eventbridge::Client::new(&east.sdk),
+        east.bus.clone(),
+        "outbox.orders".into(),
+    );
+    let sweeper = sweeper::Sweeper::new(sink, east.store(), sweeper::SweepSettings::from(&config));
+    let report = sweeper
+        .sweep(time::OffsetDateTime::now_utc(), &testkit::far_deadline())
+        .await;
+    assert_eq!(report.republished, 3, "{report:?}");
+    assert_eq!(
+        report.dead_letter_count, 1,
+        "this region now counts the dead letter"
+    );
+    let letter_id = text(letter, "eventId");
+    let (ok, out, err) = testkit::outboxctl_with(
+        &[
+            "dead-letters",
+            "redrive",
+            "--table",
+            &table,
+            &letter_id,
+            "--now",
+            "--bus",
+            &east.bus,
+            "--source",
+            "outbox.orders",
+            "--json",
+        ],
+        &[("HOME_REGION", "us-east-1")],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("published"), "{out}");
+
+    // Every one of west's events, once, with its original id, on east's
+    // bus; nothing left in either replica once east's deletes replicate.
+    assert_eq!(east.delivered_ids().await, all_ids);
+    assert!(west.delivered().await.is_empty());
+    settle(&mut replicator).await;
+    assert!(east.outbox_items().await.is_empty());
+    assert!(west.outbox_items().await.is_empty());
 }

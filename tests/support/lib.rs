@@ -179,9 +179,15 @@ pub fn root() -> PathBuf {
 /// Runs the `outboxctl` binary with `args` from the workspace root:
 /// whether it succeeded, its stdout and its stderr.
 pub fn outboxctl(args: &[&str]) -> (bool, String, String) {
+    outboxctl_with(args, &[])
+}
+
+/// [`outboxctl`] with `env` added to this process's environment.
+pub fn outboxctl_with(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let binary = lambda::binary("outboxctl").expect("outboxctl binary");
     let out = std::process::Command::new(binary)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root())
         .output()
         .expect("run outboxctl");

@@ -144,9 +144,19 @@ impl StreamCursor {
                     // out. A mapping then takes a new one after the last
                     // record it read: so does this cursor (once per shard
                     // and read; a fresh iterator cannot have expired).
+                    //
+                    // DynamoDB Local sometimes answers a shard's first
+                    // iterator, taken at TRIM_HORIZON while the shard was
+                    // still empty and other tables were busy, with
+                    // TrimmedDataAccessException; a new iterator from the
+                    // same position reads on (nothing is skipped: the
+                    // position is the last record read, or the horizon).
                     Err(e)
                         if !renewed
-                            && outbox_core::aws::error_code(&e) == "ExpiredIteratorException" =>
+                            && matches!(
+                                outbox_core::aws::error_code(&e).as_str(),
+                                "ExpiredIteratorException" | "TrimmedDataAccessException"
+                            ) =>
                     {
                         renewed = true;
                         self.iterators.remove(&shard);

@@ -488,9 +488,30 @@ impl KeySchema {
             .and_then(|s| Ulid::from_string(s).ok())
     }
 
-    /// `<prefix><shard>`: the pending index's partition key.
+    /// `<prefix><shard>`, or with a home region `<prefix><region>#<shard>`:
+    /// the pending index's partition key.
     pub fn pending_pk(&self, shard: u16) -> String {
-        format!("{}{shard}", self.outbox_prefix)
+        match &self.home_region {
+            Some(region) => format!("{}{region}#{shard}", self.outbox_prefix),
+            None => format!("{}{shard}", self.outbox_prefix),
+        }
+    }
+
+    /// `DEAD#<shard>`, or with a home region `DEAD#<region>#<shard>`: the
+    /// partition key of the dead-letter index. The region is part of both
+    /// indexes' keys, so that a region's sweeper and statistics read only
+    /// that region's items (global tables).
+    pub fn dead_pk(&self, shard: u16) -> String {
+        match &self.home_region {
+            Some(region) => format!("DEAD#{region}#{shard}"),
+            None => dead_pk(shard),
+        }
+    }
+
+    /// The same names without a home region: the keys of items written
+    /// before the rule (or with it off).
+    pub fn unregioned(&self) -> Self {
+        self.clone().with_home_region(None)
     }
 
     /// The last sort key of the outbox range of an item collection:
@@ -626,7 +647,7 @@ impl KeySchema {
 }
 
 /// The primary key of an item, as DynamoDB wants it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct ItemKey {
     /// The partition key.
     pub pk: String,

@@ -83,6 +83,25 @@ enum Command {
         #[command(flatten)]
         json: JsonArg,
     },
+    /// Global tables: hand the pending and dead-lettered outbox items of a
+    /// lost region over to the region this runs in (HOME_REGION, else the
+    /// SDK's region), one conditional write each: pending ones become due
+    /// at once for this region's sweeper, dead letters stay dead-lettered
+    /// here. An audit line per item. Safe to run twice, and while the lost
+    /// region comes back: an item it published and deleted meanwhile is not
+    /// resurrected.
+    AdoptRegion {
+        #[command(flatten)]
+        table: TableArg,
+        /// The lost region.
+        #[arg(long)]
+        from: String,
+        /// Only list what would move.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        json: JsonArg,
+    },
     /// Replay an EventBridge archive onto the bus (optionally to one rule)
     /// and follow the replay to its end.
     Replay {
@@ -386,6 +405,12 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             };
             crate::doctor::run(&sdk, &key_schema()?, &table.table, &sink, json.json).await
         }
+        Command::AdoptRegion {
+            table,
+            from,
+            dry_run,
+            json,
+        } => crate::adopt_region::run(&sdk, &table.table, &from, dry_run, json.json).await,
         Command::Replay {
             bus,
             archive,

@@ -24,6 +24,7 @@
 //! - `output.rs`: JSON, tables (comfy-table) and progress (indicatif, on a
 //!   terminal only, never with `--json`).
 
+mod adopt_region;
 mod cli;
 mod dead_letters;
 mod doctor;

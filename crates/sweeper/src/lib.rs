@@ -242,6 +242,23 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
         } else {
             *deadline
         };
+        if with_stats {
+            // Items written before the home-region rule, under the keys
+            // without a region: moved to this region's first, so that this
+            // very sweep sees them (their sort keys, hence their due times,
+            // stay). Nothing to do without a home region.
+            let adopted =
+                join_all((0..shards).map(|shard| self.store.adopt_unregioned(shard, &work))).await;
+            for (shard, result) in adopted.into_iter().enumerate() {
+                match result {
+                    Ok(moved) => total.adopted += moved,
+                    Err(e) => {
+                        tracing::error!(shard, error = %e, "items without a region not adopted");
+                        total.shard_errors += 1;
+                    }
+                }
+            }
+        }
         let reports =
             join_all((0..shards).map(|shard| self.sweep_shard(shard, created.clone(), now, &work)))
                 .await;

@@ -9,6 +9,9 @@ use serde::Serialize;
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SweepReport {
+    /// Items moved from the keys without a region to this region's (a
+    /// scheduled run with a home region: items written before the rule).
+    pub adopted: usize,
     /// Pending items found in the swept range (due or not).
     pub stranded: usize,
     /// Events published.
@@ -67,6 +70,7 @@ pub struct SweepReport {
 
 impl SweepReport {
     pub(crate) fn add(&mut self, other: SweepReport) {
+        self.adopted += other.adopted;
         self.stranded += other.stranded;
         self.republished += other.republished;
         self.failed += other.failed;
@@ -145,6 +149,7 @@ impl SweepReport {
 pub(crate) fn log(report: &SweepReport, message: &'static str) {
     println!("{}", report.emf());
     tracing::info!(
+        adopted = report.adopted,
         stranded = report.stranded,
         republished = report.republished,
         failed = report.failed,

@@ -61,6 +61,46 @@ impl StoreError {
     }
 }
 
+/// Which index an adopted item was found in (`outboxctl adopt-region`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdoptedFrom {
+    /// Pending: the sweeper publishes it.
+    Pending,
+    /// Dead-lettered: it stays dead-lettered, in this region's index, for
+    /// an operator to redrive or discard.
+    DeadLetter,
+}
+
+/// What became of an item found in another region's keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdoptOutcome {
+    /// Moved to this region's keys.
+    Adopted,
+    /// `--dry-run`: it would have been moved.
+    WouldAdopt,
+    /// Gone meanwhile (published and deleted by its region, or moved by
+    /// another run): nothing written, nothing resurrected.
+    Gone,
+}
+
+/// One item handed over from another region (or from the keys without a
+/// region) to this store's home region: the audit line of
+/// `outboxctl adopt-region`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Adoption {
+    /// The item's key.
+    pub key: ItemKey,
+    /// Its event id, when the item has one.
+    pub event_id: Option<String>,
+    /// The index it was found in.
+    pub index: AdoptedFrom,
+    /// What was done.
+    pub outcome: AdoptOutcome,
+}
+
 /// What a conditional write found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -432,6 +472,20 @@ pub trait OutboxStore: Send + Sync {
         letter: &DeadLetterRecord,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// With a home region: moves the items of `shard` still under the keys
+    /// without a region (written before the rule) to this region's keys, so
+    /// that this region's sweep and statistics see them; their pending sort
+    /// keys stay, so they become due as they would have. Returns how many
+    /// moved. Without a home region (and in the in-memory store): nothing.
+    fn adopt_unregioned(
+        &self,
+        shard: u16,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<usize, StoreError>> + Send {
+        let _ = (shard, deadline);
+        async { Ok(0) }
+    }
 }
 
 /// Keeps stored error text short and printable.

@@ -1,0 +1,141 @@
+//! `outboxctl adopt-region`: hands a lost region's pending and dead-lettered
+//! outbox items over to the region it runs in (global tables,
+//! docs/runbook.md "A region is lost").
+
+use aws_config::SdkConfig;
+use outbox_core::retry::Deadline;
+use outbox_core::store::{AdoptOutcome, AdoptedFrom, Adoption, DynamoStore, OutboxStore};
+
+/// What a run did, per item and in total.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Summary<'a> {
+    from: &'a str,
+    to: &'a str,
+    dry_run: bool,
+    shards: u16,
+    adopted: usize,
+    would_adopt: usize,
+    gone: usize,
+}
+
+/// The audit line of one item.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Audit<'a> {
+    from: &'a str,
+    to: &'a str,
+    #[serde(flatten)]
+    adoption: &'a Adoption,
+}
+
+pub(crate) async fn run(
+    sdk: &SdkConfig,
+    table: &str,
+    from: &str,
+    dry_run: bool,
+    json: bool,
+) -> Result<(), String> {
+    let valid = !from.is_empty()
+        && from.len() <= 32
+        && from
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid {
+        return Err(format!(
+            "--from {from:?}: a region is up to 32 lower-case letters, digits and '-'"
+        ));
+    }
+    let schema = crate::cli::key_schema()?;
+    // The region it runs in: the stack's HOME_REGION, else the SDK's.
+    let to = match schema.home_region.clone() {
+        Some(region) => region,
+        None => sdk
+            .region()
+            .map(|r| r.to_string())
+            .ok_or("no region: set --region, AWS_REGION or HOME_REGION")?,
+    };
+    if to == from {
+        return Err(format!(
+            "adopt-region runs in the region that takes the items over; this is {from} itself"
+        ));
+    }
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(sdk),
+        table,
+        outbox_core::DEFAULT_OUTBOX_SHARDS,
+    )
+    .with_keys(schema.with_home_region(Some(to.clone())));
+    let deadline = Deadline::after(std::time::Duration::from_secs(900));
+    let shards = store
+        .recorded_shards(&deadline)
+        .await
+        .map_err(|e| e.to_string())?
+        .max(store.configured_shards());
+    let mut summary = Summary {
+        from,
+        to: &to,
+        dry_run,
+        shards,
+        adopted: 0,
+        would_adopt: 0,
+        gone: 0,
+    };
+    for shard in 0..shards {
+        let adoptions = store
+            .adopt(Some(from), shard, true, dry_run, &deadline)
+            .await
+            .map_err(|e| format!("shard {shard}: {e}"))?;
+        for adoption in &adoptions {
+            match adoption.outcome {
+                AdoptOutcome::Adopted => summary.adopted += 1,
+                AdoptOutcome::WouldAdopt => summary.would_adopt += 1,
+                AdoptOutcome::Gone => summary.gone += 1,
+            }
+            // One audit line per item, as it happens.
+            if json {
+                let line = Audit {
+                    from,
+                    to: &to,
+                    adoption,
+                };
+                println!(
+                    "{}",
+                    serde_json::to_string(&line).map_err(|e| e.to_string())?
+                );
+            } else {
+                let index = match adoption.index {
+                    AdoptedFrom::Pending => "pending",
+                    AdoptedFrom::DeadLetter => "dead-letter",
+                };
+                let outcome = match adoption.outcome {
+                    AdoptOutcome::Adopted => "adopted",
+                    AdoptOutcome::WouldAdopt => "would adopt",
+                    AdoptOutcome::Gone => "gone",
+                };
+                println!(
+                    "{outcome} {index} {} {} event {} ({from} -> {to})",
+                    adoption.key.pk,
+                    adoption.key.sk,
+                    adoption.event_id.as_deref().unwrap_or("-"),
+                );
+            }
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "{}: {} adopted, {} would be, {} gone meanwhile, over {} shards ({from} -> {to}); pending ones are published by this region's next scheduled sweep, dead letters stay for `outboxctl dead-letters`",
+            if dry_run { "dry run" } else { "done" },
+            summary.adopted,
+            summary.would_adopt,
+            summary.gone,
+            shards,
+        );
+    }
+    Ok(())
+}

@@ -105,6 +105,12 @@ impl Region {
     /// The real publisher binary, configured as this region's stack
     /// configures it.
     fn publisher(&self) -> LambdaFunction {
+        self.function("publisher")
+    }
+
+    /// The real binary `name`, configured as this region's stack configures
+    /// it (`HOME_REGION` is the region).
+    fn function(&self, name: &str) -> LambdaFunction {
         let env = loopback_env()
             .into_iter()
             .chain([
@@ -124,8 +130,8 @@ impl Region {
             ])
             .collect();
         LambdaFunction::new(FunctionSpec {
-            name: format!("publisher-{}", self.name),
-            binary: binary("publisher").expect("publisher binary"),
+            name: format!("{name}-{}", self.name),
+            binary: binary(name).expect("function binary"),
             env,
             timeout: Duration::from_secs(60),
             log: std::env::temp_dir().join(format!("{}.log", unique("multi-region"))),
@@ -441,29 +447,26 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     assert_eq!(again.len(), 1, "{again:?}");
     assert_eq!(again[0]["adopted"], 0);
 
-    // East's sweeper publishes the pending ones at once; the operator
+    // East's scheduled sweep (the real sweeper binary under the local
+    // Lambda runtime) publishes the pending ones at once; the operator
     // republishes the dead letter (outboxctl, this region's keys).
-    let config = outbox_core::Config::from_lookup(|k| match k {
-        "TABLE_NAME" => Some(table.clone()),
-        "EVENT_BUS_NAME" => Some(east.bus.clone()),
-        "HOME_REGION" => Some("us-east-1".to_owned()),
-        _ => None,
-    })
-    .unwrap();
-    let sink = outbox_core::publish::eventbridge::EventBridgeSink::new(
-        aws_sdk_eventbridge::Client::new(&east.sdk),
-        east.bus.clone(),
-        "outbox.orders".into(),
-    );
-    let sweeper = sweeper::Sweeper::new(sink, east.store(), sweeper::SweepSettings::from(&config));
-    let report = sweeper
-        .sweep(time::OffsetDateTime::now_utc(), &testkit::far_deadline())
-        .await;
-    assert_eq!(report.republished, 3, "{report:?}");
-    assert_eq!(
-        report.dead_letter_count, 1,
-        "this region now counts the dead letter"
-    );
+    let sweeper = east.function("sweeper");
+    let scheduled = testkit::sample("sweeper-scheduled.json");
+    sweeper
+        .invoke(scheduled.as_bytes())
+        .await
+        .expect("scheduled sweep");
+    let store = east.store();
+    let mut dead_here = 0;
+    for shard in 0..8 {
+        dead_here += store
+            .dead_letter_page(shard, 100, None, &testkit::far_deadline())
+            .await
+            .unwrap()
+            .items
+            .len();
+    }
+    assert_eq!(dead_here, 1, "the dead letter is this region's now");
     let letter_id = text(letter, "eventId");
     let (ok, out, err) = testkit::outboxctl_with(
         &[

@@ -460,3 +460,58 @@ async fn overlapping_windows_redriven_at_once_publish_each_event_once() {
     assert_eq!((delivered.len(), ids.len()), (30, 30));
     assert!(stack.outbox_items().await.is_empty());
 }
+
+/// Issue #28: a stack with a home region reads only its region's keys;
+/// items written before the rule (the keys without a region) are moved to
+/// its keys at the start of a scheduled sweep and swept in the same run, a
+/// stranded one published, a fresh one left pending with its due time.
+#[tokio::test]
+async fn items_written_before_the_home_region_rule_keep_working() {
+    let stack = Stack::with_bus().await;
+    let old = stack.put_event_aged(DAY + Duration::from_secs(3600)).await;
+    let fresh = stack.put_event_aged(Duration::from_secs(60)).await;
+    assert_eq!(
+        old.pending_pk.as_deref().map(|k| k.matches('#').count()),
+        Some(1)
+    );
+    let regional = outbox_core::KeySchema::default().with_home_region(Some("us-east-1".into()));
+    let config = stack.config(&[("HOME_REGION", "us-east-1")]);
+    assert_eq!(config.keys, regional);
+    let (sink, _) = stack.eventbridge_sink();
+    let mut sweeper = Sweeper::new(
+        sink,
+        stack.store().with_keys(regional.clone()),
+        SweepSettings::from(&config),
+    );
+    sweeper.retry = fast_retry();
+    let report = sweep(&sweeper, OffsetDateTime::now_utc()).await;
+    assert_eq!(report.adopted, 2, "{report:?}");
+    assert_eq!((report.stranded, report.republished), (1, 1));
+    assert_eq!(report.shard_errors, 0);
+    let delivered = stack.drain_subscriber().await;
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(delivered[0]["detail"]["eventId"], old.event_id.to_string());
+    let left = stack.outbox_raw().await;
+    assert_eq!(left.len(), 1);
+    let shard = outbox_core::keys::shard_of(&fresh.aggregate_id, 8);
+    assert_eq!(
+        left[0]["GSI1PK"].as_s().unwrap(),
+        &regional.pending_pk(shard)
+    );
+    assert_eq!(
+        left[0]["GSI1PK"].as_s().unwrap(),
+        &format!("OUTBOX#us-east-1#{shard}")
+    );
+    assert_eq!(
+        left[0]["GSI1SK"].as_s().unwrap(),
+        &fresh.event_id.to_string(),
+        "due time kept"
+    );
+    assert_eq!(left[0]["homeRegion"].as_s().unwrap(), "us-east-1");
+    // A second run moves nothing; the statistics see the fresh one.
+    let report = sweep(&sweeper, OffsetDateTime::now_utc()).await;
+    assert_eq!(
+        (report.adopted, report.republished, report.pending),
+        (0, 0, 1)
+    );
+}

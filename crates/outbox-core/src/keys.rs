@@ -864,6 +864,12 @@ mod tests {
         let anywhere = KeySchema::default();
         assert!(anywhere.publishes_region(Some("us-east-1")));
 
+        // The region is part of both indexes' keys.
+        assert_eq!(lambda.pending_pk(3), "OUTBOX#eu-west-1#3");
+        assert_eq!(lambda.dead_pk(3), "DEAD#eu-west-1#3");
+        assert_eq!(lambda.unregioned().pending_pk(3), "OUTBOX#3");
+        assert_eq!(anywhere.dead_pk(3), dead_pk(3));
+
         // The filter: one pattern without a region, two with one.
         assert_eq!(
             anywhere.stream_filter_patterns(),

@@ -277,33 +277,12 @@ fn attributes(item: serde_dynamo::Item) -> Item {
 
 #[tokio::test]
 async fn each_event_is_published_once_by_its_home_region() {
-    let Ok(replica) = std::env::var("LOCAL_DYNAMODB_REPLICA_ENDPOINT") else {
-        panic!("no replica server: run the tests through `make test` (infra/local/with-local.sh)");
-    };
-    let primary = devkit::dynamodb_endpoint().expect("DynamoDB Local");
-    let table = unique("global");
-    let east = Region::new("us-east-1", &primary, &table).await;
-    let west = Region::new("eu-west-1", &replica, &table).await;
-    let mut replicator = Replicator::new(&east, &west);
+    let (_, east, west, mut replicator) = two_regions().await;
 
-    let template = root().join(devkit::OUTBOX_TEMPLATE);
     let east_fn = east.publisher();
     let west_fn = west.publisher();
-    let mapping = |r: &Region| MappingSettings::from_template_in(&template, r.name).unwrap();
-    let mut east_pump = Pump::new(
-        StreamCursor::new(&east.sdk, &east.stream_arn),
-        mapping(&east),
-        &east_fn,
-        None,
-    )
-    .unwrap();
-    let mut west_pump = Pump::new(
-        StreamCursor::new(&west.sdk, &west.stream_arn),
-        mapping(&west),
-        &west_fn,
-        None,
-    )
-    .unwrap();
+    let mut east_pump = pump(&east, &east_fn);
+    let mut west_pump = pump(&west, &west_fn);
 
     let east_orders = east.create_orders(4).await;
     let west_orders = west.create_orders(3).await;
@@ -336,6 +315,33 @@ async fn each_event_is_published_once_by_its_home_region() {
     assert!(replicator.copied >= 2 * (east_orders.len() + west_orders.len()));
 }
 
+/// One table replicated in two regions: us-east-1 on the main DynamoDB
+/// Local, eu-west-1 on the replica server; and the replicator between them.
+async fn two_regions() -> (String, Region, Region, Replicator) {
+    let Ok(replica) = std::env::var("LOCAL_DYNAMODB_REPLICA_ENDPOINT") else {
+        panic!("no replica server: run the tests through `make test` (infra/local/with-local.sh)");
+    };
+    let primary = devkit::dynamodb_endpoint().expect("DynamoDB Local");
+    let table = unique("global");
+    let east = Region::new("us-east-1", &primary, &table).await;
+    let west = Region::new("eu-west-1", &replica, &table).await;
+    let replicator = Replicator::new(&east, &west);
+    (table, east, west, replicator)
+}
+
+/// The stream mapping of `region`'s stack (infra/outbox.yaml's filter as
+/// deployed there) into `publisher`.
+fn pump<'a>(region: &Region, publisher: &'a LambdaFunction) -> Pump<&'a LambdaFunction> {
+    let template = root().join(devkit::OUTBOX_TEMPLATE);
+    Pump::new(
+        StreamCursor::new(&region.sdk, &region.stream_arn),
+        MappingSettings::from_template_in(&template, region.name).unwrap(),
+        publisher,
+        None,
+    )
+    .unwrap()
+}
+
 /// Replicates until both streams are quiet.
 async fn settle(replicator: &mut Replicator) {
     for _ in 0..20 {
@@ -348,23 +354,9 @@ async fn settle(replicator: &mut Replicator) {
 
 #[tokio::test]
 async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
-    let Ok(replica) = std::env::var("LOCAL_DYNAMODB_REPLICA_ENDPOINT") else {
-        panic!("no replica server: run the tests through `make test` (infra/local/with-local.sh)");
-    };
-    let primary = devkit::dynamodb_endpoint().expect("DynamoDB Local");
-    let table = unique("global");
-    let east = Region::new("us-east-1", &primary, &table).await;
-    let west = Region::new("eu-west-1", &replica, &table).await;
-    let mut replicator = Replicator::new(&east, &west);
+    let (table, east, west, mut replicator) = two_regions().await;
     let east_fn = east.publisher();
-    let mut east_pump = Pump::new(
-        StreamCursor::new(&east.sdk, &east.stream_arn),
-        MappingSettings::from_template_in(&root().join(devkit::OUTBOX_TEMPLATE), east.name)
-            .unwrap(),
-        &east_fn,
-        None,
-    )
-    .unwrap();
+    let mut east_pump = pump(&east, &east_fn);
 
     // West writes four events; one is dead-lettered there (its sink was
     // down for good), then west stops before publishing the others.

@@ -77,22 +77,21 @@ moto_log="$logs/moto-$moto_port.log"
 "$moto" -H 127.0.0.1 -p "$moto_port" >"$moto_log" 2>&1 &
 pids+=("moto:$!")
 
-ddb_log="$logs/dynamodb-local-$ddb_port.log"
 # The launcher binds DynamoDB Local to 127.0.0.1 (its command line cannot);
 # telemetry off both ways, as it would otherwise call out.
-DDB_LOCAL_TELEMETRY=0 "$java" -Xmx${DYNAMODB_LOCAL_HEAP:-2g} \
-  -cp "$ddb_lib/DynamoDBLocal.jar:$ddb_lib/DynamoDBLocal_lib/*" \
-  -Djava.library.path="$ddb_lib/DynamoDBLocal_lib" \
-  "$ddb_dir/LoopbackDynamoDBLocal.java" \
-  -inMemory -sharedDb -disableTelemetry -port "$ddb_port" >"$ddb_log" 2>&1 &
-pids+=("dynamodb-local:$!")
-if [ "$replica" = 1 ]; then
-  replica_log="$logs/dynamodb-local-$replica_port.log"
-  DDB_LOCAL_TELEMETRY=0 "$java" -Xmx${DYNAMODB_LOCAL_REPLICA_HEAP:-512m} \
+start_dynamodb() { # port heap log
+  DDB_LOCAL_TELEMETRY=0 "$java" -Xmx"$2" \
     -cp "$ddb_lib/DynamoDBLocal.jar:$ddb_lib/DynamoDBLocal_lib/*" \
     -Djava.library.path="$ddb_lib/DynamoDBLocal_lib" \
     "$ddb_dir/LoopbackDynamoDBLocal.java" \
-    -inMemory -sharedDb -disableTelemetry -port "$replica_port" >"$replica_log" 2>&1 &
+    -inMemory -sharedDb -disableTelemetry -port "$1" >"$3" 2>&1 &
+}
+ddb_log="$logs/dynamodb-local-$ddb_port.log"
+start_dynamodb "$ddb_port" "${DYNAMODB_LOCAL_HEAP:-2g}" "$ddb_log"
+pids+=("dynamodb-local:$!")
+if [ "$replica" = 1 ]; then
+  replica_log="$logs/dynamodb-local-$replica_port.log"
+  start_dynamodb "$replica_port" "${DYNAMODB_LOCAL_REPLICA_HEAP:-512m}" "$replica_log"
   pids+=("dynamodb-local-replica:$!")
 fi
 

@@ -182,7 +182,7 @@ pub fn outboxctl(args: &[&str]) -> (bool, String, String) {
     outboxctl_with(args, &[])
 }
 
-/// [`outboxctl`] with `env` added to this process's environment.
+/// [`outboxctl()`] with `env` added to this process's environment.
 pub fn outboxctl_with(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let binary = lambda::binary("outboxctl").expect("outboxctl binary");
     let out = std::process::Command::new(binary)

@@ -416,6 +416,12 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
             .collect::<Vec<Value>>()
     };
+    // A region name that is not one: refused before anything is read.
+    let (ok, _, err) = testkit::outboxctl_with(
+        &["adopt-region", "--table", &table, "--from", "EU West"],
+        &[("HOME_REGION", "us-east-1")],
+    );
+    assert!(!ok && err.contains("--from \"EU West\""), "{err}");
     let dry = adopt(&["--dry-run"]);
     assert_eq!(dry.len(), 5, "four audit lines and the summary: {dry:?}");
     assert_eq!(dry[4]["wouldAdopt"], 4);

@@ -149,21 +149,18 @@ fn the_stack_builds_its_filter_from_the_key_schema_parameters() {
             .map(|p| serde_json::from_str(p).unwrap())
             .collect()
     };
-    let on: Vec<Value> = filters
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .filter_map(|f| substituted(f, 1))
-        .collect();
+    // Branch 1 of each `!If`: the rule on; branch 2: off.
+    let branch = |n: usize| -> Vec<Value> {
+        filters
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(|f| substituted(f, n))
+            .collect()
+    };
     let regional = schema.clone().with_home_region(Some("eu-west-2".into()));
-    assert_eq!(on, json(regional.stream_filter_patterns()));
-    let off: Vec<Value> = filters
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .filter_map(|f| substituted(f, 2))
-        .collect();
-    assert_eq!(off, json(schema.stream_filter_patterns()));
+    assert_eq!(branch(1), json(regional.stream_filter_patterns()));
+    assert_eq!(branch(2), json(schema.stream_filter_patterns()));
 }
 
 #[test]

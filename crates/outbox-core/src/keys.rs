@@ -348,22 +348,7 @@ impl KeySchema {
         let rule = set("HOME_REGION_RULE").unwrap_or_else(|| "on".to_owned());
         schema.home_region = match rule.as_str() {
             "on" => set("HOME_REGION")
-                .map(|region| {
-                    let valid = region.len() <= 32
-                        && region
-                            .chars()
-                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-                    if valid {
-                        Ok(region)
-                    } else {
-                        Err(crate::ConfigError::Invalid {
-                            name: "HOME_REGION",
-                            value: region,
-                            reason: "a region is up to 32 lower-case letters, digits and '-'"
-                                .to_owned(),
-                        })
-                    }
-                })
+                .map(|region| check_region("HOME_REGION", &region).map(|()| region))
                 .transpose()?,
             "off" => None,
             _ => {
@@ -508,12 +493,6 @@ impl KeySchema {
         }
     }
 
-    /// The same names without a home region: the keys of items written
-    /// before the rule (or with it off).
-    pub fn unregioned(&self) -> Self {
-        self.clone().with_home_region(None)
-    }
-
     /// The last sort key of the outbox range of an item collection:
     /// `<prefix>~` (`~` sorts after every ULID character).
     pub fn outbox_sk_end(&self) -> String {
@@ -643,6 +622,27 @@ impl KeySchema {
             .filter_map(|(from, to)| item.remove(to).map(|v| (from.to_owned(), v)))
             .collect();
         item.extend(moved);
+    }
+}
+
+/// Checks a region name (the home region, and the lost region
+/// `outboxctl adopt-region` takes over): 1 to 32 lower-case letters,
+/// digits and `-`, so that it is safe inside the index keys; the error
+/// names `setting`.
+pub fn check_region(setting: &'static str, region: &str) -> Result<(), crate::ConfigError> {
+    let valid = !region.is_empty()
+        && region.len() <= 32
+        && region
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(crate::ConfigError::Invalid {
+            name: setting,
+            value: region.to_owned(),
+            reason: "a region is 1 to 32 lower-case letters, digits and '-'".to_owned(),
+        })
     }
 }
 
@@ -867,7 +867,10 @@ mod tests {
         // The region is part of both indexes' keys.
         assert_eq!(lambda.pending_pk(3), "OUTBOX#eu-west-1#3");
         assert_eq!(lambda.dead_pk(3), "DEAD#eu-west-1#3");
-        assert_eq!(lambda.unregioned().pending_pk(3), "OUTBOX#3");
+        assert_eq!(
+            lambda.clone().with_home_region(None).pending_pk(3),
+            "OUTBOX#3"
+        );
         assert_eq!(anywhere.dead_pk(3), dead_pk(3));
 
         // The filter: one pattern without a region, two with one.

@@ -36,15 +36,10 @@ pub(crate) async fn run(
     dry_run: bool,
     json: bool,
 ) -> Result<(), String> {
-    let valid = !from.is_empty()
-        && from.len() <= 32
-        && from
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !valid {
-        return Err(format!(
-            "--from {from:?}: a region is up to 32 lower-case letters, digits and '-'"
-        ));
+    if let Err(outbox_core::ConfigError::Invalid { reason, .. }) =
+        outbox_core::keys::check_region("--from", from)
+    {
+        return Err(format!("--from {from:?}: {reason}"));
     }
     let schema = crate::cli::key_schema()?;
     // The region it runs in: the stack's HOME_REGION, else the SDK's.

@@ -114,6 +114,10 @@ check-template: venv-infra
 	infra/checks/check-template.sh template.yaml
 	infra/checks/check-modes.sh
 	infra/checks/broken-copies.sh
+	# The documented deploy (docs/deploy.md, docs/adopt.md, make deploy,
+	# samconfig.toml) against the templates; the self-test proves it fails.
+	.venv-infra/bin/python infra/checks/deploy_docs.py --self-test
+	.venv-infra/bin/python infra/checks/deploy_docs.py
 
 # The published crates (dynamodb-outbox, dynamodb-outbox-core,
 # dynamodb-outbox-inbox; docs/adopt.md, "The crates"): the dependency graph's
@@ -200,14 +204,21 @@ bench: local
 demo: local
 	$(WITH_LOCAL) infra/local/demo.sh
 
-ARCH ?= arm64
+# Deploy path (docs/deploy.md): samconfig.toml holds the deploy's settings,
+# the Architecture among them. `make build` builds for that Architecture;
+# `make deploy` runs `sam deploy` with nothing on the command line, so every
+# value of samconfig.toml's parameter_overrides applies (a
+# --parameter-overrides on the command line would replace them all).
+# infra/checks/deploy_docs.py (make check-template) checks that the two agree.
+SAM_ARCH = $(shell $(PYTHON) -c 'import shlex, tomllib; c = tomllib.load(open("samconfig.toml", "rb")); print(dict(p.split("=", 1) for p in shlex.split(c["default"]["deploy"]["parameters"].get("parameter_overrides", ""))).get("Architecture", ""))')
 
-# Deploy path (see docs/deploy.md): sam build, then sam deploy.
 build: venv venv-infra
-	.venv-infra/bin/sam build --parameter-overrides Architecture=$(ARCH)
+	@test "$(origin ARCH)" != "command line" || { echo "make build: ARCH is not read; set Architecture in samconfig.toml's parameter_overrides (make build builds for it, make deploy deploys it)" >&2; exit 1; }
+	@test -n "$(SAM_ARCH)" || { echo "make build: samconfig.toml's [default.deploy.parameters] parameter_overrides names no Architecture" >&2; exit 1; }
+	.venv-infra/bin/sam build --parameter-overrides Architecture=$(SAM_ARCH)
 
 deploy: build
-	.venv-infra/bin/sam deploy --parameter-overrides Architecture=$(ARCH)
+	.venv-infra/bin/sam deploy
 
 clean:
 	rm -rf .local target/lambda

@@ -9,7 +9,14 @@ Markdown. Three designs on the same workload:
   pipes      - EventBridge Pipes, stream source -> bus target; outbox items
                expire by TTL (no publisher, no pending index, no sweeper)
 
+Then the fixed monthly cost of one stack, whatever the volume: the alarms,
+the dashboard and the alarm key counted in template.yaml and
+infra/outbox.yaml at their defaults, the custom metrics counted in the
+functions' sources (the metric names each one emits), and the X-Ray traces
+of the scheduled sweeps.
+
 usage: cost.py BENCH_DIR PRICES_JSON
+       cost.py --fixed PRICES_JSON     (the fixed monthly cost alone; no bench run needed)
 """
 import json
 import math
@@ -17,6 +24,9 @@ import pathlib
 import re
 import sys
 
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ORDERS = 1_000_000
 EVENTS = 2 * ORDERS
 KB = 1024
@@ -56,7 +66,196 @@ def records_per_invocation(arrival, batch_size):
     return min(batch_size, max(1.0, per_poll))
 
 
+class TemplateLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short tags (`!Ref X` → {"Ref": "X"})."""
+
+
+def _tag(loader, suffix, node):
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    if suffix in ("Ref", "Condition"):
+        return {suffix: value}
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{suffix}": value}
+
+
+TemplateLoader.add_multi_constructor("!", _tag)
+
+
+def template(relative):
+    return yaml.load((ROOT / relative).read_text(), Loader=TemplateLoader)
+
+
+def condition_holds(tpl, name):
+    """Whether condition `name` of `tpl` holds with every parameter at its
+    default (a parameter without one is empty)."""
+    params = {k: str(v.get("Default", "")) for k, v in tpl.get("Parameters", {}).items()}
+
+    def value(x):
+        if isinstance(x, dict) and "Ref" in x:
+            return params.get(x["Ref"], "")
+        if isinstance(x, dict) and "Condition" in x:
+            return evaluate(tpl["Conditions"][x["Condition"]])
+        if isinstance(x, dict):
+            return evaluate(x)
+        return str(x)
+
+    def evaluate(c):
+        if isinstance(c, dict) and "Condition" in c:
+            return evaluate(tpl["Conditions"][c["Condition"]])
+        (fn, args), = c.items()
+        if fn == "Fn::Equals":
+            return str(value(args[0])) == str(value(args[1]))
+        if fn == "Fn::Not":
+            return not value(args[0])
+        if fn == "Fn::And":
+            return all(value(a) for a in args)
+        if fn == "Fn::Or":
+            return any(value(a) for a in args)
+        refuse(f"cannot evaluate the condition {c!r}")
+
+    return evaluate(tpl["Conditions"][name])
+
+
+def resources_at_defaults(relative, kind):
+    """The resources of type `kind` in a template that exist at its defaults."""
+    tpl = template(relative)
+    return {name: r for name, r in tpl["Resources"].items()
+            if r.get("Type") == kind and ("Condition" not in r or condition_holds(tpl, r["Condition"]))}
+
+
+def alarm_metrics(alarms):
+    """Alarm metrics, as CloudWatch bills them: one per alarm on a metric,
+    one per metric of a metric-math alarm."""
+    return sum(sum(1 for m in a["Properties"]["Metrics"] if "MetricStat" in m)
+               if "Metrics" in a.get("Properties", {}) else 1
+               for a in alarms.values())
+
+
+def rust_block(relative, signature):
+    """The text of the Rust function whose line contains `signature`, to its
+    closing brace at the same indentation."""
+    text = (ROOT / relative).read_text()
+    at = text.find(signature)
+    if at < 0:
+        refuse(f"no `{signature}` in {relative} (where the cost model counts the emitted metrics)")
+    line_start = text.rfind("\n", 0, at) + 1
+    indent = text[line_start:at].split("fn")[0].split("pub")[0]
+    end = text.find("\n" + indent + "}\n", at)
+    return text[at:end]
+
+
+# Where each function builds its EMF metrics (crates/outbox-core/src/metrics.rs
+# writes them): (function, file, the function that lists the names).
+EMITTERS = [
+    ("publisher", "crates/publisher/src/lib.rs", "pub fn emf("),
+    ("sweeper", "crates/sweeper/src/report.rs", "fn metrics("),
+    ("projector", "crates/projector/src/lib.rs", "pub fn emf("),
+]
+
+
+def emitted_metrics():
+    """{function: [metric names]} from the functions' sources, and the
+    number of dimension sets each metric is published under."""
+    names = {}
+    for function, relative, signature in EMITTERS:
+        found = re.findall(r'\(\s*"([A-Z][A-Za-z]*)",', rust_block(relative, signature))
+        if not found:
+            refuse(f"no metric names found in {relative} `{signature}`")
+        names[function] = list(dict.fromkeys(found))
+    text = (ROOT / "crates/outbox-core/src/metrics.rs").read_text()
+    at = text.find('"Dimensions":')
+    if at < 0:
+        refuse("no \"Dimensions\" in crates/outbox-core/src/metrics.rs")
+    start = text.find("[", at)
+    depth, sets = 0, 0
+    for i in range(start, len(text)):
+        if text[i] == "[":
+            depth += 1
+            sets += depth == 2
+        elif text[i] == "]":
+            depth -= 1
+            if depth == 0:
+                break
+        elif depth == 1 and not text[i].isspace() and text[i] != ",":
+            refuse("cannot read the EMF dimension sets in crates/outbox-core/src/metrics.rs")
+    return names, max(1, sets)
+
+
+def rate_seconds(expression):
+    m = re.fullmatch(r"rate\((\d+) (minute|hour|day)s?\)", expression.strip())
+    if not m:
+        refuse(f"cannot price the schedule {expression!r} (rate(N minutes|hours|days) only)")
+    return int(m.group(1)) * {"minute": 60, "hour": 3600, "day": 86400}[m.group(2)]
+
+
+def fixed_cost(prices, show=True):
+    """Prints the fixed monthly cost block (unless not `show`); returns the
+    orders example's total."""
+    say = print if show else (lambda *_args, **_kw: None)
+    cw, a = prices["cloudwatch"], prices["assumptions"]
+    kind_alarm, kind_dash, kind_key = "AWS::CloudWatch::Alarm", "AWS::CloudWatch::Dashboard", "AWS::KMS::Key"
+    example, reusable = "template.yaml", "infra/outbox.yaml"
+    alarms = {t: alarm_metrics(resources_at_defaults(t, kind_alarm)) for t in (example, reusable)}
+    dashboards = {t: len(resources_at_defaults(t, kind_dash)) for t in (example, reusable)}
+    keys = {t: len(resources_at_defaults(t, kind_key)) for t in (example, reusable)}
+    names, dimension_sets = emitted_metrics()
+    metrics_example = sum(len(v) for v in names.values()) * dimension_sets
+    metrics_reusable = sum(len(v) for f, v in names.items() if f != "projector") * dimension_sets
+    schedule = template(reusable)["Parameters"]["SweepSchedule"]["Default"]
+    sweeps = a["hours_per_month"] * 3600 / rate_seconds(schedule)
+
+    rows = [
+        ("CloudWatch alarms (standard resolution, per alarm metric)",
+         alarms[example] + alarms[reusable], alarms[reusable], cw["alarm_metric_month"],
+         f"counted at the templates' defaults: {alarms[example]} in {example}, {alarms[reusable]} in {reusable}"),
+        ("CloudWatch dashboard", dashboards[example] + dashboards[reusable], dashboards[reusable],
+         cw["dashboard_month"], f"{reusable}"),
+        ("CloudWatch custom metrics (EMF)", metrics_example, metrics_reusable, cw["custom_metric_month"],
+         "the metric names the functions emit, counted in their sources ("
+         + ", ".join(f"{f} {len(v)}" for f, v in names.items())
+         + f"), each under {dimension_sets} dimension set(s); at most: the sweeper's ParkedAggregates "
+           "needs strict ordering, the projector's need the EventBridge sink"),
+        ("KMS key (the alarm topic's)", keys[example] + keys[reusable], keys[reusable],
+         prices["kms"]["key_month"],
+         f"${prices['kms']['rotation_month']:,.2f} a month more after each of its first two yearly rotations"),
+        ("X-Ray traces of the scheduled sweeps", sweeps, sweeps,
+         prices["xray"]["traces_recorded_per_million"] / 1e6,
+         f"one trace per run at {schedule} ({a['hours_per_month']} hours a month); Tracing Active on every function"),
+    ]
+    say(f"Fixed monthly cost of one stack, whatever the volume: {prices['region']}, list prices as of "
+          f"{prices['as_of']} (infra/bench/prices.json), without free tiers; the templates at their defaults "
+          f"(Sink eventbridge). The orders example is template.yaml (it nests {reusable}); "
+          f"the reusable stack alone is {reusable} on your table (docs/adopt.md).\n")
+    say("| per month | orders example: count | cost | reusable stack alone: count | cost | how |")
+    say("|---|---|---|---|---|---|")
+    totals = [0.0, 0.0]
+    for name, n_example, n_reusable, price, how in rows:
+        totals[0] += n_example * price
+        totals[1] += n_reusable * price
+        say(f"| {name} | {n_example:,.0f} | ${n_example * price:,.2f} | {n_reusable:,.0f} | "
+              f"${n_reusable * price:,.2f} | {how} |")
+    say(f"| **total** | | **${totals[0]:,.2f}** | | **${totals[1]:,.2f}** | |")
+    say("\nNot counted: the SQS mappings' pollers (Lambda's empty long polls are SQS requests), "
+        "the scheduled sweeps' Lambda time and index queries (docs/performance.md, sweep cost), "
+        "and storage by the GB (the tables, their point-in-time recovery, the logs).")
+    return totals[0]
+
+
 def main():
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--fixed":
+        fixed_cost(json.loads(pathlib.Path(sys.argv[2]).read_text()))
+        return
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
     bench = pathlib.Path(sys.argv[1])
     prices = json.loads(pathlib.Path(sys.argv[2]).read_text())
     inputs = read_json(bench / "cost-inputs.json")
@@ -138,7 +337,14 @@ def main():
     logs = logs_gb * prices["cloudwatch"]["logs_ingestion_per_gb"]
     logs_card = logs  # same invocations, same lines
     logs_pipes = 2 * ORDERS * a["log_bytes_per_invocation"]["writer"] / 1024 ** 3 * prices["cloudwatch"]["logs_ingestion_per_gb"]
-    metrics = a["custom_metrics"] * prices["cloudwatch"]["custom_metric_month"]
+    # X-Ray (Tracing Active on every function): at most one trace per
+    # invocation. Lambda records the first request each second and 5% of
+    # the rest, so at this arrival (under one a second) most are recorded;
+    # the model prices them all.
+    xray = prices["xray"]["traces_recorded_per_million"] / 1e6
+    traces_writer = 2 * ORDERS
+    xray_ours = (traces_writer + invocations) * xray
+    xray_pipes = traces_writer * xray
 
     wru = lambda n: n * dd["write_request_units_per_million"] / 1e6
     rru = lambda n: n * dd["read_request_units_per_million"] / 1e6
@@ -162,8 +368,12 @@ def main():
         ("EventBridge PutEvents (per 64 KB chunk)", eb, eb, eb, "computed from the measured envelope size"),
         ("SQS: the subscriber queue", sqs, sqs, sqs, "computed"),
         ("CloudWatch Logs ingestion", logs, logs_card, logs_pipes, "assumed bytes per invocation"),
+        ("X-Ray traces recorded", xray_ours, xray_ours, xray_pipes,
+         "at most one per Lambda invocation (writer and publisher; Pipes: the writer's only); "
+         "Lambda records the first request each second and 5% of the rest"),
     ]
     totals = [sum(r[i] for r in rows) for i in (1, 2, 3)]
+    fixed = fixed_cost(prices, show=False)
 
     print(f"One million orders created and paid: {EVENTS:,} events. {prices['region']}, list prices as of "
           f"{prices['as_of']} (infra/bench/prices.json), Lambda on {lam['architecture']}, "
@@ -173,8 +383,8 @@ def main():
     for name, ours, card, pipe, how in rows:
         print(f"| {name} | ${ours:,.2f} | ${card:,.2f} | ${pipe:,.2f} | {how} |")
     print(f"| **total** | **${totals[0]:,.2f}** | **${totals[1]:,.2f}** | **${totals[2]:,.2f}** | |")
-    print(f"| per month, whatever the volume: {a['custom_metrics']} custom metrics (EMF) | "
-          f"${metrics:,.2f} | ${metrics:,.2f} | – | |\n")
+    print(f"| per month, whatever the volume: the fixed cost below | "
+          f"${fixed:,.2f} | ${fixed:,.2f} | – | |\n")
     print("Inputs:\n")
     print(f"- item sizes (bytes, as DynamoDB counts them, measured): order {meta}, outbox item {outbox}, "
           f"idempotency record {idem}, envelope {envelope}")
@@ -197,6 +407,8 @@ def main():
           f"(CPU {writer_cpu_us:.1f} µs per transaction build, measured: criterion, transaction.txt; "
           f"round trips assumed); "
           f"GB-seconds {gbs_c + gbs_p:,.0f}")
+    print()
+    fixed_cost(prices)
 
 
 if __name__ == "__main__":

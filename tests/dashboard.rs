@@ -2,14 +2,21 @@
 //! stack, `infra/outbox.yaml`)
 //! names only metrics that exist: every `DynamoDbOutbox` metric of a widget
 //! is in the EMF output of the function its `Function` dimension names
-//! (built by the functions' own code), and every AWS metric is one the
+//! (built by the functions' own code), with the EMF documents' dimensions
+//! (`Stack` and `Function`), its `Stack` the stack's own name (the value
+//! the functions get as `STACK_NAME`), and every AWS metric is one the
 //! service publishes for that resource. The widgets the issue asks for are
 //! there.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde_json::Value;
 use testkit::root;
+
+fn template() -> serde_yaml_ng::Value {
+    let text = std::fs::read_to_string(root().join(devkit::OUTBOX_TEMPLATE)).expect("template");
+    serde_yaml_ng::from_str(&text).expect("template YAML")
+}
 
 /// The widgets' JSON, from the resource's `!Sub` strings: a quoted
 /// `${Name}` becomes `"Name"`, an unquoted one (a number) `0`.
@@ -42,8 +49,13 @@ fn widgets() -> Vec<Value> {
     widgets
 }
 
-/// (namespace, metric, dimension value) of every metric of every widget.
-fn named(widgets: &[Value]) -> BTreeSet<(String, String, String)> {
+/// A widget metric's dimensions, name to value (the `!Sub` placeholders
+/// replaced by their names, as [`widgets`] leaves them).
+type Dimensions = BTreeMap<String, String>;
+
+/// (namespace, metric, dimensions) of every metric of every widget: a
+/// metric is `[namespace, name, dimension, value, …, {options}?]`.
+fn named(widgets: &[Value]) -> BTreeSet<(String, String, Dimensions)> {
     widgets
         .iter()
         .flat_map(|w| {
@@ -53,14 +65,29 @@ fn named(widgets: &[Value]) -> BTreeSet<(String, String, String)> {
                 .unwrap_or_default()
         })
         .map(|m| {
-            let text = |i: usize| m[i].as_str().unwrap_or_default().to_owned();
-            (text(0), text(1), text(3))
+            let parts: Vec<&str> = m
+                .as_array()
+                .expect("a metric is an array")
+                .iter()
+                .map_while(Value::as_str)
+                .collect();
+            assert!(parts.len() >= 2 && parts.len().is_multiple_of(2), "{m}");
+            let dimensions = parts[2..]
+                .chunks(2)
+                .map(|pair| (pair[0].to_owned(), pair[1].to_owned()))
+                .collect();
+            (parts[0].to_owned(), parts[1].to_owned(), dimensions)
         })
         .collect()
 }
 
+/// The dimension sets of the EMF documents: the functions emit every
+/// metric under one set, `Stack` and `Function`.
+const EMF_DIMENSIONS: [&str; 2] = ["Stack", "Function"];
+
 /// (function, metric) of everything the functions' EMF documents hold, each
-/// with all its optional metrics present.
+/// with all its optional metrics present; each document's dimension set
+/// and `Stack` value checked.
 fn emitted() -> HashSet<(String, String)> {
     let sweep = sweeper::SweepReport {
         stats_read: true,
@@ -77,6 +104,17 @@ fn emitted() -> HashSet<(String, String)> {
     for document in documents {
         let doc: Value = serde_json::from_str(&document).expect("EMF JSON");
         let function = doc["Function"].as_str().expect("Function").to_owned();
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            serde_json::json!([EMF_DIMENSIONS]),
+            "{document}"
+        );
+        // This process's STACK_NAME (unset here: the documented fallback).
+        assert_eq!(
+            doc["Stack"],
+            outbox_core::metrics::stack_name(),
+            "{document}"
+        );
         for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
             .as_array()
             .expect("metrics")
@@ -102,11 +140,18 @@ fn the_dashboard_names_only_metrics_the_functions_emit() {
         ("AWS/SQS", "ApproximateNumberOfMessagesVisible"),
     ]);
     let named = named(&widgets);
-    for (namespace, metric, dimension) in &named {
+    for (namespace, metric, dimensions) in &named {
         if namespace == "DynamoDbOutbox" {
+            let names: Vec<&str> = dimensions.keys().map(String::as_str).collect();
+            let mut emf = EMF_DIMENSIONS.to_vec();
+            emf.sort_unstable();
+            assert_eq!(names, emf, "{metric}: the EMF documents' dimensions");
+            // `${Stack}`: the stack's name (`stack_placeholders_are_the_functions_stack_name`).
+            assert_eq!(dimensions["Stack"], "Stack", "{metric}");
+            let function = &dimensions["Function"];
             assert!(
-                emitted.contains(&(dimension.clone(), metric.clone())),
-                "{metric} of {dimension} is not in its EMF output"
+                emitted.contains(&(function.clone(), metric.clone())),
+                "{metric} of {function} is not in its EMF output"
             );
         } else {
             assert!(
@@ -124,7 +169,10 @@ fn the_dashboard_names_only_metrics_the_functions_emit() {
         ("ProjectionLagSeconds", "projector"),
     ] {
         assert!(
-            named.iter().any(|(_, m, d)| m == metric && d == function),
+            named
+                .iter()
+                .any(|(_, m, d)| m == metric
+                    && d.get("Function").map(String::as_str) == Some(function)),
             "the dashboard shows {metric}"
         );
     }
@@ -133,4 +181,56 @@ fn the_dashboard_names_only_metrics_the_functions_emit() {
             .iter()
             .any(|(n, m, _)| n == "AWS/Lambda" && m == metric));
     }
+}
+
+/// Every widget that reads an outbox metric gets its `${Stack}` from the
+/// expression that gives the functions their `STACK_NAME` (the Globals of
+/// `infra/outbox.yaml`): the dashboard reads the metrics of its own stack.
+#[test]
+fn stack_placeholders_are_the_functions_stack_name() {
+    use serde_yaml_ng::Value as Y;
+    let doc = template();
+    let stack_name = &doc["Globals"]["Function"]["Environment"]["Variables"]["STACK_NAME"];
+    assert!(!stack_name.is_null(), "the functions get STACK_NAME");
+    let body = match &doc["Resources"]["OutboxDashboard"]["Properties"]["DashboardBody"] {
+        Y::Tagged(t) if t.tag == "!Join" => t.value[1].as_sequence().expect("the pieces").clone(),
+        other => panic!("the body is not a !Join: {other:?}"),
+    };
+    // Each piece, through the `!If`s that add a widget.
+    let mut pieces: Vec<Y> = Vec::new();
+    for piece in body {
+        match piece {
+            Y::Tagged(t) if t.tag == "!If" => {
+                pieces.extend(t.value.as_sequence().expect("!If")[1..].iter().cloned())
+            }
+            other => pieces.push(other),
+        }
+    }
+    let mut read = 0;
+    for piece in &pieces {
+        let (text, variables) = match piece {
+            Y::Tagged(t) if t.tag == "!Sub" => match &t.value {
+                Y::String(text) => (text.clone(), None),
+                Y::Sequence(s) => (s[0].as_str().expect("!Sub text").to_owned(), s.get(1)),
+                other => panic!("a !Sub of {other:?}"),
+            },
+            Y::String(text) => (text.clone(), None),
+            other => panic!("a piece of the body: {other:?}"),
+        };
+        if !text.contains("\"DynamoDbOutbox\"") {
+            continue;
+        }
+        assert!(
+            text.contains("\"Stack\",\"${Stack}\""),
+            "an outbox widget without the Stack dimension: {text}"
+        );
+        let bound = variables.map(|v| &v["Stack"]);
+        assert_eq!(
+            bound,
+            Some(stack_name),
+            "${{Stack}} is not the functions' STACK_NAME in {text}"
+        );
+        read += 1;
+    }
+    assert_eq!(read, 5, "the widgets with outbox metrics");
 }

@@ -124,6 +124,12 @@ expect alarm-topic-aws-managed-key 'E9106 AWS managed key alias/aws/sns' \
   's/      KmsMasterKeyId: !Ref AlarmKey/      KmsMasterKeyId: alias\/aws\/sns/'
 expect alarm-key-without-cloudwatch 'E9106 must let cloudwatch.amazonaws.com use it' \
   's/Principal: { Service: cloudwatch.amazonaws.com }/Principal: { Service: sns.amazonaws.com }/'
+# E9108: an outbox alarm reads its own stack's metric (the Stack
+# dimension, the functions' STACK_NAME).
+expect alarm-without-stack-dimension 'E9108 DeadLetterAlarm: an alarm on a DynamoDbOutbox metric must read the Stack dimension' \
+  '/^  DeadLetterAlarm:/,/AlarmActions:/ { /- { Name: Stack, Value: /d }'
+expect functions-without-stack-name 'E9108 PublisherFunction: STACK_NAME must be set;E9108 SweeperFunction: STACK_NAME must be set' \
+  '/^        STACK_NAME: /d'
 # E9102 in the reusable stack: the publisher's table grant.
 expect wildcard-action-publisher 'E9102 wildcard action dynamodb:*' \
   '0,/Action: \[dynamodb:BatchWriteItem, dynamodb:UpdateItem\]/ s/Action: \[dynamodb:BatchWriteItem, dynamodb:UpdateItem\]/Action: [dynamodb:*]/'
@@ -140,6 +146,9 @@ expect projector-short-visibility 'E9107 VisibilityTimeout (30) must be at least
   's/      VisibilityTimeout: 180$/      VisibilityTimeout: 30/'
 expect projector-no-redrive-policy 'E9107 ProjectorQueue: an SQS-triggered queue needs a redrive policy' \
   '/      VisibilityTimeout: 180$/,/maxReceiveCount: 5/ { /RedrivePolicy:/d; /deadLetterTargetArn: !GetAtt ProjectorDeadLetterQueue.Arn/d; /maxReceiveCount: 5/d }'
+# E9108: the projector's lag alarm on another stack's name.
+expect projection-lag-alarm-other-stack "E9108 ProjectionLagAlarm: the Stack dimension must be the functions' STACK_NAME" \
+  '/^  ProjectionLagAlarm:/,/AlarmActions:/ s/- { Name: Stack, Value: !Ref AWS::StackName }/- { Name: Stack, Value: orders }/'
 expect projector-dlq-unalarmed 'E9107 the dead-letter queue of ProjectorQueue needs an alarm' \
   's/Value: !GetAtt ProjectorDeadLetterQueue.QueueName/Value: !GetAtt ProjectorQueue.QueueName/'
 

@@ -408,3 +408,48 @@ class SqsConsumersReportAndDeadLetter(CloudFormationLintRule):
             elif dlq not in alarmed:
                 matches.append(RuleMatch(["Resources", dlq], f"{dlq}: the dead-letter queue of {queue} needs an alarm"))
         return matches
+
+
+def _alarm_metrics(props):
+    """(namespace, dimensions) of each metric an alarm reads: its own, or
+    each of its metric-math `Metrics` with a `MetricStat`."""
+    if "Namespace" in props:
+        yield props.get("Namespace"), props.get("Dimensions") or []
+    for metric in props.get("Metrics") or []:
+        stat = (metric or {}).get("MetricStat", {}).get("Metric", {})
+        if stat:
+            yield stat.get("Namespace"), stat.get("Dimensions") or []
+
+
+class MetricsNameTheirStack(CloudFormationLintRule):
+    id = "E9108"
+    shortdesc = "Outbox metrics are read with their stack's Stack dimension"
+    description = (
+        "The functions emit every DynamoDbOutbox metric with the dimensions Stack (their "
+        "STACK_NAME) and Function: every function sets STACK_NAME, and every alarm on a "
+        "DynamoDbOutbox metric reads the Stack dimension with the functions' STACK_NAME, so "
+        "that two outbox stacks in one account never read each other's metrics"
+    )
+    tags = ["outbox", "alarms"]
+
+    def match(self, cfn):
+        matches = []
+        names = {}
+        for name, res in cfn.get_resources(["AWS::Lambda::Function"]).items():
+            variables = res.get("Properties", {}).get("Environment", {}).get("Variables", {})
+            if "STACK_NAME" not in variables:
+                matches.append(RuleMatch(["Resources", name], f"{name}: STACK_NAME must be set (the Stack dimension of its metrics)"))
+            else:
+                names[json.dumps(variables["STACK_NAME"], sort_keys=True)] = name
+        for name, res in cfn.get_resources(["AWS::CloudWatch::Alarm"]).items():
+            for namespace, dimensions in _alarm_metrics(res.get("Properties", {})):
+                if namespace != "DynamoDbOutbox":
+                    continue
+                values = {d.get("Name"): d.get("Value") for d in dimensions if isinstance(d, dict)}
+                if "Stack" not in values:
+                    matches.append(RuleMatch(["Resources", name], f"{name}: an alarm on a DynamoDbOutbox metric must read the Stack dimension (without it, it reads no metric the functions emit)"))
+                elif names and json.dumps(values["Stack"], sort_keys=True) not in names:
+                    matches.append(RuleMatch(["Resources", name], f"{name}: the Stack dimension must be the functions' STACK_NAME"))
+                if "Function" not in values:
+                    matches.append(RuleMatch(["Resources", name], f"{name}: an alarm on a DynamoDbOutbox metric must read the Function dimension"))
+        return matches

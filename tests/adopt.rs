@@ -335,8 +335,9 @@ boto3.client("dynamodb").transact_write_items(TransactItems=[action])
     assert_eq!(outbox.len(), 1, "{outbox:?}");
     assert!(outbox[0].contains_key("outboxDeadPk"), "{outbox:?}");
     assert!(outbox[0].contains_key(keys::attr::DEAD_LETTER_REASON));
-    let store =
-        DynamoStore::new(rig.stack.ddb.clone(), &rig.stack.table, 8).with_keys(schema.clone());
+    // The stack's keys: the schema's names, the region's keys.
+    let store = DynamoStore::new(rig.stack.ddb.clone(), &rig.stack.table, 8)
+        .with_keys(rig.stack.keys.clone());
     let listed = outboxctl::Operations::new(store)
         .dead_letters(&outboxctl::DeadLetterFilter::default())
         .await

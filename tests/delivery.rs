@@ -232,9 +232,16 @@ async fn statistics_are_emitted_only_when_every_shard_answered() {
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
     let sweeper = sweeper(sink, store, &stack);
-    // The sweep's 8 range queries pass; then one statistics query is
-    // refused (a non-retryable code: exactly one shard fails).
-    proxy.inject("Query", Fault::Pass, Some(8));
+    // The sweep's queries pass (with the region's keys, as deployed, first
+    // 16 looking for items written before the home-region rule, both
+    // indexes of each shard, then 8 range queries); then one statistics
+    // query is refused (a non-retryable code: exactly one shard fails).
+    let sweep_queries = if stack.keys.home_region.is_some() {
+        24
+    } else {
+        8
+    };
+    proxy.inject("Query", Fault::Pass, Some(sweep_queries));
     proxy.inject(
         "Query",
         Fault::Refuse("ValidationException".into()),
@@ -339,7 +346,7 @@ async fn lowering_the_shard_count_strands_nothing() {
         .iter()
         .find(|i| outbox_core::keys::shard_of(&i.aggregate_id, 16) >= 4)
         .expect("an item in a shard above 4");
-    let dead = DynamoStore::new(stack.ddb.clone(), &stack.table, 16);
+    let dead = DynamoStore::new(stack.ddb.clone(), &stack.table, 16).with_keys(stack.keys.clone());
     dead.dead_letter(
         outbox_core::store::DeadLetter {
             key: &high.key(),
@@ -354,7 +361,7 @@ async fn lowering_the_shard_count_strands_nothing() {
 
     // Now the stack runs with 4 shards.
     let (sink, _) = stack.eventbridge_sink();
-    let store = DynamoStore::new(stack.ddb.clone(), &stack.table, 4);
+    let store = DynamoStore::new(stack.ddb.clone(), &stack.table, 4).with_keys(stack.keys.clone());
     let report = sweeper(sink, store, &stack)
         .sweep(OffsetDateTime::now_utc(), &far_deadline())
         .await;
@@ -379,7 +386,7 @@ async fn raising_the_shard_count_strands_nothing() {
             .await;
     }
     let (sink, _) = stack.eventbridge_sink();
-    let store = DynamoStore::new(stack.ddb.clone(), &stack.table, 16);
+    let store = DynamoStore::new(stack.ddb.clone(), &stack.table, 16).with_keys(stack.keys.clone());
     let report = sweeper(sink, store, &stack)
         .sweep(OffsetDateTime::now_utc(), &far_deadline())
         .await;
@@ -413,7 +420,8 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
     let proxy = FaultProxy::start().await;
     let sdk = proxy.sdk().await;
     let sink = outbox_core::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8)
+        .with_keys(stack.keys.clone());
     let publisher = publisher(sink, store);
     // order-a's first event is refused (in-call retries included) while
     // order-b's goes through.
@@ -505,7 +513,8 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
         Fault::refuse(&[String::new()], "KMSThrottling"),
         Some(1),
     );
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8)
+        .with_keys(stack.keys.clone());
     let publisher = publisher(sink, store);
     let report = publisher.process(records, &far_deadline()).await.unwrap();
     assert_eq!(proxy.faulted("PublishBatch") - before, 1);

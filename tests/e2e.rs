@@ -94,8 +94,8 @@ async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
     assert!(stack.outbox_items().await.is_empty());
     assert_eq!(
         pump.stats.filtered_out,
-        2 * n,
-        "the META inserts and the publisher's own REMOVEs never reached the function"
+        2 * n + 2,
+        "the META inserts, the publisher's own REMOVEs and the 2 settings records never reached the function"
     );
 }
 
@@ -248,13 +248,12 @@ impl OutboxStore for CrashBeforeDelete {
     async fn recorded_shards(&self, deadline: &Deadline) -> Result<u16, StoreError> {
         self.inner.recorded_shards(deadline).await
     }
-    async fn record_sink(
+    async fn record_settings(
         &self,
-        settings: &outbox_core::SinkSettings,
-        by: &str,
+        settings: &outbox_core::RecordedSettings,
         deadline: &Deadline,
     ) -> Result<(), StoreError> {
-        self.inner.record_sink(settings, by, deadline).await
+        self.inner.record_settings(settings, deadline).await
     }
     async fn claim_dead_letter(
         &self,
@@ -281,11 +280,11 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<Marked, StoreError> {
         self.inner.delete_claimed(key, claim, deadline).await
     }
-    async fn recorded_sink(
+    async fn recorded_settings(
         &self,
         deadline: &Deadline,
-    ) -> Result<Option<(outbox_core::SinkSettings, String)>, StoreError> {
-        self.inner.recorded_sink(deadline).await
+    ) -> Result<Vec<outbox_core::RecordedSettings>, StoreError> {
+        self.inner.recorded_settings(deadline).await
     }
     async fn dead_letter_page(
         &self,
@@ -566,8 +565,10 @@ async fn meta_writes_and_the_publishers_deletes_never_invoke_it() {
         assert_eq!(name, "INSERT");
         assert!(sk.starts_with("OUTBOX#"), "{sk}");
     }
-    // Filtered out: 4 META inserts, 2 META modifies, 6 outbox REMOVEs.
-    assert_eq!(pump.stats.filtered_out, 12);
+    // Filtered out: 4 META inserts, 2 META modifies, 6 outbox REMOVEs, and
+    // the 2 inserts of the stack's settings records (its functions' cold
+    // starts).
+    assert_eq!(pump.stats.filtered_out, 14);
     assert_eq!(envelopes(&stack.drain_subscriber_checked().await).len(), 6);
 }
 

@@ -339,14 +339,23 @@ fn assert_exact(role: &str, function: &str, bindings: &Bindings, seen: &Grants) 
     );
 }
 
-/// A function binary whose every AWS call goes through `proxy`.
-fn function(name: &str, proxy: &FaultProxy, env: &[(&str, String)]) -> LambdaFunction {
+/// A function binary whose every AWS call goes through `proxy`, with the
+/// environment the templates give it on `stack` and the variables `env`
+/// on top (each test names why).
+fn function(
+    name: &str,
+    stack: &Stack,
+    proxy: &FaultProxy,
+    env: &[(&str, String)],
+) -> LambdaFunction {
+    let function = devkit::Function::of_binary(name).expect("a function of the stack");
     LambdaFunction::new(FunctionSpec {
         name: name.into(),
         binary: binary(name).expect("function binary"),
         env: loopback_env()
             .into_iter()
             .chain(devkit::endpoint_env_at(&proxy.endpoint))
+            .chain(stack.env(function, &[]))
             .chain(env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())))
             .collect(),
         timeout: Duration::from_secs(60),
@@ -388,15 +397,7 @@ fn queue_name(url: &str) -> String {
 async fn the_writer_role_grants_what_the_writer_uses() {
     let stack = Stack::new().await;
     let proxy = FaultProxy::start().await;
-    let writer = function(
-        "writer",
-        &proxy,
-        &[
-            ("TABLE_NAME", stack.table.clone()),
-            ("SINK", "eventbridge".into()),
-            ("EVENT_BUS_NAME", "unused".into()),
-        ],
-    );
+    let writer = function("writer", &stack, &proxy, &[]);
     let call = |method: &'static str, path: String, key: Option<&'static str>| {
         let writer = &writer;
         async move {
@@ -451,23 +452,37 @@ async fn the_writer_role_grants_what_the_writer_uses() {
 async fn the_publisher_role_grants_what_the_publisher_uses() {
     let stack = Stack::with_bus().await;
     let (bus, _) = stack.bus.clone().unwrap();
-    stack.create_orders(2).await;
+    let orders = stack.create_orders(2).await;
     // An envelope that is not JSON: it passes the mapping's filter (an
     // envelope exists) and is dead-lettered (an UpdateItem).
     stack.put_poison("poison", Some("not json")).await;
     let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
 
     let proxy = FaultProxy::start().await;
-    let publisher = function(
-        "publisher",
-        &proxy,
-        &[
-            ("TABLE_NAME", stack.table.clone()),
-            ("EVENT_BUS_NAME", bus.clone()),
-        ],
-    );
+    let publisher = function("publisher", &stack, &proxy, &[]);
     pump_through(&proxy, &stack, &publisher, Some(&failures)).await;
     assert_eq!(stack.outbox_raw().await.len(), 1, "the dead letter stays");
+    // The stack's other ordering too (ORDERING=strict, the parameter
+    // Ordering's other value): later events of their aggregates, the
+    // payments and a version 2 behind the dead letter, each guarded by a
+    // consistent read of its aggregate's collection (Query); the one
+    // behind the dead letter is held (an UpdateItem).
+    let strict = function(
+        "publisher",
+        &stack,
+        &proxy,
+        &[("ORDERING", "strict".into())],
+    );
+    stack.pay_orders(&orders).await;
+    stack
+        .put_aggregate_event("poison", 2, Duration::ZERO, 0, 8)
+        .await;
+    pump_through(&proxy, &stack, &strict, Some(&failures)).await;
+    assert_eq!(
+        stack.outbox_raw().await.len(),
+        2,
+        "the dead letter and the event held behind it"
+    );
 
     let bindings = Bindings::new(
         false,
@@ -477,11 +492,29 @@ async fn the_publisher_role_grants_what_the_publisher_uses() {
             ("PublisherFailureQueue", queue_name(&failures)),
         ],
     );
-    assert_exact(
-        "PublisherRole",
-        "PublisherFunction",
-        &bindings,
-        &proxy.grants_used(),
+    let seen = proxy.grants_used();
+    assert_exact("PublisherRole", "PublisherFunction", &bindings, &seen);
+    // A copy of the reusable stack whose PublisherRole lacks the Query:
+    // this run used it, so the check fails on that copy.
+    let text = std::fs::read_to_string(root().join(devkit::OUTBOX_TEMPLATE)).unwrap();
+    let without = text.replacen(
+        "[dynamodb:BatchWriteItem, dynamodb:UpdateItem, dynamodb:Query]",
+        "[dynamodb:BatchWriteItem, dynamodb:UpdateItem]",
+        1,
+    );
+    assert_ne!(without, text, "the copy drops the publisher's Query");
+    let copy: Value = serde_yaml_ng::from_str(&without).unwrap();
+    let missing: Vec<_> = seen
+        .difference(&granted_in(&copy, "PublisherRole", &bindings))
+        .cloned()
+        .collect();
+    assert_eq!(
+        missing,
+        vec![(
+            "dynamodb:Query".to_owned(),
+            format!("table/{}", stack.table)
+        )],
+        "the copy without Query is caught"
     );
 }
 
@@ -503,10 +536,9 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
     // One attempt: the event the sink refuses is dead-lettered at once.
     let sweeper = function(
         "sweeper",
+        &stack,
         &proxy,
         &[
-            ("TABLE_NAME", stack.table.clone()),
-            ("EVENT_BUS_NAME", bus.clone()),
             ("STRANDED_AFTER_SECONDS", "0".into()),
             ("MAX_ATTEMPTS", "1".into()),
         ],
@@ -561,24 +593,30 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
 
 #[tokio::test]
 async fn the_sns_branch_grants_what_the_sns_sink_uses() {
-    let stack = Stack::new().await;
+    let mut stack = Stack::new().await;
     let (topic_arn, _) = devkit::create_fifo_topic(&stack.sdk, &unique("events"))
         .await
         .unwrap();
-    stack.create_orders(2).await;
+    let orders = stack.create_orders(2).await;
     let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
     let proxy = FaultProxy::start().await;
-    let publisher = function(
-        "publisher",
-        &proxy,
-        &[
-            ("TABLE_NAME", stack.table.clone()),
-            ("SINK", "sns".into()),
-            ("SNS_TOPIC_ARN", topic_arn.clone()),
-        ],
-    );
+    stack.use_topic(&topic_arn).await;
+    let publisher = function("publisher", &stack, &proxy, &[]);
+    stack.put_poison("poison", Some("not json")).await;
     pump_through(&proxy, &stack, &publisher, None).await;
-    assert!(stack.outbox_items().await.is_empty());
+    // SNS FIFO is strict by default: later events of their aggregates, the
+    // payments and a version 2 behind a dead letter, each guarded by a
+    // Query; the one behind the dead letter is held.
+    stack.pay_orders(&orders).await;
+    stack
+        .put_aggregate_event("poison", 2, Duration::ZERO, 0, 8)
+        .await;
+    pump_through(&proxy, &stack, &publisher, None).await;
+    assert_eq!(
+        stack.outbox_raw().await.len(),
+        2,
+        "the dead letter and the event held behind it"
+    );
 
     let topic = format!("topic/{}", topic_arn.rsplit(':').next().unwrap());
     let seen = proxy.grants_used();
@@ -646,7 +684,10 @@ async fn the_projector_role_grants_what_the_projector_uses() {
     ];
     let queue = testkit::queue_with(&sdk, "projector", &bodies).await;
     let proxy = FaultProxy::start().await;
-    let projector = function("projector", &proxy, &[("TABLE_NAME", table.clone())]);
+    // The example's stack, its read model this table.
+    let mut stack = Stack::new().await;
+    stack.deployment.read_model = Some(table.clone());
+    let projector = function("projector", &stack, &proxy, &[]);
     let proxied = aws_sdk_sqs::Client::new(&proxy.sdk().await);
     drain_queue_through(&proxied, &queue, &projector).await;
 

@@ -69,13 +69,13 @@ impl Region {
     /// The writer library as this region's functions run it: the home
     /// region from `HOME_REGION` (the stacks set it to `AWS::Region`).
     async fn create_orders(&self, n: usize) -> Vec<String> {
-        let config = outbox_core::Config::from_lookup(|k| match k {
-            "TABLE_NAME" => Some(self.table.clone()),
-            "EVENT_BUS_NAME" => Some(self.bus.clone()),
-            "HOME_REGION" => Some(self.name.to_owned()),
-            _ => None,
-        })
-        .expect("config");
+        let env: std::collections::HashMap<String, String> = self
+            .deployment()
+            .env_vec(devkit::Function::Writer)
+            .expect("the writer's environment")
+            .into_iter()
+            .collect();
+        let config = outbox_core::Config::from_lookup(|k| env.get(k).cloned()).expect("config");
         assert_eq!(config.keys.home_region.as_deref(), Some(self.name));
         let ddb = aws_sdk_dynamodb::Client::new(&self.sdk);
         let service = writer::OrderService::from_config(ddb, &config);
@@ -108,9 +108,22 @@ impl Region {
         self.function("publisher")
     }
 
+    /// This region's stack: the orders example on its replica, in its
+    /// region (`HOME_REGION` is `AWS::Region`).
+    fn deployment(&self) -> devkit::LocalDeployment {
+        devkit::LocalDeployment::example(
+            &testkit::root(),
+            &self.table,
+            &self.stream_arn,
+            devkit::LocalSink::Bus(self.bus.clone()),
+        )
+        .in_region(self.name)
+    }
+
     /// The real binary `name`, configured as this region's stack configures
-    /// it (`HOME_REGION` is the region).
+    /// it.
     fn function(&self, name: &str) -> LambdaFunction {
+        let function = devkit::Function::of_binary(name).expect("a function of the stack");
         let env = loopback_env()
             .into_iter()
             .chain([
@@ -124,10 +137,12 @@ impl Region {
                     "AWS_ENDPOINT_URL_DYNAMODB_STREAMS".to_owned(),
                     self.dynamodb.clone(),
                 ),
-                ("TABLE_NAME".to_owned(), self.table.clone()),
-                ("EVENT_BUS_NAME".to_owned(), self.bus.clone()),
-                ("HOME_REGION".to_owned(), self.name.to_owned()),
             ])
+            .chain(
+                self.deployment()
+                    .env_vec(function)
+                    .expect("the function's environment"),
+            )
             .collect();
         LambdaFunction::new(FunctionSpec {
             name: format!("{name}-{}", self.name),

@@ -255,6 +255,8 @@ async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
 #[tokio::test]
 async fn bad_arguments_fail_clearly_and_change_nothing() {
     let stack = Stack::new().await;
+    // Its functions never ran: nothing recorded (a republish needs a sink).
+    stack.forget_settings().await;
     stack.put_event_aged(DAY).await;
     let before = stack.items().await.len();
     let t = stack.table.as_str();
@@ -516,7 +518,6 @@ async fn a_replay_from_the_archive_is_started_and_followed_to_its_end() {
 /// letters.
 #[tokio::test]
 async fn redriven_dead_letters_go_out_with_the_next_scheduled_sweep_whatever_their_age() {
-    use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
     let stack = Stack::with_bus().await;
     let mut dead = Vec::new();
     for _ in 0..3 {
@@ -536,20 +537,7 @@ async fn redriven_dead_letters_go_out_with_the_next_scheduled_sweep_whatever_the
     assert_eq!(out.matches("redriven").count(), 3, "{out}");
     assert!(out.contains("next scheduled sweep"), "{out}");
 
-    let (bus, _) = stack.bus.clone().unwrap();
-    let sweeper = LambdaFunction::new(FunctionSpec {
-        name: "sweeper".into(),
-        binary: binary("sweeper").unwrap(),
-        env: loopback_env()
-            .into_iter()
-            .chain([
-                ("TABLE_NAME".to_owned(), stack.table.clone()),
-                ("EVENT_BUS_NAME".to_owned(), bus),
-            ])
-            .collect(),
-        timeout: Duration::from_secs(60),
-        log: std::env::temp_dir().join(format!("{}-sweeper.log", stack.table)),
-    });
+    let sweeper = stack.function(devkit::Function::Sweeper, &[], &[]);
     let scheduled = std::fs::read(testkit::root().join("events/sweeper-scheduled.json")).unwrap();
     let answer = sweeper.invoke(&scheduled).await.expect("scheduled sweep");
     let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
@@ -617,11 +605,11 @@ async fn errors_carry_the_reason_in_one_readable_line() {
 /// recorded settings, and the subscriber gets the event.
 #[tokio::test]
 async fn a_republish_uses_the_settings_the_stack_recorded() {
-    use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
     let stack = Stack::with_bus().await;
+    // Its functions have not run yet.
+    stack.forget_settings().await;
     let event = &dead_letters(&stack, 1).await[0];
     let id = event.event_id.to_string();
-    let (bus, _) = stack.bus.clone().unwrap();
     let redrive_now = |extra: &[&str]| {
         let mut args = vec![
             "dead-letters",
@@ -645,25 +633,13 @@ async fn a_republish_uses_the_settings_the_stack_recorded() {
     assert!(err.contains("no sink settings are recorded"), "{err}");
     assert!(still_dead().await);
 
-    // The stack's sweeper starts once (a scheduled run) and records its sink.
-    let function = LambdaFunction::new(FunctionSpec {
-        name: "sweeper".into(),
-        binary: binary("sweeper").expect("sweeper binary"),
-        env: loopback_env()
-            .into_iter()
-            .chain([
-                ("TABLE_NAME".to_owned(), stack.table.clone()),
-                ("EVENT_BUS_NAME".to_owned(), bus.clone()),
-                ("EVENT_SOURCE".to_owned(), "outbox.orders".to_owned()),
-                (
-                    "AWS_LAMBDA_FUNCTION_NAME".to_owned(),
-                    "stack-sweeper".to_owned(),
-                ),
-            ])
-            .collect(),
-        timeout: Duration::from_secs(60),
-        log: std::env::temp_dir().join(format!("{}-sweeper.log", stack.table)),
-    });
+    // The stack's sweeper starts once (a scheduled run) and records its
+    // settings (its function name named as Lambda names it).
+    let function = stack.function(
+        devkit::Function::Sweeper,
+        &[],
+        &[("AWS_LAMBDA_FUNCTION_NAME", "stack-sweeper")],
+    );
     let scheduled = std::fs::read(testkit::root().join("events/sweeper-scheduled.json")).unwrap();
     function.invoke(&scheduled).await.expect("a scheduled run");
 
@@ -701,7 +677,7 @@ async fn a_republish_uses_the_settings_the_stack_recorded() {
 #[tokio::test]
 async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
     let stack = Stack::with_bus().await;
-    let (bus, _) = stack.bus.clone().unwrap();
+    let _ = stack.bus.clone().unwrap();
     let letters = dead_letters(&stack, 3).await;
     let (picked, other, waiting) = (&letters[0], &letters[1], &letters[2]);
     // One dead letter redriven without --now (due, for the scheduled sweep),
@@ -717,16 +693,7 @@ async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
     );
     let fresh = stack.put_event_aged(Duration::ZERO).await;
     let store = stack.store();
-    let record = outbox_core::SinkSettings {
-        sink: "eventbridge".into(),
-        target: bus.clone(),
-        source: "outbox.orders".into(),
-        fifo: false,
-    };
-    store
-        .record_sink(&record, "test", &far_deadline())
-        .await
-        .unwrap();
+    // The stack's recorded settings give `--now` its bus and source.
 
     let (ok, out, err) = outboxctl(&[
         "dead-letters",
@@ -847,4 +814,172 @@ async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
     let caller = audit["caller"].as_str().unwrap_or_default();
     assert!(caller.starts_with("arn:aws:"), "the AWS caller: {audit}");
     assert!(audit.get("by").is_some());
+}
+
+/// Issue #38 item 2, through the real binaries on a stack as the templates
+/// deploy it (the region's keys), with no variable exported to `outboxctl`:
+/// the publisher dead-letters a poison event and records the stack's
+/// settings; `status` and `dead-letters list` find the dead letter,
+/// `redrive` puts it back, and `redrive-on-failure` republishes a window
+/// to the recorded sink. On the default table and on one with other key
+/// names.
+async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
+    stack.add_bus().await;
+    assert!(
+        stack.keys.home_region.is_some(),
+        "the templates' default writes the region's keys"
+    );
+    let exported: Vec<&str> = outbox_core::VARIABLES
+        .iter()
+        .copied()
+        .filter(|v| std::env::var(v).is_ok())
+        .collect();
+    assert!(exported.is_empty(), "exported to outboxctl: {exported:?}");
+    stack.put_poison("poison", Some("not json")).await;
+    let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
+    let publisher = stack.function(devkit::Function::Publisher, &[], &[]);
+    stack
+        .pump(&publisher, Some(&failures))
+        .run_until_idle()
+        .await
+        .expect("pump");
+
+    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["deadLetters"], 1, "{out}");
+    assert_eq!(status["settings"]["from"], "recorded", "{out}");
+    assert_eq!(status["otherKeys"], serde_json::json!([]), "{out}");
+    let (ok, out, err) = outboxctl(&["dead-letters", "list", "--table", &stack.table, "--json"]);
+    assert!(ok, "{err}");
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed.len(), 1, "{out}");
+    // A window the mapping gave up on: republished to the recorded sink.
+    let event = stack.put_event_aged(Duration::from_secs(30)).await;
+    let records = stack.outbox_inserts().await;
+    let message = devkit::on_failure_message(
+        "arn:aws:lambda:us-east-1:123456789012:function:publisher",
+        &stack.stream_arn,
+        "shardId-1",
+        &records,
+        "RetryAttemptsExhausted",
+        11,
+    );
+    let queue = testkit::queue_with(&stack.sdk, "on-failure", &[message.to_string()]).await;
+    let (ok, out, err) = outboxctl(&[
+        "redrive-on-failure",
+        "--queue",
+        &queue,
+        "--table",
+        &stack.table,
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["handled"], 1, "{out}");
+    let delivered = stack.drain_subscriber().await;
+    let ids: Vec<&str> = delivered
+        .iter()
+        .filter_map(|m| m["detail"]["eventId"].as_str())
+        .collect();
+    assert_eq!(ids, vec![event.event_id.to_string()]);
+    assert_eq!(stack.outbox_raw().await.len(), 1, "the dead letter only");
+
+    // The dead letter back to the pending index.
+    let (ok, out, err) = outboxctl(&["dead-letters", "redrive", "--table", &stack.table, "--all"]);
+    assert!(ok && out.contains("redriven"), "{out} {err}");
+    let items = stack.outbox_raw().await;
+    assert!(
+        items.len() == 1 && !items[0].contains_key(outbox_core::keys::attr::DEAD_LETTERED_AT),
+        "pending again: {items:?}"
+    );
+}
+
+#[tokio::test]
+async fn operator_tools_find_the_stacks_own_keys_on_the_default_table() {
+    operator_tools_find_the_stacks_own_keys(Stack::new().await).await;
+}
+
+#[tokio::test]
+async fn operator_tools_find_the_stacks_own_keys_on_a_table_with_other_names() {
+    let schema = outbox_core::KeySchema::from_lookup(|k| {
+        Some(
+            match k {
+                "PARTITION_KEY" => "pk",
+                "SORT_KEY" => "sk",
+                "OUTBOX_PREFIX" => "evt#",
+                "PENDING_INDEX" => "OutboxPending",
+                "PENDING_INDEX_PARTITION_KEY" => "opk",
+                "PENDING_INDEX_SORT_KEY" => "osk",
+                "DEAD_LETTER_INDEX" => "OutboxDead",
+                "DEAD_LETTER_INDEX_PARTITION_KEY" => "dpk",
+                "DEAD_LETTER_INDEX_SORT_KEY" => "dsk",
+                "TTL_ATTRIBUTE" => "ttl",
+                _ => return None,
+            }
+            .to_owned(),
+        )
+    })
+    .unwrap();
+    operator_tools_find_the_stacks_own_keys(Stack::with_schema(&schema, &[]).await).await;
+}
+
+/// Issue #38 item 2: with nothing recorded in the table (no function of
+/// the stack has run), `status` says the settings are this environment's
+/// and counts the outbox items under the region's keys apart, instead of
+/// printing 0; `redrive-on-failure` keeps a message whose window it finds
+/// empty, says why, and exits non-zero.
+#[tokio::test]
+async fn with_nothing_recorded_status_and_redrive_on_failure_do_not_guess() {
+    let stack = Stack::with_bus().await;
+    stack.forget_settings().await;
+    stack.put_event_aged(Duration::from_secs(30)).await;
+    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("no settings are recorded"), "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["settings"]["from"], "environment", "{out}");
+    assert_eq!(status["pending"], 0, "{out}");
+    assert_eq!(
+        status["otherKeys"],
+        serde_json::json!([{"homeRegion": devkit::REGION, "pending": 1, "deadLetters": 0}]),
+        "{out}"
+    );
+
+    let records = stack.outbox_inserts().await;
+    let message = devkit::on_failure_message(
+        "arn:aws:lambda:us-east-1:123456789012:function:publisher",
+        &stack.stream_arn,
+        "shardId-1",
+        &records,
+        "RetryAttemptsExhausted",
+        11,
+    );
+    let queue = testkit::queue_with(&stack.sdk, "on-failure", &[message.to_string()]).await;
+    let (bus, _) = stack.bus.clone().unwrap();
+    let (ok, out, err) = outboxctl(&[
+        "redrive-on-failure",
+        "--queue",
+        &queue,
+        "--table",
+        &stack.table,
+        "--bus",
+        &bus,
+        "--source",
+        "outbox.orders",
+        "--json",
+    ]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("keys may not be the stack's"), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (json["handled"].as_u64(), json["kept"].as_u64()),
+        (Some(0), Some(1)),
+        "{out}"
+    );
+    assert_eq!(
+        stack.outbox_items().await.len(),
+        1,
+        "the event is still there"
+    );
 }

@@ -92,7 +92,7 @@ fn projector_binary(table: &str) -> LambdaFunction {
         binary: testkit::lambda::binary("projector").unwrap(),
         env: testkit::lambda::loopback_env()
             .into_iter()
-            .chain([("TABLE_NAME".to_owned(), table.to_owned())])
+            .chain(testkit::lambda::projector_env(table))
             .collect(),
         timeout: Duration::from_secs(30),
         log: std::env::temp_dir().join(format!("{table}.log")),
@@ -681,7 +681,7 @@ async fn a_hung_table_costs_the_batch_its_turn_not_a_timeout() {
             .into_iter()
             .filter(|(k, _)| !k.starts_with("AWS_ENDPOINT_URL"))
             .chain(devkit::endpoint_env_at(&proxy.endpoint))
-            .chain([("TABLE_NAME".to_owned(), table.clone())])
+            .chain(testkit::lambda::projector_env(&table))
             .collect(),
         // The projector's timeout is 30 s in the template; a short one
         // here, with the same margin.

@@ -401,3 +401,112 @@ fn the_example_nests_the_reusable_stack_and_keeps_its_outputs() {
         assert!(mine.iter().any(|m| m == name), "the output {name} is gone");
     }
 }
+
+/// The variable names a template sets for `function` (Globals and the
+/// function's own), read from the YAML as written: whatever their values.
+fn variables_written(template: &str, function: &str) -> Vec<String> {
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(root().join(template)).unwrap()).unwrap();
+    let names = |v: &serde_yaml_ng::Value| -> Vec<String> {
+        v.as_mapping()
+            .map(|m| {
+                m.keys()
+                    .filter_map(|k| k.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = names(&doc["Globals"]["Function"]["Environment"]["Variables"]);
+    out.extend(names(
+        &doc["Resources"][function]["Properties"]["Environment"]["Variables"],
+    ));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Issue #38 item 1: one resolved configuration. The real publisher and
+/// sweeper binaries, started by the harness as every local run starts them,
+/// record the variables they were given (their cold-start settings
+/// record); each is exactly what the templates give the function at their
+/// defaults on this stack, and every variable the templates write for them
+/// is one the record keeps (a variable a template adds and the functions do
+/// not record fails here). The local run writes the region's keys, as the
+/// deployed default does. The scripts' path (`devkit env`) gives the same.
+#[tokio::test]
+async fn the_functions_run_with_the_templates_environment() {
+    let stack = Stack::with_bus().await;
+    for function in [devkit::Function::Publisher, devkit::Function::Sweeper] {
+        for name in variables_written(devkit::OUTBOX_TEMPLATE, function.logical_id()) {
+            assert!(
+                outbox_core::VARIABLES.contains(&name.as_str()),
+                "{name}, set by the template for {}, is not recorded",
+                function.binary()
+            );
+        }
+    }
+    let publisher = stack.function(devkit::Function::Publisher, &[], &[]);
+    stack
+        .pump(&publisher, None)
+        .run_until_idle()
+        .await
+        .expect("pump");
+    let sweeper = stack.function(devkit::Function::Sweeper, &[], &[]);
+    sweeper
+        .invoke(&serde_json::to_vec(&testkit::rig::scheduled()).unwrap())
+        .await
+        .expect("a scheduled sweep");
+    let records =
+        outbox_core::store::OutboxStore::recorded_settings(&stack.store(), &far_deadline())
+            .await
+            .expect("records");
+    assert_eq!(records.len(), 2, "{records:?}");
+    for record in &records {
+        assert_eq!(record.region, devkit::REGION);
+        let function = devkit::Function::of_binary(&record.function).expect("a function");
+        let expected: std::collections::BTreeMap<String, String> = stack
+            .deployment
+            .env(function)
+            .expect("template environment");
+        assert_eq!(record.variables, expected, "{}", record.function);
+        assert_eq!(
+            expected.get("HOME_REGION").map(String::as_str),
+            Some(devkit::REGION),
+            "the region's keys by default"
+        );
+    }
+    // The scripts' path: `devkit env`, from the same templates.
+    let (bus, _) = stack.bus.clone().unwrap();
+    let out = std::process::Command::new(testkit::lambda::binary("devkit").unwrap())
+        .args([
+            "env",
+            "--table",
+            &stack.table,
+            "--stream",
+            &stack.stream_arn,
+            "--bus",
+            &bus,
+            "sweeper",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: std::collections::BTreeMap<String, String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .split(',')
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        })
+        .collect();
+    assert_eq!(
+        printed,
+        stack.deployment.env(devkit::Function::Sweeper).unwrap()
+    );
+}

@@ -551,23 +551,9 @@ async fn amounts_stay_javascript_safe() {
 #[tokio::test]
 async fn owners_are_principals_not_sessions_through_the_writer_binary() {
     use testkit::api_event;
-    use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
 
     let stack = Stack::new().await;
-    let writer = LambdaFunction::new(FunctionSpec {
-        name: "writer".into(),
-        binary: binary("writer").expect("writer binary"),
-        env: loopback_env()
-            .into_iter()
-            .chain([
-                ("TABLE_NAME".to_owned(), stack.table.clone()),
-                ("SINK".to_owned(), "eventbridge".to_owned()),
-                ("EVENT_BUS_NAME".to_owned(), "unused".to_owned()),
-            ])
-            .collect(),
-        timeout: std::time::Duration::from_secs(30),
-        log: std::env::temp_dir().join(format!("{}-writer.log", stack.table)),
-    });
+    let writer = stack.function(devkit::Function::Writer, &[], &[]);
     let call = |who: Principal<'static>, method: &'static str, path: String| {
         let writer = &writer;
         async move {

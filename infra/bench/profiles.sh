@@ -61,7 +61,8 @@ print("%.2f" % (float(m.group(1)) * unit[m.group(2)] / 100) if m else "n/a")')
   cold=$(infra/local/with-local.sh bash -c '
     set -euo pipefail
     eval "$(target/debug/devkit provision prof-orders prof-bus outbox.orders)"
-    export TABLE_NAME=prof-orders EVENT_BUS_NAME=prof-bus
+    source infra/local/lib.sh
+    export_env "$(target/debug/devkit env --table "$table" --stream "$stream" --bus "$bus" publisher)"
     .venv/bin/python infra/bench/coldstart.py '"$runs"' '"$fn"'='"$bin"':events/publisher-mixed-batch.json
   ' 2>/dev/null | awk -F'|' -v f="$fn" '$2 ~ f {gsub(/ /,"",$3); print $3}')
   printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$opt" "$lto" "$tls" \

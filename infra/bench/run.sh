@@ -24,7 +24,10 @@ echo "# 5. Cold-start proxy"
 infra/local/with-local.sh bash -c '
   set -euo pipefail
   eval "$(target/debug/devkit provision bench-orders bench-bus outbox.orders 2>/dev/null || cargo run -q --locked -p outbox-devkit --bin devkit -- provision bench-orders bench-bus outbox.orders)"
-  export TABLE_NAME=bench-orders EVENT_BUS_NAME=bench-bus
+  # The three functions share one process environment here: the one the
+  # templates give them on this stack (devkit env).
+  source infra/local/lib.sh
+  export_env "$(target/debug/devkit env --table "$table" --stream "$stream" --bus "$bus" writer publisher sweeper)"
   .venv/bin/python infra/bench/coldstart.py 15 \
     writer=target/lambda/writer/bootstrap:events/writer-get-order.json \
     publisher=target/lambda/publisher/bootstrap:events/publisher-mixed-batch.json \

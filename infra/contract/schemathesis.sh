@@ -35,7 +35,10 @@ eval "$(target/debug/devkit provision "contract-orders-$suffix" "contract-bus-$s
 
 source infra/local/lib.sh
 port=$(free_port)
-start_watch "$port" "TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,RUST_LOG=warn,WRITER_LOCAL_CALLER=contract" "$state/watch.log"
+# The writer's environment as the templates give it (devkit env), plus the
+# local caller (cargo lambda watch has no authorizer; the template never
+# sets WRITER_LOCAL_CALLER).
+start_watch "$port" "$(target/debug/devkit env --table "$table" --stream "$stream" --bus "$bus" writer),WRITER_LOCAL_CALLER=contract" "$state/watch.log"
 trap 'kill "$watch_pid" 2>/dev/null || true; wait "$watch_pid" 2>/dev/null || true' EXIT
 wait_listening "$port" "$state/watch.log"
 

@@ -30,14 +30,19 @@ export ON_FAILURE_QUEUE_URL="$on_failure"
 
 say "Starting writer, publisher and sweeper under cargo lambda watch (127.0.0.1 only)"
 port=$(free_port)
-# cargo lambda watch has no authorizer: the writer acts as the local caller
-# `demo` (WRITER_LOCAL_CALLER; the template never sets it).
-start_watch "$port" "TABLE_NAME=$table,EVENT_BUS_NAME=$bus,EVENT_SOURCE=outbox.orders,OUTBOX_SHARDS=8,STRANDED_AFTER_SECONDS=86400,RUST_LOG=warn,WRITER_LOCAL_CALLER=demo" "$state/watch.log"
+# Each function's environment is the one the templates give it at their
+# defaults on this stack (devkit env: template.yaml and the
+# infra/outbox.yaml it nests, in us-east-1, so the items carry the region's
+# keys as in AWS). cargo lambda watch has no authorizer: the writer also
+# acts as the local caller `demo` (WRITER_LOCAL_CALLER; the template never
+# sets it).
+functions_env=$(devkit env --table "$table" --stream "$stream" --bus "$bus" writer publisher sweeper)
+start_watch "$port" "$functions_env,WRITER_LOCAL_CALLER=demo" "$state/watch.log"
 functions_pid=$watch_pid
 # The projector reads another table (TABLE_NAME is the read model's), so it
 # runs under its own cargo lambda watch.
 pport=$(free_port)
-start_watch "$pport" "TABLE_NAME=$read_model,INBOX_TTL_SECONDS=604800,RUST_LOG=warn" "$state/watch-projector.log"
+start_watch "$pport" "$(devkit env --table "$table" --stream "$stream" --bus "$bus" --read-model "$read_model" projector)" "$state/watch-projector.log"
 projector_pid=$watch_pid
 trap 'kill "$functions_pid" "$projector_pid" 2>/dev/null || true; wait "$functions_pid" "$projector_pid" 2>/dev/null || true' EXIT
 wait_listening "$port" "$state/watch.log"

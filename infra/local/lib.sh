@@ -27,3 +27,10 @@ wait_listening() {
   echo "cargo lambda watch did not listen on 127.0.0.1:$1; see $2" >&2
   return 1
 }
+
+# export_env ENV: exports each NAME=VALUE of a comma-separated list (what
+# `devkit env` prints) into this shell.
+export_env() {
+  local pair
+  while IFS= read -r pair; do [ -n "$pair" ] && export "$pair"; done < <(tr ',' '\n' <<<"$1")
+}

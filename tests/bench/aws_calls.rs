@@ -98,19 +98,13 @@ async fn publisher_calls(n: usize) {
     );
 }
 
-/// The publisher binary with `ORDERING=ordering` on `stack`, its calls
-/// through `proxy`.
+/// The publisher binary as the templates deploy it on `stack` with the
+/// parameter `Ordering=ordering`, its calls through `proxy`.
 fn publisher_binary(stack: &Stack, proxy: &FaultProxy, ordering: &str) -> LambdaFunction {
-    let (bus, _) = stack.bus.clone().expect("bus");
     let env = loopback_env()
         .into_iter()
         .chain(devkit::endpoint_env_at(&proxy.endpoint))
-        .chain([
-            ("TABLE_NAME".to_owned(), stack.table.clone()),
-            ("EVENT_BUS_NAME".to_owned(), bus),
-            ("EVENT_SOURCE".to_owned(), "outbox.orders".to_owned()),
-            ("ORDERING".to_owned(), ordering.to_owned()),
-        ])
+        .chain(stack.env(devkit::Function::Publisher, &[("Ordering", ordering)]))
         .collect();
     LambdaFunction::new(FunctionSpec {
         name: "publisher".into(),

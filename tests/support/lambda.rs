@@ -447,3 +447,18 @@ pub async fn drain_queue_through(
     .await
     .expect("queue drained")
 }
+
+/// The environment the templates give the projector reading `read_model`
+/// (the orders example at its defaults; the projector reads no outbox).
+pub fn projector_env(read_model: &str) -> Vec<(String, String)> {
+    let mut deployment = devkit::LocalDeployment::example(
+        &crate::root(),
+        "orders",
+        "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/local",
+        devkit::LocalSink::Bus("default".into()),
+    );
+    deployment.read_model = Some(read_model.to_owned());
+    deployment
+        .env_vec(devkit::Function::Projector)
+        .expect("the projector's environment from the templates")
+}

@@ -27,10 +27,11 @@ impl Rig {
     }
 
     /// The same around `stack` (a table with another key schema, say).
-    pub async fn on(stack: Stack) -> Self {
+    pub async fn on(mut stack: Stack) -> Self {
         let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &unique("order"))
             .await
             .expect("topic");
+        stack.use_topic(&topic_arn).await;
         let failures = crate::queue_with(&stack.sdk, "publisher-failures", &[]).await;
         Self {
             stack,
@@ -41,23 +42,20 @@ impl Rig {
         }
     }
 
-    /// The function binary `name` with `ORDERING=ordering` and `extra`.
+    /// The function binary `name` as the templates deploy it with the
+    /// parameter `Ordering=ordering`, the variables `extra` on top.
     pub fn function(&self, name: &str, ordering: &str, extra: &[(&str, &str)]) -> LambdaFunction {
-        let env = [
-            ("TABLE_NAME", self.stack.table.as_str()),
-            ("SINK", "sns"),
-            ("SNS_TOPIC_ARN", self.topic_arn.as_str()),
-            ("ORDERING", ordering),
-        ];
+        let function = devkit::Function::of_binary(name).expect("a function of the stack");
         LambdaFunction::new(FunctionSpec {
             name: name.into(),
             binary: binary(name).expect("function binary"),
             env: loopback_env()
                 .into_iter()
                 .chain(devkit::endpoint_env_at(&self.proxy.endpoint))
+                .chain(self.stack.env(function, &[("Ordering", ordering)]))
                 .chain(
-                    env.iter()
-                        .chain(extra)
+                    extra
+                        .iter()
                         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
                 )
                 .collect(),

@@ -15,7 +15,32 @@ pub struct Stack {
     pub counted_ddb: aws_sdk_dynamodb::Client,
     pub calls: CallCounter,
     pub bus: Option<(String, Subscriber)>,
+    /// The stack as the templates deploy it on these resources: the
+    /// orders example (default key schema), or the reusable stack alone
+    /// with the schema's names as its parameters. Every function's
+    /// environment comes from it ([`Stack::env`]).
+    pub deployment: devkit::LocalDeployment,
+    /// The key schema the templates give the functions (the local region's
+    /// keys, as in AWS).
+    pub keys: outbox_core::KeySchema,
 }
+
+/// The reusable stack's parameter for each key-schema variable.
+const SCHEMA_PARAMETERS: [(&str, &str); 10] = [
+    ("PARTITION_KEY", "PartitionKey"),
+    ("SORT_KEY", "SortKey"),
+    ("OUTBOX_PREFIX", "OutboxPrefix"),
+    ("PENDING_INDEX", "PendingIndex"),
+    ("PENDING_INDEX_PARTITION_KEY", "PendingIndexPartitionKey"),
+    ("PENDING_INDEX_SORT_KEY", "PendingIndexSortKey"),
+    ("DEAD_LETTER_INDEX", "DeadLetterIndex"),
+    (
+        "DEAD_LETTER_INDEX_PARTITION_KEY",
+        "DeadLetterIndexPartitionKey",
+    ),
+    ("DEAD_LETTER_INDEX_SORT_KEY", "DeadLetterIndexSortKey"),
+    ("TTL_ATTRIBUTE", "TtlAttribute"),
+];
 
 impl Stack {
     /// A fresh table.
@@ -29,6 +54,13 @@ impl Stack {
         schema: &outbox_core::KeySchema,
         extra: &[(&str, &str, &str)],
     ) -> Self {
+        let stack = Self::build(schema, extra).await;
+        stack.record_settings().await;
+        stack
+    }
+
+    /// [`Stack::with_schema`] with nothing recorded yet.
+    async fn build(schema: &outbox_core::KeySchema, extra: &[(&str, &str, &str)]) -> Self {
         let sdk = sdk().await;
         let table = unique("outbox");
         let stream_arn = devkit::create_table_with(&sdk, &table, schema, extra)
@@ -40,7 +72,20 @@ impl Stack {
                 .interceptor(calls.clone())
                 .build(),
         );
-        Self {
+        let sink = devkit::LocalSink::Bus("default".into());
+        let deployment = if schema == &outbox_core::KeySchema::default() {
+            devkit::LocalDeployment::example(&root(), &table, &stream_arn, sink)
+        } else {
+            let variables = schema.variables();
+            SCHEMA_PARAMETERS.iter().fold(
+                devkit::LocalDeployment::reusable(&root(), &table, &stream_arn, sink),
+                |d, (variable, parameter)| match variables.iter().find(|(k, _)| k == variable) {
+                    Some((_, value)) => d.with_parameter(parameter, value),
+                    None => d,
+                },
+            )
+        };
+        let mut stack = Self {
             ddb: aws_sdk_dynamodb::Client::new(&sdk),
             sdk,
             table,
@@ -48,36 +93,145 @@ impl Stack {
             counted_ddb,
             calls,
             bus: None,
-        }
+            keys: outbox_core::KeySchema::default(),
+            deployment,
+        };
+        stack.keys = stack.config(&[]).keys;
+        stack
+    }
+
+    /// Makes `topic_arn` the stack's sink (an SNS topic, FIFO when its
+    /// name ends in `.fifo`): the templates' SNS mode.
+    pub async fn use_topic(&mut self, topic_arn: &str) {
+        self.deployment.sink = devkit::LocalSink::Topic(topic_arn.to_owned());
+        self.record_settings().await;
+    }
+
+    /// The environment the templates give `function` on this stack, with
+    /// the template parameters `parameters` other than their defaults.
+    pub fn env(
+        &self,
+        function: devkit::Function,
+        parameters: &[(&str, &str)],
+    ) -> Vec<(String, String)> {
+        parameters
+            .iter()
+            .fold(self.deployment.clone(), |d, (k, v)| d.with_parameter(k, v))
+            .env_vec(function)
+            .unwrap_or_else(|e| panic!("{} from the templates: {e}", function.logical_id()))
     }
 
     /// A fresh table, bus and subscriber queue (a rule on `outbox.orders`).
     pub async fn with_bus() -> Self {
-        let mut stack = Self::new().await;
-        let bus = unique("bus");
-        let subscriber = devkit::create_bus(&stack.sdk, &bus, "outbox.orders")
-            .await
-            .expect("create bus");
-        stack.bus = Some((bus, subscriber));
+        let mut stack = Self::build(&outbox_core::KeySchema::default(), &[]).await;
+        stack.add_bus().await;
         stack
     }
 
-    /// The configuration the functions would read, for this stack.
+    /// Gives the stack a bus and subscriber queue (a rule on
+    /// `outbox.orders`), its sink.
+    pub async fn add_bus(&mut self) {
+        let bus = unique("bus");
+        let subscriber = devkit::create_bus(&self.sdk, &bus, "outbox.orders")
+            .await
+            .expect("create bus");
+        self.deployment.sink = devkit::LocalSink::Bus(bus.clone());
+        self.bus = Some((bus, subscriber));
+        self.record_settings().await;
+    }
+
+    /// `function`'s binary under the local Lambda runtime, with the
+    /// environment the templates give it on this stack (the template
+    /// parameters `parameters` other than their defaults), the loopback
+    /// endpoints, and the variables `extra` on top: each named by the test
+    /// that needs it, with its reason beside it.
+    pub fn function(
+        &self,
+        function: devkit::Function,
+        parameters: &[(&str, &str)],
+        extra: &[(&str, &str)],
+    ) -> crate::lambda::LambdaFunction {
+        let mut env: Vec<(String, String)> = crate::lambda::loopback_env();
+        env.extend(self.env(function, parameters));
+        env.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        crate::lambda::LambdaFunction::new(crate::lambda::FunctionSpec {
+            name: function.binary().into(),
+            binary: crate::lambda::binary(function.binary()).expect("function binary"),
+            env,
+            timeout: Duration::from_secs(60),
+            log: std::env::temp_dir().join(format!("{}-{}.log", self.table, function.binary())),
+        })
+    }
+
+    /// The configuration the publisher and the sweeper read on this stack
+    /// (the sweeper's environment from the templates, which holds the
+    /// publisher's), with the variables `extra` on top (named by the test).
     pub fn config(&self, extra: &[(&str, &str)]) -> Config {
-        let mut vars: HashMap<String, String> =
-            HashMap::from([("TABLE_NAME".into(), self.table.clone())]);
-        if let Some((bus, _)) = &self.bus {
-            vars.insert("EVENT_BUS_NAME".into(), bus.clone());
-        }
+        let mut vars: HashMap<String, String> = self
+            .env(devkit::Function::Sweeper, &[])
+            .into_iter()
+            .collect();
         for (k, v) in extra {
             vars.insert((*k).into(), (*v).into());
         }
         Config::from_lookup(|k| vars.get(k).cloned()).expect("test config")
     }
 
+    /// Writes the settings records the stack's publisher and sweeper write
+    /// at cold start (their environments from the templates), as a stack
+    /// whose functions have run holds them. Every stack starts with them
+    /// (and rewrites them when its sink changes); see
+    /// [`Stack::forget_settings`] for a stack whose functions never ran.
+    pub async fn record_settings(&self) {
+        for function in [devkit::Function::Publisher, devkit::Function::Sweeper] {
+            let variables = outbox_core::RecordedSettings::variables_of(|k| {
+                self.env(function, &[])
+                    .into_iter()
+                    .find(|(name, _)| name == k)
+                    .map(|(_, v)| v)
+            });
+            // Not counted in `calls`: the functions' cold start, not the test's.
+            DynamoStore::new(self.ddb.clone(), &self.table, 8)
+                .with_keys(self.keys.clone())
+                .record_settings(
+                    &outbox_core::RecordedSettings {
+                        region: self.deployment.region.clone(),
+                        function: function.binary().into(),
+                        by: "the test harness".into(),
+                        variables,
+                    },
+                    &Deadline::after(Duration::from_secs(30)),
+                )
+                .await
+                .expect("record settings");
+        }
+    }
+
+    /// Deletes the settings records: a table whose stack's functions have
+    /// never run.
+    pub async fn forget_settings(&self) {
+        for function in [devkit::Function::Publisher, devkit::Function::Sweeper] {
+            let key =
+                outbox_core::keys::stack_settings_key(&self.deployment.region, function.binary());
+            self.ddb
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(self.keys.key(&key)))
+                .send()
+                .await
+                .expect("delete a settings record");
+        }
+    }
+
     /// The operator's operations (`outboxctl`) on this stack's table.
     pub fn operations(&self) -> outboxctl::Operations<DynamoStore> {
-        outboxctl::Operations::new(DynamoStore::new(self.ddb.clone(), &self.table, 8))
+        outboxctl::Operations::new(
+            DynamoStore::new(self.ddb.clone(), &self.table, 8).with_keys(self.keys.clone()),
+        )
     }
 
     /// Every item in the table. The harness's own read, with a patient
@@ -105,9 +259,9 @@ impl Stack {
             .await
             .into_iter()
             .filter(|i| {
-                i.get("SK")
+                i.get(&self.keys.sort_key)
                     .and_then(|v| v.as_s().ok())
-                    .is_some_and(|s| s.starts_with("OUTBOX#"))
+                    .is_some_and(|s| s.starts_with(&self.keys.outbox_prefix))
             })
             .collect()
     }
@@ -118,7 +272,9 @@ impl Stack {
             .outbox_raw()
             .await
             .into_iter()
-            .map(|i| OutboxItem::from_attributes(i).expect("outbox item decodes"))
+            .map(|i| {
+                OutboxItem::from_attributes(self.keys.from_table(i)).expect("outbox item decodes")
+            })
             .collect();
         out.sort_by_key(|i| i.event_id);
         out
@@ -177,7 +333,7 @@ impl Stack {
 
     /// The DynamoDB store of this stack, its calls counted in `self.calls`.
     pub fn store(&self) -> DynamoStore {
-        DynamoStore::new(self.counted_ddb.clone(), &self.table, 8)
+        DynamoStore::new(self.counted_ddb.clone(), &self.table, 8).with_keys(self.keys.clone())
     }
 
     /// A cursor at the start of this table's stream.
@@ -209,6 +365,18 @@ impl Stack {
             }
         }
         orders
+    }
+
+    /// Pays `orders` through the writer library (one `OrderPaid`, the
+    /// aggregate's version 2, each).
+    pub async fn pay_orders(&self, orders: &[writer::Order]) {
+        let service = writer::OrderService::from_config(self.ddb.clone(), &self.config(&[]));
+        for order in orders {
+            service
+                .pay(&test_caller(), &order.order_id, None, None)
+                .await
+                .expect("order paid");
+        }
     }
 
     /// Writes `n` items that are not outbox items (`PK=<prefix>#<i>`,
@@ -259,15 +427,19 @@ impl Stack {
             (at.unix_timestamp_nanos() / 1_000_000) as u64,
             fastrand::u128(..),
         );
-        let item = OutboxItem::new(
+        let item = OutboxItem::in_table(
+            &self.keys,
             &format!("ORDER#{order}"),
             &envelope,
             &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
             8,
         )
         .expect("outbox item");
-        self.put_raw(item.to_attributes().expect("attributes"))
-            .await;
+        self.put_raw(
+            self.keys
+                .to_table(item.to_attributes().expect("attributes")),
+        )
+        .await;
         item
     }
 
@@ -329,15 +501,19 @@ impl Stack {
         let ms = (at.unix_timestamp_nanos() / 1_000_000) as u64 + offset_ms;
         envelope.event_id = ulid::Ulid::from_parts(ms, fastrand::u128(..));
         envelope.occurred_at = outbox_core::ulid_time(envelope.event_id);
-        let item = OutboxItem::new(
+        let item = OutboxItem::in_table(
+            &self.keys,
             &format!("ORDER#{aggregate}"),
             &envelope,
             &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
             shards,
         )
         .expect("outbox item");
-        self.put_raw(item.to_attributes().expect("attributes"))
-            .await;
+        self.put_raw(
+            self.keys
+                .to_table(item.to_attributes().expect("attributes")),
+        )
+        .await;
         item
     }
 
@@ -356,7 +532,8 @@ impl Stack {
                 bus.clone(),
                 "outbox.orders".into(),
             ),
-            DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &self.table, shards),
+            DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &self.table, shards)
+                .with_keys(self.keys.clone()),
         )
     }
 
@@ -382,7 +559,8 @@ impl Stack {
             serde_json::json!({}),
         )
         .expect("envelope");
-        let mut item = OutboxItem::new(
+        let mut item = OutboxItem::in_table(
+            &self.keys,
             &format!("ORDER#{order}"),
             &event,
             &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
@@ -395,6 +573,6 @@ impl Stack {
             Some(text) => item.insert("envelope".into(), AttributeValue::S(text.into())),
             None => item.remove("envelope"),
         };
-        self.put_raw(item).await;
+        self.put_raw(self.keys.to_table(item)).await;
     }
 }

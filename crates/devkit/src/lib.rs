@@ -13,17 +13,23 @@
 //!   ([`StreamCursor`]).
 //! - `filter.rs`: Lambda event filtering, the mapping's `FilterCriteria`
 //!   ([`FilterCriteria`]).
-//! - `template.rs`: the mapping's settings read from `infra/outbox.yaml`
-//!   ([`MappingSettings`]).
+//! - `template.rs`: the templates read and evaluated ([`Resolved`]: `Ref`,
+//!   `Fn::If`, `Fn::Sub`, conditions, pseudo parameters), and the
+//!   mapping's settings read from `infra/outbox.yaml` ([`MappingSettings`]).
+//! - `deployment.rs`: one resolved configuration for every local run: the
+//!   environment the templates give each function at their defaults on a
+//!   local stack ([`LocalDeployment`], [`Function`]), the region's keys
+//!   included.
 //! - `pump.rs`: the stream event source mapping emulator ([`Pump`]).
 //! - `sqs.rs`: Lambda's SQS event source mapping: batches of queue
 //!   messages as the function gets them, settled by its partial batch
 //!   response ([`drain_queue`]).
 //! - `invoke.rs`: invoking a function under `cargo lambda watch` on
 //!   loopback ([`HttpInvoker`]).
-//! - `main.rs`: the `devkit` command (provision, items, pump, receive,
-//!   deliver, read-model) that `make demo` and the scripts run.
+//! - `main.rs`: the `devkit` command (provision, env, items, pump,
+//!   receive, deliver, read-model) that `make demo` and the scripts run.
 
+mod deployment;
 mod filter;
 mod invoke;
 mod local;
@@ -33,6 +39,7 @@ mod stack;
 mod stream;
 mod template;
 
+pub use deployment::{Function, LocalDeployment, LocalSink};
 pub use filter::{FilterCriteria, PatternError};
 pub use invoke::{HttpInvoker, Invocation, INVOKE_TIMEOUT};
 pub use local::{
@@ -50,4 +57,7 @@ pub use stack::{
     projector_pattern, scan_all, ReadModel, StackError, Subscriber, PROJECTOR_MAX_RECEIVES,
 };
 pub use stream::{StreamCursor, StreamError};
-pub use template::{MappingSettings, TemplateError, OUTBOX_TEMPLATE};
+pub use template::{
+    MappingSettings, Resolved, Resolver, TemplateError, EXAMPLE_TEMPLATE, LOCAL_ACCOUNT,
+    OUTBOX_TEMPLATE,
+};

@@ -72,6 +72,35 @@ enum Command {
         /// The read-model table.
         table: String,
     },
+    /// Print the environment the templates give FUNCTIONs (writer,
+    /// projector, publisher, sweeper) on this local stack at their defaults,
+    /// as `cargo lambda watch --env-var` takes it (`NAME=VALUE,…`). Several
+    /// functions under one watch share one environment: a variable they
+    /// would get with different values is an error.
+    Env {
+        /// The outbox table.
+        #[arg(long)]
+        table: String,
+        /// Its stream's ARN.
+        #[arg(long)]
+        stream: String,
+        /// The event bus (EventBridge sink).
+        #[arg(long, conflicts_with = "topic", required_unless_present = "topic")]
+        bus: Option<String>,
+        /// The topic ARN (SNS sink).
+        #[arg(long)]
+        topic: Option<String>,
+        /// The read-model table (the projector's).
+        #[arg(long)]
+        read_model: Option<String>,
+        /// A template parameter other than its default, `Name=Value`
+        /// (repeatable): say why where you pass it.
+        #[arg(long = "parameter", value_name = "NAME=VALUE")]
+        parameters: Vec<String>,
+        /// The functions.
+        #[arg(required = true)]
+        functions: Vec<String>,
+    },
 }
 
 #[tokio::main]
@@ -90,22 +119,72 @@ async fn main() -> ExitCode {
 const LOCAL_VISIBILITY_SECONDS: u32 = 2;
 
 async fn run(cli: Cli) -> Result<(), String> {
-    let sdk = devkit::sdk_config().await.map_err(|e| e.to_string())?;
+    // `env` only reads the templates.
+    let sdk = match &cli.command {
+        Command::Env { .. } => None,
+        _ => Some(devkit::sdk_config().await.map_err(|e| e.to_string())?),
+    };
+    let sdk = &sdk.unwrap_or_else(|| aws_config::SdkConfig::builder().build());
     match cli.command {
-        Command::Provision { table, bus, source } => provision(&sdk, &table, &bus, &source).await,
-        Command::Items { table } => print_items(&sdk, &table).await,
+        Command::Provision { table, bus, source } => provision(sdk, &table, &bus, &source).await,
+        Command::Items { table } => print_items(sdk, &table).await,
         Command::Pump {
             table,
             port,
             function,
-        } => pump(&sdk, &table, port, &function).await,
-        Command::Receive { queue_url } => receive(&sdk, &queue_url).await,
+        } => pump(sdk, &table, port, &function).await,
+        Command::Receive { queue_url } => receive(sdk, &queue_url).await,
         Command::Deliver {
             queue_url,
             port,
             function,
-        } => deliver(&sdk, &queue_url, port, &function).await,
-        Command::ReadModel { table } => print_read_model(&sdk, &table).await,
+        } => deliver(sdk, &queue_url, port, &function).await,
+        Command::ReadModel { table } => print_read_model(sdk, &table).await,
+        Command::Env {
+            table,
+            stream,
+            bus,
+            topic,
+            read_model,
+            parameters,
+            functions,
+        } => {
+            let sink = match (bus, topic) {
+                (Some(bus), _) => devkit::LocalSink::Bus(bus),
+                (None, Some(topic)) => devkit::LocalSink::Topic(topic),
+                (None, None) => return Err("name --bus or --topic".into()),
+            };
+            let root = std::env::current_dir().map_err(|e| e.to_string())?;
+            let mut deployment = devkit::LocalDeployment::example(&root, &table, &stream, sink);
+            deployment.read_model = read_model;
+            for parameter in &parameters {
+                let (name, value) = parameter
+                    .split_once('=')
+                    .ok_or_else(|| format!("{parameter:?} is not NAME=VALUE"))?;
+                deployment = deployment.with_parameter(name, value);
+            }
+            let mut env: BTreeMap<String, (String, &str)> = BTreeMap::new();
+            for name in &functions {
+                let function = devkit::Function::of_binary(name)
+                    .ok_or_else(|| format!("no function {name:?}"))?;
+                for (k, v) in deployment.env(function).map_err(|e| e.to_string())? {
+                    if let Some((other, by)) = env.get(&k) {
+                        if other != &v {
+                            return Err(format!(
+                                "{k} is {other:?} for {by} and {v:?} for {name}: run them under separate watches"
+                            ));
+                        }
+                    }
+                    env.insert(k, (v, name));
+                }
+            }
+            let line: Vec<String> = env
+                .into_iter()
+                .map(|(k, (v, _))| format!("{k}={v}"))
+                .collect();
+            println!("{}", line.join(","));
+            Ok(())
+        }
     }
 }
 

@@ -38,10 +38,10 @@ pub enum SinkConfig {
     },
 }
 
-/// The sink settings the publisher and the sweeper run with, as they record
-/// them in the table's settings item at cold start, for the operator's
-/// republishes (`outboxctl`): a republish with another bus or source than
-/// the stack's would be accepted by the service and matched by no rule.
+/// The sink settings the publisher and the sweeper run with (from their
+/// recorded settings, [`RecordedSettings`]), for the operator's republishes
+/// (`outboxctl`): a republish with another bus or source than the stack's
+/// would be accepted by the service and matched by no rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinkSettings {
     /// `eventbridge` or `sns` (`SINK`).
@@ -81,6 +81,86 @@ impl SinkSettings {
             (target, self.target.clone()),
             ("EVENT_SOURCE", self.source.clone()),
         ]
+    }
+}
+
+/// Every variable a function's settings come from: [`Config`]'s, the
+/// [`crate::keys::KeySchema`]'s, the stack's name and the log filter. The
+/// publisher and the sweeper record those they are given
+/// ([`RecordedSettings`]); the templates set no other.
+pub const VARIABLES: &[&str] = &[
+    "TABLE_NAME",
+    "EVENT_SOURCE",
+    "SINK",
+    "EVENT_BUS_NAME",
+    "SNS_TOPIC_ARN",
+    "OUTBOX_SHARDS",
+    "IDEMPOTENCY_TTL_SECONDS",
+    "STRANDED_AFTER_SECONDS",
+    "MAX_ATTEMPTS",
+    "RETRY_BASE_SECONDS",
+    "SWEEP_PAGE_SIZE",
+    "MAX_EVENT_BYTES",
+    "ORDERING",
+    "PARTITION_KEY",
+    "SORT_KEY",
+    "OUTBOX_PREFIX",
+    "PENDING_INDEX",
+    "PENDING_INDEX_PARTITION_KEY",
+    "PENDING_INDEX_SORT_KEY",
+    "DEAD_LETTER_INDEX",
+    "DEAD_LETTER_INDEX_PARTITION_KEY",
+    "DEAD_LETTER_INDEX_SORT_KEY",
+    "TTL_ATTRIBUTE",
+    "HOME_REGION_RULE",
+    "HOME_REGION",
+    "STACK_NAME",
+    "RUST_LOG",
+];
+
+/// The settings a function of the stack runs with, as it records them in
+/// the table at cold start (one record per region and function,
+/// [`crate::keys::stack_settings_key`]), so that the operator's tool uses
+/// the stack's own key schema, home region, sink and ordering without an
+/// exported variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedSettings {
+    /// The region the function runs in.
+    pub region: String,
+    /// `publisher` or `sweeper`.
+    pub function: String,
+    /// The function's name and when it recorded them.
+    pub by: String,
+    /// Each of [`VARIABLES`] the function was given, with its value.
+    pub variables: std::collections::BTreeMap<String, String>,
+}
+
+impl RecordedSettings {
+    /// The variables of [`VARIABLES`] that `lookup` sets (to something
+    /// other than blanks).
+    pub fn variables_of(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> std::collections::BTreeMap<String, String> {
+        VARIABLES
+            .iter()
+            .filter_map(|name| {
+                lookup(name)
+                    .filter(|v| !v.trim().is_empty())
+                    .map(|v| ((*name).to_owned(), v))
+            })
+            .collect()
+    }
+
+    /// The configuration these settings give, `overrides` on top.
+    pub fn config(&self, overrides: &[(String, String)]) -> Result<Config, ConfigError> {
+        Config::from_lookup(|name| {
+            overrides
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .or_else(|| self.variables.get(name).cloned())
+        })
     }
 }
 

@@ -7,6 +7,7 @@
 //! | dead letter     | `ORDER#<order id>`      | `OUTBOX#<ulid>`   | – (removed)                         | `DEAD#<shard>` / `<ulid>`               |
 //! | idempotency key | `IDEMPOTENCY#<sha256>`  | `META`            | –                                   | –                                       |
 //! | shard settings  | `OUTBOX_SETTINGS`       | `META`            | –                                   | –                                       |
+//! | stack settings  | `OUTBOX_SETTINGS`       | `STACK#<region>#<function>` | –                         | –                                       |
 //!
 //! The outbox item lives in the same item collection as the business item it
 //! describes, so one `TransactWriteItems` covers both. The two indexes are
@@ -21,6 +22,12 @@
 //! settings item records the highest shard count ever used
 //! ([`attr::SHARDS_HIGH_WATER`]), so lowering `OUTBOX_SHARDS` strands nothing:
 //! the sweeper reads every shard up to that mark.
+//!
+//! The stack settings records hold the variables the publisher and the
+//! sweeper run with, one record per region and function, written at cold
+//! start ([`stack_settings_key`]): `outboxctl` reads its region's record to
+//! learn the key schema, the home region, the sink and the ordering of the
+//! stack, so an operator exports nothing.
 //!
 //! Attribute names are constants in [`attr`]; nothing else spells them.
 
@@ -120,17 +127,11 @@ pub mod attr {
     pub const CLAIMED_UNTIL: &str = "claimedUntil";
     /// On the settings item: the highest `OUTBOX_SHARDS` ever used.
     pub const SHARDS_HIGH_WATER: &str = "shardsHighWater";
-    /// On the settings item: the sink the functions run with (`SINK`).
-    pub const SINK: &str = "sink";
-    /// On the settings item: the bus name or topic ARN.
-    pub const SINK_TARGET: &str = "sinkTarget";
-    /// On the settings item: `EVENT_SOURCE`.
-    pub const EVENT_SOURCE: &str = "eventSource";
-    /// On the settings item: whether the topic is FIFO.
-    pub const SINK_FIFO: &str = "sinkFifo";
-    /// On the settings item: when and by which function the sink settings
-    /// were last recorded.
-    pub const SINK_RECORDED: &str = "sinkRecorded";
+    /// On a stack settings record: the variables the function runs with
+    /// (a map of strings).
+    pub const VARIABLES: &str = "variables";
+    /// On a stack settings record: which function recorded it, and when.
+    pub const RECORDED_BY: &str = "recordedBy";
 }
 
 /// `ORDER#<id>`.
@@ -217,6 +218,20 @@ pub fn settings_key() -> ItemKey {
     ItemKey::new(SETTINGS_PK, META)
 }
 
+/// Sort-key prefix of the stack settings records (one per region and
+/// function, beside the shard settings item).
+pub const STACK_SETTINGS_PREFIX: &str = "STACK#";
+
+/// The key of the settings record `function` writes in `region`:
+/// `OUTBOX_SETTINGS` / `STACK#<region>#<function>`. One per region, so on
+/// a global table one region's record never overwrites another's.
+pub fn stack_settings_key(region: &str, function: &str) -> ItemKey {
+    ItemKey::new(
+        SETTINGS_PK,
+        format!("{STACK_SETTINGS_PREFIX}{region}#{function}"),
+    )
+}
+
 /// The table's key schema: the names the outbox uses in *your* table, with
 /// this module's constants as defaults. One value for the writer library,
 /// the publisher, the sweeper, the inbox and `outboxctl`, read from the
@@ -288,7 +303,7 @@ impl Default for KeySchema {
 }
 
 /// The outbox item's own attribute names, which no key setting may take.
-const ITEM_ATTRIBUTES: [&str; 20] = [
+const ITEM_ATTRIBUTES: [&str; 19] = [
     attr::EVENT_ID,
     attr::HOME_REGION,
     attr::EVENT_TYPE,
@@ -306,9 +321,8 @@ const ITEM_ATTRIBUTES: [&str; 20] = [
     attr::CLAIM_TOKEN,
     attr::CLAIMED_UNTIL,
     attr::SHARDS_HIGH_WATER,
-    attr::SINK,
-    attr::SINK_TARGET,
-    attr::EVENT_SOURCE,
+    attr::VARIABLES,
+    attr::RECORDED_BY,
 ];
 
 impl KeySchema {
@@ -378,6 +392,32 @@ impl KeySchema {
             (Some(home), Some(item)) => home == item,
             _ => true,
         }
+    }
+
+    /// The schema as the variables [`KeySchema::from_lookup`] reads (the
+    /// names only; the home region is the stack's).
+    pub fn variables(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("PARTITION_KEY", self.partition_key.clone()),
+            ("SORT_KEY", self.sort_key.clone()),
+            ("OUTBOX_PREFIX", self.outbox_prefix.clone()),
+            ("PENDING_INDEX", self.pending_index.clone()),
+            (
+                "PENDING_INDEX_PARTITION_KEY",
+                self.pending_partition_key.clone(),
+            ),
+            ("PENDING_INDEX_SORT_KEY", self.pending_sort_key.clone()),
+            ("DEAD_LETTER_INDEX", self.dead_letter_index.clone()),
+            (
+                "DEAD_LETTER_INDEX_PARTITION_KEY",
+                self.dead_letter_partition_key.clone(),
+            ),
+            (
+                "DEAD_LETTER_INDEX_SORT_KEY",
+                self.dead_letter_sort_key.clone(),
+            ),
+            ("TTL_ATTRIBUTE", self.ttl_attribute.clone()),
+        ]
     }
 
     /// Checks every name: attribute names 1–255 bytes, index names 3–255

@@ -50,7 +50,10 @@ pub mod store;
 pub mod telemetry;
 pub mod transaction;
 
-pub use config::{Config, ConfigError, Ordering, SinkConfig, SinkSettings, DEFAULT_OUTBOX_SHARDS};
+pub use config::{
+    Config, ConfigError, Ordering, RecordedSettings, SinkConfig, SinkSettings,
+    DEFAULT_OUTBOX_SHARDS, VARIABLES,
+};
 pub use envelope::{
     is_valid_traceparent, next_event_id, now_utc_millis, ulid_time, xray_trace_header,
     EventEnvelope,

@@ -2,9 +2,10 @@
 //! outbox items over to the region it runs in (global tables,
 //! docs/runbook.md "A region is lost").
 
-use aws_config::SdkConfig;
 use outbox_core::retry::Deadline;
 use outbox_core::store::{AdoptOutcome, AdoptedFrom, Adoption, DynamoStore, OutboxStore};
+
+use crate::stack::Stack;
 
 /// What a run did, per item and in total.
 #[derive(Debug, serde::Serialize)]
@@ -30,8 +31,7 @@ struct Audit<'a> {
 }
 
 pub(crate) async fn run(
-    sdk: &SdkConfig,
-    table: &str,
+    stack: &Stack,
     from: &str,
     dry_run: bool,
     json: bool,
@@ -41,11 +41,12 @@ pub(crate) async fn run(
     {
         return Err(format!("--from {from:?}: {reason}"));
     }
-    let schema = crate::cli::key_schema()?;
+    let schema = stack.keys().clone();
     // The region it runs in: the stack's HOME_REGION, else the SDK's.
     let to = match schema.home_region.clone() {
         Some(region) => region,
-        None => sdk
+        None => stack
+            .sdk()
             .region()
             .map(|r| r.to_string())
             .ok_or("no region: set --region, AWS_REGION or HOME_REGION")?,
@@ -56,8 +57,8 @@ pub(crate) async fn run(
         ));
     }
     let store = DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(sdk),
-        table,
+        aws_sdk_dynamodb::Client::new(stack.sdk()),
+        stack.table(),
         outbox_core::DEFAULT_OUTBOX_SHARDS,
     )
     .with_keys(schema.with_home_region(Some(to.clone())));

@@ -1,26 +1,32 @@
 //! The arguments of every command (clap's derive: the doc comments are the
 //! help text) and the AWS configuration they name.
 
-use std::collections::HashMap;
-
 use aws_config::{Region, SdkConfig};
 use clap::{Args, Parser, Subcommand};
 use outbox_core::store::DynamoStore;
-use outbox_core::store::OutboxStore;
-use outbox_core::{publish, Config, SinkSettings};
+use outbox_core::{publish, SinkConfig, SinkSettings};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::operations::DeadLetterFilter;
+use crate::stack::{Origin, Stack};
 
 /// Operate a deployed outbox stack: status, dead letters, OnFailure
 /// redrive, archive replay, and check a table with `doctor`. Credentials, region and endpoint come from the
-/// AWS CLI's chain (environment, profile, SSO) unless given here.
+/// AWS CLI's chain (environment, profile, SSO) unless given here. The
+/// stack's key schema, home region, sink and ordering come from the
+/// settings its functions recorded in the table for this region.
 #[derive(Debug, Parser)]
 #[command(name = "outboxctl", version)]
 pub struct Cli {
     #[command(flatten)]
     aws: AwsArgs,
+    /// Override one of the stack's recorded settings, by its variable's
+    /// name (`HOME_REGION=eu-west-1`, `OUTBOX_PREFIX=evt#`, `ORDERING=strict`);
+    /// repeatable. With nothing recorded in the table, the settings are
+    /// this environment's variables, these on top.
+    #[arg(long = "setting", value_name = "NAME=VALUE", global = true, value_parser = setting)]
+    settings: Vec<(String, String)>,
     #[command(subcommand)]
     command: Command,
 }
@@ -312,35 +318,36 @@ impl SinkArgs {
         Ok(settings)
     }
 
-    /// The sink of the stack whose table `ops` reads.
-    pub(crate) async fn sink(
-        &self,
-        ops: &crate::Operations<DynamoStore>,
-    ) -> Result<SinkSettings, String> {
-        let deadline = outbox_core::retry::Deadline::after(std::time::Duration::from_secs(30));
-        let recorded = ops
-            .store()
-            .recorded_sink(&deadline)
-            .await
-            .map_err(|e| format!("cannot read the stack's recorded sink: {e}"))?;
+    /// The sink of `stack`: its recorded one, checked against the flags.
+    pub(crate) fn sink(&self, stack: &Stack) -> Result<SinkSettings, String> {
+        let recorded = match stack.origin() {
+            Origin::Recorded { by, .. } => Some((SinkSettings::of(stack.config()), by.clone())),
+            Origin::Environment => None,
+        };
         self.resolve(recorded)
     }
 }
 
-/// The stack's sweeper, in this process, publishing to `settings`.
+/// The stack's sweeper, in this process, publishing to `settings`, with
+/// the stack's ordering and key schema.
 pub(crate) async fn sweeper_for(
-    sdk: &SdkConfig,
+    stack: &Stack,
     ops: &crate::Operations<DynamoStore>,
     settings: &SinkSettings,
 ) -> Result<sweeper::Sweeper<publish::AnySink, DynamoStore>, String> {
-    let shards = ops.shards().await.map_err(|e| e.to_string())?;
-    let table = ops.store().table().to_owned();
-    let mut vars: HashMap<&str, String> =
-        HashMap::from([("TABLE_NAME", table), ("OUTBOX_SHARDS", shards.to_string())]);
-    vars.extend(settings.env());
-    let mut config = Config::from_lookup(|k| vars.get(k).cloned()).map_err(|e| e.to_string())?;
-    config.keys = key_schema()?;
-    let (sink, store) = publish::connect(&config, sdk)
+    let mut config = stack.config().clone();
+    config.outbox_shards = ops.shards().await.map_err(|e| e.to_string())?;
+    config.event_source = settings.source.clone();
+    config.sink = if settings.sink == "sns" {
+        SinkConfig::Sns {
+            topic_arn: settings.target.clone(),
+        }
+    } else {
+        SinkConfig::EventBridge {
+            bus_name: settings.target.clone(),
+        }
+    };
+    let (sink, store) = publish::connect(&config, stack.sdk())
         .await
         .map_err(|e| e.to_string())?;
     Ok(sweeper::Sweeper::new(
@@ -348,6 +355,20 @@ pub(crate) async fn sweeper_for(
         store,
         sweeper::SweepSettings::from(&config),
     ))
+}
+
+/// `NAME=VALUE`, NAME one of the stack's variables.
+fn setting(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))?;
+    if !outbox_core::VARIABLES.contains(&name) {
+        return Err(format!(
+            "{name} is not one of the stack's settings ({})",
+            outbox_core::VARIABLES.join(", ")
+        ));
+    }
+    Ok((name.to_owned(), value.to_owned()))
 }
 
 fn rfc3339(text: &str) -> Result<OffsetDateTime, String> {
@@ -370,27 +391,27 @@ async fn sdk_config(options: &AwsArgs) -> SdkConfig {
     loader.load().await
 }
 
-/// The table's key schema, from the same variables the stack's functions
-/// read (`PARTITION_KEY`, `SORT_KEY`, `OUTBOX_PREFIX`, the index names and
-/// keys, `TTL_ATTRIBUTE`; unset: the defaults). [`run`] checks it first.
-pub(crate) fn key_schema() -> Result<outbox_core::KeySchema, String> {
-    outbox_core::KeySchema::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())
-}
-
 /// Runs a command.
 pub async fn run(cli: Cli) -> Result<(), String> {
-    key_schema()?;
     let sdk = sdk_config(&cli.aws).await;
     let profile = cli.aws.profile.clone();
+    let overrides = cli.settings;
+    let stack = |table: TableArg| {
+        let sdk = sdk.clone();
+        let overrides = overrides.clone();
+        async move { Stack::load(&sdk, &table.table, &overrides).await }
+    };
     match cli.command {
-        Command::Status { table, json } => crate::status::run(&sdk, &table.table, json.json).await,
-        Command::DeadLetters(command) => dead_letters(&sdk, command, profile).await,
+        Command::Status { table, json } => {
+            crate::status::run(&stack(table).await?, json.json).await
+        }
+        Command::DeadLetters(command) => dead_letters(command, profile, stack).await,
         Command::RedriveOnFailure {
             queue,
             table,
             sink,
             json,
-        } => crate::redrive_on_failure::run(&sdk, &queue, &table.table, &sink, json.json).await,
+        } => crate::redrive_on_failure::run(&stack(table).await?, &queue, &sink, json.json).await,
         Command::Doctor {
             table,
             bus,
@@ -403,14 +424,22 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 topic,
                 max_event_bytes,
             };
-            crate::doctor::run(&sdk, &key_schema()?, &table.table, &sink, json.json).await
+            // The table's recorded key schema when it can be read; else
+            // (no such table, say) the environment's, and the doctor
+            // reports what it finds.
+            let keys = match Stack::load(&sdk, &table.table, &overrides).await {
+                Ok(stack) => stack.keys().clone(),
+                Err(_) => outbox_core::KeySchema::from_lookup(|k| std::env::var(k).ok())
+                    .map_err(|e| e.to_string())?,
+            };
+            crate::doctor::run(&sdk, &keys, &table.table, &sink, json.json).await
         }
         Command::AdoptRegion {
             table,
             from,
             dry_run,
             json,
-        } => crate::adopt_region::run(&sdk, &table.table, &from, dry_run, json.json).await,
+        } => crate::adopt_region::run(&stack(table).await?, &from, dry_run, json.json).await,
         Command::Replay {
             bus,
             archive,
@@ -431,23 +460,27 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-async fn dead_letters(
-    sdk: &SdkConfig,
+async fn dead_letters<F, Fut>(
     command: DeadLetters,
     profile: Option<String>,
-) -> Result<(), String> {
+    stack: F,
+) -> Result<(), String>
+where
+    F: Fn(TableArg) -> Fut,
+    Fut: std::future::Future<Output = Result<Stack, String>>,
+{
     use crate::dead_letters::{self as dl, Selection};
     match command {
         DeadLetters::List {
             table,
             filter,
             json,
-        } => dl::list(sdk, &table.table, &filter.filter(), json.json).await,
+        } => dl::list(&stack(table).await?, &filter.filter(), json.json).await,
         DeadLetters::Show {
             table,
             event_id,
             json,
-        } => dl::show(sdk, &table.table, &event_id, json.json).await,
+        } => dl::show(&stack(table).await?, &event_id, json.json).await,
         DeadLetters::Redrive {
             table,
             event_ids,
@@ -466,7 +499,7 @@ async fn dead_letters(
                 }
                 (false, false) => None,
             };
-            dl::redrive(sdk, &table.table, selection, dry_run, now, json.json).await
+            dl::redrive(&stack(table).await?, selection, dry_run, now, json.json).await
         }
         DeadLetters::Discard {
             table,
@@ -477,7 +510,7 @@ async fn dead_letters(
             if !yes {
                 return Err("discard deletes events for good: add --yes".into());
             }
-            dl::discard(sdk, &table.table, &event_ids, profile, json.json).await
+            dl::discard(&stack(table).await?, &event_ids, profile, json.json).await
         }
     }
 }

@@ -1,6 +1,5 @@
 //! `outboxctl dead-letters list|show|redrive|discard`.
 
-use aws_config::SdkConfig;
 use outbox_core::publish::EventSink;
 use outbox_core::retry::Deadline;
 use outbox_core::store::{Claim, DeadLetterRecord, DynamoStore, Marked, OutboxStore};
@@ -10,7 +9,7 @@ use time::OffsetDateTime;
 
 use crate::cli::{sweeper_for, SinkArgs};
 use crate::output::{print_json, table, Progress};
-use crate::status::operations;
+use crate::stack::Stack;
 use crate::{envelope_of, DeadLetterFilter, Operations};
 
 /// The dead letters a redrive names: ids, or `--all` / filters.
@@ -76,12 +75,12 @@ fn print_rows(rows: &[DeadLetterRecord]) {
 }
 
 pub(crate) async fn list(
-    sdk: &SdkConfig,
-    table_name: &str,
+    stack: &Stack,
     filter: &DeadLetterFilter,
     json: bool,
 ) -> Result<(), String> {
-    let rows = operations(sdk, table_name)
+    let rows = stack
+        .operations()
         .dead_letters(filter)
         .await
         .map_err(|e| e.to_string())?;
@@ -92,13 +91,9 @@ pub(crate) async fn list(
     Ok(())
 }
 
-pub(crate) async fn show(
-    sdk: &SdkConfig,
-    table_name: &str,
-    event_id: &str,
-    json: bool,
-) -> Result<(), String> {
-    let row = operations(sdk, table_name)
+pub(crate) async fn show(stack: &Stack, event_id: &str, json: bool) -> Result<(), String> {
+    let row = stack
+        .operations()
         .find(event_id)
         .await
         .map_err(|e| e.to_string())?;
@@ -124,23 +119,22 @@ pub(crate) async fn show(
 }
 
 pub(crate) async fn redrive(
-    sdk: &SdkConfig,
-    table_name: &str,
+    stack: &Stack,
     selection: Selection,
     dry_run: bool,
     now: Option<SinkArgs>,
     json: bool,
 ) -> Result<(), String> {
-    let ops = operations(sdk, table_name);
+    let ops = stack.operations();
     // The sink is settled before anything changes: a refused sink leaves
     // every dead letter as it was.
     let now = match now {
-        Some(args) => Some(args.sink(&ops).await?),
+        Some(args) => Some(args.sink(stack)?),
         None => None,
     };
     let rows = selection.rows(&ops).await?;
     let sweeper = match (&now, dry_run) {
-        (Some(settings), false) => Some(sweeper_for(sdk, &ops, settings).await?),
+        (Some(settings), false) => Some(sweeper_for(stack, &ops, settings).await?),
         _ => None,
     };
     let mut report = Vec::new();
@@ -303,20 +297,19 @@ async fn publish_now<S: EventSink>(
 }
 
 pub(crate) async fn discard(
-    sdk: &SdkConfig,
-    table_name: &str,
+    stack: &Stack,
     ids: &[String],
     profile: Option<String>,
     json: bool,
 ) -> Result<(), String> {
-    let ops = operations(sdk, table_name);
+    let ops = stack.operations();
     let rows = Selection::Ids(ids.to_vec()).rows(&ops).await?;
     let who = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
     let profile = profile.or_else(|| std::env::var("AWS_PROFILE").ok());
     // The AWS caller, which the OS user alone does not name (in automation
     // it reads "unknown"): `sts:GetCallerIdentity`, which needs no
     // permission. Asked once, before anything is deleted.
-    let caller = aws_sdk_sts::Client::new(sdk)
+    let caller = aws_sdk_sts::Client::new(stack.sdk())
         .get_caller_identity()
         .send()
         .await
@@ -343,7 +336,7 @@ pub(crate) async fn discard(
             json!({
                 "audit": "dead-letter discarded",
                 "outcome": outcome,
-                "table": table_name,
+                "table": stack.table(),
                 "eventId": row.event_id,
                 "eventType": row.event_type,
                 "aggregateId": row.aggregate_id,

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! outboxctl status --table T [--json]
+//! outboxctl adopt-region --table T --from R [--dry-run] [--json]
 //! outboxctl dead-letters list|show|redrive|discard --table T …
 //! outboxctl redrive-on-failure --queue URL --table T (--bus B | --topic ARN)
 //! outboxctl replay --bus B --archive A --from T --to T [--rule R]
@@ -12,9 +13,16 @@
 //! `outboxctl help COMMAND` says what each takes. The local AWS kit (the
 //! local stack, the mapping emulators) is the `devkit` crate's.
 //!
+//! The stack's key schema, home region, sink and ordering are the ones its
+//! publisher and sweeper recorded in the table for this region at cold
+//! start (`--setting NAME=VALUE` overrides one); nothing is exported.
+//!
 //! # Layout
 //! - `cli.rs`: the arguments ([`Cli`], clap's derive; doc comments are the
 //!   help text), the AWS configuration they name, and [`run`].
+//! - `stack.rs`: the stack a command works on: its table and the settings
+//!   recorded there (DescribeTable for the key names, one Query of the
+//!   records), and the outbox items under other key shapes.
 //! - `operations.rs`: [`Operations`], status and dead letters through the
 //!   store port (`outbox_core::store::OutboxStore`).
 //! - `status.rs`, `dead_letters.rs`, `redrive_on_failure.rs`, `replay.rs`:
@@ -32,6 +40,7 @@ mod operations;
 mod output;
 mod redrive_on_failure;
 mod replay;
+mod stack;
 mod status;
 
 pub use cli::{run, Cli};

@@ -1,27 +1,41 @@
 //! `outboxctl redrive-on-failure`: the publisher's OnFailure queue handled
 //! in this process, as the sweeper's SQS trigger would.
 
-use aws_config::SdkConfig;
 use outbox_core::retry::Deadline;
 use serde_json::json;
 
 use crate::cli::{sweeper_for, SinkArgs};
 use crate::output::{print_json, Progress};
-use crate::status::operations;
+use crate::stack::Stack;
 
 /// How long one receive waits for a message (SQS allows up to 20).
 const LONG_POLL_SECONDS: i32 = 5;
 
 pub(crate) async fn run(
-    sdk: &SdkConfig,
+    stack: &Stack,
     queue: &str,
-    table: &str,
     sink: &SinkArgs,
     json: bool,
 ) -> Result<(), String> {
-    let ops = operations(sdk, table);
-    let settings = sink.sink(&ops).await?;
-    let sweeper = sweeper_for(sdk, &ops, &settings).await?;
+    let sdk = stack.sdk();
+    let ops = stack.operations();
+    let settings = sink.sink(stack)?;
+    let mut sweeper = sweeper_for(stack, &ops, &settings).await?;
+    // A window that finds no outbox item is settled only when the keys are
+    // surely the stack's: with no recorded settings, or with outbox items
+    // under another key shape, its records may sit under keys this run
+    // does not read, and deleting the message would lose the only pointer
+    // to them.
+    let doubt = if stack.recorded() {
+        let others = stack.other_keys(time::OffsetDateTime::now_utc()).await?;
+        (!others.is_empty()).then(|| {
+            let others: Vec<String> = others.iter().map(|o| o.describe()).collect();
+            format!("the table holds {}", others.join("; "))
+        })
+    } else {
+        Some(format!("no settings are recorded in {}", stack.table()))
+    };
+    sweeper.settings.settle_empty_windows = doubt.is_none();
     // A long poll outlasts the functions' 5-second attempt timeout.
     let sqs = aws_sdk_sqs::Client::from_conf(
         aws_sdk_sqs::config::Builder::from(sdk)
@@ -89,8 +103,14 @@ pub(crate) async fn run(
         println!("{handled} OnFailure messages handled and deleted, {republished} events republished, {kept} kept (they come back after the queue's visibility timeout)");
     }
     if kept > 0 {
+        let why = match &doubt {
+            Some(doubt) => format!(
+                " A window that finds no outbox item is kept while the keys may not be the stack's: {doubt}; check the settings (`outboxctl status`), or name them with --setting, then run again."
+            ),
+            None => String::new(),
+        };
         return Err(format!(
-            "{kept} OnFailure messages were kept (a window not settled, or not an OnFailure message): see the sweeper's log lines above, then run again"
+            "{kept} OnFailure messages were kept (a window not settled, or not an OnFailure message): see the sweeper's log lines above, then run again.{why}"
         ));
     }
     Ok(())

@@ -1,33 +1,60 @@
 //! `outboxctl status`.
 
-use aws_config::SdkConfig;
+use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::output::{print_json, table};
-use crate::Operations;
+use crate::stack::{Origin, OtherKeys, Stack};
+use crate::Status;
 
-/// The operations on `table`'s outbox, through the DynamoDB store.
-pub(crate) fn operations(
-    sdk: &SdkConfig,
-    table: &str,
-) -> Operations<outbox_core::store::DynamoStore> {
-    Operations::new(
-        outbox_core::store::DynamoStore::new(
-            aws_sdk_dynamodb::Client::new(sdk),
-            table,
-            outbox_core::DEFAULT_OUTBOX_SHARDS,
-        )
-        .with_keys(crate::cli::key_schema().unwrap_or_default()),
-    )
+/// `status --json`: the status, where the settings came from, and outbox
+/// items under other key shapes than the stack's.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report<'a> {
+    #[serde(flatten)]
+    status: &'a Status,
+    settings: &'a Origin,
+    other_keys: &'a [OtherKeys],
 }
 
-pub(crate) async fn run(sdk: &SdkConfig, table_name: &str, json: bool) -> Result<(), String> {
-    let status = operations(sdk, table_name)
-        .status(OffsetDateTime::now_utc())
+pub(crate) async fn run(stack: &Stack, json: bool) -> Result<(), String> {
+    let now = OffsetDateTime::now_utc();
+    let status = stack
+        .operations()
+        .status(now)
         .await
         .map_err(|e| e.to_string())?;
+    let other_keys = stack.other_keys(now).await?;
     if json {
-        return print_json(&status);
+        return print_json(&Report {
+            status: &status,
+            settings: stack.origin(),
+            other_keys: &other_keys,
+        });
+    }
+    match stack.origin() {
+        Origin::Recorded { region, by } => {
+            println!("settings: the stack's record for {region} (by {by})\n")
+        }
+        Origin::Environment => println!(
+            "settings: this environment's (nothing is recorded in {}); the keys may not be the stack's\n",
+            stack.table()
+        ),
+    }
+    for other in &other_keys {
+        println!(
+            "note: {} in this table, not counted below{}",
+            other.describe(),
+            if other.home_region.is_none() {
+                " (written before the home-region rule: the sweeper moves them to this region's keys on its next run)"
+            } else {
+                " (another region's stack handles them)"
+            }
+        );
+    }
+    if !other_keys.is_empty() {
+        println!();
     }
     let bound = if status.capped { " (at least)" } else { "" };
     let age = |a: Option<i64>| a.map_or("-".into(), |s| format!("{s} s"));

@@ -11,7 +11,7 @@ async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
     let sdk = aws::load().await;
     let (sink, store) = publish::connect(&config, &sdk).await?;
-    publish::record_sink(&config, &store).await;
+    publish::record_settings(&store, &sdk, "publisher").await;
     let mut publisher = Publisher::new(sink, store);
     publisher.ordering = config.ordering;
     publisher.keys = config.keys.clone();

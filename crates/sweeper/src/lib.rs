@@ -85,6 +85,11 @@ pub struct SweepSettings {
     pub window_lag: Duration,
     /// Order per aggregate (`ORDERING`).
     pub ordering: Ordering,
+    /// Whether an OnFailure window in which no outbox item is found counts
+    /// as settled (its events were published meanwhile). The function's
+    /// own keys are the stack's, so it does; `outboxctl redrive-on-failure`
+    /// keeps such a message when its keys may not be the stack's.
+    pub settle_empty_windows: bool,
 }
 
 impl From<&Config> for SweepSettings {
@@ -101,6 +106,7 @@ impl From<&Config> for SweepSettings {
             window_lead: Duration::from_secs(300),
             window_lag: Duration::from_secs(2),
             ordering: config.ordering,
+            settle_empty_windows: true,
         }
     }
 }

@@ -11,7 +11,7 @@ async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
     let sdk = aws::load().await;
     let (sink, store) = publish::connect(&config, &sdk).await?;
-    publish::record_sink(&config, &store).await;
+    publish::record_settings(&store, &sdk, "sweeper").await;
     let sweeper = Sweeper::new(sink, store, SweepSettings::from(&config));
     let sweeper = &sweeper;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

@@ -118,7 +118,8 @@ pub async fn redrive_messages<S: EventSink, T: OutboxStore>(
                     settled = report.settled(),
                     "OnFailure window redriven"
                 );
-                let settled = report.settled();
+                let settled = report.settled()
+                    && (report.stranded > 0 || sweeper.settings.settle_empty_windows);
                 total.add(report);
                 settled
             }

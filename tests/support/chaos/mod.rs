@@ -347,45 +347,38 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     std::fs::create_dir_all(&config.log_dir).map_err(|e| e.to_string())?;
     let binaries = (binary("writer")?, binary("publisher")?, binary("sweeper")?);
     let mut stack = Stack::new().await;
-    let (sink_env, subscriber) = match config.sink {
+    let subscriber = match config.sink {
         SinkKind::EventBridge => {
             let bus = crate::unique("chaos-bus");
             let subscriber = devkit::create_bus(&stack.sdk, &bus, "outbox.orders")
                 .await
                 .map_err(|e| e.to_string())?;
-            stack.bus = Some((bus.clone(), subscriber.clone()));
-            (
-                vec![
-                    ("SINK".to_owned(), "eventbridge".to_owned()),
-                    ("EVENT_BUS_NAME".to_owned(), bus),
-                ],
-                subscriber,
-            )
+            stack.deployment.sink = devkit::LocalSink::Bus(bus.clone());
+            stack.bus = Some((bus, subscriber.clone()));
+            subscriber
         }
         SinkKind::SnsFifo => {
             let (topic, subscriber) =
                 devkit::create_fifo_topic(&stack.sdk, &crate::unique("chaos-events"))
                     .await
                     .map_err(|e| e.to_string())?;
-            (
-                vec![
-                    ("SINK".to_owned(), "sns".to_owned()),
-                    ("SNS_TOPIC_ARN".to_owned(), topic),
-                ],
-                subscriber,
-            )
+            stack.use_topic(&topic).await;
+            subscriber
         }
     };
     let on_failure = devkit::create_queue(&stack.sdk, &crate::unique("chaos-on-failure"), false)
         .await
         .map_err(|e| e.to_string())?
         .queue_url;
-    let mut env = sink_env.clone();
-    env.extend([
-        ("TABLE_NAME".to_owned(), stack.table.clone()),
-        ("EVENT_SOURCE".to_owned(), "outbox.orders".to_owned()),
-        ("RETRY_BASE_SECONDS".to_owned(), "1".to_owned()),
-    ]);
+    // Each function's environment is the templates' on this stack; one
+    // variable more for all: RETRY_BASE_SECONDS=1 (the template leaves the
+    // default, 60 s), so that the persisted backoffs of a run that injects
+    // thousands of faults end within the run.
+    let env_of = |function: devkit::Function| {
+        let mut env = stack.env(function, &[]);
+        env.push(("RETRY_BASE_SECONDS".to_owned(), "1".to_owned()));
+        env
+    };
 
     // Writers: each its own proxy (a crash kills the writer that called).
     let mut writers = Vec::new();
@@ -401,7 +394,13 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         proxy.set_chooser(Box::new(move |op, _| {
             schedule.lock().ok()?.choose_writer(op)
         }));
-        let f = function(config, &format!("writer{w}"), &binaries.0, &proxy, &env);
+        let f = function(
+            config,
+            &format!("writer{w}"),
+            &binaries.0,
+            &proxy,
+            &env_of(devkit::Function::Writer),
+        );
         writers.push(Tagged::new(f, proxy));
     }
     for (i, _) in (0..config.poison).enumerate() {
@@ -474,7 +473,13 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         schedule.lock().ok()?.choose_publishing(op, tag, false)
     }));
     let publisher = Tagged::new(
-        function(config, "publisher", &binaries.1, &publisher_proxy, &env),
+        function(
+            config,
+            "publisher",
+            &binaries.1,
+            &publisher_proxy,
+            &env_of(devkit::Function::Publisher),
+        ),
         publisher_proxy.clone(),
     );
     let sweeper_proxy = Arc::new(FaultProxy::start().await);
@@ -490,7 +495,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     // it takes every pending item at once (STRANDED_AFTER_SECONDS=0): those
     // whose delete failed, whose dead-letter write failed, or that the
     // mapping gave up on. (Deployed, it waits for the stream's retention.)
-    let mut sweeper_env = env.clone();
+    let mut sweeper_env = env_of(devkit::Function::Sweeper);
     sweeper_env.push(("STRANDED_AFTER_SECONDS".into(), "0".into()));
     let sweeper = Tagged::new(
         function(config, "sweeper", &binaries.2, &sweeper_proxy, &sweeper_env),

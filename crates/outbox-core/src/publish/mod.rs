@@ -180,22 +180,34 @@ pub async fn connect(
     Ok((sink, store))
 }
 
-/// Records, at cold start, the sink settings this function publishes with
-/// in the table's settings item, so that the operator's republishes
-/// (`outboxctl`) use the stack's own bus, topic and source. A failure is
-/// logged and does not stop the function: publishing matters more, and the
-/// operator's tool refuses to guess when nothing is recorded.
-pub async fn record_sink<T: crate::store::OutboxStore>(config: &crate::Config, store: &T) {
-    let settings = crate::SinkSettings::of(config);
-    let function =
-        std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "a function".into());
+/// Records, at cold start, the settings this function runs with (every
+/// variable of [`crate::VARIABLES`] in its environment) in its region's
+/// settings record, so that the operator's tool (`outboxctl`) finds the
+/// stack's key schema, home region, sink and ordering in the table. A
+/// failure is logged and does not stop the function: publishing matters
+/// more, and the operator's tool says when nothing is recorded.
+pub async fn record_settings<T: crate::store::OutboxStore>(
+    store: &T,
+    sdk: &aws_config::SdkConfig,
+    function: &str,
+) {
+    let Some(region) = sdk.region() else {
+        tracing::warn!("no region: the settings were not recorded for the operator's tool");
+        return;
+    };
+    let name = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| function.into());
     let at = crate::envelope::now_utc_millis()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
-    let by = format!("{function} at {at}");
+    let settings = crate::RecordedSettings {
+        region: region.to_string(),
+        function: function.to_owned(),
+        by: format!("{name} at {at}"),
+        variables: crate::RecordedSettings::variables_of(|k| std::env::var(k).ok()),
+    };
     let deadline = crate::retry::Deadline::after(std::time::Duration::from_secs(3));
-    if let Err(e) = store.record_sink(&settings, &by, &deadline).await {
-        tracing::warn!(error = %e, "the sink settings were not recorded for the operator's tool");
+    if let Err(e) = store.record_settings(&settings, &deadline).await {
+        tracing::warn!(error = %e, "the settings were not recorded for the operator's tool");
     }
 }
 

@@ -17,7 +17,7 @@ use super::{
     ShardStats, StoreError, MAX_BATCH_WRITE,
 };
 use crate::aws::{error_code, error_message};
-use crate::config::SinkSettings;
+use crate::config::RecordedSettings;
 use crate::envelope::now_utc_millis;
 use crate::item::OutboxItem;
 use crate::keys::{self, attr, ItemKey};
@@ -810,67 +810,91 @@ impl OutboxStore for DynamoStore {
             .max(1))
     }
 
-    async fn record_sink(
+    async fn record_settings(
         &self,
-        settings: &SinkSettings,
-        by: &str,
+        settings: &RecordedSettings,
         deadline: &Deadline,
     ) -> Result<(), StoreError> {
+        // An UpdateItem, the write the functions' roles already grant for
+        // their bookkeeping: the record's whole content is replaced.
+        let variables = AttributeValue::M(
+            settings
+                .variables
+                .iter()
+                .map(|(k, v)| (k.clone(), s(v.clone())))
+                .collect(),
+        );
         self.call(
-            "record_sink",
+            "record_settings",
             deadline,
             self.client
                 .update_item()
                 .table_name(&self.table)
-                .set_key(Some(self.keys.key(&keys::settings_key())))
-                .update_expression("SET #sink = :sink, #target = :target, #source = :source, #fifo = :fifo, #by = :by")
-                .expression_attribute_names("#sink", attr::SINK)
-                .expression_attribute_names("#target", attr::SINK_TARGET)
-                .expression_attribute_names("#source", attr::EVENT_SOURCE)
-                .expression_attribute_names("#fifo", attr::SINK_FIFO)
-                .expression_attribute_names("#by", attr::SINK_RECORDED)
-                .expression_attribute_values(":sink", s(settings.sink.clone()))
-                .expression_attribute_values(":target", s(settings.target.clone()))
-                .expression_attribute_values(":source", s(settings.source.clone()))
-                .expression_attribute_values(":fifo", AttributeValue::Bool(settings.fifo))
-                .expression_attribute_values(":by", s(by))
+                .set_key(Some(self.keys.key(&keys::stack_settings_key(
+                    &settings.region,
+                    &settings.function,
+                ))))
+                .update_expression("SET #variables = :variables, #by = :by")
+                .expression_attribute_names("#variables", attr::VARIABLES)
+                .expression_attribute_names("#by", attr::RECORDED_BY)
+                .expression_attribute_values(":variables", variables)
+                .expression_attribute_values(":by", s(settings.by.clone()))
                 .send(),
         )
         .await
         .map(|_| ())
-        .map_err(|e| e.into_store("record_sink"))
+        .map_err(|e| e.into_store("record_settings"))
     }
 
-    async fn recorded_sink(
+    async fn recorded_settings(
         &self,
         deadline: &Deadline,
-    ) -> Result<Option<(SinkSettings, String)>, StoreError> {
-        let Some(item) = self.settings_item("recorded_sink", deadline).await? else {
-            return Ok(None);
-        };
-        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
-        let (Some(sink), Some(target), Some(source)) = (
-            text(attr::SINK),
-            text(attr::SINK_TARGET),
-            text(attr::EVENT_SOURCE),
-        ) else {
-            return Ok(None);
-        };
-        let fifo = item
-            .get(attr::SINK_FIFO)
-            .and_then(|v| v.as_bool().ok())
-            .copied()
-            .unwrap_or(false);
-        let by = text(attr::SINK_RECORDED).unwrap_or_default();
-        Ok(Some((
-            SinkSettings {
-                sink,
-                target,
-                source,
-                fifo,
-            },
-            by,
-        )))
+    ) -> Result<Vec<RecordedSettings>, StoreError> {
+        let out = self
+            .call(
+                "recorded_settings",
+                deadline,
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                    .expression_attribute_names("#pk", self.keys.partition_key.as_str())
+                    .expression_attribute_names("#sk", self.keys.sort_key.as_str())
+                    .expression_attribute_values(":pk", s(keys::SETTINGS_PK))
+                    .expression_attribute_values(":prefix", s(keys::STACK_SETTINGS_PREFIX))
+                    .consistent_read(true)
+                    .send(),
+            )
+            .await
+            .map_err(|e| e.into_store("recorded_settings"))?;
+        let sort_key = self.keys.sort_key.as_str();
+        Ok(out
+            .items()
+            .iter()
+            .filter_map(|item| {
+                let sk = item.get(sort_key)?.as_s().ok()?;
+                let (region, function) = sk
+                    .strip_prefix(keys::STACK_SETTINGS_PREFIX)?
+                    .rsplit_once('#')?;
+                let variables = item
+                    .get(attr::VARIABLES)?
+                    .as_m()
+                    .ok()?
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_s().ok()?.clone())))
+                    .collect();
+                Some(RecordedSettings {
+                    region: region.to_owned(),
+                    function: function.to_owned(),
+                    by: item
+                        .get(attr::RECORDED_BY)
+                        .and_then(|v| v.as_s().ok())
+                        .cloned()
+                        .unwrap_or_default(),
+                    variables,
+                })
+            })
+            .collect())
     }
 
     async fn older_pending(&self, key: &ItemKey, deadline: &Deadline) -> Result<bool, StoreError> {

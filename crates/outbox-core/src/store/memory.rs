@@ -14,7 +14,7 @@ use super::{
     sanitize, Claim, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked,
     OutboxStore, Page, PendingItem, PendingQuery, ShardStats, StoreError,
 };
-use crate::config::SinkSettings;
+use crate::config::RecordedSettings;
 use crate::envelope::now_utc_millis;
 use crate::item::OutboxItem;
 use crate::keys::{self, ItemKey};
@@ -40,7 +40,7 @@ pub struct MemoryStore {
     shards: u16,
     recorded: AtomicU16,
     fail_dead_letters: AtomicBool,
-    sink: Mutex<Option<(SinkSettings, String)>>,
+    settings: Mutex<Vec<RecordedSettings>>,
 }
 
 impl Default for MemoryStore {
@@ -78,7 +78,7 @@ impl MemoryStore {
             shards,
             recorded: AtomicU16::new(0),
             fail_dead_letters: AtomicBool::new(false),
-            sink: Mutex::new(None),
+            settings: Mutex::default(),
         }
     }
 
@@ -254,21 +254,19 @@ impl OutboxStore for MemoryStore {
         Ok(if recorded == 0 { self.shards } else { recorded }.max(1))
     }
 
-    async fn record_sink(
+    async fn record_settings(
         &self,
-        settings: &SinkSettings,
-        by: &str,
+        settings: &RecordedSettings,
         _: &Deadline,
     ) -> Result<(), StoreError> {
-        *lock(&self.sink) = Some((settings.clone(), by.to_owned()));
+        let mut records = lock(&self.settings);
+        records.retain(|r| (&r.region, &r.function) != (&settings.region, &settings.function));
+        records.push(settings.clone());
         Ok(())
     }
 
-    async fn recorded_sink(
-        &self,
-        _: &Deadline,
-    ) -> Result<Option<(SinkSettings, String)>, StoreError> {
-        Ok(lock(&self.sink).clone())
+    async fn recorded_settings(&self, _: &Deadline) -> Result<Vec<RecordedSettings>, StoreError> {
+        Ok(lock(&self.settings).clone())
     }
 
     async fn pending_page(

@@ -26,7 +26,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 use ulid::Ulid;
 
-use crate::config::SinkSettings;
+use crate::config::RecordedSettings;
 use crate::item::OutboxItem;
 use crate::keys::ItemKey;
 use crate::retry::Deadline;
@@ -387,22 +387,23 @@ pub trait OutboxStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Vec<PendingItem>, StoreError>> + Send;
 
-    /// Records the sink settings a function runs with on the settings item
-    /// (one `UpdateItem`; `by` says which function and when), for
-    /// [`OutboxStore::recorded_sink`].
-    fn record_sink(
+    /// Records the settings a function runs with (one `UpdateItem` of its
+    /// region's record, [`crate::keys::stack_settings_key`]), for
+    /// [`OutboxStore::recorded_settings`].
+    fn record_settings(
         &self,
-        settings: &SinkSettings,
-        by: &str,
+        settings: &RecordedSettings,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// The sink settings last recorded, with who recorded them and when;
-    /// `None` when no function has recorded any.
-    fn recorded_sink(
+    /// Every settings record in the table, of every region and function
+    /// (one consistent `Query`). Only the table's partition and sort key
+    /// names matter to it, so an operator's tool can read them before it
+    /// knows the rest of the schema.
+    fn recorded_settings(
         &self,
         deadline: &Deadline,
-    ) -> impl Future<Output = Result<Option<(SinkSettings, String)>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<RecordedSettings>, StoreError>> + Send;
 
     /// One page of a shard of the dead-letter index, oldest first.
     fn dead_letter_page(

@@ -1,0 +1,247 @@
+//! The stack a command works on: its table, and the settings its functions
+//! recorded there (key schema, home region, sink, ordering: the publisher
+//! and the sweeper write their region's record at cold start,
+//! `outbox_core::keys::stack_settings_key`), with the operator's
+//! `--setting NAME=VALUE` on top. Every command but `replay` starts here,
+//! so no command reads keys the stack does not write, and nothing has to
+//! be exported.
+
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::KeyType;
+use outbox_core::retry::Deadline;
+use outbox_core::store::{DynamoStore, OutboxStore};
+use outbox_core::{Config, KeySchema, RecordedSettings};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::Operations;
+
+/// Where the settings came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "from")]
+pub(crate) enum Origin {
+    /// The region's record, written by `by`.
+    Recorded {
+        /// The record's region.
+        region: String,
+        /// The function that wrote it, and when.
+        by: String,
+    },
+    /// Nothing is recorded in the table: the process environment's
+    /// variables (the keys may not be the stack's).
+    Environment,
+}
+
+/// Outbox items under a key shape other than the stack's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct OtherKeys {
+    /// The home region of those keys (`None`: keys without a region).
+    pub home_region: Option<String>,
+    /// Pending events under them (at least).
+    pub pending: usize,
+    /// Dead letters under them (at least).
+    pub dead_letters: usize,
+}
+
+impl OtherKeys {
+    /// One line for an operator.
+    pub(crate) fn describe(&self) -> String {
+        let keys = match &self.home_region {
+            None => "keys without a region".to_owned(),
+            Some(region) => format!("{region}'s regional keys"),
+        };
+        format!(
+            "{} pending and {} dead letters under {keys}",
+            self.pending, self.dead_letters
+        )
+    }
+}
+
+/// A stack's table and settings.
+pub(crate) struct Stack {
+    sdk: SdkConfig,
+    table: String,
+    config: Config,
+    origin: Origin,
+    /// Every region's records, this one's included.
+    records: Vec<RecordedSettings>,
+}
+
+impl Stack {
+    /// Reads the settings recorded in `table` for the SDK's region:
+    /// `DescribeTable` for its key names, then one `Query` of the settings
+    /// records. `overrides` (`--setting NAME=VALUE`) win over the record.
+    /// With no record at all, the process environment's variables, said
+    /// on stderr; with records of other regions only, an error that names
+    /// them.
+    pub(crate) async fn load(
+        sdk: &SdkConfig,
+        table: &str,
+        overrides: &[(String, String)],
+    ) -> Result<Self, String> {
+        let client = aws_sdk_dynamodb::Client::new(sdk);
+        let described = client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot read the table {table}: {}",
+                    outbox_core::aws::error_line("DescribeTable", &e)
+                )
+            })?;
+        let mut probe = KeySchema::default();
+        for key in described
+            .table()
+            .map(|t| t.key_schema())
+            .unwrap_or_default()
+        {
+            match key.key_type() {
+                KeyType::Hash => probe.partition_key = key.attribute_name().to_owned(),
+                KeyType::Range => probe.sort_key = key.attribute_name().to_owned(),
+                _ => {}
+            }
+        }
+        let store =
+            DynamoStore::new(client, table, outbox_core::DEFAULT_OUTBOX_SHARDS).with_keys(probe);
+        let deadline = Deadline::after(std::time::Duration::from_secs(30));
+        let records = store
+            .recorded_settings(&deadline)
+            .await
+            .map_err(|e| format!("cannot read the stack's recorded settings: {e}"))?;
+        let region = sdk.region().map(|r| r.to_string());
+        let mut overrides = overrides.to_vec();
+        overrides.push(("TABLE_NAME".into(), table.to_owned()));
+        let mine = records
+            .iter()
+            .filter(|r| Some(&r.region) == region.as_ref())
+            .max_by_key(|r| r.function == "sweeper");
+        let (config, origin) = match mine {
+            Some(record) => (
+                record
+                    .config(&overrides)
+                    .map_err(|e| format!("the recorded settings ({}): {e}", record.by))?,
+                Origin::Recorded {
+                    region: record.region.clone(),
+                    by: record.by.clone(),
+                },
+            ),
+            None if !records.is_empty() => {
+                let mut regions: Vec<&str> = records.iter().map(|r| r.region.as_str()).collect();
+                regions.sort_unstable();
+                regions.dedup();
+                return Err(format!(
+                    "{table} holds the settings of the stack in {} but none in {}: run in the stack's region (--region R)",
+                    regions.join(", "),
+                    region.as_deref().unwrap_or("no region (set --region)")
+                ));
+            }
+            None => {
+                eprintln!(
+                    "outboxctl: no settings are recorded in {table} (the stack's publisher and sweeper record theirs when they start: have they run?); using this environment's variables and defaults, which may not be the stack's"
+                );
+                let config = Config::from_lookup(|name| {
+                    overrides
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
+                        .or_else(|| std::env::var(name).ok())
+                })
+                .map_err(|e| e.to_string())?;
+                (config, Origin::Environment)
+            }
+        };
+        Ok(Self {
+            sdk: sdk.clone(),
+            table: table.to_owned(),
+            config,
+            origin,
+            records,
+        })
+    }
+
+    /// The SDK configuration.
+    pub(crate) fn sdk(&self) -> &SdkConfig {
+        &self.sdk
+    }
+
+    /// The table.
+    pub(crate) fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The stack's configuration (the recorded one, overrides applied).
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The stack's key schema.
+    pub(crate) fn keys(&self) -> &KeySchema {
+        &self.config.keys
+    }
+
+    /// Where the settings came from.
+    pub(crate) fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    /// Whether the settings are the stack's own record.
+    pub(crate) fn recorded(&self) -> bool {
+        matches!(self.origin, Origin::Recorded { .. })
+    }
+
+    /// The store on the stack's table, keyed as the stack keys it.
+    pub(crate) fn store(&self) -> DynamoStore {
+        self.store_with(self.keys().clone())
+    }
+
+    fn store_with(&self, keys: KeySchema) -> DynamoStore {
+        DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(&self.sdk),
+            &self.table,
+            self.config.outbox_shards,
+        )
+        .with_keys(keys)
+    }
+
+    /// The operator's operations on the stack's outbox.
+    pub(crate) fn operations(&self) -> Operations<DynamoStore> {
+        Operations::new(self.store())
+    }
+
+    /// Outbox items under other key shapes than the stack's: keys without
+    /// a region when the stack has one, and the regional keys of every
+    /// other region recorded in the table (and of the SDK's region when
+    /// the settings are not recorded). Bounded reads of the two indexes
+    /// per shape.
+    pub(crate) async fn other_keys(&self, now: OffsetDateTime) -> Result<Vec<OtherKeys>, String> {
+        let mine = self.keys().home_region.clone();
+        let mut shapes: Vec<Option<String>> = vec![None];
+        shapes.extend(self.records.iter().map(|r| Some(r.region.clone())));
+        if !self.recorded() {
+            shapes.extend(self.sdk.region().map(|r| Some(r.to_string())));
+        }
+        shapes.sort();
+        shapes.dedup();
+        shapes.retain(|shape| shape != &mine);
+        let mut found = Vec::new();
+        for shape in shapes {
+            let keys = self.keys().clone().with_home_region(shape.clone());
+            let status = Operations::new(self.store_with(keys))
+                .status(now)
+                .await
+                .map_err(|e| e.to_string())?;
+            if status.pending + status.dead_letters > 0 {
+                found.push(OtherKeys {
+                    home_region: shape,
+                    pending: status.pending,
+                    dead_letters: status.dead_letters,
+                });
+            }
+        }
+        Ok(found)
+    }
+}

@@ -20,12 +20,16 @@
 //! - One entry is sent at most [`MAX_SENDS_PER_ENTRY`] times per run, the
 //!   SDK's attempts included.
 //! - With `ORDERING=strict`, no event goes out while an older event of its
-//!   aggregate is in the table: one consistent read of the aggregate's item
-//!   collection guards it (read ahead for the first event of each aggregate
-//!   in the run; none for an aggregate's first event or behind one
-//!   published in the run). A held event is marked and handed to the
-//!   scheduled sweep, and released later in the same run when time allows
-//!   (docs/ordering.md).
+//!   aggregate is in the table, and none is sent again once its item is
+//!   gone: every event is guarded by a consistent read of its aggregate's
+//!   item collection, descending from its own key with a small limit. The
+//!   reads are made ahead, all at once, one per aggregate of the run: from
+//!   its newest event down, so that it covers the run's older events of
+//!   that aggregate too; an event it does not cover gets its own read. An
+//!   event may also go out when the only older item the read shows is an
+//!   event published earlier in this run (nothing sits between them). A
+//!   held event is marked and handed to the scheduled sweep, and released
+//!   later in the same run when time allows (docs/ordering.md).
 //!
 //! # [`Mode::Stream`] (the publisher)
 //! Lambda redelivers every record from the first reported one, so nothing
@@ -61,7 +65,7 @@ use crate::config::Ordering;
 use crate::item::OutboxItem;
 use crate::keys::{self, ItemKey};
 use crate::retry::{Backoff, Deadline, RetryPolicy};
-use crate::store::{DeadLetter, Marked, OutboxStore, PendingItem};
+use crate::store::{CollectionRead, DeadLetter, Guarded, Marked, OutboxStore, PendingItem};
 
 /// Extra time, past the work deadline, for the deletes and bookkeeping
 /// writes that must follow work already done.
@@ -156,12 +160,18 @@ pub enum RelayOutcome {
     Deferred,
     /// Not tried: after the first failure (stream) or for the deadline.
     NotAttempted,
+    /// Strict ordering: its item was already gone from the table when its
+    /// guard read it (published by another run): not sent again.
+    Gone,
 }
 
 impl RelayOutcome {
     /// Whether the entry needs no retry of the stream record.
     pub fn is_handled(&self) -> bool {
-        matches!(self, Self::Published | Self::DeadLettered | Self::Deferred)
+        matches!(
+            self,
+            Self::Published | Self::DeadLettered | Self::Deferred | Self::Gone
+        )
     }
 }
 
@@ -194,6 +204,9 @@ pub struct RelayReport {
     /// Strict ordering: consistent reads of an item collection (the guard
     /// before an event, the release after one).
     pub collection_reads: usize,
+    /// Strict ordering: events whose item was already gone (published by
+    /// another run), not sent again.
+    pub gone: usize,
 }
 
 impl RelayReport {
@@ -206,6 +219,7 @@ impl RelayReport {
         self.failed += round.failed;
         self.delete_failed += round.delete_failed;
         self.store_errors += round.store_errors;
+        self.gone += round.gone;
         if !again {
             self.held += round.held;
         }
@@ -235,15 +249,12 @@ struct Run {
     strict: bool,
     /// Entries whose guard passed.
     cleared: HashSet<usize>,
-    /// Aggregates with an event published in this run: a later event of
-    /// theirs needs no read (the earlier one passed its guard).
-    published_aggregates: HashSet<String>,
     /// Aggregates held in this run, with the sort key of the event they
     /// are held at (a later event of theirs is held behind it).
     held_at: HashMap<String, String>,
-    /// Strict ordering: the older events of an entry's aggregate, read ahead
-    /// for the first event of each aggregate in the run, all at once.
-    prefetched: HashMap<usize, Vec<String>>,
+    /// Strict ordering: the guard reads made ahead, one per item collection
+    /// (partition key) of the run, from its newest event down.
+    reads: HashMap<String, CollectionRead>,
     /// Sweep mode: the claim this run publishes under.
     claim: Option<crate::store::Claim>,
     /// Entries another sweeper run had claimed (left to it).
@@ -403,7 +414,6 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             batch_end: 0,
             strict: self.ordering == Ordering::Strict,
             cleared: HashSet::new(),
-            published_aggregates: HashSet::new(),
             held_at: HashMap::new(),
             held_entries: Vec::new(),
             collection_reads: 0,
@@ -411,7 +421,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 crate::store::Claim::new(deadline.remaining() + FINISH_GRACE + CLAIM_MARGIN)
             }),
             claimed_elsewhere: HashSet::new(),
-            prefetched: HashMap::new(),
+            reads: HashMap::new(),
         };
         if run.strict {
             self.read_ahead(entries, &mut run, held, deadline).await;
@@ -489,13 +499,16 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     }
 
     /// Strict ordering's guard for entry `i`: `None` when it may go out (no
-    /// older event of its aggregate is in the table, or the older one was
-    /// published in this run); otherwise the entry is held (recorded on
-    /// the item, handed to the sweeper) and its outcome returned.
+    /// older event of its aggregate is in the table, or the nearest older
+    /// one was published in this run, which passed its own guard: nothing
+    /// sits between them); otherwise the entry is held (recorded on the
+    /// item, handed to the sweeper), or found gone, and its outcome
+    /// returned.
     ///
-    /// No read for an aggregate's first event (`aggregateVersion` 1), for
-    /// an event whose aggregate had an event published earlier in this run,
-    /// or (sweep) for an event its aggregate already holds back.
+    /// Every event is read: by the read made ahead for its aggregate when
+    /// that read covers it, or by its own. No read (sweep) for an event its
+    /// aggregate already holds back, nor (stream) for one behind an event of
+    /// its aggregate held in this run: it is held behind that one.
     async fn guard(
         &self,
         i: usize,
@@ -517,10 +530,6 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             let behind = run.held_at.get(&item.aggregate_id).cloned()?;
             return Some(self.hold(i, item, &behind, run, held).await);
         }
-        if guard_free(item, run) {
-            run.cleared.insert(i);
-            return None;
-        }
         if let Mode::Sweep { now, .. } = run.mode {
             if item
                 .next_attempt_at
@@ -530,15 +539,32 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 return None;
             }
         }
-        let read = match run.prefetched.remove(&i) {
-            Some(older) => Ok(older),
+        let ahead = run.reads.get(&item.pk).and_then(|r| r.about(&item.sk));
+        let read = match ahead {
+            Some(guarded) => Ok(guarded),
             None => {
                 run.collection_reads += 1;
-                self.store.older_events(&item.key(), deadline).await
+                self.store
+                    .collection_below(&item.key(), OWN_READ_LIMIT, deadline)
+                    .await
+                    .map(|read| {
+                        // Two keys from its own: itself and the nearest
+                        // older one, or all there is. A read that says less
+                        // holds it.
+                        read.about(&item.sk).unwrap_or_else(|| Guarded {
+                            present: true,
+                            older: Some(
+                                read.keys
+                                    .last()
+                                    .cloned()
+                                    .unwrap_or_else(|| keys::OUTBOX_PREFIX.to_owned()),
+                            ),
+                        })
+                    })
             }
         };
-        let older = match read {
-            Ok(older) => older,
+        let guarded = match read {
+            Ok(guarded) => guarded,
             Err(e) => {
                 tracing::error!(event_id = %item.event_id, error = %e, "could not read the aggregate's older events");
                 return Some(RelayOutcome::Failed(PublishFailure::new(
@@ -548,22 +574,28 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 )));
             }
         };
-        let published = |sk: &String| run.published.iter().any(|k| k.pk == item.pk && k.sk == *sk);
-        match older.into_iter().rfind(|sk| !published(sk)) {
-            None => {
+        if !guarded.present {
+            tracing::info!(event_id = %item.event_id, "event already gone from the table (published by another run); not sent again");
+            return Some(RelayOutcome::Gone);
+        }
+        match guarded.older {
+            Some(behind) if !published_in(run, &item.pk, &behind) => {
+                Some(self.hold(i, item, &behind, run, held).await)
+            }
+            _ => {
                 run.cleared.insert(i);
                 None
             }
-            Some(behind) => Some(self.hold(i, item, &behind, run, held).await),
         }
     }
 
-    /// Strict ordering: reads, all at once, the older events of the first
-    /// event of each aggregate in `entries` that needs the read (not its
-    /// aggregate's first, aggregate not held, due), so that the guard does
-    /// not cut a batch at every such event. A later event of an aggregate is
-    /// decided when its turn comes (behind one published in this run: no
-    /// read). A read that fails is made again at the event's turn.
+    /// Strict ordering: the guard reads, made all at once before anything
+    /// is sent, so that the guard does not cut a batch at every event: one
+    /// per item collection of `entries` (aggregate not held), from its
+    /// newest event down, its limit one more than the run's events of it
+    /// (due ones, in sweep mode), so that it covers them all when nothing
+    /// else of theirs is in the table. A read that fails is made again at
+    /// the event's turn.
     async fn read_ahead(
         &self,
         entries: &[Entry],
@@ -571,14 +603,13 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         held: &HashSet<String>,
         deadline: &Deadline,
     ) {
-        let mut first: HashSet<&str> = HashSet::new();
-        let mut wanted: Vec<(usize, ItemKey)> = Vec::new();
-        for (i, entry) in entries.iter().enumerate() {
+        // Per collection, in order of first appearance: its newest event
+        // and how many of its events the run has.
+        let mut order: Vec<&str> = Vec::new();
+        let mut newest: HashMap<&str, (ItemKey, i32)> = HashMap::new();
+        for entry in entries {
             let Entry::Item(item) = entry else { continue };
-            if !first.insert(&item.aggregate_id)
-                || item.aggregate_version == Some(1)
-                || held.contains(&item.aggregate_id)
-            {
+            if held.contains(&item.aggregate_id) {
                 continue;
             }
             if let Mode::Sweep { now, .. } = run.mode {
@@ -589,22 +620,32 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                     continue;
                 }
             }
-            wanted.push((i, item.key()));
+            let slot = newest.entry(&item.pk).or_insert_with(|| {
+                order.push(&item.pk);
+                (item.key(), 0)
+            });
+            if item.sk > slot.0.sk {
+                slot.0 = item.key();
+            }
+            slot.1 += 1;
         }
+        let wanted: Vec<(ItemKey, i32)> = order
+            .iter()
+            .filter_map(|pk| newest.get(pk).cloned())
+            .collect();
         for chunk in wanted.chunks(READ_AHEAD_AT_ONCE) {
             if !deadline.allows(self.retry.backoff.base) {
                 return;
             }
-            let reads = futures::future::join_all(
-                chunk
-                    .iter()
-                    .map(|(_, key)| self.store.older_events(key, deadline)),
-            )
+            let reads = futures::future::join_all(chunk.iter().map(|(key, count)| {
+                self.store
+                    .collection_below(key, count.saturating_add(1), deadline)
+            }))
             .await;
             run.collection_reads += chunk.len();
-            for ((i, _), read) in chunk.iter().zip(reads) {
-                if let Ok(older) = read {
-                    run.prefetched.insert(*i, older);
+            for ((key, _), read) in chunk.iter().zip(reads) {
+                if let Ok(read) = read {
+                    run.reads.insert(key.pk.clone(), read);
                 }
             }
         }
@@ -766,7 +807,16 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             }
             if run.strict && !batch.is_empty() && !run.cleared.contains(&j) {
                 let clear = !held.contains(&item.aggregate_id)
-                    && (guard_free(item, run) || run.prefetched.get(&j).is_some_and(Vec::is_empty));
+                    && run
+                        .reads
+                        .get(&item.pk)
+                        .and_then(|r| r.about(&item.sk))
+                        .is_some_and(|g| {
+                            g.present
+                                && g.older
+                                    .as_ref()
+                                    .is_none_or(|o| published_in(run, &item.pk, o))
+                        });
                 if !clear {
                     // Its guard runs first, as the start of the next batch.
                     break;
@@ -854,9 +904,6 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             run.outcomes[*index] = match result {
                 Ok(()) => {
                     run.published.push(item.key());
-                    if run.strict {
-                        run.published_aggregates.insert(item.aggregate_id.clone());
-                    }
                     RelayOutcome::Published
                 }
                 Err(failure) if failure.kind == FailureKind::Poison => {
@@ -944,6 +991,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             dead_lettered: count(|o| *o == RelayOutcome::DeadLettered),
             failed: count(|o| matches!(o, RelayOutcome::Failed(_))),
             deferred: count(|o| *o == RelayOutcome::Deferred),
+            gone: count(|o| *o == RelayOutcome::Gone),
             not_attempted: count(|o| *o == RelayOutcome::NotAttempted),
             delete_failed: undeleted.len(),
             store_errors: run.store_errors,
@@ -1075,11 +1123,14 @@ const RELEASE_WAITS: [Duration; 4] = [
 /// Strict ordering: collection reads made at once when reading ahead.
 const READ_AHEAD_AT_ONCE: usize = 25;
 
-/// Whether `item` may skip strict ordering's read: its aggregate's first
-/// event, or an event whose aggregate had one published earlier in this run
-/// (which passed its own guard).
-fn guard_free(item: &OutboxItem, run: &Run) -> bool {
-    item.aggregate_version == Some(1) || run.published_aggregates.contains(&item.aggregate_id)
+/// Strict ordering: the limit of an event's own guard read: itself and the
+/// nearest older outbox item of its aggregate.
+const OWN_READ_LIMIT: i32 = 2;
+
+/// Whether the event of sort key `sk` in collection `pk` was published in
+/// this run (after its own guard passed).
+fn published_in(run: &Run, pk: &str, sk: &str) -> bool {
+    run.published.iter().any(|k| k.pk == pk && k.sk == sk)
 }
 
 /// `item` as it is in the table once held behind `behind` (so that holding

@@ -28,8 +28,10 @@
 //!   that aggregate too; an event it does not cover gets its own read. An
 //!   event may also go out when the only older item the read shows is an
 //!   event published earlier in this run (nothing sits between them). A
-//!   held event is marked and handed to the scheduled sweep, and released
-//!   later in the same run when time allows (docs/ordering.md).
+//!   held event is marked and handed to the scheduled sweep; a stream run
+//!   never waits for it (the sweeper releases it: in the same run when it
+//!   published the older event, else at the next scheduled sweep;
+//!   docs/ordering.md).
 //!
 //! # [`Mode::Stream`] (the publisher)
 //! Lambda redelivers every record from the first reported one, so nothing
@@ -210,9 +212,9 @@ pub struct RelayReport {
 }
 
 impl RelayReport {
-    /// Adds a later round's counts; `again`: its entries were held in an
-    /// earlier round (their holds are not new).
-    fn add_round(&mut self, round: RelayReport, again: bool) {
+    /// Adds a later round's counts (sweep mode: the events found behind
+    /// the ones published).
+    fn add_round(&mut self, round: RelayReport) {
         self.published += round.published;
         self.released += round.published;
         self.dead_lettered += round.dead_lettered;
@@ -220,9 +222,7 @@ impl RelayReport {
         self.delete_failed += round.delete_failed;
         self.store_errors += round.store_errors;
         self.gone += round.gone;
-        if !again {
-            self.held += round.held;
-        }
+        self.held += round.held;
         self.collection_reads += round.collection_reads;
     }
 }
@@ -314,14 +314,12 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     /// read and extended, so a caller paging through a shard passes the
     /// same set to every page).
     ///
-    /// With [`Ordering::Strict`], a run goes on after its entries while
-    /// time allows: in stream mode it reads again, after short waits, the
-    /// aggregates of the events it held (a concurrent invocation usually
-    /// publishes the older event within them), and publishes those now
-    /// clear; in sweep mode it reads the item collection of each event it
+    /// With [`Ordering::Strict`], a sweep goes on after its entries while
+    /// time allows: it reads the item collection of each event it
     /// published and relays the pending events behind it (held, or of
     /// another shard), so that they go out in seconds rather than at the
-    /// next scheduled sweep.
+    /// next scheduled sweep. A stream run never waits for a release: what
+    /// it held is handed to the scheduled sweep, and it answers at once.
     pub async fn run(
         &self,
         entries: &[Entry],
@@ -330,7 +328,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         deadline: &Deadline,
     ) -> RelayReport {
         let (mut report, mut run) = self.run_once(entries, mode, held, deadline).await;
-        if self.ordering != Ordering::Strict {
+        if self.ordering != Ordering::Strict || matches!(mode, Mode::Stream) {
             return report;
         }
         let mut seen: HashSet<ItemKey> = entries
@@ -340,60 +338,16 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 _ => None,
             })
             .collect();
-        let mut waits = RELEASE_WAITS.iter();
         loop {
-            let (candidates, origin): (Vec<Entry>, Vec<usize>) = match mode {
-                Mode::Stream => {
-                    let Some(wait) = waits.next() else { break };
-                    let still: (Vec<Entry>, Vec<usize>) = run
-                        .held_entries
-                        .iter()
-                        .filter(|(i, _)| run.outcomes[*i] == RelayOutcome::Deferred)
-                        .filter_map(|(i, behind)| match &entries[*i] {
-                            Entry::Item(item) => {
-                                Some((Entry::Item(recorded_hold(item, behind)), *i))
-                            }
-                            _ => None,
-                        })
-                        .unzip();
-                    if still.0.is_empty() || !deadline.allows(*wait + self.retry.backoff.base) {
-                        break;
-                    }
-                    tokio::time::sleep(*wait).await;
-                    // Only this run's holds are in the set: read them again.
-                    held.clear();
-                    still
-                }
-                Mode::Sweep { .. } => {
-                    let (found, reads, errors) =
-                        self.behind_published(&run, &mut seen, deadline).await;
-                    report.collection_reads += reads;
-                    report.store_errors += errors;
-                    if found.is_empty() {
-                        break;
-                    }
-                    (found, Vec::new())
-                }
-            };
-            if !deadline.allows(self.retry.backoff.base) {
+            let (found, reads, errors) = self.behind_published(&run, &mut seen, deadline).await;
+            report.collection_reads += reads;
+            report.store_errors += errors;
+            if found.is_empty() || !deadline.allows(self.retry.backoff.base) {
                 break;
             }
-            let (round, next) = self.run_once(&candidates, mode, held, deadline).await;
-            report.add_round(round, matches!(mode, Mode::Stream));
-            match mode {
-                // A held event of the stream is one of the original entries:
-                // published now, or still held (whatever else happened to it
-                // in this round, it stays pending and the sweeper has it).
-                Mode::Stream => {
-                    for (k, outcome) in next.outcomes.iter().enumerate() {
-                        if *outcome == RelayOutcome::Published {
-                            run.outcomes[origin[k]] = RelayOutcome::Published;
-                            report.outcomes[origin[k]] = RelayOutcome::Published;
-                        }
-                    }
-                }
-                Mode::Sweep { .. } => run = next,
-            }
+            let (round, next) = self.run_once(&found, mode, held, deadline).await;
+            report.add_round(round);
+            run = next;
         }
         report
     }
@@ -1110,16 +1064,6 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     }
 }
 
-/// Strict ordering, stream mode: how long to wait before each new read of
-/// the events this invocation held (the older event is usually being
-/// published by a concurrent invocation; after these, the sweeper has them).
-const RELEASE_WAITS: [Duration; 4] = [
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_millis(1_000),
-    Duration::from_millis(1_500),
-];
-
 /// Strict ordering: collection reads made at once when reading ahead.
 const READ_AHEAD_AT_ONCE: usize = 25;
 
@@ -1131,15 +1075,6 @@ const OWN_READ_LIMIT: i32 = 2;
 /// this run (after its own guard passed).
 fn published_in(run: &Run, pk: &str, sk: &str) -> bool {
     run.published.iter().any(|k| k.pk == pk && k.sk == sk)
-}
-
-/// `item` as it is in the table once held behind `behind` (so that holding
-/// it again writes nothing).
-fn recorded_hold(item: &OutboxItem, behind: &str) -> OutboxItem {
-    let mut item = item.clone();
-    item.held_behind = Some(behind.to_owned());
-    item.pending_sk = Some(keys::redriven_sk(item.event_id));
-    item
 }
 
 /// The most times one entry is sent in one invocation, over the SDK's

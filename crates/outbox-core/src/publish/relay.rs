@@ -16,7 +16,9 @@
 //!   is sent, when it is known before the call.
 //! - Every call is bounded by the deadline; deletes and bookkeeping writes
 //!   may use [`FINISH_GRACE`] more (inside the margin the handlers keep).
-//! - Published items are deleted at the end, 25 per `BatchWriteItem`.
+//! - Published items are deleted at the end, 25 per `BatchWriteItem`; one
+//!   whose delete fails is handed to the scheduled sweep at once (`!<ulid>`
+//!   pending key, due now), which publishes it again and deletes it.
 //! - One entry is sent at most [`MAX_SENDS_PER_ENTRY`] times per run, the
 //!   SDK's attempts included.
 //! - With `ORDERING=strict`, no event goes out while an older event of its
@@ -412,7 +414,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         if run.sweep() {
             self.hand_over(entries, &mut run).await;
         }
-        let report = self.finish(&run).await;
+        let report = self.finish(entries, &mut run).await;
         (report, run)
     }
 
@@ -479,9 +481,14 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         }
         if held.contains(&item.aggregate_id) {
             // Stream: an earlier event of its aggregate was held in this
-            // invocation; hold this one behind it. Sweep: deferred by the
-            // usual rule (settle_alone).
-            let behind = run.held_at.get(&item.aggregate_id).cloned()?;
+            // invocation, or left pending (poison whose dead-letter write
+            // failed); hold this one behind it. Sweep: the same, or
+            // deferred by the usual rule (settle_alone).
+            let behind = match run.held_at.get(&item.aggregate_id) {
+                Some(behind) => behind.clone(),
+                None if run.sweep() => return None,
+                None => keys::OUTBOX_PREFIX.to_owned(),
+            };
             return Some(self.hold(i, item, &behind, run, held).await);
         }
         if let Mode::Sweep { now, .. } = run.mode {
@@ -922,7 +929,12 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             RelayOutcome::Failed(_) => {
                 tracing::error!(event_id = %item.event_id, "poison event left pending for the sweeper (dead-letter write failed)");
                 run.store_errors += 1;
+                // Its aggregate's later events in the run are held behind
+                // it, as behind a dead letter.
                 held.insert(item.aggregate_id.clone());
+                run.held_at
+                    .entry(item.aggregate_id.clone())
+                    .or_insert_with(|| item.sk.clone());
                 RelayOutcome::Deferred
             }
             other => other,
@@ -930,13 +942,40 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     }
 
     /// Deletes what was published and counts the outcomes.
-    async fn finish(&self, run: &Run) -> RelayReport {
+    /// A published event whose item could not be deleted is handed to the
+    /// scheduled sweep at once (`!<ulid>` pending key, due now, its
+    /// attempts unchanged): the next sweep publishes it again (same event
+    /// id) and deletes it, so that, in strict mode, its aggregate's later
+    /// events are not held behind it until it is stranded.
+    async fn finish(&self, entries: &[Entry], run: &mut Run) -> RelayReport {
         let undeleted = self
             .store
             .delete_published(&run.published, &run.finish)
             .await;
+        let now = crate::envelope::now_utc_millis().unix_timestamp();
         for key in &undeleted {
-            tracing::error!(key = %key, "published event's outbox item not deleted; the sweeper will republish it");
+            tracing::error!(key = %key, "published event's outbox item not deleted; the next scheduled sweep republishes it");
+            let attempts = entries
+                .iter()
+                .find_map(|e| match e {
+                    Entry::Item(item) if item.key() == *key => Some(item.attempts),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            let handed = self
+                .store
+                .record_failure(
+                    key,
+                    attempts,
+                    now,
+                    "published, but its item was not deleted",
+                    &run.finish,
+                )
+                .await;
+            if let Err(e) = handed {
+                tracing::error!(key = %key, error = %e, "could not hand an undeleted event to the scheduled sweep");
+                run.store_errors += 1;
+            }
         }
         let outcomes = run.outcomes.clone();
         let count = |f: fn(&RelayOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();

@@ -223,12 +223,13 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<outbox_core::store::Marked, StoreError> {
         self.inner.claim_pending(key, claim, deadline).await
     }
-    async fn older_events(
+    async fn collection_below(
         &self,
         key: &ItemKey,
+        limit: i32,
         deadline: &Deadline,
-    ) -> Result<Vec<String>, StoreError> {
-        self.inner.older_events(key, deadline).await
+    ) -> Result<outbox_core::store::CollectionRead, StoreError> {
+        self.inner.collection_below(key, limit, deadline).await
     }
     async fn hold(
         &self,

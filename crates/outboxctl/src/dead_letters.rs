@@ -251,12 +251,12 @@ async fn publish_now<S: EventSink>(
     let key = row.key.clone();
     // Any older event of its aggregate still in the table (pending, held or
     // dead-lettered) goes first: strict order, whatever the setting.
-    if !store
-        .older_events(&key, &deadline)
+    // One read from its own key: itself and the nearest older item.
+    let below = store
+        .collection_below(&key, 2, &deadline)
         .await
-        .map_err(fail)?
-        .is_empty()
-    {
+        .map_err(fail)?;
+    if below.about(&key.sk).is_none_or(|g| g.older.is_some()) {
         store
             .release_claim(&key, &claim, None, &deadline)
             .await

@@ -26,7 +26,9 @@
 //! relay ([`Mode::Sweep`]) holds an aggregate after a failure (or behind an
 //! event still backing off) so that its later events never overtake it.
 //! A redriven dead letter (pending sort key `!<ulid>`) sorts first in its
-//! shard whatever its age, so it is due at once; it still waits while an
+//! shard whatever its age, so it is due at once (with `ORDERING=strict`
+//! each page is relayed in creation order again, so that it does not
+//! overtake an older event of its aggregate in the page); it still waits while an
 //! older event of its aggregate is pending (one consistent read of the
 //! aggregate's item collection per redriven event).
 //! Every write is a delete or an update conditioned on the item still
@@ -328,7 +330,16 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             // Strict ordering guards every event in the relay; relaxed
             // ordering only keeps a redriven event behind older pending ones.
             let entries = match self.settings.ordering {
-                Ordering::Strict => page.items.into_iter().map(Entry::from).collect(),
+                Ordering::Strict => {
+                    // Creation order within the page: a `!<ulid>` event
+                    // (held, backing off, redriven) sorts first in the
+                    // index, ahead of the older events of its aggregate
+                    // that keep their normal keys; relayed first, it would
+                    // hold them behind it.
+                    let mut items = page.items;
+                    items.sort_by(|a, b| item_sk(a).cmp(item_sk(b)));
+                    items.into_iter().map(Entry::from).collect()
+                }
                 Ordering::Relaxed => {
                     self.behind_older_events(page.items, now, &mut report, deadline)
                         .await
@@ -457,6 +468,15 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             }
         }
         Some(aggregates.len())
+    }
+}
+
+/// The sort key of a pending item (its creation order within an
+/// aggregate).
+fn item_sk(item: &PendingItem) -> &str {
+    match item {
+        PendingItem::Item(item) => &item.sk,
+        PendingItem::Undecodable { key, .. } => &key.sk,
     }
 }
 

@@ -16,16 +16,24 @@
 //!   is sent, when it is known before the call.
 //! - Every call is bounded by the deadline; deletes and bookkeeping writes
 //!   may use [`FINISH_GRACE`] more (inside the margin the handlers keep).
-//! - Published items are deleted at the end, 25 per `BatchWriteItem`.
+//! - Published items are deleted at the end, 25 per `BatchWriteItem`; one
+//!   whose delete fails is handed to the scheduled sweep at once (`!<ulid>`
+//!   pending key, due now), which publishes it again and deletes it.
 //! - One entry is sent at most [`MAX_SENDS_PER_ENTRY`] times per run, the
 //!   SDK's attempts included.
 //! - With `ORDERING=strict`, no event goes out while an older event of its
-//!   aggregate is in the table: one consistent read of the aggregate's item
-//!   collection guards it (read ahead for the first event of each aggregate
-//!   in the run; none for an aggregate's first event or behind one
-//!   published in the run). A held event is marked and handed to the
-//!   scheduled sweep, and released later in the same run when time allows
-//!   (docs/ordering.md).
+//!   aggregate is in the table, and none is sent again once its item is
+//!   gone: every event is guarded by a consistent read of its aggregate's
+//!   item collection, descending from its own key with a small limit. The
+//!   reads are made ahead, all at once, one per aggregate of the run: from
+//!   its newest event down, so that it covers the run's older events of
+//!   that aggregate too; an event it does not cover gets its own read. An
+//!   event may also go out when the only older item the read shows is an
+//!   event published earlier in this run (nothing sits between them). A
+//!   held event is marked and handed to the scheduled sweep; a stream run
+//!   never waits for it (the sweeper releases it: in the same run when it
+//!   published the older event, else at the next scheduled sweep;
+//!   docs/ordering.md).
 //!
 //! # [`Mode::Stream`] (the publisher)
 //! Lambda redelivers every record from the first reported one, so nothing
@@ -61,7 +69,7 @@ use crate::config::Ordering;
 use crate::item::OutboxItem;
 use crate::keys::{self, ItemKey};
 use crate::retry::{Backoff, Deadline, RetryPolicy};
-use crate::store::{DeadLetter, Marked, OutboxStore, PendingItem};
+use crate::store::{CollectionRead, DeadLetter, Guarded, Marked, OutboxStore, PendingItem};
 
 /// Extra time, past the work deadline, for the deletes and bookkeeping
 /// writes that must follow work already done.
@@ -156,12 +164,18 @@ pub enum RelayOutcome {
     Deferred,
     /// Not tried: after the first failure (stream) or for the deadline.
     NotAttempted,
+    /// Strict ordering: its item was already gone from the table when its
+    /// guard read it (published by another run): not sent again.
+    Gone,
 }
 
 impl RelayOutcome {
     /// Whether the entry needs no retry of the stream record.
     pub fn is_handled(&self) -> bool {
-        matches!(self, Self::Published | Self::DeadLettered | Self::Deferred)
+        matches!(
+            self,
+            Self::Published | Self::DeadLettered | Self::Deferred | Self::Gone
+        )
     }
 }
 
@@ -194,21 +208,23 @@ pub struct RelayReport {
     /// Strict ordering: consistent reads of an item collection (the guard
     /// before an event, the release after one).
     pub collection_reads: usize,
+    /// Strict ordering: events whose item was already gone (published by
+    /// another run), not sent again.
+    pub gone: usize,
 }
 
 impl RelayReport {
-    /// Adds a later round's counts; `again`: its entries were held in an
-    /// earlier round (their holds are not new).
-    fn add_round(&mut self, round: RelayReport, again: bool) {
+    /// Adds a later round's counts (sweep mode: the events found behind
+    /// the ones published).
+    fn add_round(&mut self, round: RelayReport) {
         self.published += round.published;
         self.released += round.published;
         self.dead_lettered += round.dead_lettered;
         self.failed += round.failed;
         self.delete_failed += round.delete_failed;
         self.store_errors += round.store_errors;
-        if !again {
-            self.held += round.held;
-        }
+        self.gone += round.gone;
+        self.held += round.held;
         self.collection_reads += round.collection_reads;
     }
 }
@@ -235,15 +251,12 @@ struct Run {
     strict: bool,
     /// Entries whose guard passed.
     cleared: HashSet<usize>,
-    /// Aggregates with an event published in this run: a later event of
-    /// theirs needs no read (the earlier one passed its guard).
-    published_aggregates: HashSet<String>,
     /// Aggregates held in this run, with the sort key of the event they
     /// are held at (a later event of theirs is held behind it).
     held_at: HashMap<String, String>,
-    /// Strict ordering: the older events of an entry's aggregate, read ahead
-    /// for the first event of each aggregate in the run, all at once.
-    prefetched: HashMap<usize, Vec<String>>,
+    /// Strict ordering: the guard reads made ahead, one per item collection
+    /// (partition key) of the run, from its newest event down.
+    reads: HashMap<String, CollectionRead>,
     /// Sweep mode: the claim this run publishes under.
     claim: Option<crate::store::Claim>,
     /// Entries another sweeper run had claimed (left to it).
@@ -303,14 +316,12 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     /// read and extended, so a caller paging through a shard passes the
     /// same set to every page).
     ///
-    /// With [`Ordering::Strict`], a run goes on after its entries while
-    /// time allows: in stream mode it reads again, after short waits, the
-    /// aggregates of the events it held (a concurrent invocation usually
-    /// publishes the older event within them), and publishes those now
-    /// clear; in sweep mode it reads the item collection of each event it
+    /// With [`Ordering::Strict`], a sweep goes on after its entries while
+    /// time allows: it reads the item collection of each event it
     /// published and relays the pending events behind it (held, or of
     /// another shard), so that they go out in seconds rather than at the
-    /// next scheduled sweep.
+    /// next scheduled sweep. A stream run never waits for a release: what
+    /// it held is handed to the scheduled sweep, and it answers at once.
     pub async fn run(
         &self,
         entries: &[Entry],
@@ -319,7 +330,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         deadline: &Deadline,
     ) -> RelayReport {
         let (mut report, mut run) = self.run_once(entries, mode, held, deadline).await;
-        if self.ordering != Ordering::Strict {
+        if self.ordering != Ordering::Strict || matches!(mode, Mode::Stream) {
             return report;
         }
         let mut seen: HashSet<ItemKey> = entries
@@ -329,60 +340,16 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 _ => None,
             })
             .collect();
-        let mut waits = RELEASE_WAITS.iter();
         loop {
-            let (candidates, origin): (Vec<Entry>, Vec<usize>) = match mode {
-                Mode::Stream => {
-                    let Some(wait) = waits.next() else { break };
-                    let still: (Vec<Entry>, Vec<usize>) = run
-                        .held_entries
-                        .iter()
-                        .filter(|(i, _)| run.outcomes[*i] == RelayOutcome::Deferred)
-                        .filter_map(|(i, behind)| match &entries[*i] {
-                            Entry::Item(item) => {
-                                Some((Entry::Item(recorded_hold(item, behind)), *i))
-                            }
-                            _ => None,
-                        })
-                        .unzip();
-                    if still.0.is_empty() || !deadline.allows(*wait + self.retry.backoff.base) {
-                        break;
-                    }
-                    tokio::time::sleep(*wait).await;
-                    // Only this run's holds are in the set: read them again.
-                    held.clear();
-                    still
-                }
-                Mode::Sweep { .. } => {
-                    let (found, reads, errors) =
-                        self.behind_published(&run, &mut seen, deadline).await;
-                    report.collection_reads += reads;
-                    report.store_errors += errors;
-                    if found.is_empty() {
-                        break;
-                    }
-                    (found, Vec::new())
-                }
-            };
-            if !deadline.allows(self.retry.backoff.base) {
+            let (found, reads, errors) = self.behind_published(&run, &mut seen, deadline).await;
+            report.collection_reads += reads;
+            report.store_errors += errors;
+            if found.is_empty() || !deadline.allows(self.retry.backoff.base) {
                 break;
             }
-            let (round, next) = self.run_once(&candidates, mode, held, deadline).await;
-            report.add_round(round, matches!(mode, Mode::Stream));
-            match mode {
-                // A held event of the stream is one of the original entries:
-                // published now, or still held (whatever else happened to it
-                // in this round, it stays pending and the sweeper has it).
-                Mode::Stream => {
-                    for (k, outcome) in next.outcomes.iter().enumerate() {
-                        if *outcome == RelayOutcome::Published {
-                            run.outcomes[origin[k]] = RelayOutcome::Published;
-                            report.outcomes[origin[k]] = RelayOutcome::Published;
-                        }
-                    }
-                }
-                Mode::Sweep { .. } => run = next,
-            }
+            let (round, next) = self.run_once(&found, mode, held, deadline).await;
+            report.add_round(round);
+            run = next;
         }
         report
     }
@@ -403,7 +370,6 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             batch_end: 0,
             strict: self.ordering == Ordering::Strict,
             cleared: HashSet::new(),
-            published_aggregates: HashSet::new(),
             held_at: HashMap::new(),
             held_entries: Vec::new(),
             collection_reads: 0,
@@ -411,7 +377,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 crate::store::Claim::new(deadline.remaining() + FINISH_GRACE + CLAIM_MARGIN)
             }),
             claimed_elsewhere: HashSet::new(),
-            prefetched: HashMap::new(),
+            reads: HashMap::new(),
         };
         if run.strict {
             self.read_ahead(entries, &mut run, held, deadline).await;
@@ -448,7 +414,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         if run.sweep() {
             self.hand_over(entries, &mut run).await;
         }
-        let report = self.finish(&run).await;
+        let report = self.finish(entries, &mut run).await;
         (report, run)
     }
 
@@ -489,13 +455,16 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     }
 
     /// Strict ordering's guard for entry `i`: `None` when it may go out (no
-    /// older event of its aggregate is in the table, or the older one was
-    /// published in this run); otherwise the entry is held (recorded on
-    /// the item, handed to the sweeper) and its outcome returned.
+    /// older event of its aggregate is in the table, or the nearest older
+    /// one was published in this run, which passed its own guard: nothing
+    /// sits between them); otherwise the entry is held (recorded on the
+    /// item, handed to the sweeper), or found gone, and its outcome
+    /// returned.
     ///
-    /// No read for an aggregate's first event (`aggregateVersion` 1), for
-    /// an event whose aggregate had an event published earlier in this run,
-    /// or (sweep) for an event its aggregate already holds back.
+    /// Every event is read: by the read made ahead for its aggregate when
+    /// that read covers it, or by its own. No read (sweep) for an event its
+    /// aggregate already holds back, nor (stream) for one behind an event of
+    /// its aggregate held in this run: it is held behind that one.
     async fn guard(
         &self,
         i: usize,
@@ -512,14 +481,15 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         }
         if held.contains(&item.aggregate_id) {
             // Stream: an earlier event of its aggregate was held in this
-            // invocation; hold this one behind it. Sweep: deferred by the
-            // usual rule (settle_alone).
-            let behind = run.held_at.get(&item.aggregate_id).cloned()?;
+            // invocation, or left pending (poison whose dead-letter write
+            // failed); hold this one behind it. Sweep: the same, or
+            // deferred by the usual rule (settle_alone).
+            let behind = match run.held_at.get(&item.aggregate_id) {
+                Some(behind) => behind.clone(),
+                None if run.sweep() => return None,
+                None => keys::OUTBOX_PREFIX.to_owned(),
+            };
             return Some(self.hold(i, item, &behind, run, held).await);
-        }
-        if guard_free(item, run) {
-            run.cleared.insert(i);
-            return None;
         }
         if let Mode::Sweep { now, .. } = run.mode {
             if item
@@ -530,15 +500,32 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 return None;
             }
         }
-        let read = match run.prefetched.remove(&i) {
-            Some(older) => Ok(older),
+        let ahead = run.reads.get(&item.pk).and_then(|r| r.about(&item.sk));
+        let read = match ahead {
+            Some(guarded) => Ok(guarded),
             None => {
                 run.collection_reads += 1;
-                self.store.older_events(&item.key(), deadline).await
+                self.store
+                    .collection_below(&item.key(), OWN_READ_LIMIT, deadline)
+                    .await
+                    .map(|read| {
+                        // Two keys from its own: itself and the nearest
+                        // older one, or all there is. A read that says less
+                        // holds it.
+                        read.about(&item.sk).unwrap_or_else(|| Guarded {
+                            present: true,
+                            older: Some(
+                                read.keys
+                                    .last()
+                                    .cloned()
+                                    .unwrap_or_else(|| keys::OUTBOX_PREFIX.to_owned()),
+                            ),
+                        })
+                    })
             }
         };
-        let older = match read {
-            Ok(older) => older,
+        let guarded = match read {
+            Ok(guarded) => guarded,
             Err(e) => {
                 tracing::error!(event_id = %item.event_id, error = %e, "could not read the aggregate's older events");
                 return Some(RelayOutcome::Failed(PublishFailure::new(
@@ -548,22 +535,28 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 )));
             }
         };
-        let published = |sk: &String| run.published.iter().any(|k| k.pk == item.pk && k.sk == *sk);
-        match older.into_iter().rfind(|sk| !published(sk)) {
-            None => {
+        if !guarded.present {
+            tracing::info!(event_id = %item.event_id, "event already gone from the table (published by another run); not sent again");
+            return Some(RelayOutcome::Gone);
+        }
+        match guarded.older {
+            Some(behind) if !published_in(run, &item.pk, &behind) => {
+                Some(self.hold(i, item, &behind, run, held).await)
+            }
+            _ => {
                 run.cleared.insert(i);
                 None
             }
-            Some(behind) => Some(self.hold(i, item, &behind, run, held).await),
         }
     }
 
-    /// Strict ordering: reads, all at once, the older events of the first
-    /// event of each aggregate in `entries` that needs the read (not its
-    /// aggregate's first, aggregate not held, due), so that the guard does
-    /// not cut a batch at every such event. A later event of an aggregate is
-    /// decided when its turn comes (behind one published in this run: no
-    /// read). A read that fails is made again at the event's turn.
+    /// Strict ordering: the guard reads, made all at once before anything
+    /// is sent, so that the guard does not cut a batch at every event: one
+    /// per item collection of `entries` (aggregate not held), from its
+    /// newest event down, its limit one more than the run's events of it
+    /// (due ones, in sweep mode), so that it covers them all when nothing
+    /// else of theirs is in the table. A read that fails is made again at
+    /// the event's turn.
     async fn read_ahead(
         &self,
         entries: &[Entry],
@@ -571,14 +564,13 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         held: &HashSet<String>,
         deadline: &Deadline,
     ) {
-        let mut first: HashSet<&str> = HashSet::new();
-        let mut wanted: Vec<(usize, ItemKey)> = Vec::new();
-        for (i, entry) in entries.iter().enumerate() {
+        // Per collection, in order of first appearance: its newest event
+        // and how many of its events the run has.
+        let mut order: Vec<&str> = Vec::new();
+        let mut newest: HashMap<&str, (ItemKey, i32)> = HashMap::new();
+        for entry in entries {
             let Entry::Item(item) = entry else { continue };
-            if !first.insert(&item.aggregate_id)
-                || item.aggregate_version == Some(1)
-                || held.contains(&item.aggregate_id)
-            {
+            if held.contains(&item.aggregate_id) {
                 continue;
             }
             if let Mode::Sweep { now, .. } = run.mode {
@@ -589,22 +581,32 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                     continue;
                 }
             }
-            wanted.push((i, item.key()));
+            let slot = newest.entry(&item.pk).or_insert_with(|| {
+                order.push(&item.pk);
+                (item.key(), 0)
+            });
+            if item.sk > slot.0.sk {
+                slot.0 = item.key();
+            }
+            slot.1 += 1;
         }
+        let wanted: Vec<(ItemKey, i32)> = order
+            .iter()
+            .filter_map(|pk| newest.get(pk).cloned())
+            .collect();
         for chunk in wanted.chunks(READ_AHEAD_AT_ONCE) {
             if !deadline.allows(self.retry.backoff.base) {
                 return;
             }
-            let reads = futures::future::join_all(
-                chunk
-                    .iter()
-                    .map(|(_, key)| self.store.older_events(key, deadline)),
-            )
+            let reads = futures::future::join_all(chunk.iter().map(|(key, count)| {
+                self.store
+                    .collection_below(key, count.saturating_add(1), deadline)
+            }))
             .await;
             run.collection_reads += chunk.len();
-            for ((i, _), read) in chunk.iter().zip(reads) {
-                if let Ok(older) = read {
-                    run.prefetched.insert(*i, older);
+            for ((key, _), read) in chunk.iter().zip(reads) {
+                if let Ok(read) = read {
+                    run.reads.insert(key.pk.clone(), read);
                 }
             }
         }
@@ -766,7 +768,16 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             }
             if run.strict && !batch.is_empty() && !run.cleared.contains(&j) {
                 let clear = !held.contains(&item.aggregate_id)
-                    && (guard_free(item, run) || run.prefetched.get(&j).is_some_and(Vec::is_empty));
+                    && run
+                        .reads
+                        .get(&item.pk)
+                        .and_then(|r| r.about(&item.sk))
+                        .is_some_and(|g| {
+                            g.present
+                                && g.older
+                                    .as_ref()
+                                    .is_none_or(|o| published_in(run, &item.pk, o))
+                        });
                 if !clear {
                     // Its guard runs first, as the start of the next batch.
                     break;
@@ -854,9 +865,6 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             run.outcomes[*index] = match result {
                 Ok(()) => {
                     run.published.push(item.key());
-                    if run.strict {
-                        run.published_aggregates.insert(item.aggregate_id.clone());
-                    }
                     RelayOutcome::Published
                 }
                 Err(failure) if failure.kind == FailureKind::Poison => {
@@ -921,7 +929,12 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             RelayOutcome::Failed(_) => {
                 tracing::error!(event_id = %item.event_id, "poison event left pending for the sweeper (dead-letter write failed)");
                 run.store_errors += 1;
+                // Its aggregate's later events in the run are held behind
+                // it, as behind a dead letter.
                 held.insert(item.aggregate_id.clone());
+                run.held_at
+                    .entry(item.aggregate_id.clone())
+                    .or_insert_with(|| item.sk.clone());
                 RelayOutcome::Deferred
             }
             other => other,
@@ -929,13 +942,40 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     }
 
     /// Deletes what was published and counts the outcomes.
-    async fn finish(&self, run: &Run) -> RelayReport {
+    /// A published event whose item could not be deleted is handed to the
+    /// scheduled sweep at once (`!<ulid>` pending key, due now, its
+    /// attempts unchanged): the next sweep publishes it again (same event
+    /// id) and deletes it, so that, in strict mode, its aggregate's later
+    /// events are not held behind it until it is stranded.
+    async fn finish(&self, entries: &[Entry], run: &mut Run) -> RelayReport {
         let undeleted = self
             .store
             .delete_published(&run.published, &run.finish)
             .await;
+        let now = crate::envelope::now_utc_millis().unix_timestamp();
         for key in &undeleted {
-            tracing::error!(key = %key, "published event's outbox item not deleted; the sweeper will republish it");
+            tracing::error!(key = %key, "published event's outbox item not deleted; the next scheduled sweep republishes it");
+            let attempts = entries
+                .iter()
+                .find_map(|e| match e {
+                    Entry::Item(item) if item.key() == *key => Some(item.attempts),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            let handed = self
+                .store
+                .record_failure(
+                    key,
+                    attempts,
+                    now,
+                    "published, but its item was not deleted",
+                    &run.finish,
+                )
+                .await;
+            if let Err(e) = handed {
+                tracing::error!(key = %key, error = %e, "could not hand an undeleted event to the scheduled sweep");
+                run.store_errors += 1;
+            }
         }
         let outcomes = run.outcomes.clone();
         let count = |f: fn(&RelayOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
@@ -944,6 +984,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             dead_lettered: count(|o| *o == RelayOutcome::DeadLettered),
             failed: count(|o| matches!(o, RelayOutcome::Failed(_))),
             deferred: count(|o| *o == RelayOutcome::Deferred),
+            gone: count(|o| *o == RelayOutcome::Gone),
             not_attempted: count(|o| *o == RelayOutcome::NotAttempted),
             delete_failed: undeleted.len(),
             store_errors: run.store_errors,
@@ -1062,33 +1103,17 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     }
 }
 
-/// Strict ordering, stream mode: how long to wait before each new read of
-/// the events this invocation held (the older event is usually being
-/// published by a concurrent invocation; after these, the sweeper has them).
-const RELEASE_WAITS: [Duration; 4] = [
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_millis(1_000),
-    Duration::from_millis(1_500),
-];
-
 /// Strict ordering: collection reads made at once when reading ahead.
 const READ_AHEAD_AT_ONCE: usize = 25;
 
-/// Whether `item` may skip strict ordering's read: its aggregate's first
-/// event, or an event whose aggregate had one published earlier in this run
-/// (which passed its own guard).
-fn guard_free(item: &OutboxItem, run: &Run) -> bool {
-    item.aggregate_version == Some(1) || run.published_aggregates.contains(&item.aggregate_id)
-}
+/// Strict ordering: the limit of an event's own guard read: itself and the
+/// nearest older outbox item of its aggregate.
+const OWN_READ_LIMIT: i32 = 2;
 
-/// `item` as it is in the table once held behind `behind` (so that holding
-/// it again writes nothing).
-fn recorded_hold(item: &OutboxItem, behind: &str) -> OutboxItem {
-    let mut item = item.clone();
-    item.held_behind = Some(behind.to_owned());
-    item.pending_sk = Some(keys::redriven_sk(item.event_id));
-    item
+/// Whether the event of sort key `sk` in collection `pk` was published in
+/// this run (after its own guard passed).
+fn published_in(run: &Run, pk: &str, sk: &str) -> bool {
+    run.published.iter().any(|k| k.pk == pk && k.sk == sk)
 }
 
 /// The most times one entry is sent in one invocation, over the SDK's

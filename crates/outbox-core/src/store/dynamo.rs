@@ -12,9 +12,9 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use ulid::Ulid;
 
 use super::{
-    sanitize, AdoptOutcome, AdoptedFrom, Adoption, Claim, Created, Cursor, DeadLetter,
-    DeadLetterPage, DeadLetterRecord, Marked, OutboxStore, Page, PendingItem, PendingQuery,
-    ShardStats, StoreError, MAX_BATCH_WRITE,
+    sanitize, AdoptOutcome, AdoptedFrom, Adoption, Claim, CollectionRead, Created, Cursor,
+    DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OutboxStore, Page, PendingItem,
+    PendingQuery, ShardStats, StoreError, MAX_BATCH_WRITE,
 };
 use crate::aws::{error_code, error_message};
 use crate::config::RecordedSettings;
@@ -933,13 +933,46 @@ impl OutboxStore for DynamoStore {
         .await
     }
 
-    async fn older_events(
+    async fn collection_below(
         &self,
         key: &ItemKey,
+        limit: i32,
         deadline: &Deadline,
-    ) -> Result<Vec<String>, StoreError> {
-        let older = self.older_outbox(key, deadline, "older_events").await?;
-        Ok(older.into_iter().map(|(sk, _)| sk).collect())
+    ) -> Result<CollectionRead, StoreError> {
+        let out = self
+            .call(
+                "collection_below",
+                deadline,
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                    .expression_attribute_names("#pk", self.keys.partition_key.as_str())
+                    .expression_attribute_names("#sk", self.keys.sort_key.as_str())
+                    .expression_attribute_values(":pk", s(key.pk.clone()))
+                    .expression_attribute_values(":lo", s(self.keys.outbox_prefix.as_str()))
+                    .expression_attribute_values(":hi", s(key.sk.clone()))
+                    .projection_expression("#sk")
+                    .scan_index_forward(false)
+                    .limit(limit.max(1))
+                    .consistent_read(true)
+                    .send(),
+            )
+            .await
+            .map_err(|e| e.into_store("collection_below"))?;
+        Ok(CollectionRead {
+            top: key.sk.clone(),
+            keys: out
+                .items()
+                .iter()
+                .filter_map(|item| {
+                    item.get(self.keys.sort_key.as_str())
+                        .and_then(|v| v.as_s().ok())
+                        .cloned()
+                })
+                .collect(),
+            complete: out.last_evaluated_key().is_none(),
+        })
     }
 
     async fn hold(

@@ -11,8 +11,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use ulid::Ulid;
 
 use super::{
-    sanitize, Claim, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked,
-    OutboxStore, Page, PendingItem, PendingQuery, ShardStats, StoreError,
+    sanitize, Claim, CollectionRead, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord,
+    Marked, OutboxStore, Page, PendingItem, PendingQuery, ShardStats, StoreError,
 };
 use crate::config::RecordedSettings;
 use crate::envelope::now_utc_millis;
@@ -368,12 +368,26 @@ impl OutboxStore for MemoryStore {
         }
     }
 
-    async fn older_events(&self, key: &ItemKey, _: &Deadline) -> Result<Vec<String>, StoreError> {
-        Ok(lock(&self.items)
+    async fn collection_below(
+        &self,
+        key: &ItemKey,
+        limit: i32,
+        _: &Deadline,
+    ) -> Result<CollectionRead, StoreError> {
+        let below: Vec<String> = lock(&self.items)
             .values()
-            .filter(|i| i.pk == key.pk && keys::is_outbox_sk(&i.sk) && i.sk < key.sk)
+            .rev()
+            .filter(|i| i.pk == key.pk && keys::is_outbox_sk(&i.sk) && i.sk <= key.sk)
             .map(|i| i.sk.clone())
-            .collect())
+            .collect();
+        let limit = limit.max(1) as usize;
+        Ok(CollectionRead {
+            top: key.sk.clone(),
+            // As DynamoDB: a read that stops at its limit says there may be
+            // more.
+            complete: below.len() < limit,
+            keys: below.into_iter().take(limit).collect(),
+        })
     }
 
     async fn hold(&self, key: &ItemKey, behind: &str, _: &Deadline) -> Result<Marked, StoreError> {

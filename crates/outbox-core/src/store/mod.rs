@@ -258,6 +258,46 @@ pub struct DeadLetterPage {
     pub next: Option<Cursor>,
 }
 
+/// What one guard read ([`OutboxStore::collection_below`]) saw of an item
+/// collection: the outbox sort keys at or below `top`, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CollectionRead {
+    /// The sort key the read started from.
+    pub top: String,
+    /// The outbox sort keys it returned, newest first.
+    pub keys: Vec<String>,
+    /// Whether the collection holds no outbox item below the last of
+    /// `keys` (the read was not cut by its limit).
+    pub complete: bool,
+}
+
+/// What a [`CollectionRead`] proves about one event of the collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guarded {
+    /// The event's own item is still in the table (an event already
+    /// deleted was published: it is not published again).
+    pub present: bool,
+    /// The nearest older outbox item of its aggregate in the table, if any.
+    pub older: Option<String>,
+}
+
+impl CollectionRead {
+    /// What the read proves about the event of sort key `sk`: `None` when
+    /// it does not cover it (`sk` above the read's top, or the read stopped
+    /// at its limit before reaching below `sk`).
+    pub fn about(&self, sk: &str) -> Option<Guarded> {
+        if sk > self.top.as_str() {
+            return None;
+        }
+        let present = self.keys.iter().any(|k| k == sk);
+        let older = self.keys.iter().find(|k| k.as_str() < sk).cloned();
+        if older.is_none() && !self.complete {
+            return None;
+        }
+        Some(Guarded { present, older })
+    }
+}
+
 /// The port the publisher, the sweeper and the operator commands read and
 /// write outbox items through.
 pub trait OutboxStore: Send + Sync {
@@ -354,16 +394,18 @@ pub trait OutboxStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
-    /// Strict ordering's guard: the sort keys of the outbox items in `key`'s
-    /// item collection that are older than it, pending (due, backing off or
-    /// held) or dead-lettered, oldest first. One strongly consistent,
-    /// keys-only `Query` (`SK BETWEEN OUTBOX# AND <key>`): the outbox items
-    /// live beside their aggregate, so no index is read.
-    fn older_events(
+    /// Strict ordering's guard read: the outbox keys of `key`'s item
+    /// collection at or below `key`, newest first, at most `limit` of them
+    /// (`key`'s own, when it is still in the table, and the older ones:
+    /// pending, backing off, held or dead-lettered). One strongly
+    /// consistent, keys-only `Query` (`SK BETWEEN OUTBOX# AND <key>`,
+    /// descending, `Limit`): its cost does not grow with the backlog below.
+    fn collection_below(
         &self,
         key: &ItemKey,
+        limit: i32,
         deadline: &Deadline,
-    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<CollectionRead, StoreError>> + Send;
 
     /// Holds a pending event behind the older event `behind` of its
     /// aggregate (strict ordering): records `heldBehind` and hands it to

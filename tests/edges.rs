@@ -4,21 +4,10 @@
 
 use std::time::Duration;
 
-use testkit::lambda::LambdaFunction;
 use testkit::proxy::Fault;
 use testkit::rig::{scheduled, stream_event, Rig};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
-
-/// The EMF documents a function printed so far.
-fn emf_lines(function: &LambdaFunction) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(function.log())
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("\"_aws\""))
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
 
 /// An OnFailure message whose window covers the last minute.
 fn on_failure_body() -> String {
@@ -70,7 +59,7 @@ async fn statistics_are_all_or_nothing() {
     assert!(failed.is_err(), "the run fails for the Errors alarm");
     rig.proxy.heal();
     rig.invoke(&sweeper, &scheduled()).await;
-    let emf = emf_lines(&sweeper);
+    let emf = sweeper.emf();
     assert_eq!(emf.len(), 2, "{emf:?}");
     assert_eq!(emf[0]["StatsIncomplete"], 1.0);
     assert!(

@@ -339,18 +339,8 @@ async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
     for _ in 0..3 {
         stack.put_event_aged(Duration::from_secs(30)).await;
     }
-    let records = stack.outbox_inserts().await;
-    assert_eq!(records.len(), 3);
-    // The message Lambda sends when it gives the batch up.
-    let message = devkit::on_failure_message(
-        "arn:aws:lambda:us-east-1:123456789012:function:publisher",
-        &stack.stream_arn,
-        "shardId-1",
-        &records,
-        "RetryAttemptsExhausted",
-        11,
-    );
-    let queue = testkit::queue_with(&stack.sdk, "on-failure", &[message.to_string()]).await;
+    assert_eq!(stack.outbox_inserts().await.len(), 3);
+    let queue = on_failure_queue(&stack).await;
     let (bus, _) = stack.bus.clone().unwrap();
 
     let (ok, out, err) = outboxctl(&[
@@ -384,15 +374,7 @@ async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
 async fn redrive_on_failure_exits_non_zero_when_a_message_is_kept() {
     let stack = Stack::with_bus().await;
     stack.put_event_aged(Duration::from_secs(30)).await;
-    let records = stack.outbox_inserts().await;
-    let message = devkit::on_failure_message(
-        "arn:aws:lambda:us-east-1:123456789012:function:publisher",
-        &stack.stream_arn,
-        "shardId-1",
-        &records,
-        "RetryAttemptsExhausted",
-        11,
-    );
+    let message = gave_up(&stack, &stack.outbox_inserts().await);
     let queue = devkit::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
         .await
         .unwrap()
@@ -856,16 +838,7 @@ async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
     assert_eq!(listed.len(), 1, "{out}");
     // A window the mapping gave up on: republished to the recorded sink.
     let event = stack.put_event_aged(Duration::from_secs(30)).await;
-    let records = stack.outbox_inserts().await;
-    let message = devkit::on_failure_message(
-        "arn:aws:lambda:us-east-1:123456789012:function:publisher",
-        &stack.stream_arn,
-        "shardId-1",
-        &records,
-        "RetryAttemptsExhausted",
-        11,
-    );
-    let queue = testkit::queue_with(&stack.sdk, "on-failure", &[message.to_string()]).await;
+    let queue = on_failure_queue(&stack).await;
     let (ok, out, err) = outboxctl(&[
         "redrive-on-failure",
         "--queue",
@@ -946,16 +919,7 @@ async fn with_nothing_recorded_status_and_redrive_on_failure_do_not_guess() {
         "{out}"
     );
 
-    let records = stack.outbox_inserts().await;
-    let message = devkit::on_failure_message(
-        "arn:aws:lambda:us-east-1:123456789012:function:publisher",
-        &stack.stream_arn,
-        "shardId-1",
-        &records,
-        "RetryAttemptsExhausted",
-        11,
-    );
-    let queue = testkit::queue_with(&stack.sdk, "on-failure", &[message.to_string()]).await;
+    let queue = on_failure_queue(&stack).await;
     let (bus, _) = stack.bus.clone().unwrap();
     let (ok, out, err) = outboxctl(&[
         "redrive-on-failure",
@@ -982,4 +946,27 @@ async fn with_nothing_recorded_status_and_redrive_on_failure_do_not_guess() {
         1,
         "the event is still there"
     );
+}
+
+/// The message Lambda sends to the OnFailure destination when it gives up
+/// a batch of `records` of the stack's stream.
+fn gave_up(
+    stack: &Stack,
+    records: &[aws_lambda_events::event::dynamodb::EventRecord],
+) -> serde_json::Value {
+    devkit::on_failure_message(
+        "arn:aws:lambda:us-east-1:123456789012:function:publisher",
+        &stack.stream_arn,
+        "shardId-1",
+        records,
+        "RetryAttemptsExhausted",
+        11,
+    )
+}
+
+/// A queue holding that message for every outbox insert of the stack's
+/// stream so far.
+async fn on_failure_queue(stack: &Stack) -> String {
+    let message = gave_up(stack, &stack.outbox_inserts().await);
+    testkit::queue_with(&stack.sdk, "on-failure", &[message.to_string()]).await
 }

@@ -87,7 +87,10 @@ async fn meta_remove_and_modify_records_are_ignored() {
     let publisher = publisher(sink, &stack);
     let report = publisher.process(first, &far_deadline()).await.unwrap();
     assert_eq!(report.published, 2);
-    assert_eq!(report.skipped, 2, "the two META inserts");
+    assert_eq!(
+        report.skipped, 4,
+        "the two META inserts and the stack's two settings records"
+    );
 
     // Now the stream holds the publisher's own REMOVEs; add a MODIFY.
     let meta = stack.items().await.into_iter().next().unwrap();
@@ -521,7 +524,11 @@ async fn another_regions_items_are_ignored_never_dead_lettered() {
         .iter()
         .map(|r| filters.matches(&serde_json::to_value(r).unwrap()))
         .collect();
-    assert_eq!(admitted, [false, true, true], "theirs, ours, unmarked");
+    assert_eq!(
+        admitted,
+        [false, false, false, true, true],
+        "the stack's two settings records, theirs, ours, unmarked"
+    );
 
     let (sink, _) = stack.eventbridge_sink();
     let mut publisher = publisher(sink, &stack);

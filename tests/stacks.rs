@@ -50,16 +50,6 @@ impl Outbox {
     }
 }
 
-/// The EMF documents a function printed so far.
-fn emf(function: &LambdaFunction) -> Vec<Value> {
-    std::fs::read_to_string(function.log())
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("\"_aws\""))
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 /// An alarm on an outbox metric, resolved for one stack.
 #[derive(Debug)]
 struct Alarm {
@@ -173,8 +163,8 @@ async fn two_stacks_in_one_account_see_only_their_own_dead_letters() {
 
     // Each stack's documents carry its own name, and nothing else does.
     for (outbox, dead_lettered) in [(&one, 1.0), (&two, 0.0)] {
-        let publisher = emf(&outbox.publisher);
-        let sweeper = emf(&outbox.sweeper);
+        let publisher = outbox.publisher.emf();
+        let sweeper = outbox.sweeper.emf();
         assert!(
             !publisher.is_empty() && sweeper.len() == 1,
             "{publisher:?} {sweeper:?}"
@@ -223,9 +213,10 @@ async fn two_stacks_in_one_account_see_only_their_own_dead_letters() {
     let documents: Vec<(&str, Value)> = [&one, &two]
         .into_iter()
         .flat_map(|o| {
-            emf(&o.publisher)
+            o.publisher
+                .emf()
                 .into_iter()
-                .chain(emf(&o.sweeper))
+                .chain(o.sweeper.emf())
                 .map(move |d| (o.name.as_str(), d))
         })
         .collect();

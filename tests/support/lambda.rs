@@ -156,6 +156,16 @@ impl LambdaFunction {
         UNIX_EPOCH + Duration::from_millis(self.last_deadline_ms.load(Ordering::SeqCst))
     }
 
+    /// The EMF documents its processes printed so far.
+    pub fn emf(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.spec.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"_aws\""))
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     /// Kills whatever process runs this function at the time of the call.
     pub fn killer(&self) -> Killer {
         Killer(self.pid.clone())

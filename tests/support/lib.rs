@@ -32,7 +32,6 @@ use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
-use devkit::MappingSettings;
 use devkit::StreamCursor;
 use devkit::{self, Subscriber};
 use devkit::{Invoker, OnFailure, Pump};
@@ -405,15 +404,19 @@ pub fn context_with_deadline(after: Duration) -> lambda_runtime::Context {
     context
 }
 
-/// Whether a stream record is the insert of an outbox item.
-pub fn is_outbox_insert(record: &aws_lambda_events::event::dynamodb::EventRecord) -> bool {
+/// Whether a stream record is the insert of an outbox item of a table
+/// keyed as `keys` names it.
+pub fn is_outbox_insert(
+    keys: &outbox_core::KeySchema,
+    record: &aws_lambda_events::event::dynamodb::EventRecord,
+) -> bool {
     record.event_name == "INSERT"
         && record
             .change
             .keys
-            .get("SK")
+            .get(&keys.sort_key)
             .and_then(|v| serde_json::to_value(v).ok())
-            .and_then(|v| v["S"].as_str().map(|s| s.starts_with("OUTBOX#")))
+            .and_then(|v| v["S"].as_str().map(|s| s.starts_with(&keys.outbox_prefix)))
             .unwrap_or(false)
 }
 

@@ -234,7 +234,8 @@ impl Stack {
         )
     }
 
-    /// Every item in the table. The harness's own read, with a patient
+    /// Every item in the table but the stack's settings records. The
+    /// harness's own read, with a patient
     /// client: a page of a 20,000-order table on a loaded machine can take
     /// longer than the functions' 12 s operation timeout (two 20,000-order
     /// chaos runs died on it, after their faults and sweeps, before their
@@ -250,7 +251,21 @@ impl Stack {
                 )
                 .build(),
         );
-        devkit::scan_all(&patient, &self.table).await.expect("scan")
+        devkit::scan_all(&patient, &self.table)
+            .await
+            .expect("scan")
+            .into_iter()
+            .filter(|item| !self.is_settings_record(item))
+            .collect()
+    }
+
+    /// Whether `item` is one of the stack's settings records (the functions'
+    /// cold-start record, not a test's data).
+    pub fn is_settings_record(&self, item: &Item) -> bool {
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok());
+        text(&self.keys.partition_key).map(String::as_str) == Some(outbox_core::keys::SETTINGS_PK)
+            && text(&self.keys.sort_key)
+                .is_some_and(|sk| sk.starts_with(outbox_core::keys::STACK_SETTINGS_PREFIX))
     }
 
     /// Every outbox item as stored (a poison item too).
@@ -467,8 +482,9 @@ impl Stack {
         on_failure: Option<&str>,
         pattern: Option<String>,
     ) -> Pump<I> {
-        let mut mapping = MappingSettings::from_template(&root().join(devkit::OUTBOX_TEMPLATE))
-            .expect("template mapping");
+        // The mapping as this stack deploys it (its filter from its key
+        // schema's names and its region).
+        let mut mapping = self.deployment.mapping().expect("template mapping");
         if let Some(pattern) = pattern {
             mapping.patterns = vec![pattern];
         }
@@ -544,7 +560,7 @@ impl Stack {
             .await
             .expect("stream")
             .into_iter()
-            .filter(is_outbox_insert)
+            .filter(|r| is_outbox_insert(&self.keys, r))
             .collect()
     }
 

@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::template::{Resolved, Resolver, TemplateError, EXAMPLE_TEMPLATE, OUTBOX_TEMPLATE};
+use crate::template::{
+    MappingSettings, Resolved, Resolver, TemplateError, EXAMPLE_TEMPLATE, OUTBOX_TEMPLATE,
+};
 
 /// A function of the stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -219,6 +221,36 @@ impl LocalDeployment {
             )?
             .function_environment(function.logical_id())
         }
+    }
+
+    /// The publisher's stream mapping as this stack deploys it: its
+    /// settings, and its filter patterns evaluated with the stack's
+    /// parameters (its key schema's names, its region).
+    pub fn mapping(&self) -> Result<MappingSettings, TemplateError> {
+        let path = self.root.join(OUTBOX_TEMPLATE);
+        let mut mapping = MappingSettings::from_template_in(&path, &self.region)?;
+        let template = Resolved::read(&path, self.resolver(self.reusable_parameters()?))?;
+        let filters = template.document()["Resources"][Function::Publisher.logical_id()]
+            ["Properties"]["Events"]
+            .as_mapping()
+            .and_then(|events| {
+                events
+                    .values()
+                    .find(|e| e.get("Type").and_then(|t| t.as_str()) == Some("DynamoDB"))
+            })
+            .and_then(|e| e["Properties"]["FilterCriteria"]["Filters"].as_sequence())
+            .ok_or_else(|| TemplateError::Shape("the publisher's mapping has no filters".into()))?;
+        let mut patterns = Vec::new();
+        for filter in filters {
+            // A filter is `{Pattern: …}` or an `!If` choosing one (or none).
+            let chosen = template.choose(filter)?;
+            if let Some(pattern) = chosen.and_then(|f| f.get("Pattern").cloned()) {
+                patterns.extend(template.evaluate(&pattern)?);
+            }
+        }
+        mapping.patterns = patterns;
+        mapping.filters()?;
+        Ok(mapping)
     }
 
     /// [`LocalDeployment::env`] as a list, for a process's environment.

@@ -368,6 +368,36 @@ impl Resolved {
         self.eval(value).map_err(TemplateError::Shape)
     }
 
+    /// `value`, or the branch its `!If` chooses (`None` for
+    /// `AWS::NoValue`).
+    pub fn choose(&self, value: &Value) -> Result<Option<Value>, TemplateError> {
+        let argument = match intrinsic(value) {
+            Some((function, argument)) if function == "Fn::If" => argument,
+            _ => return Ok(Some(value.clone())),
+        };
+        let branches = argument
+            .as_sequence()
+            .ok_or_else(|| TemplateError::Shape("!If without a list".into()))?;
+        let (Some(condition), Some(yes), Some(no)) = (
+            branches.first().and_then(Value::as_str),
+            branches.get(1),
+            branches.get(2),
+        ) else {
+            return Err(TemplateError::Shape(
+                "!If needs a condition and two branches".into(),
+            ));
+        };
+        let branch = if self.condition(condition).map_err(TemplateError::Shape)? {
+            yes
+        } else {
+            no
+        };
+        match intrinsic(branch) {
+            Some((f, a)) if f == "Ref" && a.as_str() == Some("AWS::NoValue") => Ok(None),
+            _ => Ok(Some(branch.clone())),
+        }
+    }
+
     fn parameter(&self, name: &str) -> Result<Option<String>, String> {
         match name {
             "AWS::NoValue" => return Ok(None),

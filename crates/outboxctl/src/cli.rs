@@ -21,12 +21,6 @@ use crate::stack::{Origin, Stack};
 pub struct Cli {
     #[command(flatten)]
     aws: AwsArgs,
-    /// Override one of the stack's recorded settings, by its variable's
-    /// name (`HOME_REGION=eu-west-1`, `OUTBOX_PREFIX=evt#`, `ORDERING=strict`);
-    /// repeatable. With nothing recorded in the table, the settings are
-    /// this environment's variables, these on top.
-    #[arg(long = "setting", value_name = "NAME=VALUE", global = true, value_parser = setting)]
-    settings: Vec<(String, String)>,
     #[command(subcommand)]
     command: Command,
 }
@@ -191,12 +185,18 @@ enum DeadLetters {
     },
 }
 
-/// The table.
+/// The table, and overrides of the settings its stack recorded there.
 #[derive(Debug, Args)]
 struct TableArg {
     /// The stack's table.
     #[arg(long)]
     table: String,
+    /// Override one of the stack's recorded settings, by its variable's
+    /// name (`HOME_REGION=eu-west-1`, `OUTBOX_PREFIX=evt#`, `ORDERING=strict`);
+    /// repeatable. With nothing recorded in the table, the settings are
+    /// this environment's variables, these on top.
+    #[arg(long = "setting", value_name = "NAME=VALUE", value_parser = setting)]
+    settings: Vec<(String, String)>,
 }
 
 /// JSON output.
@@ -395,11 +395,9 @@ async fn sdk_config(options: &AwsArgs) -> SdkConfig {
 pub async fn run(cli: Cli) -> Result<(), String> {
     let sdk = sdk_config(&cli.aws).await;
     let profile = cli.aws.profile.clone();
-    let overrides = cli.settings;
     let stack = |table: TableArg| {
         let sdk = sdk.clone();
-        let overrides = overrides.clone();
-        async move { Stack::load(&sdk, &table.table, &overrides).await }
+        async move { Stack::load(&sdk, &table.table, &table.settings).await }
     };
     match cli.command {
         Command::Status { table, json } => {
@@ -427,7 +425,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             // The table's recorded key schema when it can be read; else
             // (no such table, say) the environment's, and the doctor
             // reports what it finds.
-            let keys = match Stack::load(&sdk, &table.table, &overrides).await {
+            let keys = match Stack::load(&sdk, &table.table, &table.settings).await {
                 Ok(stack) => stack.keys().clone(),
                 Err(_) => outbox_core::KeySchema::from_lookup(|k| std::env::var(k).ok())
                     .map_err(|e| e.to_string())?,
@@ -590,6 +588,23 @@ mod tests {
         };
         let settings = flags.resolve(None).unwrap();
         assert!(settings.fifo && settings.sink == "sns");
+        // Recorded settings overridden by their variables' names; an
+        // unknown name or a missing value is refused.
+        let cli =
+            parse("status --table t --setting HOME_REGION=eu-west-1 --setting ORDERING=strict")
+                .unwrap();
+        let Command::Status { table, .. } = cli.command else {
+            panic!("status")
+        };
+        assert_eq!(
+            table.settings,
+            vec![
+                ("HOME_REGION".to_owned(), "eu-west-1".to_owned()),
+                ("ORDERING".to_owned(), "strict".to_owned())
+            ]
+        );
+        assert!(parse("status --table t --setting BOGUS=1").is_err());
+        assert!(parse("status --table t --setting HOME_REGION").is_err());
         // AWS options anywhere.
         assert!(parse("status --table t --region eu-west-1").is_ok());
         let help = parse("--help").unwrap_err();

@@ -353,6 +353,7 @@ async fn lowering_the_shard_count_strands_nothing() {
             aggregate_id: Some(&high.aggregate_id),
             reason: "test",
             attempts: None,
+            claim: None,
         },
         &far_deadline(),
     )

@@ -184,10 +184,11 @@ impl OutboxStore for CrashBeforeDelete {
         attempts: u32,
         next: i64,
         error: &str,
+        claim: Option<&str>,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
         self.inner
-            .record_failure(key, attempts, next, error, deadline)
+            .record_failure(key, attempts, next, error, claim, deadline)
             .await
     }
     fn configured_shards(&self) -> u16 {
@@ -235,9 +236,17 @@ impl OutboxStore for CrashBeforeDelete {
         &self,
         key: &ItemKey,
         behind: &str,
+        claim: Option<&str>,
         deadline: &Deadline,
     ) -> Result<outbox_core::store::Marked, StoreError> {
-        self.inner.hold(key, behind, deadline).await
+        self.inner.hold(key, behind, claim, deadline).await
+    }
+    async fn make_due(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+    ) -> Result<outbox_core::store::Marked, StoreError> {
+        self.inner.make_due(key, deadline).await
     }
     async fn newer_pending(
         &self,

@@ -398,6 +398,7 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
                 aggregate_id: Some(&text(letter, "aggregateId")),
                 reason: "the sink stayed down",
                 attempts: Some(12),
+                claim: None,
             },
             &testkit::far_deadline(),
         )

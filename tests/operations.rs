@@ -970,3 +970,69 @@ async fn on_failure_queue(stack: &Stack) -> String {
     let message = gave_up(stack, &stack.outbox_inserts().await);
     testkit::queue_with(&stack.sdk, "on-failure", &[message.to_string()]).await
 }
+
+/// #39 item 5: `redrive-on-failure` honours the stack's ordering, read
+/// from the recorded settings. A stack on EventBridge (relaxed by
+/// default) deployed with `Ordering=strict`: the window covers A2 only,
+/// while A1, older (outside the window's lead), is still pending. Strict
+/// holds A2 behind A1 and publishes nothing; relaxed, the control,
+/// publishes A2 ahead of A1.
+#[tokio::test]
+async fn redrive_on_failure_honours_the_stacks_ordering() {
+    for ordering in ["strict", "relaxed"] {
+        let mut stack = Stack::with_bus().await;
+        // The parameter under test.
+        stack.deployment = stack
+            .deployment
+            .clone()
+            .with_parameter("Ordering", ordering);
+        stack.record_settings().await;
+        let a1 = stack
+            .put_aggregate_event("a", 1, Duration::from_secs(3_600), 0, 8)
+            .await;
+        let a2 = stack
+            .put_aggregate_event("a", 2, Duration::from_secs(30), 0, 8)
+            .await;
+        let a2_record: Vec<_> = stack
+            .outbox_inserts()
+            .await
+            .into_iter()
+            .filter(|r| {
+                serde_json::to_value(&r.change.keys).unwrap_or_default()[outbox_core::keys::SK]["S"]
+                    == a2.sk.as_str()
+            })
+            .collect();
+        assert_eq!(a2_record.len(), 1);
+        let queue = testkit::queue_with(
+            &stack.sdk,
+            "on-failure",
+            &[gave_up(&stack, &a2_record).to_string()],
+        )
+        .await;
+        let (bus, _) = stack.bus.clone().unwrap();
+        let (ok, out, err) = outboxctl(&[
+            "redrive-on-failure",
+            "--queue",
+            &queue,
+            "--table",
+            &stack.table,
+            "--bus",
+            &bus,
+            "--json",
+        ]);
+        assert!(ok, "{ordering}: {err}");
+        let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let received = stack.drain_subscriber().await;
+        let left = stack.outbox_items().await;
+        if ordering == "strict" {
+            assert_eq!(json["republished"], 0, "{out}");
+            assert!(received.is_empty(), "A2 waits for A1");
+            let held = left.iter().find(|i| i.event_id == a2.event_id).unwrap();
+            assert_eq!(held.held_behind.as_deref(), Some(a1.sk.as_str()));
+        } else {
+            assert_eq!(json["republished"], 1, "{out}");
+            assert_eq!(received.len(), 1, "relaxed: A2 goes out before A1");
+            assert_eq!(left.len(), 1);
+        }
+    }
+}

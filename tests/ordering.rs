@@ -9,7 +9,10 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use outbox_core::keys;
+use outbox_core::retry::Deadline;
+use outbox_core::store::{Claim, Marked, OutboxStore};
 use outbox_core::OutboxItem;
 use testkit::proxy::Fault;
 use testkit::rig::{scheduled, stream_event, Rig};
@@ -201,6 +204,10 @@ async fn a_dead_letter_parks_its_aggregate_until_redriven_or_discarded() {
             ),
             ("a", 2)
         );
+
+        // Releasing it would publish A2 and A3 before A1: refused.
+        let (ok, _, err) = testkit::outboxctl(&["release", "--table", &rig.stack.table, "a"]);
+        assert!(!ok && err.contains("waits behind its dead letter"), "{err}");
 
         // A scheduled sweep publishes nothing while A1 is a dead letter,
         // and counts the parked aggregate (ParkedAggregates).
@@ -450,4 +457,205 @@ async fn a_failed_delete_does_not_stall_its_aggregate() {
     rig.invoke(&sweeper, &scheduled()).await;
     assert_eq!(rig.received("a").await, vec![1, 2]);
     assert!(rig.stack.outbox_items().await.is_empty());
+}
+
+/// Sets `attribute` of `item` to the number `value`, as time would have:
+/// the tests below stand for a hold older than the sweep period (5
+/// minutes at the template's default) without waiting for it.
+async fn set_number(rig: &Rig, item: &OutboxItem, attribute: &str, value: i64) {
+    rig.stack
+        .ddb
+        .update_item()
+        .table_name(&rig.stack.table)
+        .set_key(Some(rig.stack.keys.key(&item.key())))
+        .update_expression("SET #a = :v")
+        .expression_attribute_names("#a", attribute)
+        .expression_attribute_values(":v", AttributeValue::N(value.to_string()))
+        .send()
+        .await
+        .expect("update item");
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// #39 item 4: nothing stalls silently. A1 backs off for an hour (a sweep
+/// attempt failed); A2, held behind it by the publisher, has been held for
+/// longer than the sweep period: the scheduled sweep counts its aggregate
+/// as parked, `outboxctl status` lists it (held behind A1, since when),
+/// and `outboxctl release` makes both due now: the next scheduled sweep
+/// publishes A1 then A2. A release of an aggregate that is not parked is
+/// refused.
+#[tokio::test]
+async fn an_aggregate_held_past_the_sweep_period_is_parked_listed_and_released() {
+    let rig = Rig::new().await;
+    let publisher = rig.function("publisher", "strict", &[]);
+    let sweeper = rig.function("sweeper", "strict", &[]);
+    let a1 = rig.event("a", 1, 8).await;
+    // The write a sweeper attempt that failed makes (backoff of an hour).
+    rig.stack
+        .store()
+        .record_failure(
+            &a1.key(),
+            1,
+            now() + 3_600,
+            "InternalError: the sink is down",
+            None,
+            &Deadline::after(Duration::from_secs(30)),
+        )
+        .await
+        .expect("record a failed attempt");
+    rig.event("a", 2, 8).await;
+    let a2_record = rig.stack.outbox_inserts().await.remove(1);
+    rig.invoke(&publisher, &stream_event(vec![a2_record])).await;
+    let a2 = rig
+        .stack
+        .outbox_items()
+        .await
+        .into_iter()
+        .find(|i| i.aggregate_version == Some(2))
+        .expect("A2 pending");
+    assert_eq!(a2.held_behind.as_deref(), Some(a1.sk.as_str()));
+    let since = a2.held_since.expect("heldSince recorded");
+    assert!((now() - since).abs() < 60, "held now: {since}");
+
+    // Held for less than the sweep period: not parked yet.
+    let answer = rig.invoke(&sweeper, &scheduled()).await;
+    let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(report["parkedAggregates"], 0, "{report}");
+
+    set_number(&rig, &a2, "heldSince", now() - 600).await;
+    let answer = rig.invoke(&sweeper, &scheduled()).await;
+    let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(report["parkedAggregates"], 1, "{report}");
+    assert!(rig.received("a").await.is_empty(), "A1 backs off, A2 waits");
+
+    let table = rig.stack.table.clone();
+    let (ok, out, err) = testkit::outboxctl(&["status", "--table", &table, "--json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let parked = &status["parked"];
+    assert_eq!(parked.as_array().map(Vec::len), Some(1), "{status}");
+    assert_eq!(parked[0]["aggregateId"], "a");
+    assert_eq!(parked[0]["held"], a2.event_id.to_string());
+    assert_eq!(parked[0]["heldBehind"], a1.event_id.to_string());
+    assert_eq!(parked[0]["deadLetter"], serde_json::Value::Null);
+    assert!(parked[0]["heldSince"].is_string(), "{status}");
+    let (ok, out, _) = testkit::outboxctl(&["status", "--table", &table]);
+    assert!(ok && out.contains("parked aggregate"), "{out}");
+
+    let (ok, out, err) = testkit::outboxctl(&["release", "--table", &table, "a", "--json"]);
+    assert!(ok, "{err}");
+    let released: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        released["released"]
+            .as_array()
+            .map(|r| r.iter().filter(|e| e["outcome"] == "released").count()),
+        Some(2),
+        "{out}"
+    );
+    assert!(err.contains("parked aggregate released"), "audit: {err}");
+
+    rig.invoke(&sweeper, &scheduled()).await;
+    assert_eq!(rig.received("a").await, vec![1, 2]);
+    assert!(rig.stack.outbox_items().await.is_empty());
+    let (ok, _, err) = testkit::outboxctl(&["release", "--table", &table, "a"]);
+    assert!(!ok && err.contains("is not parked"), "{err}");
+}
+
+/// #39 item 5: a claim is cleared only by its owner. A sweeper run has
+/// claimed A2 and is publishing it; the publisher, which gets A2's stream
+/// record while A1 is pending, would hold it: the hold leaves the live
+/// claim alone (so no second sweeper run can claim A2 while the first one
+/// publishes it).
+#[tokio::test]
+async fn a_hold_leaves_another_runs_live_claim_alone() {
+    let rig = Rig::new().await;
+    let publisher = rig.function("publisher", "strict", &[]);
+    rig.event("a", 1, 8).await;
+    let a2 = rig.event("a", 2, 8).await;
+    let claim = Claim::new(Duration::from_secs(300));
+    let claimed = rig
+        .stack
+        .store()
+        .claim_pending(&a2.key(), &claim, &Deadline::after(Duration::from_secs(30)))
+        .await
+        .expect("claim");
+    assert_eq!(claimed, Marked::Updated);
+    let a2_record = rig.stack.outbox_inserts().await.remove(1);
+    rig.invoke(&publisher, &stream_event(vec![a2_record])).await;
+    let after = rig
+        .stack
+        .outbox_items()
+        .await
+        .into_iter()
+        .find(|i| i.event_id == a2.event_id)
+        .expect("A2 pending");
+    assert_eq!(after.claim_token.as_deref(), Some(claim.token.as_str()));
+    assert_eq!(
+        after.held_behind, None,
+        "not held under another run's claim"
+    );
+    assert!(rig.received("a").await.is_empty());
+}
+
+/// #39 item 5: on a global table only an event's home region releases or
+/// claims it. A1 (this region's) is due; A2 of the same aggregate was
+/// written in another region (its home region and pending keys are that
+/// region's, replicated here). This region's sweeper publishes A1 and
+/// leaves A2 to its region, and a claim on A2 from here is refused.
+#[tokio::test]
+async fn another_regions_event_is_neither_released_nor_claimed_here() {
+    let rig = Rig::new().await;
+    let sweeper = rig.function("sweeper", "strict", &[]);
+    let deadline = Deadline::after(Duration::from_secs(30));
+    let a1 = rig.event("a", 1, 8).await;
+    let a2 = rig.event("a", 2, 8).await;
+    assert_eq!(a2.home_region.as_deref(), Some("us-east-1"));
+    // As eu-west-1's writer wrote it.
+    let elsewhere = rig
+        .stack
+        .keys
+        .clone()
+        .with_home_region(Some("eu-west-1".into()));
+    rig.stack
+        .ddb
+        .update_item()
+        .table_name(&rig.stack.table)
+        .set_key(Some(rig.stack.keys.key(&a2.key())))
+        .update_expression("SET #home = :home, #ppk = :ppk")
+        .expression_attribute_names("#home", keys::attr::HOME_REGION)
+        .expression_attribute_names("#ppk", rig.stack.keys.pending_partition_key.as_str())
+        .expression_attribute_values(":home", AttributeValue::S("eu-west-1".into()))
+        .expression_attribute_values(
+            ":ppk",
+            AttributeValue::S(elsewhere.pending_pk(keys::shard_of("a", 8))),
+        )
+        .send()
+        .await
+        .expect("make A2 another region's");
+    // A1 due now, in the scheduled sweep's hands (as `outboxctl release`
+    // leaves it).
+    rig.stack
+        .store()
+        .make_due(&a1.key(), &deadline)
+        .await
+        .expect("A1 due");
+
+    rig.invoke(&sweeper, &scheduled()).await;
+    assert_eq!(rig.received("a").await, vec![1], "A2 is eu-west-1's");
+    let left = rig.stack.outbox_items().await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].event_id, a2.event_id);
+    assert_eq!(left[0].claim_token, None, "not claimed here");
+    let claim = Claim::new(Duration::from_secs(300));
+    assert_eq!(
+        rig.stack
+            .store()
+            .claim_pending(&a2.key(), &claim, &deadline)
+            .await
+            .expect("claim"),
+        Marked::Gone
+    );
 }

@@ -319,6 +319,7 @@ async fn a_redriven_event_waits_behind_an_older_pending_event_of_its_aggregate()
             aggregate_id: Some(&item.aggregate_id),
             reason: "test",
             attempts: None,
+            claim: None,
         };
         store.dead_letter(letter, &far_deadline()).await.unwrap();
     }

@@ -260,7 +260,7 @@ async fn the_pattern_against_real_stream_records() {
     let a2 = stack
         .put_aggregate_event("held", 2, Duration::ZERO, 1, 8)
         .await;
-    outbox_core::store::OutboxStore::hold(&stack.store(), &a2.key(), &a1.sk, &far_deadline())
+    outbox_core::store::OutboxStore::hold(&stack.store(), &a2.key(), &a1.sk, None, &far_deadline())
         .await
         .unwrap();
     // The publisher: its deletes (REMOVE).

@@ -100,6 +100,7 @@ pub const VARIABLES: &[&str] = &[
     "MAX_ATTEMPTS",
     "RETRY_BASE_SECONDS",
     "SWEEP_PAGE_SIZE",
+    "SWEEP_SCHEDULE",
     "MAX_EVENT_BYTES",
     "ORDERING",
     "PARTITION_KEY",
@@ -179,6 +180,7 @@ impl RecordedSettings {
 /// | `MAX_ATTEMPTS` | `12` | sweeper |
 /// | `RETRY_BASE_SECONDS` | `60` (1–3600) | sweeper (first persisted backoff; doubles to 6 h) |
 /// | `SWEEP_PAGE_SIZE` | `100` (1–1000) | sweeper |
+/// | `SWEEP_SCHEDULE` | `rate(5 minutes)` (the template's `SweepSchedule`) | sweeper: an aggregate held longer than its period is parked; a `cron(...)` schedule counts as one hour |
 /// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB; with SNS at most the topic's `MaximumMessageSize` (checked at cold start) | writer (size check), publisher, sweeper (batches) |
 /// | `ORDERING` | `strict` for an SNS FIFO topic, `relaxed` otherwise | publisher, sweeper |
 /// | `PARTITION_KEY`, `SORT_KEY`, `OUTBOX_PREFIX`, `PENDING_INDEX`, `PENDING_INDEX_PARTITION_KEY`, `PENDING_INDEX_SORT_KEY`, `DEAD_LETTER_INDEX`, `DEAD_LETTER_INDEX_PARTITION_KEY`, `DEAD_LETTER_INDEX_SORT_KEY`, `TTL_ATTRIBUTE` | `PK`, `SK`, `OUTBOX#`, `GSI1`, `GSI1PK`, `GSI1SK`, `GSI2`, `GSI2PK`, `GSI2SK`, `expiresAt` | all ([`crate::keys::KeySchema`]) |
@@ -202,6 +204,9 @@ pub struct Config {
     pub retry_base: Duration,
     /// `SWEEP_PAGE_SIZE`: items per page of the pending index.
     pub sweep_page_size: i32,
+    /// The period of `SWEEP_SCHEDULE`: an aggregate held longer than this
+    /// is parked (strict ordering).
+    pub sweep_period: Duration,
     /// Largest event entry (and sink call) the sink accepts, in bytes.
     pub max_event_bytes: usize,
     /// `ORDERING`: whether an aggregate's event waits for every older one.
@@ -210,6 +215,29 @@ pub struct Config {
     /// `OUTBOX_PREFIX`, the two indexes, `TTL_ATTRIBUTE`:
     /// [`crate::keys::KeySchema`]).
     pub keys: crate::keys::KeySchema,
+}
+
+/// The period of the template's default sweep schedule, `rate(5 minutes)`.
+pub(crate) const DEFAULT_SWEEP_PERIOD: Duration = Duration::from_secs(300);
+
+/// The period of an EventBridge schedule expression: `rate(<n> <unit>)`
+/// exactly; a `cron(...)` expression, whose gaps vary, counts as one hour.
+/// `None` for anything else.
+pub(crate) fn schedule_period(expression: &str) -> Option<Duration> {
+    let expression = expression.trim();
+    if expression.starts_with("cron(") && expression.ends_with(')') {
+        return Some(Duration::from_secs(3_600));
+    }
+    let inner = expression.strip_prefix("rate(")?.strip_suffix(')')?;
+    let (count, unit) = inner.trim().split_once(' ')?;
+    let count: u64 = count.parse().ok().filter(|c| *c > 0)?;
+    let unit = match unit.trim() {
+        "minute" | "minutes" => 60,
+        "hour" | "hours" => 3_600,
+        "day" | "days" => 86_400,
+        _ => return None,
+    };
+    Some(Duration::from_secs(count.checked_mul(unit)?))
 }
 
 /// Order per aggregate (`ORDERING`).
@@ -301,6 +329,16 @@ impl Config {
             max_attempts: number(&get, "MAX_ATTEMPTS", 12, 1, 1_000)?,
             retry_base: Duration::from_secs(number(&get, "RETRY_BASE_SECONDS", 60, 1, 3_600)?),
             sweep_page_size: number(&get, "SWEEP_PAGE_SIZE", 100, 1, 1_000)?,
+            sweep_period: match get("SWEEP_SCHEDULE") {
+                None => DEFAULT_SWEEP_PERIOD,
+                Some(schedule) => schedule_period(&schedule).ok_or_else(|| {
+                    invalid(
+                        "SWEEP_SCHEDULE",
+                        &schedule,
+                        "expected `rate(<n> <minutes|hours|days>)` or `cron(...)`",
+                    )
+                })?,
+            },
             max_event_bytes: number(
                 &get,
                 "MAX_EVENT_BYTES",
@@ -416,6 +454,37 @@ mod tests {
         assert_eq!(set.event_limits().max_bytes(), 300_000);
         let e = config(&[("TABLE_NAME", "t"), ("MAX_EVENT_BYTES", "2000000")]).unwrap_err();
         assert!(e.to_string().contains("MAX_EVENT_BYTES"), "{e}");
+    }
+
+    #[test]
+    fn the_sweep_period_comes_from_the_schedule() {
+        let period = |s: &str| config(&[("TABLE_NAME", "t"), ("SWEEP_SCHEDULE", s)]);
+        assert_eq!(
+            config(&[("TABLE_NAME", "t")]).unwrap().sweep_period,
+            DEFAULT_SWEEP_PERIOD
+        );
+        for (schedule, seconds) in [
+            ("rate(5 minutes)", 300),
+            ("rate(1 minute)", 60),
+            ("rate(2 hours)", 7_200),
+            ("rate(1 day)", 86_400),
+            ("cron(0/10 * * * ? *)", 3_600),
+        ] {
+            assert_eq!(
+                period(schedule).unwrap().sweep_period,
+                Duration::from_secs(seconds),
+                "{schedule}"
+            );
+        }
+        for bad in [
+            "rate(0 minutes)",
+            "rate(5 weeks)",
+            "every 5 minutes",
+            "rate(x minutes)",
+        ] {
+            let e = period(bad).unwrap_err();
+            assert!(e.to_string().contains("SWEEP_SCHEDULE"), "{e}");
+        }
     }
 
     #[test]

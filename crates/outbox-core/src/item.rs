@@ -80,6 +80,9 @@ pub struct OutboxItem {
     /// event's sort key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_behind: Option<String>,
+    /// When it was first held (epoch seconds; strict ordering).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_since: Option<i64>,
     /// The region whose writer wrote it (`homeRegion`, global tables): only
     /// that region publishes it. Absent on items written before it was
     /// recorded, or with `HOME_REGION_RULE=off`.
@@ -148,6 +151,7 @@ impl OutboxItem {
             claim_token: None,
             claimed_until: None,
             held_behind: None,
+            held_since: None,
             home_region: schema.home_region.clone(),
         };
         let bytes = size::item_size(&schema.to_table(item.to_attributes()?));
@@ -286,6 +290,7 @@ mod tests {
         item.dead_pk = Some("DEAD#0".into());
         item.dead_sk = Some("x".into());
         item.held_behind = Some("OUTBOX#x".into());
+        item.held_since = Some(1);
         let mut names: Vec<String> = item.to_attributes().unwrap().into_keys().collect();
         names.sort();
         let mut expected = vec![
@@ -296,6 +301,7 @@ mod tests {
             attr::AGGREGATE_ID,
             attr::AGGREGATE_VERSION,
             attr::HELD_BEHIND,
+            attr::HELD_SINCE,
             attr::TRACEPARENT,
             attr::ENVELOPE,
             attr::CREATED_AT,

@@ -104,6 +104,9 @@ pub mod attr {
     /// On an event held behind an older event of its aggregate (strict
     /// ordering): the older event's sort key.
     pub const HELD_BEHIND: &str = "heldBehind";
+    /// On a held event: when it was first held (epoch seconds). An
+    /// aggregate held for longer than the sweep period is parked.
+    pub const HELD_SINCE: &str = "heldSince";
     /// The envelope's JSON, published as it is.
     pub const ENVELOPE: &str = "envelope";
     /// When the event was created (RFC 3339).
@@ -303,13 +306,14 @@ impl Default for KeySchema {
 }
 
 /// The outbox item's own attribute names, which no key setting may take.
-const ITEM_ATTRIBUTES: [&str; 19] = [
+const ITEM_ATTRIBUTES: [&str; 20] = [
     attr::EVENT_ID,
     attr::HOME_REGION,
     attr::EVENT_TYPE,
     attr::AGGREGATE_ID,
     attr::AGGREGATE_VERSION,
     attr::HELD_BEHIND,
+    attr::HELD_SINCE,
     attr::ENVELOPE,
     attr::CREATED_AT,
     attr::TRACEPARENT,

@@ -51,6 +51,19 @@ enum Command {
     /// Events the functions gave up on: list, show, redrive, discard.
     #[command(subcommand)]
     DeadLetters(DeadLetters),
+    /// Release a parked aggregate whose events are held behind one that is
+    /// not a dead letter (backing off, or stuck): every pending event of it
+    /// becomes due now, and the next scheduled sweep publishes them oldest
+    /// first. An aggregate parked behind a dead letter is refused (redrive
+    /// or discard the dead letter). `status` lists the parked aggregates.
+    Release {
+        #[command(flatten)]
+        table: TableArg,
+        /// The aggregate id.
+        aggregate_id: String,
+        #[command(flatten)]
+        json: JsonArg,
+    },
     /// Handle the publisher's OnFailure queue: republish each window of
     /// discarded stream records from the table, delete the handled messages.
     RedriveOnFailure {
@@ -404,6 +417,11 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             crate::status::run(&stack(table).await?, json.json).await
         }
         Command::DeadLetters(command) => dead_letters(command, profile, stack).await,
+        Command::Release {
+            table,
+            aggregate_id,
+            json,
+        } => crate::status::release(&stack(table).await?, &aggregate_id, json.json).await,
         Command::RedriveOnFailure {
             queue,
             table,

@@ -46,6 +46,6 @@ mod status;
 pub use cli::{run, Cli};
 pub use doctor::{diagnose, Finding, Severity, SinkToCheck};
 pub use operations::{
-    envelope_of, DeadLetterFilter, Operations, OpsError, ParkedAggregate, ShardStatus, Status,
-    READ_LIMIT,
+    envelope_of, DeadLetterFilter, Operations, OpsError, ParkedAggregate, Released, ShardStatus,
+    Status, READ_LIMIT,
 };

@@ -25,6 +25,18 @@ pub enum OpsError {
     /// The id is not a ULID.
     #[error("{0} is not an event id (a ULID)")]
     BadEventId(String),
+    /// `release`: the aggregate is not parked.
+    #[error("aggregate {0} is not parked (no event of it is held for longer than the sweep period, and it has no dead letter); `outboxctl status` lists the parked ones")]
+    NotParked(String),
+    /// `release`: the aggregate waits behind a dead letter, which only a
+    /// redrive or a discard settles.
+    #[error("aggregate {aggregate} waits behind its dead letter {dead_letter}: redrive it (`outboxctl dead-letters redrive {dead_letter}`) or discard it; releasing would publish its later events before it")]
+    BehindDeadLetter {
+        /// The aggregate.
+        aggregate: String,
+        /// Its oldest dead letter.
+        dead_letter: String,
+    },
 }
 
 /// Items read per shard and index, at most (a status is a bounded read).
@@ -76,25 +88,51 @@ pub struct Status {
     /// Pending events held behind an older event of their aggregate
     /// (strict ordering).
     pub held: usize,
-    /// Aggregates with a dead letter, oldest dead letter first. With strict
-    /// ordering each is parked: its later events wait (held) until the dead
-    /// letter is redriven or discarded.
+    /// Parked aggregates: those with a dead letter, oldest dead letter
+    /// first (with strict ordering their later events wait, held, until
+    /// it is redriven or discarded), then those with an event held for
+    /// longer than the sweep period (`outboxctl release` hands them to the
+    /// next sweep).
     pub parked: Vec<ParkedAggregate>,
     /// Per shard.
     pub shards: Vec<ShardStatus>,
 }
 
-/// An aggregate with a dead letter (`outboxctl status`).
+/// A parked aggregate (`outboxctl status`): one with a dead letter, or
+/// with an event held for longer than the sweep period.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct ParkedAggregate {
     /// The aggregate.
     pub aggregate_id: String,
-    /// Its oldest dead letter.
-    pub dead_letter: String,
-    /// Its pending events newer than that dead letter: with strict
-    /// ordering, the events waiting behind it.
+    /// Its item collection (partition key).
+    pub partition_key: String,
+    /// Its oldest dead letter, when it has one.
+    pub dead_letter: Option<String>,
+    /// Otherwise its oldest held event, held for longer than the sweep
+    /// period ...
+    pub held: Option<String>,
+    /// ... behind this older event (its id: pending, backing off or
+    /// claimed) ...
+    pub held_behind: Option<String>,
+    /// ... since (RFC 3339).
+    pub held_since: Option<String>,
+    /// Its pending events newer than the dead letter (or the held event's
+    /// blocker): with strict ordering, the events waiting.
     pub waiting: usize,
+    /// The sort key below every outbox key of the collection (the outbox
+    /// prefix), where `release` starts reading.
+    #[serde(skip)]
+    outbox_start: String,
+}
+
+/// The event id at the end of an outbox sort key (`<prefix><ulid>`),
+/// whatever the prefix.
+fn ulid_of(sk: &str) -> Option<Ulid> {
+    sk.len()
+        .checked_sub(26)
+        .and_then(|at| sk.get(at..))
+        .and_then(|id| Ulid::from_string(id).ok())
 }
 
 /// Which dead letters a list or a redrive takes.
@@ -132,12 +170,35 @@ impl DeadLetterFilter {
 #[derive(Debug, Clone)]
 pub struct Operations<S> {
     store: S,
+    parked_after: std::time::Duration,
+}
+
+/// What `release` did to one event of a parked aggregate.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Released {
+    /// The event.
+    pub event_id: String,
+    /// `released` (due now, in the next scheduled sweep's hands), or
+    /// `skipped` (published, dead-lettered or claimed meanwhile).
+    pub outcome: String,
 }
 
 impl<S: OutboxStore> Operations<S> {
-    /// Operations through `store`.
+    /// Operations through `store`; an aggregate held for longer than the
+    /// template's default sweep period (5 minutes) counts as parked.
     pub fn new(store: S) -> Self {
-        Self { store }
+        Self {
+            store,
+            parked_after: std::time::Duration::from_secs(300),
+        }
+    }
+
+    /// An aggregate held for longer than `period` (the stack's sweep
+    /// period, `SWEEP_SCHEDULE`) counts as parked.
+    pub fn parked_after(mut self, period: std::time::Duration) -> Self {
+        self.parked_after = period;
+        self
     }
 
     /// The store.
@@ -188,6 +249,9 @@ impl<S: OutboxStore> Operations<S> {
         let mut next_due: Option<i64> = None;
         let mut all_dead: Vec<DeadLetterRecord> = Vec::new();
         let mut all_pending: Vec<(String, Ulid)> = Vec::new();
+        let mut long_held: Vec<outbox_core::OutboxItem> = Vec::new();
+        let parked_since =
+            now.unix_timestamp() - i64::try_from(self.parked_after.as_secs()).unwrap_or(i64::MAX);
         for shard in 0..self.shards().await? {
             let (pending, pending_capped) = self.pending(shard).await?;
             let (dead, dead_capped) = self.shard_dead_letters(shard, READ_LIMIT).await?;
@@ -195,6 +259,11 @@ impl<S: OutboxStore> Operations<S> {
                 if let PendingItem::Item(item) = p {
                     status.held += usize::from(item.held_behind.is_some());
                     all_pending.push((item.aggregate_id.clone(), item.event_id));
+                    if item.held_behind.is_some()
+                        && item.held_since.is_some_and(|since| since < parked_since)
+                    {
+                        long_held.push(item.clone());
+                    }
                 }
             }
             let age = pending.first().and_then(created_at).map(|created| {
@@ -249,8 +318,44 @@ impl<S: OutboxStore> Operations<S> {
                 .count();
             status.parked.push(ParkedAggregate {
                 aggregate_id: letter.aggregate_id,
-                dead_letter: letter.event_id,
+                partition_key: letter.key.pk,
+                dead_letter: Some(letter.event_id),
                 waiting,
+                ..ParkedAggregate::default()
+            });
+        }
+        long_held.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+        for item in long_held {
+            if status
+                .parked
+                .iter()
+                .any(|p| p.aggregate_id == item.aggregate_id)
+            {
+                continue;
+            }
+            let behind = item.held_behind.as_deref().and_then(ulid_of);
+            let waiting = all_pending
+                .iter()
+                .filter(|(aggregate, id)| {
+                    *aggregate == item.aggregate_id && behind.is_none_or(|b| *id > b)
+                })
+                .count();
+            status.parked.push(ParkedAggregate {
+                aggregate_id: item.aggregate_id.clone(),
+                partition_key: item.pk.clone(),
+                dead_letter: None,
+                held: Some(item.event_id.to_string()),
+                held_behind: behind.map(|b| b.to_string()),
+                held_since: item
+                    .held_since
+                    .and_then(|t| OffsetDateTime::from_unix_timestamp(t).ok())
+                    .and_then(|t| t.format(&Rfc3339).ok()),
+                waiting,
+                outbox_start: item
+                    .sk
+                    .get(..item.sk.len().saturating_sub(26))
+                    .unwrap_or_default()
+                    .to_owned(),
             });
         }
         status.next_attempt_due = next_due
@@ -291,6 +396,56 @@ impl<S: OutboxStore> Operations<S> {
     /// someone else redrove or discarded it first).
     pub async fn redrive(&self, row: &DeadLetterRecord) -> Result<Marked, OpsError> {
         Ok(self.store.redrive(row, &deadline()).await?)
+    }
+
+    /// Releases a parked aggregate whose events wait behind one that is
+    /// not a dead letter (backing off, held, or pending under its normal
+    /// key): every pending event of its collection becomes due now and is
+    /// handed to the scheduled sweep, which publishes them oldest first
+    /// (each still guarded in strict mode). An aggregate parked behind a
+    /// dead letter is refused ([`OpsError::BehindDeadLetter`]): only a
+    /// redrive or a discard settles that one.
+    pub async fn release(
+        &self,
+        aggregate_id: &str,
+        now: OffsetDateTime,
+    ) -> Result<Vec<Released>, OpsError> {
+        let status = self.status(now).await?;
+        let Some(parked) = status
+            .parked
+            .iter()
+            .find(|p| p.aggregate_id == aggregate_id)
+        else {
+            return Err(OpsError::NotParked(aggregate_id.to_owned()));
+        };
+        if let Some(dead_letter) = &parked.dead_letter {
+            return Err(OpsError::BehindDeadLetter {
+                aggregate: aggregate_id.to_owned(),
+                dead_letter: dead_letter.clone(),
+            });
+        }
+        // Every pending event of the collection, oldest first (the blocker
+        // included).
+        let start = outbox_core::keys::ItemKey {
+            pk: parked.partition_key.clone(),
+            sk: parked.outbox_start.clone(),
+        };
+        let mut released = Vec::new();
+        for stored in self.store.newer_pending(&start, &deadline()).await? {
+            let key = match &stored {
+                PendingItem::Item(item) => item.key(),
+                PendingItem::Undecodable { key, .. } => key.clone(),
+            };
+            let outcome = match self.store.make_due(&key, &deadline()).await? {
+                Marked::Updated => "released",
+                Marked::Gone => "skipped: published, dead-lettered or claimed meanwhile",
+            };
+            released.push(Released {
+                event_id: ulid_of(&key.sk).map_or(key.sk.clone(), |id| id.to_string()),
+                outcome: outcome.to_owned(),
+            });
+        }
+        Ok(released)
     }
 
     /// Deletes a dead letter ([`Marked::Gone`]: it was no longer one).
@@ -367,6 +522,7 @@ mod tests {
                 aggregate_id: Some(&it.aggregate_id),
                 reason: "poison",
                 attempts: None,
+                claim: None,
             };
             store.dead_letter(letter, &deadline()).await.unwrap();
         }
@@ -392,6 +548,7 @@ mod tests {
             aggregate_id: Some("a"),
             reason: "poison",
             attempts: Some(3),
+            claim: None,
         };
         store.dead_letter(letter, &deadline()).await.unwrap();
         let ops = Operations::new(store);

@@ -209,7 +209,7 @@ impl Stack {
 
     /// The operator's operations on the stack's outbox.
     pub(crate) fn operations(&self) -> Operations<DynamoStore> {
-        Operations::new(self.store())
+        Operations::new(self.store()).parked_after(self.config.sweep_period)
     }
 
     /// Outbox items under other key shapes than the stack's: keys without

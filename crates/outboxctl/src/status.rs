@@ -82,11 +82,22 @@ pub(crate) async fn run(stack: &Stack, json: bool) -> Result<(), String> {
     ]);
     println!("{summary}\n");
     if !status.parked.is_empty() {
-        let mut parked = table(&["parked aggregate", "dead letter", "waiting"], &[2]);
+        let mut parked = table(&["parked aggregate", "behind", "since", "waiting"], &[3]);
         for p in &status.parked {
+            let (behind, since) = match (&p.dead_letter, &p.held_behind) {
+                (Some(letter), _) => (format!("dead letter {letter}"), "-".to_owned()),
+                (None, behind) => (
+                    format!(
+                        "{} (held; `outboxctl release` hands it to the next sweep)",
+                        behind.as_deref().unwrap_or("an older event")
+                    ),
+                    p.held_since.clone().unwrap_or_else(|| "-".into()),
+                ),
+            };
             parked.add_row(vec![
                 p.aggregate_id.clone(),
-                p.dead_letter.clone(),
+                behind,
+                since,
                 p.waiting.to_string(),
             ]);
         }
@@ -112,5 +123,40 @@ pub(crate) async fn run(stack: &Stack, json: bool) -> Result<(), String> {
         ]);
     }
     println!("{shards}");
+    Ok(())
+}
+
+/// `outboxctl release AGGREGATE`: an audit line per event on stderr, the
+/// outcomes on stdout.
+pub(crate) async fn release(stack: &Stack, aggregate_id: &str, json: bool) -> Result<(), String> {
+    let now = OffsetDateTime::now_utc();
+    let released = stack
+        .operations()
+        .release(aggregate_id, now)
+        .await
+        .map_err(|e| e.to_string())?;
+    for r in &released {
+        eprintln!(
+            "{}",
+            serde_json::json!({
+                "audit": "parked aggregate released",
+                "table": stack.table(),
+                "aggregateId": aggregate_id,
+                "eventId": r.event_id,
+                "outcome": r.outcome,
+                "by": std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
+            })
+        );
+    }
+    if json {
+        return print_json(&serde_json::json!({ "released": released }));
+    }
+    for r in &released {
+        println!("{}  {}", r.event_id, r.outcome);
+    }
+    println!(
+        "the next scheduled sweep publishes the released events, oldest first (within {} s, the sweep period)",
+        stack.config().sweep_period.as_secs()
+    );
     Ok(())
 }

@@ -47,7 +47,7 @@ use futures::future::join_all;
 use lambda_runtime::{Error, LambdaEvent};
 pub use on_failure::{redrive_messages, OnFailureMessage, RequestContext, StreamBatchInfo, Window};
 use outbox_core::keys;
-use outbox_core::publish::relay::{Entry, Mode, Relay};
+use outbox_core::publish::relay::{Entry, Mode, Relay, RelayOutcome};
 use outbox_core::publish::EventSink;
 use outbox_core::retry::{Backoff, Deadline, RetryPolicy};
 use outbox_core::store::{Created, OutboxStore, PendingItem, PendingQuery};
@@ -87,6 +87,9 @@ pub struct SweepSettings {
     pub window_lag: Duration,
     /// Order per aggregate (`ORDERING`).
     pub ordering: Ordering,
+    /// The schedule's period (`SWEEP_SCHEDULE`): an aggregate held for
+    /// longer is parked.
+    pub sweep_period: Duration,
     /// Whether an OnFailure window in which no outbox item is found counts
     /// as settled (its events were published meanwhile). The function's
     /// own keys are the stack's, so it does; `outboxctl redrive-on-failure`
@@ -108,6 +111,7 @@ impl From<&Config> for SweepSettings {
             window_lead: Duration::from_secs(300),
             window_lag: Duration::from_secs(2),
             ordering: config.ordering,
+            sweep_period: config.sweep_period,
             settle_empty_windows: true,
         }
     }
@@ -347,6 +351,17 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             };
             let relayed = relay.run(&entries, mode, &mut held, deadline).await;
             report.add_relay(&relayed);
+            // Held since before the last sweep period, and still held:
+            // its aggregate is parked.
+            let parked_since = now.unix_timestamp()
+                - i64::try_from(self.settings.sweep_period.as_secs()).unwrap_or(i64::MAX);
+            for (entry, outcome) in entries.iter().zip(&relayed.outcomes) {
+                if let (Entry::Item(item), RelayOutcome::Deferred) = (entry, outcome) {
+                    if item.held_since.is_some_and(|since| since < parked_since) {
+                        report.long_held.insert(item.aggregate_id.clone());
+                    }
+                }
+            }
             if relayed.not_attempted > 0 {
                 break;
             }
@@ -432,10 +447,11 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
 }
 
 impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
-    /// Strict ordering: the aggregates with a dead letter (parked: their
-    /// later events wait). Reads the dead letters of the shards that hold
-    /// any (none, usually), at most `limit` per shard. `None` when a read
-    /// failed.
+    /// Strict ordering: the parked aggregates: those with a dead letter
+    /// (their later events wait), and those this run found held for longer
+    /// than the sweep period (`report.long_held`). Reads the dead letters
+    /// of the shards that hold any (none, usually), at most `limit` per
+    /// shard. `None` when a read failed.
     async fn parked(
         &self,
         shards: &[u16],
@@ -443,7 +459,7 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
         deadline: &Deadline,
         report: &mut SweepReport,
     ) -> Option<usize> {
-        let mut aggregates = HashSet::new();
+        let mut aggregates: HashSet<String> = report.long_held.iter().cloned().collect();
         for shard in shards {
             report.queries += 1;
             match self

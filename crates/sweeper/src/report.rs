@@ -59,9 +59,15 @@ pub struct SweepReport {
     pub held: usize,
     /// Strict ordering: events published behind one this run published.
     pub released: usize,
-    /// Strict ordering: aggregates with a dead letter (their later events
-    /// wait), counted with the statistics; `None` in relaxed mode.
+    /// Strict ordering: parked aggregates, counted with the statistics
+    /// (`None` in relaxed mode): those with a dead letter (their later
+    /// events wait for it), and those this run found held for longer than
+    /// the sweep period (`long_held`).
     pub parked_aggregates: Option<usize>,
+    /// Strict ordering: aggregates whose event this run left held, first
+    /// held more than a sweep period ago.
+    #[serde(skip)]
+    pub long_held: std::collections::BTreeSet<String>,
     /// OnFailure windows fully redriven / left for a retry of the message.
     pub windows_redriven: usize,
     /// OnFailure windows left for a retry of their message.
@@ -82,6 +88,7 @@ impl SweepReport {
         self.stopped_early |= other.stopped_early;
         self.held += other.held;
         self.released += other.released;
+        self.long_held.extend(other.long_held);
     }
 
     pub(crate) fn add_relay(&mut self, relayed: &RelayReport) {

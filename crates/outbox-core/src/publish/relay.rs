@@ -272,6 +272,12 @@ impl Run {
         matches!(self.mode, Mode::Sweep { .. })
     }
 
+    /// The token of the claim this run publishes under (sweep mode): its
+    /// bookkeeping writes may clear that claim, and no other live one.
+    fn claim_token(&self) -> Option<&str> {
+        self.claim.as_ref().map(|c| c.token.as_str())
+    }
+
     /// Records the outcome of entry `i`, settled alone. A failure holds its
     /// aggregate; in stream mode it ends the run (returns `false`), in sweep
     /// mode the entry stays pending (its write failed) and the run goes on.
@@ -447,7 +453,11 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                     _ => None,
                 })
                 .unwrap_or_else(|| keys::OUTBOX_PREFIX.to_owned());
-            if let Err(e) = self.store.hold(&item.key(), &behind, &run.finish).await {
+            if let Err(e) = self
+                .store
+                .hold(&item.key(), &behind, run.claim_token(), &run.finish)
+                .await
+            {
                 tracing::error!(event_id = %item.event_id, error = %e, "could not hand a deferred event to the scheduled sweep");
                 run.store_errors += 1;
             }
@@ -625,7 +635,11 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         let recorded = item.held_behind.is_some()
             && item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk);
         if !recorded {
-            if let Err(e) = self.store.hold(&item.key(), behind, &run.finish).await {
+            if let Err(e) = self
+                .store
+                .hold(&item.key(), behind, run.claim_token(), &run.finish)
+                .await
+            {
                 tracing::error!(event_id = %item.event_id, error = %e, "could not hold an event behind an older one");
                 return RelayOutcome::Failed(PublishFailure::new(
                     FailureKind::Transient,
@@ -712,8 +726,15 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 aggregate_id,
                 reason,
             } => Some(
-                self.dead_letter(key, aggregate_id.as_deref(), reason, None, &run.finish)
-                    .await,
+                self.dead_letter(
+                    key,
+                    aggregate_id.as_deref(),
+                    reason,
+                    None,
+                    run.claim_token(),
+                    &run.finish,
+                )
+                .await,
             ),
             Entry::Item(item) if sweep && !self.sendable(item, run.mode, held) => {
                 Some(RelayOutcome::Deferred)
@@ -731,6 +752,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                         Some(&item.aggregate_id),
                         &reason,
                         attempts,
+                        run.claim_token(),
                         &run.finish,
                     )
                     .await,
@@ -890,6 +912,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                                     now,
                                     max_attempts,
                                     backoff,
+                                    run.claim_token(),
                                     &run.finish,
                                 )
                                 .await;
@@ -922,6 +945,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 Some(&item.aggregate_id),
                 &failure.to_string(),
                 attempts,
+                run.claim_token(),
                 &run.finish,
             )
             .await
@@ -969,6 +993,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                     attempts,
                     now,
                     "published, but its item was not deleted",
+                    run.claim_token(),
                     &run.finish,
                 )
                 .await;
@@ -1020,6 +1045,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         aggregate_id: Option<&str>,
         reason: &str,
         attempts: Option<u32>,
+        claim: Option<&str>,
         finish: &Deadline,
     ) -> RelayOutcome {
         let letter = DeadLetter {
@@ -1027,6 +1053,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             aggregate_id,
             reason,
             attempts,
+            claim,
         };
         match self.store.dead_letter(letter, finish).await {
             Ok(marked) => {
@@ -1053,6 +1080,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         now: OffsetDateTime,
         max_attempts: u32,
         backoff: Backoff,
+        claim: Option<&str>,
         finish: &Deadline,
     ) -> (RelayOutcome, bool) {
         let attempts = item.attempts.saturating_add(1);
@@ -1064,6 +1092,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                     Some(&item.aggregate_id),
                     &reason,
                     Some(attempts),
+                    claim,
                     finish,
                 )
                 .await;
@@ -1085,6 +1114,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 attempts,
                 next.unix_timestamp(),
                 &failure.to_string(),
+                claim,
                 finish,
             )
             .await

@@ -635,7 +635,10 @@ async fn strict_sweep_releases_the_events_behind_what_it_published() {
         store.insert(item.clone());
     }
     for (held, behind) in [(&a2, &a1), (&a3, &a2)] {
-        store.hold(&held.key(), &behind.sk, &far()).await.unwrap();
+        store
+            .hold(&held.key(), &behind.sk, None, &far())
+            .await
+            .unwrap();
     }
     let report = strict(&sink, &store, &[Entry::Item(a1)], sweep_mode()).await;
     assert_eq!(published_types(&sink), ["a-v1", "a-v2", "a-v3"]);
@@ -656,6 +659,7 @@ async fn a_dead_letter_parks_its_aggregate_in_strict_mode() {
                 aggregate_id: Some("a"),
                 reason: "poison",
                 attempts: None,
+                claim: None,
             },
             &far(),
         )

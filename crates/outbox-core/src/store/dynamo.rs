@@ -310,17 +310,25 @@ impl DynamoStore {
         &self,
         key: &ItemKey,
         fields: &[(&str, AttributeValue)],
+        handover: Handover<'_>,
         operation: &'static str,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
         let Some(event_id) = self.keys.event_id_from_sk(&key.sk) else {
             return Err(StoreError::new(operation, "NotAnOutboxKey"));
         };
-        let mut sets: Vec<String> = Vec::with_capacity(fields.len() + 1);
-        let mut values = HashMap::with_capacity(fields.len() + 1);
+        let mut sets: Vec<String> = Vec::with_capacity(fields.len() + 2);
+        let mut values = HashMap::with_capacity(fields.len() + 4);
         for (i, (name, value)) in fields.iter().enumerate() {
             sets.push(format!("{name} = :v{i}"));
             values.insert(format!(":v{i}"), value.clone());
+        }
+        if handover.held {
+            // `:clock`: the time `unclaimed_but` adds.
+            sets.push(format!(
+                "{since} = if_not_exists({since}, :clock)",
+                since = attr::HELD_SINCE
+            ));
         }
         sets.push(format!("{} = :sk", self.keys.pending_sort_key.as_str()));
         values.insert(":sk".to_owned(), s(keys::redriven_sk(event_id)));
@@ -331,9 +339,10 @@ impl DynamoStore {
             attr::CLAIMED_UNTIL
         );
         let condition = format!(
-            "attribute_exists({}) AND attribute_exists({})",
+            "attribute_exists({}) AND attribute_exists({}) AND {}",
             self.keys.partition_key.as_str(),
-            self.keys.pending_partition_key.as_str()
+            self.keys.pending_partition_key.as_str(),
+            unclaimed_but(handover.claim, &mut values)
         );
         self.conditional_update(key, (&update, &condition), &[], values, operation, deadline)
             .await
@@ -463,6 +472,32 @@ impl<E: ProvideErrorMetadata> Failed<E> {
             }
             Self::Store(e) => e,
         }
+    }
+}
+
+/// How an item is handed to the scheduled sweep.
+struct Handover<'a> {
+    /// The writer's own claim token, if it holds one.
+    claim: Option<&'a str>,
+    /// A hold: `heldSince` is recorded (kept when already there).
+    held: bool,
+}
+
+/// The condition that no live claim holds the item, but `claim`'s (the
+/// writer's own, when given): so a claim is cleared only by its owner, or
+/// once it lapsed. Adds `:clock` (epoch seconds) and `:mine`.
+fn unclaimed_but(claim: Option<&str>, values: &mut HashMap<String, AttributeValue>) -> String {
+    values.insert(":clock".to_owned(), n(now_utc_millis().unix_timestamp()));
+    let free = format!(
+        "attribute_not_exists({until}) OR {until} < :clock",
+        until = attr::CLAIMED_UNTIL
+    );
+    match claim {
+        Some(token) => {
+            values.insert(":mine".to_owned(), s(token));
+            format!("({free} OR {} = :mine)", attr::CLAIM_TOKEN)
+        }
+        None => format!("({free})"),
     }
 }
 
@@ -627,9 +662,10 @@ impl OutboxStore for DynamoStore {
             attr::CLAIMED_UNTIL
         ));
         let condition = format!(
-            "attribute_exists({}) AND attribute_not_exists({})",
+            "attribute_exists({}) AND attribute_not_exists({}) AND {}",
             self.keys.partition_key.as_str(),
-            attr::DEAD_LETTERED_AT
+            attr::DEAD_LETTERED_AT,
+            unclaimed_but(letter.claim, &mut values)
         );
         self.conditional_update(
             key,
@@ -648,6 +684,7 @@ impl OutboxStore for DynamoStore {
         attempts: u32,
         next_attempt_at: i64,
         error: &str,
+        claim: Option<&str>,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
         self.hand_to_schedule(
@@ -657,6 +694,7 @@ impl OutboxStore for DynamoStore {
                 (attr::LAST_ERROR, s(sanitize(error))),
                 (attr::NEXT_ATTEMPT_AT, n(next_attempt_at)),
             ],
+            Handover { claim, held: false },
             "record_failure",
             deadline,
         )
@@ -913,20 +951,29 @@ impl OutboxStore for DynamoStore {
             attr::CLAIM_TOKEN,
             attr::CLAIMED_UNTIL
         );
-        let condition = format!(
+        let mut condition = format!(
             "attribute_exists({}) AND (attribute_not_exists({until}) OR {until} < :now)",
             self.keys.pending_partition_key.as_str(),
             until = attr::CLAIMED_UNTIL
         );
+        let mut values = HashMap::from([
+            (":token".to_owned(), s(claim.token.clone())),
+            (":until".to_owned(), n(claim.until)),
+            (":now".to_owned(), n(now_utc_millis().unix_timestamp())),
+        ]);
+        // Global tables: only the event's home region publishes it.
+        if let Some(home) = &self.keys.home_region {
+            condition.push_str(&format!(
+                " AND (attribute_not_exists({home_attr}) OR {home_attr} = :home)",
+                home_attr = attr::HOME_REGION
+            ));
+            values.insert(":home".to_owned(), s(home.clone()));
+        }
         self.conditional_update(
             key,
             (&update, &condition),
             &[],
-            HashMap::from([
-                (":token".to_owned(), s(claim.token.clone())),
-                (":until".to_owned(), n(claim.until)),
-                (":now".to_owned(), n(now_utc_millis().unix_timestamp())),
-            ]),
+            values,
             "claim_pending",
             deadline,
         )
@@ -979,10 +1026,31 @@ impl OutboxStore for DynamoStore {
         &self,
         key: &ItemKey,
         behind: &str,
+        claim: Option<&str>,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
-        self.hand_to_schedule(key, &[(attr::HELD_BEHIND, s(behind))], "hold", deadline)
-            .await
+        self.hand_to_schedule(
+            key,
+            &[(attr::HELD_BEHIND, s(behind))],
+            Handover { claim, held: true },
+            "hold",
+            deadline,
+        )
+        .await
+    }
+
+    async fn make_due(&self, key: &ItemKey, deadline: &Deadline) -> Result<Marked, StoreError> {
+        self.hand_to_schedule(
+            key,
+            &[(attr::NEXT_ATTEMPT_AT, n(now_utc_millis().unix_timestamp()))],
+            Handover {
+                claim: None,
+                held: false,
+            },
+            "make_due",
+            deadline,
+        )
+        .await
     }
 
     async fn newer_pending(
@@ -1023,6 +1091,12 @@ impl OutboxStore for DynamoStore {
                     continue;
                 };
                 if item_key.sk == key.sk {
+                    continue;
+                }
+                // Global tables: another region's events are its own to
+                // release.
+                let region = item.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
+                if !self.keys.publishes_region(region.map(String::as_str)) {
                     continue;
                 }
                 newer.push(

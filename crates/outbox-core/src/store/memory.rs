@@ -62,6 +62,11 @@ fn unclaimed(item: &OutboxItem) -> bool {
         .is_none_or(|until| until < now_utc_millis().unix_timestamp())
 }
 
+/// Whether no live claim but `claim` (the writer's own) holds the item.
+fn unclaimed_but(item: &OutboxItem, claim: Option<&str>) -> bool {
+    unclaimed(item) || (claim.is_some() && item.claim_token.as_deref() == claim)
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
@@ -112,10 +117,16 @@ impl MemoryStore {
     }
 
     /// As the DynamoDB adapter: `update` a pending item and hand it to the
-    /// scheduled sweep (`!<ulid>` pending key, claim cleared).
-    fn hand_to_schedule(&self, key: &ItemKey, update: impl FnOnce(&mut OutboxItem)) -> Marked {
+    /// scheduled sweep (`!<ulid>` pending key, claim cleared), unless a
+    /// live claim other than `claim` holds it.
+    fn hand_to_schedule(
+        &self,
+        key: &ItemKey,
+        claim: Option<&str>,
+        update: impl FnOnce(&mut OutboxItem),
+    ) -> Marked {
         match lock(&self.items).get_mut(key) {
-            Some(item) if item.pending_pk.is_some() => {
+            Some(item) if item.pending_pk.is_some() && unclaimed_but(item, claim) => {
                 update(item);
                 item.pending_sk = Some(keys::redriven_sk(item.event_id));
                 item.claim_token = None;
@@ -201,7 +212,7 @@ impl OutboxStore for MemoryStore {
         let Some(item) = items.get_mut(letter.key) else {
             return Ok(Marked::Gone);
         };
-        if item.dead_lettered_at.is_some() {
+        if item.dead_lettered_at.is_some() || !unclaimed_but(item, letter.claim) {
             return Ok(Marked::Gone);
         }
         let shard = keys::shard_of(letter.aggregate_id.unwrap_or(&letter.key.pk), self.shards);
@@ -230,10 +241,11 @@ impl OutboxStore for MemoryStore {
         attempts: u32,
         next_attempt_at: i64,
         error: &str,
+        claim: Option<&str>,
         _: &Deadline,
     ) -> Result<Marked, StoreError> {
         self.record(|log| log.failures.push((key.clone(), attempts)));
-        Ok(self.hand_to_schedule(key, |item| {
+        Ok(self.hand_to_schedule(key, claim, |item| {
             item.attempts = attempts;
             item.next_attempt_at = Some(next_attempt_at);
             item.last_error = Some(sanitize(error));
@@ -390,9 +402,23 @@ impl OutboxStore for MemoryStore {
         })
     }
 
-    async fn hold(&self, key: &ItemKey, behind: &str, _: &Deadline) -> Result<Marked, StoreError> {
-        Ok(self.hand_to_schedule(key, |item| {
+    async fn hold(
+        &self,
+        key: &ItemKey,
+        behind: &str,
+        claim: Option<&str>,
+        _: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        Ok(self.hand_to_schedule(key, claim, |item| {
             item.held_behind = Some(behind.to_owned());
+            item.held_since
+                .get_or_insert(now_utc_millis().unix_timestamp());
+        }))
+    }
+
+    async fn make_due(&self, key: &ItemKey, _: &Deadline) -> Result<Marked, StoreError> {
+        Ok(self.hand_to_schedule(key, None, |item| {
+            item.next_attempt_at = Some(now_utc_millis().unix_timestamp());
         }))
     }
 
@@ -597,6 +623,7 @@ mod tests {
             aggregate_id: Some("a"),
             reason: "poison",
             attempts: None,
+            claim: None,
         };
         assert_eq!(
             store.dead_letter(letter, &deadline).await.unwrap(),

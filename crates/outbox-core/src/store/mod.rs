@@ -124,6 +124,10 @@ pub struct DeadLetter<'a> {
     pub reason: &'a str,
     /// Attempts to record, when the sweeper gives up.
     pub attempts: Option<u32>,
+    /// The token of the claim the writer holds on it (a sweeper run), if
+    /// any: the write leaves an item that another run's live claim holds
+    /// alone ([`Marked::Gone`]), so a claim is cleared only by its owner.
+    pub claim: Option<&'a str>,
 }
 
 /// Where in a shard of the pending index to read, by creation time (the
@@ -323,13 +327,15 @@ pub trait OutboxStore: Send + Sync {
     /// time before which no sweeper retries it, and hands the event to the
     /// scheduled sweep (its pending sort key becomes `!<ulid>`, read by every
     /// scheduled sweep whatever the event's age). Conditional on the item
-    /// existing and still pending.
+    /// existing, still pending and no live claim but `claim` (the writer's
+    /// own token, if it holds one) holding it.
     fn record_failure(
         &self,
         key: &ItemKey,
         attempts: u32,
         next_attempt_at: i64,
         error: &str,
+        claim: Option<&str>,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
@@ -381,7 +387,8 @@ pub trait OutboxStore: Send + Sync {
 
     /// Claims a pending event for one sweeper run before it publishes it:
     /// records `claim` on it, conditional on it still being pending and no
-    /// live claim holding it. [`Marked::Gone`] when it is not: published and
+    /// live claim holding it, and (global tables) on its home region being
+    /// this store's. [`Marked::Gone`] when it is not: published and
     /// deleted meanwhile (the pending index is read eventually consistent),
     /// dead-lettered, or claimed by a concurrent run (two OnFailure windows
     /// that overlap, a scheduled sweep beside a redrive): then this run
@@ -410,19 +417,36 @@ pub trait OutboxStore: Send + Sync {
     /// Holds a pending event behind the older event `behind` of its
     /// aggregate (strict ordering): records `heldBehind` and hands it to
     /// the scheduled sweep (its pending sort key becomes `!<ulid>`, which
-    /// every scheduled sweep selects whatever its age). Conditional on it
-    /// still being pending. An update: the stream record it makes is a
-    /// `MODIFY`, which the publisher mapping's filter drops.
+    /// every scheduled sweep selects whatever its age) and when it was
+    /// first held (`heldSince`, kept by later holds). Conditional on it
+    /// still being pending and no live claim but `claim` (the writer's own
+    /// token, if it holds one) holding it: [`Marked::Gone`] otherwise (the
+    /// claim's owner is publishing it). An update: the stream record it
+    /// makes is a `MODIFY`, which the publisher mapping's filter drops.
     fn hold(
         &self,
         key: &ItemKey,
         behind: &str,
+        claim: Option<&str>,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// Releases a pending event an operator asked for (`outboxctl
+    /// release`): due now (`nextAttemptAt` now) and handed to the scheduled
+    /// sweep (`!<ulid>`), its attempts, error and hold kept. Conditional on
+    /// it still being pending and no live claim holding it.
+    fn make_due(
+        &self,
+        key: &ItemKey,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
     /// The pending events of `key`'s item collection newer than it, oldest
     /// first (one strongly consistent `Query`): what strict ordering
-    /// releases once `key`'s event was published.
+    /// releases once `key`'s event was published. Only the events this
+    /// store's region publishes (their `homeRegion` is its home region, or
+    /// they have none): on a global table another region's events are that
+    /// region's to release.
     fn newer_pending(
         &self,
         key: &ItemKey,

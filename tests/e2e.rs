@@ -191,6 +191,13 @@ impl OutboxStore for CrashBeforeDelete {
             .record_failure(key, attempts, next, error, claim, deadline)
             .await
     }
+    async fn publishable(
+        &self,
+        keys: &[ItemKey],
+        deadline: &Deadline,
+    ) -> Result<std::collections::HashSet<ItemKey>, StoreError> {
+        self.inner.publishable(keys, deadline).await
+    }
     fn configured_shards(&self) -> u16 {
         self.inner.configured_shards()
     }

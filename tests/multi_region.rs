@@ -461,6 +461,18 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     assert_eq!(again.len(), 1, "{again:?}");
     assert_eq!(again[0]["adopted"], 0);
 
+    // West comes back before east has published them (#40 item 3): its
+    // mapping starts from its backlog, the original inserts (home region
+    // eu-west-1, so its filter admits them); its publisher, a new process,
+    // checks the batch and finds them adopted: nothing is published twice.
+    settle(&mut replicator).await;
+    let west_fn = west.publisher();
+    pump(&west, &west_fn).run_until_idle().await.unwrap();
+    assert!(
+        west.delivered().await.is_empty(),
+        "adopted events are east's to publish"
+    );
+
     // East's scheduled sweep (the real sweeper binary under the local
     // Lambda runtime) publishes the pending ones at once; the operator
     // republishes the dead letter (outboxctl, this region's keys).
@@ -508,4 +520,10 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     settle(&mut replicator).await;
     assert!(east.outbox_items().await.is_empty());
     assert!(west.outbox_items().await.is_empty());
+
+    // West comes back once they were published and their deletes
+    // replicated: a new process with the same backlog publishes nothing.
+    let west_fn = west.publisher();
+    pump(&west, &west_fn).run_until_idle().await.unwrap();
+    assert!(west.delivered().await.is_empty(), "nothing published twice");
 }

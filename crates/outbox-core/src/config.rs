@@ -101,6 +101,7 @@ pub const VARIABLES: &[&str] = &[
     "RETRY_BASE_SECONDS",
     "SWEEP_PAGE_SIZE",
     "SWEEP_SCHEDULE",
+    "RECHECK_AFTER_SECONDS",
     "MAX_EVENT_BYTES",
     "ORDERING",
     "PARTITION_KEY",
@@ -180,6 +181,7 @@ impl RecordedSettings {
 /// | `MAX_ATTEMPTS` | `12` | sweeper |
 /// | `RETRY_BASE_SECONDS` | `60` (1–3600) | sweeper (first persisted backoff; doubles to 6 h) |
 /// | `SWEEP_PAGE_SIZE` | `100` (1–1000) | sweeper |
+/// | `RECHECK_AFTER_SECONDS` | `60` (0–86400) | publisher: a batch with a record older than this (or the first batch of a process, or one with a record it has seen) is checked against the table before it is sent |
 /// | `SWEEP_SCHEDULE` | `rate(5 minutes)` (the template's `SweepSchedule`) | sweeper: an aggregate held longer than its period is parked; a `cron(...)` schedule counts as one hour |
 /// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB; with SNS at most the topic's `MaximumMessageSize` (checked at cold start) | writer (size check), publisher, sweeper (batches) |
 /// | `ORDERING` | `strict` for an SNS FIFO topic, `relaxed` otherwise | publisher, sweeper |
@@ -207,6 +209,9 @@ pub struct Config {
     /// The period of `SWEEP_SCHEDULE`: an aggregate held longer than this
     /// is parked (strict ordering).
     pub sweep_period: Duration,
+    /// `RECHECK_AFTER_SECONDS`: the publisher checks a batch with a record
+    /// older than this against the table before sending it.
+    pub recheck_after: Duration,
     /// Largest event entry (and sink call) the sink accepts, in bytes.
     pub max_event_bytes: usize,
     /// `ORDERING`: whether an aggregate's event waits for every older one.
@@ -329,6 +334,13 @@ impl Config {
             max_attempts: number(&get, "MAX_ATTEMPTS", 12, 1, 1_000)?,
             retry_base: Duration::from_secs(number(&get, "RETRY_BASE_SECONDS", 60, 1, 3_600)?),
             sweep_page_size: number(&get, "SWEEP_PAGE_SIZE", 100, 1, 1_000)?,
+            recheck_after: Duration::from_secs(number(
+                &get,
+                "RECHECK_AFTER_SECONDS",
+                60,
+                0,
+                86_400,
+            )?),
             sweep_period: match get("SWEEP_SCHEDULE") {
                 None => DEFAULT_SWEEP_PERIOD,
                 Some(schedule) => schedule_period(&schedule).ok_or_else(|| {

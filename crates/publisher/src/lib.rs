@@ -22,7 +22,15 @@
 //! - An `INSERT` without a `NewImage` is a configuration error (the stream
 //!   is not `NEW_IMAGE`), never poison: it is reported, with an error that
 //!   names the stream view type, and never dead-lettered.
+//! - A batch that may be a redelivery is checked against the table before
+//!   anything is sent ([`Redelivery`]): an event whose item is gone
+//!   (published), another region's (adopted) or dead-lettered is not sent
+//!   again and not reported. Strict ordering's guard read answers the same
+//!   question, so it makes no second read. Fresh records on a warm process
+//!   pay nothing.
 
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamViewType};
@@ -52,6 +60,79 @@ pub struct Publisher<S, T> {
     pub ordering: Ordering,
     /// The table's key schema (the defaults unless set).
     pub keys: KeySchema,
+    /// Which batches are checked against the table first.
+    pub redelivery: Redelivery,
+}
+
+/// How many sequence numbers a process remembers (a few batches' worth:
+/// Lambda redelivers a batch right after the invocation that failed it).
+const REMEMBERED: usize = 10_000;
+
+/// Which batches may be redeliveries, so are checked against the table
+/// before anything is sent: the first batch a process handles (the
+/// process before it may have been killed after its deletes), a batch
+/// with a record this process has seen (a retry after a partial failure
+/// or a timeout), and a batch with a record older than `check_after` (a
+/// backlog: a shard catching up, a region coming back).
+#[derive(Debug, Clone)]
+pub struct Redelivery {
+    /// Records older than this are checked (`RECHECK_AFTER_SECONDS`).
+    pub check_after: Duration,
+    seen: Arc<Mutex<Seen>>,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    handled_one: bool,
+    order: VecDeque<String>,
+    set: HashSet<String>,
+}
+
+impl Redelivery {
+    /// Records older than `check_after` are checked.
+    pub fn new(check_after: Duration) -> Self {
+        Self {
+            check_after,
+            seen: Arc::default(),
+        }
+    }
+
+    /// Whether `records` may be a redelivery.
+    fn suspect(&self, records: &[EventRecord], now_ms: i64) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let limit = i64::try_from(self.check_after.as_millis()).unwrap_or(i64::MAX);
+        !seen.handled_one
+            || records.iter().any(|r| {
+                now_ms - r.change.approximate_creation_date_time.timestamp_millis() > limit
+                    || r.change
+                        .sequence_number
+                        .as_ref()
+                        .is_some_and(|s| seen.set.contains(s))
+            })
+    }
+
+    /// Remembers the batch's sequence numbers.
+    fn remember(&self, sequences: impl Iterator<Item = String>) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.handled_one = true;
+        for sequence in sequences {
+            if seen.set.insert(sequence.clone()) {
+                seen.order.push_back(sequence);
+            }
+        }
+        while seen.order.len() > REMEMBERED {
+            if let Some(old) = seen.order.pop_front() {
+                seen.set.remove(&old);
+            }
+        }
+    }
+}
+
+impl Default for Redelivery {
+    /// Records older than a minute are checked (the template's default).
+    fn default() -> Self {
+        Self::new(Duration::from_secs(60))
+    }
 }
 
 /// What one invocation did.
@@ -85,6 +166,11 @@ pub struct Report {
     pub released: usize,
     /// Strict ordering: consistent reads of item collections.
     pub collection_reads: usize,
+    /// The batch may be a redelivery and was checked against the table.
+    pub rechecked: bool,
+    /// Events not sent again: their item was gone (published), another
+    /// region's or dead-lettered.
+    pub not_republished: usize,
 }
 
 impl Report {
@@ -131,6 +217,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             retry: RetryPolicy::default(),
             ordering: Ordering::default(),
             keys: KeySchema::default(),
+            redelivery: Redelivery::default(),
         }
     }
 
@@ -148,6 +235,14 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
         deadline: &Deadline,
     ) -> Result<Report, Error> {
         let mut report = Report::default();
+        let now_ms =
+            i64::try_from(outbox_core::now_utc_millis().unix_timestamp_nanos() / 1_000_000)
+                .unwrap_or(i64::MAX);
+        report.rechecked = self.redelivery.suspect(&records, now_ms);
+        let all_sequences: Vec<String> = records
+            .iter()
+            .filter_map(|r| r.change.sequence_number.clone())
+            .collect();
         let mut sequences = Vec::with_capacity(records.len());
         let mut entries = Vec::with_capacity(records.len());
         for record in records {
@@ -174,6 +269,10 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             ));
         }
 
+        // Strict ordering's guard reads answer the check for every event.
+        if report.rechecked && self.ordering == Ordering::Relaxed {
+            self.settle_republished(&mut entries, deadline).await;
+        }
         let relay = Relay {
             sink: &self.sink,
             store: &self.store,
@@ -183,6 +282,8 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
         let relayed = relay
             .run(&entries, Mode::Stream, &mut Default::default(), deadline)
             .await;
+        self.redelivery.remember(all_sequences.into_iter());
+        report.not_republished = relayed.gone;
         report.published = relayed.published;
         report.dead_lettered = relayed.dead_lettered;
         report.delete_failed = relayed.delete_failed;
@@ -199,6 +300,40 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             })?);
         }
         Ok(report)
+    }
+}
+
+impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
+    /// The check of a batch that may be a redelivery: one consistent
+    /// batched read of its events' items; an event whose item this region
+    /// may no longer publish becomes [`Entry::Settled`]. A read that fails
+    /// checks nothing (a duplicate rather than a loss).
+    async fn settle_republished(&self, entries: &mut [Entry], deadline: &Deadline) {
+        let keys: Vec<ItemKey> = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Item(item) => Some(item.key()),
+                _ => None,
+            })
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        match self.store.publishable(&keys, deadline).await {
+            Ok(publishable) => {
+                for entry in entries.iter_mut() {
+                    if let Entry::Item(item) = entry {
+                        let key = item.key();
+                        if !publishable.contains(&key) {
+                            *entry = Entry::Settled { key };
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a possibly redelivered batch was not checked against the table; publishing it (consumers deduplicate by eventId)");
+            }
+        }
     }
 }
 
@@ -281,6 +416,8 @@ pub async fn handler<S: EventSink, T: OutboxStore>(
         unhandled = report.unhandled,
         held = report.held,
         released = report.released,
+        rechecked = report.rechecked,
+        not_republished = report.not_republished,
         first_failure = report.first_failure.as_deref().unwrap_or(""),
         "batch handled"
     );

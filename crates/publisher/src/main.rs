@@ -15,6 +15,7 @@ async fn main() -> Result<(), Error> {
     let mut publisher = Publisher::new(sink, store);
     publisher.ordering = config.ordering;
     publisher.keys = config.keys.clone();
+    publisher.redelivery = publisher::Redelivery::new(config.recheck_after);
     let publisher = &publisher;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         handler(publisher, event)

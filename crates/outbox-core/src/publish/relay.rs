@@ -16,9 +16,12 @@
 //!   is sent, when it is known before the call.
 //! - Every call is bounded by the deadline; deletes and bookkeeping writes
 //!   may use [`FINISH_GRACE`] more (inside the margin the handlers keep).
-//! - Published items are deleted at the end, 25 per `BatchWriteItem`; one
-//!   whose delete fails is handed to the scheduled sweep at once (`!<ulid>`
-//!   pending key, due now), which publishes it again and deletes it.
+//! - Published items are deleted 25 per `BatchWriteItem`, each batch as
+//!   soon as 25 are published (before the next sink call), the rest at the
+//!   end: a kill repeats at most one sink call's events and one delete
+//!   batch. One whose delete fails is handed to the scheduled sweep at once
+//!   (`!<ulid>` pending key, due now), which publishes it again and deletes
+//!   it.
 //! - One entry is sent at most [`MAX_SENDS_PER_ENTRY`] times per run, the
 //!   SDK's attempts included.
 //! - With `ORDERING=strict`, no event goes out while an older event of its
@@ -69,7 +72,9 @@ use crate::config::Ordering;
 use crate::item::OutboxItem;
 use crate::keys::{self, ItemKey};
 use crate::retry::{Backoff, Deadline, RetryPolicy};
-use crate::store::{CollectionRead, DeadLetter, Guarded, Marked, OutboxStore, PendingItem};
+use crate::store::{
+    CollectionRead, DeadLetter, Guarded, Marked, OutboxStore, PendingItem, MAX_BATCH_WRITE,
+};
 
 /// Extra time, past the work deadline, for the deletes and bookkeeping
 /// writes that must follow work already done.
@@ -95,6 +100,14 @@ pub enum Entry {
         aggregate_id: Option<String>,
         /// Why it can never be published.
         reason: String,
+    },
+    /// Its item is no longer this region's to publish: deleted (published
+    /// already), adopted by another region, or dead-lettered, as a check of
+    /// a possibly redelivered stream batch found ([`OutboxStore::publishable`]).
+    /// Not sent, not reported.
+    Settled {
+        /// Its primary key.
+        key: ItemKey,
     },
     /// It cannot be handled here, through nobody's fault in the data (a
     /// stream record without its new image: a configuration error). Never
@@ -125,7 +138,7 @@ impl Entry {
         match self {
             Self::Item(item) => Some(&item.aggregate_id),
             Self::Poison { aggregate_id, .. } => aggregate_id.as_deref(),
-            Self::Unusable { .. } => None,
+            Self::Unusable { .. } | Self::Settled { .. } => None,
         }
     }
 }
@@ -244,6 +257,10 @@ struct Run {
     finish: Deadline,
     outcomes: Vec<RelayOutcome>,
     published: Vec<ItemKey>,
+    /// How many of `published` (from the start) a delete was asked for.
+    deleted_upto: usize,
+    /// Published events whose delete failed.
+    undeleted: Vec<ItemKey>,
     store_errors: usize,
     /// Where the last batch's scan stopped.
     batch_end: usize,
@@ -372,6 +389,8 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             finish: deadline.finishing(FINISH_GRACE),
             outcomes: vec![RelayOutcome::NotAttempted; entries.len()],
             published: Vec::new(),
+            deleted_upto: 0,
+            undeleted: Vec::new(),
             store_errors: 0,
             batch_end: 0,
             strict: self.ordering == Ordering::Strict,
@@ -412,6 +431,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             let stop = self
                 .publish_batch(entries, &batch, &mut run, held, deadline)
                 .await;
+            self.delete_full_batches(&mut run).await;
             i = run.batch_end;
             if stop {
                 break;
@@ -686,7 +706,9 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                         let entry = Entry::from(stored);
                         let key = match &entry {
                             Entry::Item(item) => item.key(),
-                            Entry::Poison { key, .. } | Entry::Unusable { key, .. } => key.clone(),
+                            Entry::Poison { key, .. }
+                            | Entry::Unusable { key, .. }
+                            | Entry::Settled { key } => key.clone(),
                         };
                         if seen.insert(key) {
                             found.push(entry);
@@ -713,6 +735,10 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     ) -> Option<RelayOutcome> {
         let sweep = run.sweep();
         match entry {
+            Entry::Settled { key } => {
+                tracing::info!(key = %key, "redelivered record of an event no longer this region's to publish (published, adopted or dead-lettered); not sent again");
+                Some(RelayOutcome::Gone)
+            }
             Entry::Unusable { key, reason } => {
                 tracing::error!(key = %key, reason = %reason, "outbox record cannot be handled; reporting it");
                 Some(RelayOutcome::Failed(PublishFailure::new(
@@ -965,6 +991,20 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         }
     }
 
+    /// Deletes the published events in full batches of
+    /// [`MAX_BATCH_WRITE`] as soon as there are that many, before the next
+    /// sink call: at any moment at most one sink call's events and one
+    /// delete batch are published and not deleted (what a kill would send
+    /// again), at no more calls than deleting at the end.
+    async fn delete_full_batches(&self, run: &mut Run) {
+        while run.published.len() - run.deleted_upto >= MAX_BATCH_WRITE {
+            let chunk = &run.published[run.deleted_upto..run.deleted_upto + MAX_BATCH_WRITE];
+            let undeleted = self.store.delete_published(chunk, &run.finish).await;
+            run.undeleted.extend(undeleted);
+            run.deleted_upto += MAX_BATCH_WRITE;
+        }
+    }
+
     /// Deletes what was published and counts the outcomes.
     /// A published event whose item could not be deleted is handed to the
     /// scheduled sweep at once (`!<ulid>` pending key, due now, its
@@ -972,10 +1012,13 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     /// id) and deletes it, so that, in strict mode, its aggregate's later
     /// events are not held behind it until it is stranded.
     async fn finish(&self, entries: &[Entry], run: &mut Run) -> RelayReport {
-        let undeleted = self
+        let rest = self
             .store
-            .delete_published(&run.published, &run.finish)
+            .delete_published(&run.published[run.deleted_upto..], &run.finish)
             .await;
+        run.deleted_upto = run.published.len();
+        let mut undeleted = std::mem::take(&mut run.undeleted);
+        undeleted.extend(rest);
         let now = crate::envelope::now_utc_millis().unix_timestamp();
         for key in &undeleted {
             tracing::error!(key = %key, "published event's outbox item not deleted; the next scheduled sweep republishes it");

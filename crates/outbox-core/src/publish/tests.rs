@@ -13,7 +13,7 @@ use super::*;
 use crate::envelope::EventEnvelope;
 use crate::keys::ItemKey;
 use crate::retry::{Backoff, Deadline, Jitter, RetryPolicy};
-use crate::store::{MemoryStore, OutboxStore};
+use crate::store::{MemoryStore, OutboxStore, MAX_BATCH_WRITE};
 
 /// Fails entries by position in the overall stream of entries it has been
 /// given, and records every call.
@@ -26,6 +26,9 @@ struct ScriptedSink {
     hang: bool,
     /// Transmissions per call (an SDK that retries a timed-out attempt).
     sends_per_call: u32,
+    /// A store whose item count each call records (in `stored`).
+    watch: Option<&'static MemoryStore>,
+    stored: Mutex<Vec<usize>>,
 }
 
 impl ScriptedSink {
@@ -37,6 +40,8 @@ impl ScriptedSink {
             max_bytes: 256 * 1024,
             hang: false,
             sends_per_call: 1,
+            watch: None,
+            stored: Mutex::new(Vec::new()),
         }
     }
     fn fail(self, event_type: &str, kind: FailureKind, times: u32) -> Self {
@@ -75,6 +80,9 @@ impl EventSink for ScriptedSink {
             .lock()
             .unwrap()
             .push(items.iter().map(|i| i.event_type.clone()).collect());
+        if let Some(store) = self.watch {
+            self.stored.lock().unwrap().push(store.items().len());
+        }
         if self.hang {
             std::future::pending::<()>().await;
         }
@@ -721,4 +729,38 @@ async fn strict_reads_ahead_and_keeps_batches_full() {
     assert_eq!(report.collection_reads, 20);
     let sizes: Vec<usize> = sink.calls().iter().map(Vec::len).collect();
     assert_eq!(sizes, vec![10, 10]);
+}
+
+/// #40 item 2: deletes keep up with the sends. 100 events of distinct
+/// aggregates, 10 per sink call: when each call starts, fewer than 25
+/// published events wait for their delete (a kill repeats at most one
+/// call's events and one delete batch), and every event is deleted.
+#[tokio::test]
+async fn deletes_keep_up_with_the_sends() {
+    let store: &'static MemoryStore = Box::leak(Box::new(MemoryStore::new(1)));
+    let entries = items(100);
+    for entry in &entries {
+        if let Entry::Item(item) = entry {
+            store.insert(item.clone());
+        }
+    }
+    let mut sink = ScriptedSink::new();
+    sink.watch = Some(store);
+    let report = run(&sink, store, &entries, Mode::Stream).await;
+    assert_eq!(report.published, 100);
+    let calls = sink.calls();
+    assert_eq!(calls.len(), 10);
+    let stored = sink.stored.lock().unwrap().clone();
+    let mut sent = 0;
+    for (call, remaining) in calls.iter().zip(stored) {
+        let deleted = 100 - remaining;
+        assert!(
+            sent - deleted < MAX_BATCH_WRITE,
+            "{} published and not deleted when a call starts",
+            sent - deleted
+        );
+        sent += call.len();
+    }
+    assert!(store.items().is_empty());
+    assert_eq!(store.log().deleted.len(), 100);
 }

@@ -1,11 +1,12 @@
 //! The DynamoDB adapter of the store port.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, ReturnValuesOnConditionCheckFailure, Select, WriteRequest,
+    AttributeValue, DeleteRequest, KeysAndAttributes, ReturnValuesOnConditionCheckFailure, Select,
+    WriteRequest,
 };
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
@@ -14,7 +15,7 @@ use ulid::Ulid;
 use super::{
     sanitize, AdoptOutcome, AdoptedFrom, Adoption, Claim, CollectionRead, Created, Cursor,
     DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OutboxStore, Page, PendingItem,
-    PendingQuery, ShardStats, StoreError, MAX_BATCH_WRITE,
+    PendingQuery, ShardStats, StoreError, MAX_BATCH_GET, MAX_BATCH_WRITE,
 };
 use crate::aws::{error_code, error_message};
 use crate::config::RecordedSettings;
@@ -346,6 +347,14 @@ impl DynamoStore {
         );
         self.conditional_update(key, (&update, &condition), &[], values, operation, deadline)
             .await
+    }
+
+    /// Whether this region publishes the item (its `homeRegion` is this
+    /// store's, or it has none) and it is not a dead letter.
+    fn ours_to_publish(&self, item: &HashMap<String, AttributeValue>) -> bool {
+        let region = item.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
+        self.keys.publishes_region(region.map(String::as_str))
+            && !item.contains_key(attr::DEAD_LETTERED_AT)
     }
 
     /// The settings item (strongly consistent), if there is one.
@@ -999,7 +1008,9 @@ impl OutboxStore for DynamoStore {
                     .expression_attribute_values(":pk", s(key.pk.clone()))
                     .expression_attribute_values(":lo", s(self.keys.outbox_prefix.as_str()))
                     .expression_attribute_values(":hi", s(key.sk.clone()))
-                    .projection_expression("#sk")
+                    .projection_expression("#sk, #home, #dead")
+                    .expression_attribute_names("#home", attr::HOME_REGION)
+                    .expression_attribute_names("#dead", attr::DEAD_LETTERED_AT)
                     .scan_index_forward(false)
                     .limit(limit.max(1))
                     .consistent_read(true)
@@ -1007,19 +1018,84 @@ impl OutboxStore for DynamoStore {
             )
             .await
             .map_err(|e| e.into_store("collection_below"))?;
-        Ok(CollectionRead {
+        let mut read = CollectionRead {
             top: key.sk.clone(),
-            keys: out
-                .items()
-                .iter()
-                .filter_map(|item| {
-                    item.get(self.keys.sort_key.as_str())
-                        .and_then(|v| v.as_s().ok())
-                        .cloned()
-                })
-                .collect(),
             complete: out.last_evaluated_key().is_none(),
-        })
+            ..CollectionRead::default()
+        };
+        for item in out.items() {
+            let Some(sk) = item
+                .get(self.keys.sort_key.as_str())
+                .and_then(|v| v.as_s().ok())
+            else {
+                continue;
+            };
+            if !self.ours_to_publish(item) {
+                read.not_ours.push(sk.clone());
+            }
+            read.keys.push(sk.clone());
+        }
+        Ok(read)
+    }
+
+    async fn publishable(
+        &self,
+        keys: &[ItemKey],
+        deadline: &Deadline,
+    ) -> Result<HashSet<ItemKey>, StoreError> {
+        let mut publishable = HashSet::with_capacity(keys.len());
+        for chunk in keys.chunks(MAX_BATCH_GET) {
+            let mut wanted: Vec<HashMap<String, AttributeValue>> =
+                chunk.iter().map(|key| self.keys.key(key)).collect();
+            let mut attempt = 1;
+            while !wanted.is_empty() {
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(wanted.clone()))
+                    .consistent_read(true)
+                    .projection_expression("#pk, #sk, #home, #dead")
+                    .expression_attribute_names("#pk", self.keys.partition_key.as_str())
+                    .expression_attribute_names("#sk", self.keys.sort_key.as_str())
+                    .expression_attribute_names("#home", attr::HOME_REGION)
+                    .expression_attribute_names("#dead", attr::DEAD_LETTERED_AT)
+                    .build()
+                    .map_err(|e| StoreError::new("publishable", e.to_string()))?;
+                let out = self
+                    .call(
+                        "publishable",
+                        deadline,
+                        self.client
+                            .batch_get_item()
+                            .request_items(&self.table, request)
+                            .send(),
+                    )
+                    .await
+                    .map_err(|e| e.into_store("publishable"))?;
+                for item in out
+                    .responses()
+                    .and_then(|r| r.get(&self.table))
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(key) = self.keys.item_key(item) {
+                        if self.ours_to_publish(item) {
+                            publishable.insert(key);
+                        }
+                    }
+                }
+                wanted = out
+                    .unprocessed_keys()
+                    .and_then(|u| u.get(&self.table))
+                    .map(|k| k.keys().to_vec())
+                    .unwrap_or_default();
+                if !wanted.is_empty() && !self.retry.wait(attempt, deadline).await {
+                    // Not read in time: publishable (a duplicate, never a loss).
+                    publishable.extend(wanted.iter().filter_map(|k| self.keys.item_key(k)));
+                    break;
+                }
+                attempt += 1;
+            }
+        }
+        Ok(publishable)
     }
 
     async fn hold(

@@ -252,6 +252,23 @@ impl OutboxStore for MemoryStore {
         }))
     }
 
+    async fn publishable(
+        &self,
+        keys: &[ItemKey],
+        _: &Deadline,
+    ) -> Result<std::collections::HashSet<ItemKey>, StoreError> {
+        let items = lock(&self.items);
+        Ok(keys
+            .iter()
+            .filter(|key| {
+                items
+                    .get(*key)
+                    .is_some_and(|item| item.dead_lettered_at.is_none())
+            })
+            .cloned()
+            .collect())
+    }
+
     fn configured_shards(&self) -> u16 {
         self.shards
     }
@@ -386,11 +403,11 @@ impl OutboxStore for MemoryStore {
         limit: i32,
         _: &Deadline,
     ) -> Result<CollectionRead, StoreError> {
-        let below: Vec<String> = lock(&self.items)
+        let below: Vec<(String, bool)> = lock(&self.items)
             .values()
             .rev()
             .filter(|i| i.pk == key.pk && keys::is_outbox_sk(&i.sk) && i.sk <= key.sk)
-            .map(|i| i.sk.clone())
+            .map(|i| (i.sk.clone(), i.dead_lettered_at.is_some()))
             .collect();
         let limit = limit.max(1) as usize;
         Ok(CollectionRead {
@@ -398,7 +415,13 @@ impl OutboxStore for MemoryStore {
             // As DynamoDB: a read that stops at its limit says there may be
             // more.
             complete: below.len() < limit,
-            keys: below.into_iter().take(limit).collect(),
+            not_ours: below
+                .iter()
+                .take(limit)
+                .filter(|(_, dead)| *dead)
+                .map(|(sk, _)| sk.clone())
+                .collect(),
+            keys: below.into_iter().take(limit).map(|(sk, _)| sk).collect(),
         })
     }
 

@@ -38,6 +38,9 @@ pub use memory::{MemoryStore, WriteLog};
 /// Most requests in one `BatchWriteItem`.
 pub const MAX_BATCH_WRITE: usize = 25;
 
+/// Most keys in one `BatchGetItem`.
+pub const MAX_BATCH_GET: usize = 100;
+
 /// A store call failed (after the SDK's retries, or cut by the deadline).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("outbox store {operation} failed: {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
@@ -273,13 +276,19 @@ pub struct CollectionRead {
     /// Whether the collection holds no outbox item below the last of
     /// `keys` (the read was not cut by its limit).
     pub complete: bool,
+    /// Those of `keys` that this store's region must not publish: another
+    /// region's (global tables: adopted by it, say), or dead-lettered. They
+    /// still count as older events.
+    pub not_ours: Vec<String>,
 }
 
 /// What a [`CollectionRead`] proves about one event of the collection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Guarded {
-    /// The event's own item is still in the table (an event already
-    /// deleted was published: it is not published again).
+    /// The event's own item is still in the table, and still this
+    /// region's to publish (an event already deleted was published: it is
+    /// not published again; one another region adopted is that region's;
+    /// a dead letter is the operator's).
     pub present: bool,
     /// The nearest older outbox item of its aggregate in the table, if any.
     pub older: Option<String>,
@@ -293,7 +302,7 @@ impl CollectionRead {
         if sk > self.top.as_str() {
             return None;
         }
-        let present = self.keys.iter().any(|k| k == sk);
+        let present = self.keys.iter().any(|k| k == sk) && !self.not_ours.iter().any(|k| k == sk);
         let older = self.keys.iter().find(|k| k.as_str() < sk).cloned();
         if older.is_none() && !self.complete {
             return None;
@@ -338,6 +347,19 @@ pub trait OutboxStore: Send + Sync {
         claim: Option<&str>,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// The keys among `keys` whose events this store's region may still
+    /// publish: in the table, not dead-lettered, and of its home region (or
+    /// of none). One strongly consistent `BatchGetItem` per 100 keys (the
+    /// keys and two attributes projected): the publisher's check of a
+    /// batch that may be a redelivery. Keys DynamoDB leaves unprocessed
+    /// until the deadline count as publishable (a duplicate rather than a
+    /// loss).
+    fn publishable(
+        &self,
+        keys: &[ItemKey],
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<std::collections::HashSet<ItemKey>, StoreError>> + Send;
 
     /// The configured shard count (`OUTBOX_SHARDS`).
     fn configured_shards(&self) -> u16;

@@ -4,13 +4,17 @@
 //! that outlasts the mapping's retries) and the two sabotage runs, whose
 //! verdict must fail for the right reason. `make chaos` runs [`chaos`] (ignored
 //! here): `CHAOS_SEED` (one seed, or a comma-separated list; default
-//! 1,2,3), `CHAOS_ORDERS` (default 100), `CHAOS_SINKS` (default both) and
+//! 1,2,3), `CHAOS_ORDERS` (default 100), `CHAOS_SINKS` (default both),
 //! `CHAOS_WRITERS` (concurrent writers, default 4; 1 replays a seed exactly),
+//! `CHAOS_PARALLELIZATION` (the mapping's `ParallelizationFactor`, default 2)
+//! and `CHAOS_ORDERING` (`auto`, the template's default: strict on SNS FIFO,
+//! relaxed on EventBridge; or `strict`, `relaxed`),
 //! printing the verdict tables and writing each run's to
 //! `target/chaos/run-<seed>-<sink>.md` (`infra/local/chaos.sh`, which `make
 //! chaos` runs, runs them all on one pair of local servers and assembles
 //! `target/chaos/report.md`).
 
+use outbox_core::Ordering;
 use testkit::chaos::{run, ChaosConfig, SinkKind, Verdict};
 use testkit::proxy::Sabotage;
 
@@ -23,15 +27,17 @@ fn report(verdicts: &[Verdict]) -> String {
         out.push('\n');
     }
     for v in verdicts {
-        out.push_str(&format!(
-            "\n### seed {} · {} · {} orders\n\n{}",
-            v.seed,
-            v.sink,
-            v.orders,
-            v.fault_table()
-        ));
+        out.push_str(&format!("\n{}\n\n{}", heading(v), v.fault_table()));
     }
     out
+}
+
+/// A run's heading in the report.
+fn heading(v: &Verdict) -> String {
+    format!(
+        "### seed {} · {} · {} orders · ORDERING {} · ParallelizationFactor {}",
+        v.seed, v.sink, v.orders, v.ordering, v.parallelization
+    )
 }
 
 fn judge(verdicts: &[Verdict]) {
@@ -51,22 +57,77 @@ fn judge(verdicts: &[Verdict]) {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-async fn small_run(sink: SinkKind) {
-    let verdict = run(&ChaosConfig::small(7, sink))
-        .await
-        .expect("chaos harness");
+async fn small_run(config: ChaosConfig) {
+    let verdict = run(&config).await.expect("chaos harness");
     println!("{}", report(std::slice::from_ref(&verdict)));
     judge(&[verdict]);
 }
 
+/// At a `ParallelizationFactor` of 2 (two lanes of the shard invoked at
+/// once, two publisher sandboxes) with `ORDERING=strict`, where the
+/// template's defaults are 1 and relaxed for EventBridge: lanes that run
+/// at once are where an aggregate's events overtake each other, and strict
+/// order is what must hold there, on EventBridge too (the verdict judges
+/// inversions with strict ordering).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn small_run_on_eventbridge_loses_nothing() {
-    small_run(SinkKind::EventBridge).await;
+    let mut config = ChaosConfig::small(7, SinkKind::EventBridge);
+    config.parallelization = 2;
+    config.ordering = Some(Ordering::Strict);
+    small_run(config).await;
 }
 
+/// The template's defaults (`ParallelizationFactor` 1; strict, the SNS
+/// FIFO topic's default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn small_run_on_sns_fifo_loses_nothing() {
-    small_run(SinkKind::SnsFifo).await;
+    small_run(ChaosConfig::small(7, SinkKind::SnsFifo)).await;
+}
+
+fn message(event_id: &str, version: u64, sent_ms: u64) -> serde_json::Value {
+    serde_json::json!({
+        "detail": {"eventId": event_id, "aggregateId": "a", "aggregateVersion": version},
+        "__sqs": {"SentTimestamp": sent_ms.to_string()},
+    })
+}
+
+/// The order check on EventBridge (no servers): messages in the order the
+/// rule sent them, whatever order the standard queue gave; first
+/// deliveries only; an inversion fails the run with strict ordering and is
+/// only reported with relaxed.
+#[test]
+fn inversions_on_eventbridge_are_judged_in_the_order_sent() {
+    let judged = |messages: Vec<serde_json::Value>| {
+        let ordered = testkit::chaos::in_delivery_order(SinkKind::EventBridge, messages)
+            .expect("timed messages");
+        testkit::chaos::inversions(SinkKind::EventBridge, &ordered).len()
+    };
+    // Received v2 first, but sent v1 first.
+    assert_eq!(judged(vec![message("e2", 2, 20), message("e1", 1, 10)]), 0);
+    // A duplicate of v1 after v2 repeats what went out in order.
+    assert_eq!(
+        judged(vec![
+            message("e1", 1, 10),
+            message("e2", 2, 20),
+            message("e1", 1, 30)
+        ]),
+        0
+    );
+    // v1 sent after v2, received in order or not.
+    assert_eq!(judged(vec![message("e2", 2, 10), message("e1", 1, 20)]), 1);
+    assert_eq!(judged(vec![message("e1", 1, 20), message("e2", 2, 10)]), 1);
+    let mut untimed = message("e1", 1, 0);
+    untimed["__sqs"] = serde_json::json!({});
+    assert!(testkit::chaos::in_delivery_order(SinkKind::EventBridge, vec![untimed]).is_err());
+
+    let verdict = |ordering| Verdict {
+        inversions: 1,
+        ordering,
+        ..Verdict::default()
+    };
+    let inverted = |v: Verdict| v.failures().iter().any(|f| f.contains("inversions"));
+    assert!(inverted(verdict("strict")));
+    assert!(!inverted(verdict("relaxed")));
 }
 
 /// A sabotaged run: what its verdict says is wrong.
@@ -135,6 +196,24 @@ async fn chaos() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(4);
+    // Two lanes of each stream shard at once (the template's default is 1):
+    // where an aggregate's events overtake each other, so that each
+    // ordering shows what it promises there.
+    let parallelization: usize = std::env::var("CHAOS_PARALLELIZATION")
+        .ok()
+        .map(|s| {
+            s.parse()
+                .unwrap_or_else(|_| panic!("CHAOS_PARALLELIZATION: 1 to 10, not {s:?}"))
+        })
+        .unwrap_or(2);
+    // The template's `Ordering` (auto: strict on SNS FIFO, relaxed on
+    // EventBridge), or strict or relaxed on every sink.
+    let ordering = match std::env::var("CHAOS_ORDERING").as_deref() {
+        Err(_) | Ok("auto") => None,
+        Ok("strict") => Some(Ordering::Strict),
+        Ok("relaxed") => Some(Ordering::Relaxed),
+        Ok(other) => panic!("CHAOS_ORDERING: auto, strict or relaxed, not {other:?}"),
+    };
     let dir = testkit::root().join("target").join("chaos");
     std::fs::create_dir_all(&dir).expect("target/chaos");
     std::fs::write(dir.join("header.md"), format!("{}\n", Verdict::HEADER)).expect("header");
@@ -152,6 +231,8 @@ async fn chaos() {
             config.writer_fault_rate = 0.05;
             config.writers = writers;
             config.hangs = 2;
+            config.parallelization = parallelization;
+            config.ordering = ordering;
             // Every 5 s on a big run: each sample counts the whole backlog.
             if orders > 1_000 {
                 config.sample_every = std::time::Duration::from_secs(5);
@@ -168,11 +249,9 @@ async fn chaos() {
                 format!("Verdict: FAILS: {}.", failures.join("; "))
             };
             let text = format!(
-                "{}\n\n### seed {} · {} · {} orders\n\n{holds}\n\n{}",
+                "{}\n\n{}\n\n{holds}\n\n{}",
                 verdict.row(),
-                seed,
-                verdict.sink,
-                orders,
+                heading(&verdict),
                 verdict.fault_table()
             );
             std::fs::write(&file, text).expect("write the run's report");

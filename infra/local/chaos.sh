@@ -4,7 +4,10 @@
 # Local, moto) on 127.0.0.1, then the assembled report in
 # target/chaos/report.md, with each server's peak memory. Settings: CHAOS_SEED (comma-separated, default
 # 1,2,3), CHAOS_SINKS (default eventbridge,sns-fifo), CHAOS_ORDERS (default
-# 100), CHAOS_WRITERS (default 4; 1 replays a seed exactly), CHAOS_KEEP=1
+# 100), CHAOS_WRITERS (default 4; 1 replays a seed exactly),
+# CHAOS_PARALLELIZATION (the mapping's ParallelizationFactor, default 2),
+# CHAOS_ORDERING (auto, the template's default: strict on SNS FIFO, relaxed
+# on EventBridge; or strict, relaxed), CHAOS_KEEP=1
 # (add this invocation's runs to the ones already in target/chaos, so one
 # sink at a time can make a single report; the report lists each command).
 set -euo pipefail
@@ -29,7 +32,7 @@ LOCAL_SERVER_LABEL="seeds $seeds, $sinks" LOCAL_SERVER_LOG_DIR=$out infra/local/
   status=0
   for seed in ${seeds//,/ }; do
     for sink in ${sinks//,/ }; do
-      echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders" >&2
+      echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders, ORDERING ${CHAOS_ORDERING:-auto}, ParallelizationFactor ${CHAOS_PARALLELIZATION:-2}" >&2
       CHAOS_SEED=$seed CHAOS_SINKS=$sink \
         cargo test --locked --test chaos -- --ignored --exact chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
         || { status=1; echo "chaos: seed $seed $sink FAILED (see $out/log-$seed-$sink.txt)" >&2; }
@@ -38,7 +41,7 @@ LOCAL_SERVER_LABEL="seeds $seeds, $sinks" LOCAL_SERVER_LOG_DIR=$out infra/local/
   exit $status' || status=1
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s" >>"$out/commands.txt"
+echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} CHAOS_PARALLELIZATION=${CHAOS_PARALLELIZATION:-2} CHAOS_ORDERING=${CHAOS_ORDERING:-auto} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s" >>"$out/commands.txt"
 # Uncommitted changes, other than this script's own outputs (another run's
 # report, when two runs share one report).
 dirty=$(git status --porcelain 2>/dev/null | grep -v '^??' | grep -qv ' docs/chaos/\| docs/reliability.md' && echo " (with uncommitted changes)" || true)

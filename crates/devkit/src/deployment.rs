@@ -224,13 +224,15 @@ impl LocalDeployment {
     }
 
     /// The publisher's stream mapping as this stack deploys it: its
-    /// settings, and its filter patterns evaluated with the stack's
-    /// parameters (its key schema's names, its region).
+    /// settings (`BatchSize`, `ParallelizationFactor`, …) and its filter
+    /// patterns evaluated with the stack's parameters (its key schema's
+    /// names, its region, a `PublisherParallelizationFactor` given).
     pub fn mapping(&self) -> Result<MappingSettings, TemplateError> {
         let path = self.root.join(OUTBOX_TEMPLATE);
         let mut mapping = MappingSettings::from_template_in(&path, &self.region)?;
         let template = Resolved::read(&path, self.resolver(self.reusable_parameters()?))?;
-        let filters = template.document()["Resources"][Function::Publisher.logical_id()]
+        let shape = |m: &str| TemplateError::Shape(m.to_owned());
+        let properties = &template.document()["Resources"][Function::Publisher.logical_id()]
             ["Properties"]["Events"]
             .as_mapping()
             .and_then(|events| {
@@ -238,8 +240,41 @@ impl LocalDeployment {
                     .values()
                     .find(|e| e.get("Type").and_then(|t| t.as_str()) == Some("DynamoDB"))
             })
-            .and_then(|e| e["Properties"]["FilterCriteria"]["Filters"].as_sequence())
-            .ok_or_else(|| TemplateError::Shape("the publisher's mapping has no filters".into()))?;
+            .ok_or_else(|| shape("the publisher has no DynamoDB event"))?["Properties"];
+        let number = |key: &str| -> Result<Option<i64>, TemplateError> {
+            let Some(value) = properties.get(key) else {
+                return Ok(None);
+            };
+            template
+                .evaluate(value)?
+                .map(|v| {
+                    v.parse::<i64>()
+                        .map_err(|_| TemplateError::Shape(format!("{key} is not a number: {v}")))
+                })
+                .transpose()
+        };
+        let count = |key: &str, n: i64| {
+            usize::try_from(n).map_err(|_| TemplateError::Shape(format!("{key} is negative")))
+        };
+        if let Some(n) = number("BatchSize")? {
+            mapping.batch_size = count("BatchSize", n)?;
+        }
+        if let Some(n) = number("MaximumBatchingWindowInSeconds")? {
+            mapping.batching_window_seconds = count("MaximumBatchingWindowInSeconds", n)? as u64;
+        }
+        if let Some(n) = number("MaximumRetryAttempts")? {
+            mapping.maximum_retry_attempts = n;
+        }
+        if let Some(n) = number("MaximumRecordAgeInSeconds")? {
+            mapping.maximum_record_age_seconds = n;
+        }
+        if let Some(n) = number("ParallelizationFactor")? {
+            mapping.parallelization_factor = count("ParallelizationFactor", n)?;
+        }
+        mapping.check()?;
+        let filters = properties["FilterCriteria"]["Filters"]
+            .as_sequence()
+            .ok_or_else(|| shape("the publisher's mapping has no filters"))?;
         let mut patterns = Vec::new();
         for filter in filters {
             // A filter is `{Pattern: …}` or an `!If` choosing one (or none).
@@ -256,5 +291,39 @@ impl LocalDeployment {
     /// [`LocalDeployment::env`] as a list, for a process's environment.
     pub fn env_vec(&self, function: Function) -> Result<Vec<(String, String)>, TemplateError> {
         Ok(self.env(function)?.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> LocalDeployment {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        LocalDeployment::example(
+            &root,
+            "orders",
+            "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/local",
+            LocalSink::Bus("bus".into()),
+        )
+    }
+
+    #[test]
+    fn the_mapping_takes_the_stacks_parameters() {
+        let defaults = example().mapping().expect("mapping");
+        assert_eq!(defaults.parallelization_factor, 1);
+        assert_eq!(defaults.batch_size, 100);
+        let two = example()
+            .with_parameter("PublisherParallelizationFactor", "2")
+            .with_parameter("PublisherBatchSize", "25")
+            .mapping()
+            .expect("mapping");
+        assert_eq!(two.parallelization_factor, 2);
+        assert_eq!(two.batch_size, 25);
+        assert_eq!(two.patterns, defaults.patterns);
+        assert!(example()
+            .with_parameter("PublisherParallelizationFactor", "11")
+            .mapping()
+            .is_err());
     }
 }

@@ -20,7 +20,8 @@
 //!   environment the templates give each function at their defaults on a
 //!   local stack ([`LocalDeployment`], [`Function`]), the region's keys
 //!   included.
-//! - `pump.rs`: the stream event source mapping emulator ([`Pump`]).
+//! - `pump.rs`: the stream event source mapping emulator ([`Pump`]), its
+//!   lanes per shard at a `ParallelizationFactor` above 1.
 //! - `sqs.rs`: Lambda's SQS event source mapping: batches of queue
 //!   messages as the function gets them, settled by its partial batch
 //!   response ([`drain_queue`]).
@@ -59,5 +60,5 @@ pub use stack::{
 pub use stream::{StreamCursor, StreamError};
 pub use template::{
     MappingSettings, Resolved, Resolver, TemplateError, EXAMPLE_TEMPLATE, LOCAL_ACCOUNT,
-    OUTBOX_TEMPLATE,
+    MAX_PARALLELIZATION_FACTOR, OUTBOX_TEMPLATE,
 };

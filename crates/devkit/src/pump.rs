@@ -16,26 +16,39 @@
 //!   Lambda sends (metadata only, `DDBStreamBatchInfo`) to the SQS queue and
 //!   moves on.
 //!
+//! - `ParallelizationFactor` N (from the mapping's settings): each shard's
+//!   records are split into N lanes by a hash of the item's keys (partition
+//!   and sort key), so order holds per item only, as in Lambda; each lane
+//!   batches, checkpoints, retries, bisects and gives up on its own, and the
+//!   lanes of a shard are invoked at once.
+//!
 //! Deviations (documented in `docs/local.md`): no wait for the batching
 //! window (a pass takes what has arrived); retries are immediate (Lambda
 //! retries with backoff); after a bisected half succeeds, the rest of the
-//! shard is batched anew rather than as the other half; one invocation per
-//! shard at a time (`ParallelizationFactor` 1, as in the template).
+//! lane is batched anew rather than as the other half; the lanes of a
+//! shard are invoked in rounds (each lane with records gets one batch per
+//! round, all at once, and the next round starts when every one of them
+//! has answered; Lambda starts a lane's next batch as soon as its last one
+//! is done); shards are drained one after another.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
+use futures::future::join_all;
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::filter::FilterCriteria;
 use crate::stream::{StreamCursor, StreamError};
-use crate::template::MappingSettings;
+use crate::template::{MappingSettings, MAX_PARALLELIZATION_FACTOR};
 
-/// Invokes the function the mapping feeds.
+/// Invokes the function the mapping feeds. At a `ParallelizationFactor`
+/// above 1 the pump calls it for several lanes of a shard at once: an
+/// invoker that serves one invocation at a time (one sandbox) runs them one
+/// after another; Lambda runs them in separate execution environments.
 pub trait Invoker {
     /// `Ok(response)`, or `Err(message)` for a function error (an error
     /// returned, a crash, a timeout).
@@ -85,13 +98,64 @@ pub struct PumpStats {
     pub records_discarded: usize,
 }
 
+/// One lane of a shard: the records of the items that hash to it, in
+/// stream order.
 #[derive(Debug, Default)]
-struct Shard {
+struct Lane {
     pending: VecDeque<EventRecord>,
     /// Retries of the batch at the head (0 on its first delivery).
     retries: i64,
     /// Size limit after bisection.
     limit: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    /// As many as the `ParallelizationFactor` (at least one).
+    lanes: Vec<Lane>,
+}
+
+/// What an invocation's answer says about its batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Every record handled: checkpoint past the batch.
+    Done,
+    /// A function error, or a response Lambda cannot use: the whole batch
+    /// failed.
+    Failed,
+    /// Checkpoint before this position (the lowest reported failure) and
+    /// retry from it.
+    FailedFrom(usize),
+}
+
+/// The lane of `record` among `lanes`: a hash of its item's keys
+/// (partition and sort key), the same for every record of one item, so
+/// that an item's changes keep their order, as in Lambda at a
+/// `ParallelizationFactor` above 1. FNV-1a over the key attributes sorted by
+/// name (the records' key maps have no order of their own).
+fn lane_of(record: &EventRecord, lanes: usize) -> usize {
+    if lanes <= 1 {
+        return 0;
+    }
+    let keys = serde_json::to_value(&record.change.keys).unwrap_or_default();
+    let mut attributes: Vec<(&String, &serde_json::Value)> = keys
+        .as_object()
+        .map(|map| map.iter().collect())
+        .unwrap_or_default();
+    attributes.sort_by(|a, b| a.0.cmp(b.0));
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (name, value) in attributes {
+        for byte in name
+            .bytes()
+            .chain([0])
+            .chain(value.to_string().into_bytes())
+            .chain([0])
+        {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    (hash % lanes as u64) as usize
 }
 
 /// The mapping emulator.
@@ -152,18 +216,30 @@ impl<I: Invoker> Pump<I> {
         &self.invoker
     }
 
+    /// Lanes per shard: the `ParallelizationFactor`, within Lambda's bounds.
+    fn lanes(&self) -> usize {
+        self.mapping
+            .parallelization_factor
+            .clamp(1, MAX_PARALLELIZATION_FACTOR)
+    }
+
     /// Reads what arrived and delivers until every shard is drained (or its
     /// failing batches were sent to OnFailure). Returns how many records were
     /// read.
     pub async fn pass(&mut self) -> Result<usize, PumpError> {
         let mut read = 0;
+        let lanes = self.lanes();
         for (shard_id, records) in self.cursor.read_by_shard().await? {
             let shard = self.shards.entry(shard_id).or_default();
+            if shard.lanes.len() < lanes {
+                shard.lanes.resize_with(lanes, Lane::default);
+            }
             for record in records {
                 read += 1;
                 let json = serde_json::to_value(&record).unwrap_or_default();
                 if self.filters.matches(&json) {
-                    shard.pending.push_back(record);
+                    let lane = lane_of(&record, lanes);
+                    shard.lanes[lane].pending.push_back(record);
                 } else {
                     self.stats.filtered_out += 1;
                 }
@@ -183,135 +259,197 @@ impl<I: Invoker> Pump<I> {
         Ok(())
     }
 
+    /// The next batch of a lane, and its retries so far; `None` when the
+    /// lane is empty.
+    fn next_batch(&self, shard_id: &str, lane: usize) -> Option<(Vec<EventRecord>, i64)> {
+        let lane = self.shards.get(shard_id)?.lanes.get(lane)?;
+        if lane.pending.is_empty() {
+            return None;
+        }
+        let size = self
+            .mapping
+            .batch_size
+            .max(1)
+            .min(lane.limit.unwrap_or(usize::MAX));
+        Some((
+            lane.pending.iter().take(size).cloned().collect(),
+            lane.retries,
+        ))
+    }
+
+    /// Whether the batch's oldest record is past `MaximumRecordAgeInSeconds`.
+    fn too_old(&self, batch: &[EventRecord]) -> bool {
+        if self.mapping.maximum_record_age_seconds < 0 {
+            return false;
+        }
+        batch.first().is_some_and(|oldest| {
+            OffsetDateTime::now_utc().unix_timestamp()
+                - oldest.change.approximate_creation_date_time.timestamp()
+                > self.mapping.maximum_record_age_seconds
+        })
+    }
+
+    /// Delivers a shard in rounds until each of its lanes is drained: each
+    /// lane with records gets its next batch, the batches are invoked at
+    /// once, and each answer is applied to its own lane.
     async fn drain(&mut self, shard_id: &str) -> Result<(), PumpError> {
         loop {
-            let (batch, retries) = {
-                let Some(shard) = self.shards.get(shard_id) else {
-                    return Ok(());
-                };
-                if shard.pending.is_empty() {
-                    return Ok(());
-                }
-                let size = self
-                    .mapping
-                    .batch_size
-                    .max(1)
-                    .min(shard.limit.unwrap_or(usize::MAX));
-                let batch: Vec<EventRecord> = shard.pending.iter().take(size).cloned().collect();
-                (batch, shard.retries)
-            };
-            // Too old: discard with an OnFailure message, as Lambda does.
-            if self.mapping.maximum_record_age_seconds >= 0 {
-                let oldest = batch[0].change.approximate_creation_date_time.timestamp();
-                if OffsetDateTime::now_utc().unix_timestamp() - oldest
-                    > self.mapping.maximum_record_age_seconds
-                {
-                    self.give_up(shard_id, batch.len(), "RecordAgeExceeded", retries)
-                        .await?;
-                    continue;
+            let lanes = self.shards.get(shard_id).map_or(0, |s| s.lanes.len());
+            let mut round: Vec<(usize, Vec<EventRecord>)> = Vec::new();
+            for lane in 0..lanes {
+                while let Some((batch, retries)) = self.next_batch(shard_id, lane) {
+                    // Too old: discard with an OnFailure message, as Lambda does.
+                    if self.too_old(&batch) {
+                        self.give_up(shard_id, lane, batch.len(), "RecordAgeExceeded", retries)
+                            .await?;
+                        continue;
+                    }
+                    round.push((lane, batch));
+                    break;
                 }
             }
-            self.stats.invocations += 1;
-            self.stats.records_delivered += batch.len();
-            let mut event = Event::default();
-            event.records = batch.clone();
-            let outcome = self.invoker.invoke(event).await;
-            let first_failed = match outcome {
-                Ok(response) if response.batch_item_failures.is_empty() => None,
-                Ok(response) if self.mapping.report_batch_item_failures => {
-                    // The lowest reported sequence number, if every identifier is valid.
-                    let mut lowest: Option<usize> = None;
-                    let mut valid = true;
-                    for failure in &response.batch_item_failures {
-                        match failure
-                            .item_identifier
-                            .as_deref()
-                            .filter(|id| !id.is_empty())
-                            .and_then(|id| {
-                                batch
-                                    .iter()
-                                    .position(|r| r.change.sequence_number.as_deref() == Some(id))
-                            }) {
-                            Some(position) => {
-                                lowest = Some(lowest.map_or(position, |l| l.min(position)))
-                            }
-                            None => valid = false,
-                        }
-                    }
-                    if valid {
-                        self.stats.partial_failures += 1;
-                        lowest
-                    } else {
-                        self.stats.function_errors += 1;
-                        Some(usize::MAX)
-                    }
-                }
-                // Without ReportBatchItemFailures the response is ignored.
-                Ok(_) => None,
-                Err(_) => {
-                    self.stats.function_errors += 1;
-                    Some(usize::MAX)
-                }
-            };
-            let Some(shard) = self.shards.get_mut(shard_id) else {
+            if round.is_empty() {
                 return Ok(());
-            };
-            match first_failed {
-                None => {
-                    shard.pending.drain(..batch.len());
-                    shard.retries = 0;
-                    shard.limit = None;
-                }
-                Some(usize::MAX) => {
-                    // The whole batch failed.
-                    if self.mapping.bisect_on_error && batch.len() > 1 {
-                        shard.limit = Some(batch.len() / 2);
-                        self.stats.bisections += 1;
-                    } else {
-                        shard.retries += 1;
-                    }
-                }
-                Some(position) => {
-                    // Checkpoint before the lowest failure; retry from it.
-                    shard.pending.drain(..position);
-                    shard.retries += 1;
-                    shard.limit = None;
-                }
             }
-            let retries = shard.retries;
-            if self.mapping.maximum_retry_attempts >= 0
-                && retries > self.mapping.maximum_retry_attempts
-            {
-                let size = self
-                    .mapping
-                    .batch_size
-                    .max(1)
-                    .min(shard.limit.unwrap_or(usize::MAX))
-                    .min(shard.pending.len());
-                self.give_up(shard_id, size, "RetryAttemptsExhausted", retries)
-                    .await?;
+            self.stats.invocations += round.len();
+            self.stats.records_delivered += round.iter().map(|(_, b)| b.len()).sum::<usize>();
+            let invoker = &self.invoker;
+            let answers = join_all(round.iter().map(|(_, batch)| {
+                let mut event = Event::default();
+                event.records = batch.clone();
+                invoker.invoke(event)
+            }))
+            .await;
+            for ((lane, batch), answer) in round.iter().zip(answers) {
+                let outcome = self.outcome(batch, answer);
+                self.settle(shard_id, *lane, batch.len(), outcome).await?;
             }
         }
     }
 
-    /// Discards the first `size` records of the shard, sending the OnFailure
+    /// What the answer to `batch` means, as Lambda reads it.
+    fn outcome(
+        &mut self,
+        batch: &[EventRecord],
+        answer: Result<DynamoDbEventResponse, String>,
+    ) -> Outcome {
+        match answer {
+            Ok(response) if response.batch_item_failures.is_empty() => Outcome::Done,
+            Ok(response) if self.mapping.report_batch_item_failures => {
+                // The lowest reported sequence number, if every identifier is valid.
+                let mut lowest: Option<usize> = None;
+                let mut valid = true;
+                for failure in &response.batch_item_failures {
+                    match failure
+                        .item_identifier
+                        .as_deref()
+                        .filter(|id| !id.is_empty())
+                        .and_then(|id| {
+                            batch
+                                .iter()
+                                .position(|r| r.change.sequence_number.as_deref() == Some(id))
+                        }) {
+                        Some(position) => {
+                            lowest = Some(lowest.map_or(position, |l| l.min(position)))
+                        }
+                        None => valid = false,
+                    }
+                }
+                match lowest {
+                    Some(position) if valid => {
+                        self.stats.partial_failures += 1;
+                        Outcome::FailedFrom(position)
+                    }
+                    _ => {
+                        self.stats.function_errors += 1;
+                        Outcome::Failed
+                    }
+                }
+            }
+            // Without ReportBatchItemFailures the response is ignored.
+            Ok(_) => Outcome::Done,
+            Err(_) => {
+                self.stats.function_errors += 1;
+                Outcome::Failed
+            }
+        }
+    }
+
+    /// Applies the outcome of a batch of `size` records to its lane, and
+    /// gives the lane's head up past `MaximumRetryAttempts`.
+    async fn settle(
+        &mut self,
+        shard_id: &str,
+        lane: usize,
+        size: usize,
+        outcome: Outcome,
+    ) -> Result<(), PumpError> {
+        let Some(state) = self
+            .shards
+            .get_mut(shard_id)
+            .and_then(|s| s.lanes.get_mut(lane))
+        else {
+            return Ok(());
+        };
+        match outcome {
+            Outcome::Done => {
+                state.pending.drain(..size.min(state.pending.len()));
+                state.retries = 0;
+                state.limit = None;
+            }
+            Outcome::Failed => {
+                if self.mapping.bisect_on_error && size > 1 {
+                    state.limit = Some(size / 2);
+                    self.stats.bisections += 1;
+                } else {
+                    state.retries += 1;
+                }
+            }
+            Outcome::FailedFrom(position) => {
+                // Checkpoint before the lowest failure; retry from it.
+                state.pending.drain(..position.min(state.pending.len()));
+                state.retries += 1;
+                state.limit = None;
+            }
+        }
+        let retries = state.retries;
+        if self.mapping.maximum_retry_attempts >= 0 && retries > self.mapping.maximum_retry_attempts
+        {
+            let size = self
+                .mapping
+                .batch_size
+                .max(1)
+                .min(state.limit.unwrap_or(usize::MAX))
+                .min(state.pending.len());
+            self.give_up(shard_id, lane, size, "RetryAttemptsExhausted", retries)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Discards the first `size` records of the lane, sending the OnFailure
     /// message for them. `invocations`: how often the batch was invoked.
     async fn give_up(
         &mut self,
         shard_id: &str,
+        lane: usize,
         size: usize,
         condition: &str,
         invocations: i64,
     ) -> Result<(), PumpError> {
-        let Some(shard) = self.shards.get_mut(shard_id) else {
+        let Some(state) = self
+            .shards
+            .get_mut(shard_id)
+            .and_then(|s| s.lanes.get_mut(lane))
+        else {
             return Ok(());
         };
-        let batch: Vec<EventRecord> = shard
+        let batch: Vec<EventRecord> = state
             .pending
-            .drain(..size.min(shard.pending.len()))
+            .drain(..size.min(state.pending.len()))
             .collect();
-        shard.retries = 0;
-        shard.limit = None;
+        state.retries = 0;
+        state.limit = None;
         self.stats.records_discarded += batch.len();
         self.stats.on_failure_messages += 1;
         let Some(target) = &self.on_failure else {
@@ -378,4 +516,192 @@ pub fn on_failure_message(
             "streamArn": stream_arn,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use aws_lambda_events::event::streams::DynamoDbBatchItemFailure;
+
+    use super::*;
+
+    fn record(pk: &str, sk: &str, sequence: u64) -> EventRecord {
+        let mut record = EventRecord::default();
+        record.change.keys =
+            serde_json::from_value(json!({"PK": {"S": pk}, "SK": {"S": sk}})).expect("keys");
+        record.change.sequence_number = Some(format!("{sequence:021}"));
+        record
+    }
+
+    fn sk(record: &EventRecord) -> String {
+        serde_json::to_value(&record.change.keys).expect("keys")["SK"]["S"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    #[test]
+    fn an_items_records_share_a_lane_and_items_spread_over_the_lanes() {
+        let records: Vec<EventRecord> = (0..200)
+            .map(|i| record("ORDER#a", &format!("OUTBOX#{i:04}"), i))
+            .collect();
+        assert!(records.iter().all(|r| lane_of(r, 1) == 0));
+        for lanes in [2, 3, 10] {
+            let mut counts = vec![0usize; lanes];
+            for r in &records {
+                let lane = lane_of(r, lanes);
+                assert!(lane < lanes);
+                // Another record of the same item: the same lane.
+                assert_eq!(lane_of(&record("ORDER#a", &sk(r), 9_999), lanes), lane);
+                counts[lane] += 1;
+            }
+            let fair = records.len() / lanes;
+            assert!(
+                counts.iter().all(|c| *c > fair / 2 && *c < fair * 2),
+                "{lanes} lanes: {counts:?}"
+            );
+        }
+        // The key map's order (a HashMap's) does not move an item.
+        let mut swapped = EventRecord::default();
+        swapped.change.keys =
+            serde_json::from_value(json!({"SK": {"S": "OUTBOX#0007"}, "PK": {"S": "ORDER#a"}}))
+                .expect("keys");
+        assert_eq!(lane_of(&swapped, 2), lane_of(&records[7], 2));
+        // The partition key counts too.
+        let moved = (0..200).any(|i| {
+            lane_of(&record("ORDER#b", &sk(&records[i]), 0), 2) != lane_of(&records[i], 2)
+        });
+        assert!(moved);
+    }
+
+    /// Answers after a pause, reporting `failing` as failed whenever it is
+    /// in a batch; records each batch and the most invocations at once.
+    struct Fake {
+        failing: String,
+        running: AtomicUsize,
+        most: AtomicUsize,
+        batches: Mutex<Vec<Vec<EventRecord>>>,
+    }
+
+    impl Invoker for Fake {
+        async fn invoke(&self, event: Event) -> Result<DynamoDbEventResponse, String> {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            self.batches
+                .lock()
+                .expect("batches")
+                .push(event.records.clone());
+            let mut response = DynamoDbEventResponse::default();
+            if let Some(failed) = event.records.iter().find(|r| sk(r) == self.failing) {
+                let mut failure = DynamoDbBatchItemFailure::default();
+                failure.item_identifier = failed.change.sequence_number.clone();
+                response.batch_item_failures.push(failure);
+            }
+            Ok(response)
+        }
+    }
+
+    /// Two lanes of one shard: invoked at once, each batching, retrying and
+    /// giving up on its own, each in stream order.
+    #[tokio::test]
+    async fn lanes_of_a_shard_run_at_once_and_fail_on_their_own() {
+        let records: Vec<EventRecord> = (0..12)
+            .map(|i| record("ORDER#a", &format!("OUTBOX#{i:04}"), i))
+            .collect();
+        let lane_records = |lane: usize| -> Vec<String> {
+            records
+                .iter()
+                .filter(|r| lane_of(r, 2) == lane)
+                .map(sk)
+                .collect()
+        };
+        let (zero, one) = (lane_records(0), lane_records(1));
+        assert!(!zero.is_empty() && !one.is_empty(), "{zero:?} {one:?}");
+        // Lane 0's first record always fails.
+        let failing = zero[0].clone();
+        let sdk = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
+            .build();
+        let mapping = MappingSettings {
+            function: "PublisherFunction".into(),
+            starting_position: "TRIM_HORIZON".into(),
+            batch_size: 3,
+            batching_window_seconds: 0,
+            maximum_retry_attempts: 2,
+            maximum_record_age_seconds: -1,
+            bisect_on_error: true,
+            report_batch_item_failures: true,
+            parallelization_factor: 2,
+            patterns: Vec::new(),
+        };
+        let fake = Fake {
+            failing: failing.clone(),
+            running: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            batches: Mutex::new(Vec::new()),
+        };
+        let cursor = StreamCursor::new(
+            &sdk,
+            "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/s",
+        );
+        let mut pump = Pump::new(cursor, mapping, fake, None).expect("pump");
+        let mut shard = Shard::default();
+        shard.lanes.resize_with(2, Lane::default);
+        for r in &records {
+            shard.lanes[lane_of(r, 2)].pending.push_back(r.clone());
+        }
+        pump.shards.insert("shard-1".into(), shard);
+        pump.drain("shard-1").await.expect("drain");
+
+        assert_eq!(pump.invoker().most.load(Ordering::SeqCst), 2, "two at once");
+        let batches = pump.invoker().batches.lock().expect("batches").clone();
+        let mut delivered: Vec<Vec<String>> = vec![Vec::new(), Vec::new()];
+        for batch in &batches {
+            let lane = lane_of(&batch[0], 2);
+            assert!(
+                batch.iter().all(|r| lane_of(r, 2) == lane),
+                "one lane a batch"
+            );
+            assert!(batch.len() <= 3);
+            for r in batch {
+                if !delivered[lane].contains(&sk(r)) {
+                    delivered[lane].push(sk(r));
+                }
+            }
+        }
+        // Lane 1 never failed: each record once, in order, never held up
+        // by lane 0's retries.
+        let ones: Vec<String> = batches
+            .iter()
+            .filter(|b| lane_of(&b[0], 2) == 1)
+            .flatten()
+            .map(sk)
+            .collect();
+        assert_eq!(ones, one);
+        // Lane 0: its first batch tried once and retried twice, then given
+        // up (three records); the rest of the lane after it, in order.
+        assert_eq!(delivered[0], zero);
+        let tried: usize = batches
+            .iter()
+            .filter(|b| b.iter().any(|r| sk(r) == failing))
+            .count();
+        assert_eq!(tried, 3);
+        assert_eq!(pump.stats.on_failure_messages, 1);
+        assert_eq!(pump.stats.records_discarded, zero.len().min(3));
+        assert_eq!(pump.stats.partial_failures, 3);
+        assert_eq!(pump.stats.invocations, batches.len());
+        let lanes_left: HashSet<usize> = pump.shards["shard-1"]
+            .lanes
+            .iter()
+            .map(|l| l.pending.len())
+            .collect();
+        assert_eq!(lanes_left, HashSet::from([0]));
+    }
 }

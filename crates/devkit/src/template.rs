@@ -20,6 +20,9 @@ pub const OUTBOX_TEMPLATE: &str = "infra/outbox.yaml";
 /// its application `Outbox`.
 pub const EXAMPLE_TEMPLATE: &str = "template.yaml";
 
+/// The highest `ParallelizationFactor` Lambda accepts for a stream.
+pub const MAX_PARALLELIZATION_FACTOR: usize = 10;
+
 /// `AWS::AccountId` in a local run (moto's default account).
 pub const LOCAL_ACCOUNT: &str = "123456789012";
 
@@ -57,6 +60,9 @@ pub struct MappingSettings {
     pub bisect_on_error: bool,
     /// Whether `FunctionResponseTypes` has `ReportBatchItemFailures`.
     pub report_batch_item_failures: bool,
+    /// `ParallelizationFactor` (1 to 10; 1 when absent): concurrent
+    /// batches per stream shard, order kept per item only.
+    pub parallelization_factor: usize,
     /// The `FilterCriteria` patterns.
     pub patterns: Vec<String>,
 }
@@ -65,6 +71,18 @@ impl MappingSettings {
     /// The compiled filter patterns.
     pub fn filters(&self) -> Result<FilterCriteria, PatternError> {
         FilterCriteria::parse(&self.patterns)
+    }
+
+    /// Checks what Lambda would refuse: a `ParallelizationFactor` outside
+    /// 1 to 10.
+    pub fn check(&self) -> Result<(), TemplateError> {
+        if !(1..=MAX_PARALLELIZATION_FACTOR).contains(&self.parallelization_factor) {
+            return Err(TemplateError::Shape(format!(
+                "ParallelizationFactor {} is not between 1 and {MAX_PARALLELIZATION_FACTOR}",
+                self.parallelization_factor
+            )));
+        }
+        Ok(())
     }
 
     /// Reads the first `DynamoDB` event of a function in the template, in
@@ -153,8 +171,11 @@ impl MappingSettings {
                             t.iter()
                                 .any(|v| v.as_str() == Some("ReportBatchItemFailures"))
                         }),
+                    parallelization_factor: usize::try_from(number("ParallelizationFactor", 1)?)
+                        .map_err(|_| shape("ParallelizationFactor is negative"))?,
                     patterns,
                 };
+                settings.check()?;
                 settings.filters()?;
                 return Ok(settings);
             }

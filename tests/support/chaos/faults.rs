@@ -67,8 +67,13 @@ pub(super) struct Schedule {
     /// every kind.
     pub(super) script: HashMap<&'static str, std::collections::VecDeque<Fault>>,
     pub(super) calls: HashMap<String, u32>,
-    /// (operation, fault, calls left).
-    pub(super) burst: Option<(String, Fault, u32)>,
+    /// (operation, fault, calls left, the invocation it belongs to): only
+    /// that invocation's calls continue it (the SDK's retries of its call;
+    /// with several publisher sandboxes sharing this schedule, another
+    /// sandbox's call of the same operation must not take it).
+    pub(super) burst: Option<(String, Fault, u32, u64)>,
+    /// The invocation whose call is being chosen for.
+    pub(super) tag: u64,
     /// Tag range of the sink outage.
     pub(super) outage: Option<(u64, u64)>,
     pub(super) hangs: u32,
@@ -86,6 +91,7 @@ impl Schedule {
         tag: u64,
         sweeper: bool,
     ) -> Option<Fault> {
+        self.tag = tag;
         let sink = matches!(operation, "PutEvents" | "PublishBatch");
         if sink {
             if let Some((from, to)) = self.outage {
@@ -180,8 +186,8 @@ impl Schedule {
 
     /// The rest of a burst, or the next scripted fault (every other call).
     pub(super) fn planned(&mut self, operation: &str, key: &str) -> Option<Fault> {
-        if let Some((op, fault, left)) = &mut self.burst {
-            if op == operation && *left > 0 {
+        if let Some((op, fault, left, tag)) = &mut self.burst {
+            if op == operation && *left > 0 && *tag == self.tag {
                 *left -= 1;
                 return Some(fault.clone());
             }
@@ -217,6 +223,7 @@ impl Schedule {
             script: HashMap::new(),
             calls: HashMap::new(),
             burst: None,
+            tag: 0,
             outage: None,
             hangs: 0,
             read_plan: None,
@@ -290,7 +297,7 @@ impl Schedule {
 
     /// The fault now and for the SDK's two retries of the same call.
     pub(super) fn burst(&mut self, operation: &str, fault: Fault) -> Fault {
-        self.burst = Some((operation.to_owned(), fault.clone(), 2));
+        self.burst = Some((operation.to_owned(), fault.clone(), 2, self.tag));
         fault
     }
 }
@@ -300,7 +307,10 @@ impl Schedule {
 pub(super) struct Tagged {
     pub(super) function: Arc<LambdaFunction>,
     pub(super) proxy: Arc<FaultProxy>,
-    pub(super) next_tag: AtomicU64,
+    /// The next invocation's tag; shared by the sandboxes of one function
+    /// ([`Sandboxes`]), so that a tag names one invocation of the function
+    /// and tags compare in invocation order.
+    pub(super) next_tag: Arc<AtomicU64>,
     /// Invocations that ended in a function error (tag → error).
     pub(super) errors: Mutex<BTreeMap<u64, FunctionError>>,
     /// When each invocation started (tag → time).
@@ -315,13 +325,23 @@ pub(super) struct Tagged {
 
 impl Tagged {
     pub(super) fn new(function: LambdaFunction, proxy: Arc<FaultProxy>) -> Self {
+        Self::counting(function, proxy, Arc::new(AtomicU64::new(1)))
+    }
+
+    /// Its invocations tagged from `next_tag`, which other sandboxes of the
+    /// function share.
+    pub(super) fn counting(
+        function: LambdaFunction,
+        proxy: Arc<FaultProxy>,
+        next_tag: Arc<AtomicU64>,
+    ) -> Self {
         let function = Arc::new(function);
         let killer = function.killer();
         proxy.set_crash_hook(Arc::new(move || killer.kill()));
         Self {
             function,
             proxy,
-            next_tag: AtomicU64::new(1),
+            next_tag,
             errors: Mutex::default(),
             started: Mutex::default(),
             reported: Mutex::default(),
@@ -362,6 +382,101 @@ impl Tagged {
 }
 
 impl Invoker for &Tagged {
+    async fn invoke(&self, event: StreamEvent) -> Result<DynamoDbEventResponse, String> {
+        let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+        let body = self.call(&payload).await.map_err(|e| e.to_string())?;
+        serde_json::from_slice(&body).map_err(|e| format!("invalid response: {e}"))
+    }
+}
+
+/// The execution environments of one function that Lambda runs at once: at
+/// a `ParallelizationFactor` of N, up to N invocations for the lanes of one
+/// stream shard. A [`LambdaFunction`] serves one invocation at a time, and a
+/// proxy tags (and kills) one process, so each sandbox is a [`Tagged`] of
+/// its own, its own process behind its own proxy; the sandboxes share one
+/// tag counter, so tags name the function's invocations across them. An
+/// invocation takes whichever sandbox is free, as in Lambda.
+pub(super) struct Sandboxes {
+    pub(super) all: Vec<Tagged>,
+    free: Mutex<Vec<usize>>,
+    permits: tokio::sync::Semaphore,
+}
+
+impl Sandboxes {
+    pub(super) fn new(all: Vec<Tagged>) -> Self {
+        let free = Mutex::new((0..all.len()).rev().collect());
+        let permits = tokio::sync::Semaphore::new(all.len());
+        Self { all, free, permits }
+    }
+
+    /// The next invocation's tag (the count of invocations so far, plus one).
+    pub(super) fn tag(&self) -> u64 {
+        self.all.first().map_or(1, Tagged::tag)
+    }
+
+    /// Every sandbox's proxy journal, merged in arrival order.
+    pub(super) fn journal(&self) -> Vec<crate::proxy::Call> {
+        let mut calls: Vec<crate::proxy::Call> =
+            self.all.iter().flat_map(|t| t.proxy.journal()).collect();
+        calls.sort_by_key(|c| c.at);
+        calls
+    }
+
+    pub(super) fn errors(&self) -> usize {
+        self.all
+            .iter()
+            .map(|t| t.errors.lock().unwrap().len())
+            .sum()
+    }
+
+    pub(super) fn cold_starts(&self) -> u64 {
+        self.all
+            .iter()
+            .map(|t| t.function.cold_starts.load(Ordering::SeqCst))
+            .sum()
+    }
+
+    /// Invocations that ran while another one of the function ran (in
+    /// another sandbox): the lanes of a shard at work at once.
+    pub(super) fn overlapping(&self) -> usize {
+        let mut runs: Vec<(std::time::SystemTime, std::time::SystemTime)> = Vec::new();
+        for sandbox in &self.all {
+            let ends = sandbox.ends.lock().unwrap();
+            for (tag, start) in sandbox.started.lock().unwrap().iter() {
+                if let Some((_, end)) = ends.get(tag) {
+                    runs.push((*start, *end));
+                }
+            }
+        }
+        runs.sort();
+        let mut overlapped = vec![false; runs.len()];
+        for i in 0..runs.len() {
+            for j in i + 1..runs.len() {
+                if runs[j].0 >= runs[i].1 {
+                    break;
+                }
+                overlapped[i] = true;
+                overlapped[j] = true;
+            }
+        }
+        overlapped.into_iter().filter(|o| *o).count()
+    }
+
+    async fn call(&self, payload: &[u8]) -> Result<Vec<u8>, FunctionError> {
+        // As many permits as sandboxes: a permit means one is free.
+        let Ok(_permit) = self.permits.acquire().await else {
+            return Err(FunctionError::Spawn("no sandbox".into()));
+        };
+        let Some(index) = self.free.lock().unwrap().pop() else {
+            return Err(FunctionError::Spawn("no free sandbox".into()));
+        };
+        let outcome = self.all[index].call(payload).await;
+        self.free.lock().unwrap().push(index);
+        outcome
+    }
+}
+
+impl Invoker for &Sandboxes {
     async fn invoke(&self, event: StreamEvent) -> Result<DynamoDbEventResponse, String> {
         let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
         let body = self.call(&payload).await.map_err(|e| e.to_string())?;

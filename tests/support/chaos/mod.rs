@@ -45,9 +45,9 @@ use crate::lambda::{binary, FunctionSpec, LambdaFunction};
 use crate::proxy::{Call, Fault, FaultProxy, Sabotage};
 use crate::Stack;
 
-use faults::{label, Schedule, Tagged};
+use faults::{label, Sandboxes, Schedule, Tagged};
+pub use verdict::{in_delivery_order, inversions, FaultRow, Verdict};
 use verdict::{judge, order_versions, pending_outbox, recovery};
-pub use verdict::{FaultRow, Verdict};
 use workload::workload;
 
 /// The sink a run publishes to.
@@ -102,6 +102,13 @@ pub struct ChaosConfig {
     pub log_dir: std::path::PathBuf,
     /// How often the backlog is sampled.
     pub sample_every: Duration,
+    /// The mapping's `ParallelizationFactor` (the template parameter
+    /// `PublisherParallelizationFactor`, default 1): lanes of a stream
+    /// shard invoked at once, each on a publisher sandbox of its own.
+    pub parallelization: usize,
+    /// The template parameter `Ordering`; `None` keeps its default (`auto`:
+    /// strict for the SNS FIFO topic, relaxed for EventBridge).
+    pub ordering: Option<outbox_core::Ordering>,
 }
 
 impl ChaosConfig {
@@ -122,6 +129,8 @@ impl ChaosConfig {
             timeout: Duration::from_secs(6),
             log_dir: crate::root().join("target").join("chaos"),
             sample_every: Duration::from_secs(1),
+            parallelization: 1,
+            ordering: None,
         }
     }
 }
@@ -178,9 +187,12 @@ async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) ->
     handled
 }
 
+/// `name`'s binary behind `proxy`; `sandbox` numbers its log when the
+/// function runs in several sandboxes at once.
 fn function(
     config: &ChaosConfig,
     name: &str,
+    sandbox: Option<usize>,
     binary_path: &std::path::Path,
     proxy: &FaultProxy,
     env: &[(String, String)],
@@ -195,9 +207,10 @@ fn function(
         binary: binary_path.to_owned(),
         env: all,
         timeout: config.timeout,
-        log: config
-            .log_dir
-            .join(format!("{}-{}-{name}.log", config.seed, config.sink.name())),
+        log: config.log_dir.join(match sandbox {
+            None => format!("{}-{}-{name}.log", config.seed, config.sink.name()),
+            Some(n) => format!("{}-{}-{name}-{n}.log", config.seed, config.sink.name()),
+        }),
     })
 }
 
@@ -205,7 +218,7 @@ fn function(
 /// queue fed to the sweeper, until a pass reads nothing new; returns the
 /// OnFailure messages handled.
 async fn drain(
-    pump: &mut devkit::Pump<&Tagged>,
+    pump: &mut devkit::Pump<&Sandboxes>,
     sweeper: &Tagged,
     stack: &Stack,
     on_failure: &str,
@@ -366,6 +379,32 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             subscriber
         }
     };
+    // The templates' defaults, but for what the run is asked to set:
+    // - `PublisherParallelizationFactor` (`parallelization` above 1): Lambda
+    //   then invokes lanes of one stream shard at once and keeps order per
+    //   item only, and every event is its own item, so an aggregate's events
+    //   go out from concurrent invocations: the run shows what each ordering
+    //   promises when they do (`make chaos` runs at 2; the template's 1
+    //   leaves the lanes out);
+    // - `Ordering` (`ordering`): strict on EventBridge too, whose default is
+    //   relaxed, so that the verdict judges order per aggregate there.
+    if config.parallelization != 1 {
+        stack.deployment = stack.deployment.clone().with_parameter(
+            "PublisherParallelizationFactor",
+            &config.parallelization.to_string(),
+        );
+    }
+    if let Some(ordering) = config.ordering {
+        stack.deployment = stack
+            .deployment
+            .clone()
+            .with_parameter("Ordering", ordering.as_str());
+    }
+    stack.record_settings().await;
+    // The mapping as this stack deploys it, as the pump runs it.
+    let mapping = stack.deployment.mapping().map_err(|e| e.to_string())?;
+    let lanes = mapping.parallelization_factor.max(1);
+    let ordering = stack.config(&[]).ordering;
     let on_failure = devkit::create_queue(&stack.sdk, &crate::unique("chaos-on-failure"), false)
         .await
         .map_err(|e| e.to_string())?
@@ -397,6 +436,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         let f = function(
             config,
             &format!("writer{w}"),
+            None,
             &binaries.0,
             &proxy,
             &env_of(devkit::Function::Writer),
@@ -444,14 +484,10 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     // Publisher and sweeper, each behind its proxy.
     let mut rng = fastrand::Rng::with_seed(config.seed);
     let outage_start = rng.u64(2..6);
-    let outage_invocations = config.outage_invocations;
-    // The template's mapping, as the pump runs it.
-    let retries =
-        devkit::MappingSettings::from_template(&crate::root().join(devkit::OUTBOX_TEMPLATE))
-            .map_err(|e| e.to_string())?
-            .maximum_retry_attempts
-            .max(0) as u64;
-    let publisher_proxy = Arc::new(FaultProxy::start().await);
+    // Outages are counted in publisher invocations, which the lanes share:
+    // as many again per lane, so that each lane meets about as many.
+    let outage_invocations = config.outage_invocations * lanes as u64;
+    let retries = mapping.maximum_retry_attempts.max(0) as u64;
     let publisher_schedule =
         Schedule::new(config.seed.wrapping_add(1), config.fault_rate).scripted(false);
     let sweeper_schedule =
@@ -468,24 +504,35 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         hangs: config.hangs,
         ..publisher_schedule
     }));
-    let schedule = publisher_schedule.clone();
-    publisher_proxy.set_chooser(Box::new(move |op, tag| {
-        schedule.lock().ok()?.choose_publishing(op, tag, false)
-    }));
-    let publisher = Tagged::new(
-        function(
+    // One publisher sandbox per lane (a sandbox serves one invocation at a
+    // time; Lambda runs the lanes in environments of their own), each
+    // behind its own proxy, all on one fault schedule and one tag count.
+    let publisher_env = env_of(devkit::Function::Publisher);
+    let tags = Arc::new(std::sync::atomic::AtomicU64::new(1));
+    let mut sandboxes = Vec::new();
+    for lane in 0..lanes {
+        let proxy = Arc::new(FaultProxy::start().await);
+        let schedule = publisher_schedule.clone();
+        proxy.set_chooser(Box::new(move |op, tag| {
+            schedule.lock().ok()?.choose_publishing(op, tag, false)
+        }));
+        if let Some(sabotage) = config.sabotage {
+            proxy.sabotage(sabotage);
+        }
+        let f = function(
             config,
             "publisher",
+            (lanes > 1).then_some(lane),
             &binaries.1,
-            &publisher_proxy,
-            &env_of(devkit::Function::Publisher),
-        ),
-        publisher_proxy.clone(),
-    );
+            &proxy,
+            &publisher_env,
+        );
+        sandboxes.push(Tagged::counting(f, proxy, tags.clone()));
+    }
+    let publisher = Sandboxes::new(sandboxes);
     let sweeper_proxy = Arc::new(FaultProxy::start().await);
     let schedule = Mutex::new(sweeper_schedule);
     if let Some(sabotage) = config.sabotage {
-        publisher_proxy.sabotage(sabotage);
         sweeper_proxy.sabotage(sabotage);
     }
     sweeper_proxy.set_chooser(Box::new(move |op, tag| {
@@ -498,7 +545,14 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let mut sweeper_env = env_of(devkit::Function::Sweeper);
     sweeper_env.push(("STRANDED_AFTER_SECONDS".into(), "0".into()));
     let sweeper = Tagged::new(
-        function(config, "sweeper", &binaries.2, &sweeper_proxy, &sweeper_env),
+        function(
+            config,
+            "sweeper",
+            None,
+            &binaries.2,
+            &sweeper_proxy,
+            &sweeper_env,
+        ),
         sweeper_proxy.clone(),
     );
 
@@ -516,7 +570,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         // sweeper redrives.
         let from = publisher.tag();
         if let Ok(mut schedule) = publisher_schedule.lock() {
-            schedule.outage = Some((from, from + retries + 2));
+            schedule.outage = Some((from, from + (retries + 2) * lanes as u64));
         }
         requested = requested.merge(workload(config, &writers, first_wave..config.orders).await);
         on_failure_messages += drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled).await?;
@@ -533,7 +587,9 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     mark = Instant::now();
     // Heal; drain what is left; then a fresh sweeper that takes every
     // pending item, until nothing is pending.
-    publisher_proxy.heal();
+    for sandbox in &publisher.all {
+        sandbox.proxy.heal();
+    }
     sweeper_proxy.heal();
     pump.run_until_idle().await.map_err(|e| e.to_string())?;
     let pump_stats = pump.stats.clone();
@@ -583,7 +639,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let since =
         |t: std::time::SystemTime| t.duration_since(run_start).map_or(0.0, |d| d.as_secs_f64());
     let mut outage: Option<(f64, f64)> = None;
-    for call in publisher_proxy.journal() {
+    for call in publisher.journal() {
         let refused = matches!(call.fault, Some(Fault::RefuseEntries { .. }));
         match (&mut outage, refused) {
             (Some((_, end)), true) => *end = since(call.at),
@@ -601,7 +657,15 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     write_timeline(config, &samples, &timeline);
     reading.store(false, Ordering::SeqCst);
     let messages = reader.await.map_err(|e| e.to_string())??;
-    let mut verdict = judge(config, &stack, messages, &[&publisher, &sweeper]).await?;
+    let functions: Vec<&Tagged> = publisher
+        .all
+        .iter()
+        .chain(std::iter::once(&sweeper))
+        .collect();
+    let mut verdict = judge(config, &stack, messages, &functions).await?;
+    verdict.ordering = ordering.as_str();
+    verdict.parallelization = lanes;
+    verdict.publisher_overlaps = publisher.overlapping();
     verdict.writer_requests = requested.requests;
     verdict.requests_unanswered = requested.unanswered;
     verdict.requests_refused = requested.refused.clone();
@@ -641,16 +705,14 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     }
     verdict.writer_retries = requested.retries;
     verdict.publisher_invocations = publisher.tag() - 1;
-    verdict.publisher_errors = publisher.errors.lock().unwrap().len();
+    verdict.publisher_errors = publisher.errors();
     verdict.sweeper_invocations = sweeper.tag() - 1;
     verdict.sweeper_errors = sweeper.errors.lock().unwrap().len();
-    verdict.cold_starts = [&publisher, &sweeper]
-        .iter()
-        .map(|t| t.function.cold_starts.load(Ordering::SeqCst))
-        .sum();
+    verdict.cold_starts =
+        publisher.cold_starts() + sweeper.function.cold_starts.load(Ordering::SeqCst);
     verdict.on_failure_messages = on_failure_messages.max(pump_stats.on_failure_messages);
     verdict.recovery = recovery(
-        &publisher_proxy.journal(),
+        &publisher.journal(),
         outage_start + outage_invocations,
         &verdict,
     );

@@ -70,9 +70,11 @@ const REMEMBERED: usize = 10_000;
 
 /// Which batches may be redeliveries, so are checked against the table
 /// before anything is sent: the first batch a process handles (the
-/// process before it may have been killed after its deletes), a batch
-/// with a record this process has seen (a retry after a partial failure
-/// or a timeout), and a batch with a record older than `check_after` (a
+/// process before it may have been killed after its deletes), the batch
+/// after one whose check found a stale record (Lambda bisects a batch that
+/// failed as a whole: its halves come one after the other), a batch with a
+/// record this process has seen (a retry after a partial failure or a
+/// timeout), and a batch with a record older than `check_after` (a
 /// backlog: a shard catching up, a region coming back).
 #[derive(Debug, Clone)]
 pub struct Redelivery {
@@ -84,6 +86,8 @@ pub struct Redelivery {
 #[derive(Debug, Default)]
 struct Seen {
     handled_one: bool,
+    /// The last check found a stale record: the next batch is checked too.
+    stale_found: bool,
     order: VecDeque<String>,
     set: HashSet<String>,
 }
@@ -102,6 +106,7 @@ impl Redelivery {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let limit = i64::try_from(self.check_after.as_millis()).unwrap_or(i64::MAX);
         !seen.handled_one
+            || seen.stale_found
             || records.iter().any(|r| {
                 now_ms - r.change.approximate_creation_date_time.timestamp_millis() > limit
                     || r.change
@@ -111,10 +116,14 @@ impl Redelivery {
             })
     }
 
-    /// Remembers the batch's sequence numbers.
-    fn remember(&self, sequences: impl Iterator<Item = String>) {
+    /// Remembers the batch's sequence numbers, and whether its check (if
+    /// it was checked) found a stale record.
+    fn remember(&self, sequences: impl Iterator<Item = String>, checked: Option<bool>) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         seen.handled_one = true;
+        if let Some(stale) = checked {
+            seen.stale_found = stale;
+        }
         for sequence in sequences {
             if seen.set.insert(sequence.clone()) {
                 seen.order.push_back(sequence);
@@ -282,8 +291,11 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
         let relayed = relay
             .run(&entries, Mode::Stream, &mut Default::default(), deadline)
             .await;
-        self.redelivery.remember(all_sequences.into_iter());
         report.not_republished = relayed.gone;
+        self.redelivery.remember(
+            all_sequences.into_iter(),
+            report.rechecked.then_some(report.not_republished > 0),
+        );
         report.published = relayed.published;
         report.dead_lettered = relayed.dead_lettered;
         report.delete_failed = relayed.delete_failed;

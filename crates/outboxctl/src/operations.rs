@@ -324,7 +324,7 @@ impl<S: OutboxStore> Operations<S> {
                 ..ParkedAggregate::default()
             });
         }
-        long_held.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+        long_held.sort_by_key(|item| item.event_id);
         for item in long_held {
             if status
                 .parked

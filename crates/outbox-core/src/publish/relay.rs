@@ -250,6 +250,13 @@ impl RelayReport {
     }
 }
 
+/// A bookkeeping write's claim token (sweep mode) and deadline.
+#[derive(Clone, Copy)]
+struct Writes<'a> {
+    claim: Option<&'a str>,
+    finish: &'a Deadline,
+}
+
 /// The state of one [`Relay::run`].
 struct Run {
     mode: Mode,
@@ -293,6 +300,14 @@ impl Run {
     /// bookkeeping writes may clear that claim, and no other live one.
     fn claim_token(&self) -> Option<&str> {
         self.claim.as_ref().map(|c| c.token.as_str())
+    }
+
+    /// What a bookkeeping write of this run needs.
+    fn writes(&self) -> Writes<'_> {
+        Writes {
+            claim: self.claim_token(),
+            finish: &self.finish,
+        }
     }
 
     /// Records the outcome of entry `i`, settled alone. A failure holds its
@@ -752,15 +767,8 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 aggregate_id,
                 reason,
             } => Some(
-                self.dead_letter(
-                    key,
-                    aggregate_id.as_deref(),
-                    reason,
-                    None,
-                    run.claim_token(),
-                    &run.finish,
-                )
-                .await,
+                self.dead_letter(key, aggregate_id.as_deref(), reason, None, run.writes())
+                    .await,
             ),
             Entry::Item(item) if sweep && !self.sendable(item, run.mode, held) => {
                 Some(RelayOutcome::Deferred)
@@ -778,8 +786,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                         Some(&item.aggregate_id),
                         &reason,
                         attempts,
-                        run.claim_token(),
-                        &run.finish,
+                        run.writes(),
                     )
                     .await,
                 )
@@ -938,8 +945,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                                     now,
                                     max_attempts,
                                     backoff,
-                                    run.claim_token(),
-                                    &run.finish,
+                                    run.writes(),
                                 )
                                 .await;
                             if !ok {
@@ -971,8 +977,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 Some(&item.aggregate_id),
                 &failure.to_string(),
                 attempts,
-                run.claim_token(),
-                &run.finish,
+                run.writes(),
             )
             .await
         {
@@ -1088,17 +1093,16 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         aggregate_id: Option<&str>,
         reason: &str,
         attempts: Option<u32>,
-        claim: Option<&str>,
-        finish: &Deadline,
+        writes: Writes<'_>,
     ) -> RelayOutcome {
         let letter = DeadLetter {
             key,
             aggregate_id,
             reason,
             attempts,
-            claim,
+            claim: writes.claim,
         };
-        match self.store.dead_letter(letter, finish).await {
+        match self.store.dead_letter(letter, writes.finish).await {
             Ok(marked) => {
                 tracing::error!(key = %key, reason, outcome = ?marked, "outbox item dead-lettered");
                 RelayOutcome::DeadLettered
@@ -1123,8 +1127,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         now: OffsetDateTime,
         max_attempts: u32,
         backoff: Backoff,
-        claim: Option<&str>,
-        finish: &Deadline,
+        writes: Writes<'_>,
     ) -> (RelayOutcome, bool) {
         let attempts = item.attempts.saturating_add(1);
         if attempts >= max_attempts {
@@ -1135,8 +1138,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                     Some(&item.aggregate_id),
                     &reason,
                     Some(attempts),
-                    claim,
-                    finish,
+                    writes,
                 )
                 .await;
             let ok = outcome == RelayOutcome::DeadLettered;
@@ -1157,8 +1159,8 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 attempts,
                 next.unix_timestamp(),
                 &failure.to_string(),
-                claim,
-                finish,
+                writes.claim,
+                writes.finish,
             )
             .await
         {

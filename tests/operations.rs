@@ -341,20 +341,7 @@ async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
     }
     assert_eq!(stack.outbox_inserts().await.len(), 3);
     let queue = on_failure_queue(&stack).await;
-    let (bus, _) = stack.bus.clone().unwrap();
-
-    let (ok, out, err) = outboxctl(&[
-        "redrive-on-failure",
-        "--queue",
-        &queue,
-        "--table",
-        &stack.table,
-        "--bus",
-        &bus,
-        "--source",
-        "outbox.orders",
-        "--json",
-    ]);
+    let (ok, out, err) = redrive_on_failure(&stack, &queue);
     assert!(ok, "{err}");
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(json["handled"], 1, "{out}");
@@ -388,19 +375,7 @@ async fn redrive_on_failure_exits_non_zero_when_a_message_is_kept() {
             .await
             .unwrap();
     }
-    let (bus, _) = stack.bus.clone().unwrap();
-    let (ok, out, err) = outboxctl(&[
-        "redrive-on-failure",
-        "--queue",
-        &queue,
-        "--table",
-        &stack.table,
-        "--bus",
-        &bus,
-        "--source",
-        "outbox.orders",
-        "--json",
-    ]);
+    let (ok, out, err) = redrive_on_failure(&stack, &queue);
     assert!(!ok, "a kept message fails the command: {out}");
     assert!(err.contains("1 OnFailure messages were kept"), "{err}");
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -1009,17 +984,7 @@ async fn redrive_on_failure_honours_the_stacks_ordering() {
             &[gave_up(&stack, &a2_record).to_string()],
         )
         .await;
-        let (bus, _) = stack.bus.clone().unwrap();
-        let (ok, out, err) = outboxctl(&[
-            "redrive-on-failure",
-            "--queue",
-            &queue,
-            "--table",
-            &stack.table,
-            "--bus",
-            &bus,
-            "--json",
-        ]);
+        let (ok, out, err) = redrive_on_failure(&stack, &queue);
         assert!(ok, "{ordering}: {err}");
         let json: serde_json::Value = serde_json::from_str(&out).unwrap();
         let received = stack.drain_subscriber().await;
@@ -1035,4 +1000,22 @@ async fn redrive_on_failure_honours_the_stacks_ordering() {
             assert_eq!(left.len(), 1);
         }
     }
+}
+
+/// `outboxctl redrive-on-failure` of `queue` on the stack's table and bus,
+/// `--json`.
+fn redrive_on_failure(stack: &Stack, queue: &str) -> (bool, String, String) {
+    let (bus, _) = stack.bus.clone().expect("a stack with a bus");
+    outboxctl(&[
+        "redrive-on-failure",
+        "--queue",
+        queue,
+        "--table",
+        &stack.table,
+        "--bus",
+        &bus,
+        "--source",
+        "outbox.orders",
+        "--json",
+    ])
 }

@@ -384,11 +384,7 @@ impl<I: Invoker> Pump<I> {
         size: usize,
         outcome: Outcome,
     ) -> Result<(), PumpError> {
-        let Some(state) = self
-            .shards
-            .get_mut(shard_id)
-            .and_then(|s| s.lanes.get_mut(lane))
-        else {
+        let Some(state) = lane_mut(&mut self.shards, shard_id, lane) else {
             return Ok(());
         };
         match outcome {
@@ -437,11 +433,7 @@ impl<I: Invoker> Pump<I> {
         condition: &str,
         invocations: i64,
     ) -> Result<(), PumpError> {
-        let Some(state) = self
-            .shards
-            .get_mut(shard_id)
-            .and_then(|s| s.lanes.get_mut(lane))
-        else {
+        let Some(state) = lane_mut(&mut self.shards, shard_id, lane) else {
             return Ok(());
         };
         let batch: Vec<EventRecord> = state
@@ -516,6 +508,15 @@ pub fn on_failure_message(
             "streamArn": stream_arn,
         }
     })
+}
+
+/// Lane `lane` of shard `shard_id`, if there is one.
+fn lane_mut<'a>(
+    shards: &'a mut BTreeMap<String, Shard>,
+    shard_id: &str,
+    lane: usize,
+) -> Option<&'a mut Lane> {
+    shards.get_mut(shard_id).and_then(|s| s.lanes.get_mut(lane))
 }
 
 #[cfg(test)]

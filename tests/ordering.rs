@@ -598,6 +598,42 @@ async fn a_hold_leaves_another_runs_live_claim_alone() {
         "not held under another run's claim"
     );
     assert!(rig.received("a").await.is_empty());
+
+    // The claim's owner: an SDK retry of its applied claim finds it its
+    // own; another run's claim is refused.
+    let store = rig.stack.store();
+    let deadline = Deadline::after(Duration::from_secs(30));
+    assert_eq!(
+        store
+            .claim_pending(&a2.key(), &claim, &deadline)
+            .await
+            .unwrap(),
+        Marked::Updated
+    );
+    let other = Claim::new(Duration::from_secs(300));
+    assert_eq!(
+        store
+            .claim_pending(&a2.key(), &other, &deadline)
+            .await
+            .unwrap(),
+        Marked::Gone
+    );
+    // The owner holds it, then records a failed attempt of it: the
+    // failure ends the hold (no stale heldBehind to report as parked).
+    let token = Some(claim.token.as_str());
+    store
+        .hold(&a2.key(), "OUTBOX#older", token, &deadline)
+        .await
+        .unwrap();
+    let held = rig.stack.outbox_items().await.remove(1);
+    assert!(held.held_behind.is_some() && held.held_since.is_some());
+    store
+        .record_failure(&a2.key(), 1, now() + 60, "sink down", token, &deadline)
+        .await
+        .unwrap();
+    let failed = rig.stack.outbox_items().await.remove(1);
+    assert_eq!((failed.held_behind, failed.held_since), (None, None));
+    assert_eq!(failed.attempts, 1);
 }
 
 /// #39 item 5: on a global table only an event's home region releases or

@@ -105,7 +105,8 @@ impl Redelivery {
     fn suspect(&self, records: &[EventRecord], now_ms: i64) -> bool {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let limit = i64::try_from(self.check_after.as_millis()).unwrap_or(i64::MAX);
-        !seen.handled_one
+        self.check_after.is_zero()
+            || !seen.handled_one
             || seen.stale_found
             || records.iter().any(|r| {
                 now_ms - r.change.approximate_creation_date_time.timestamp_millis() > limit

@@ -357,7 +357,9 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
                 - i64::try_from(self.settings.sweep_period.as_secs()).unwrap_or(i64::MAX);
             for (entry, outcome) in entries.iter().zip(&relayed.outcomes) {
                 if let (Entry::Item(item), RelayOutcome::Deferred) = (entry, outcome) {
-                    if item.held_since.is_some_and(|since| since < parked_since) {
+                    if item.held_behind.is_some()
+                        && item.held_since.is_some_and(|since| since < parked_since)
+                    {
                         report.long_held.insert(item.aggregate_id.clone());
                     }
                 }

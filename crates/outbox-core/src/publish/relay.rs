@@ -667,7 +667,11 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         run: &mut Run,
         held: &mut HashSet<String>,
     ) -> RelayOutcome {
-        let recorded = item.held_behind.is_some()
+        // Already recorded: held behind the same event, with its time (an
+        // item held before `heldSince` existed gets it now; one whose
+        // blocker changed names the new one), in the scheduled sweep's hands.
+        let recorded = item.held_behind.as_deref() == Some(behind)
+            && item.held_since.is_some()
             && item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk);
         if !recorded {
             if let Err(e) = self

@@ -333,8 +333,15 @@ impl DynamoStore {
         }
         sets.push(format!("{} = :sk", self.keys.pending_sort_key.as_str()));
         values.insert(":sk".to_owned(), s(keys::redriven_sk(event_id)));
+        // A failure record ends a hold: the event was attempted (it passed
+        // its guard), so it is no longer held behind anything.
+        let unhold = if handover.unhold {
+            format!(", {}, {}", attr::HELD_BEHIND, attr::HELD_SINCE)
+        } else {
+            String::new()
+        };
         let update = format!(
-            "SET {} REMOVE {}, {}",
+            "SET {} REMOVE {}, {}{unhold}",
             sets.join(", "),
             attr::CLAIM_TOKEN,
             attr::CLAIMED_UNTIL
@@ -490,6 +497,8 @@ struct Handover<'a> {
     claim: Option<&'a str>,
     /// A hold: `heldSince` is recorded (kept when already there).
     held: bool,
+    /// A failure record: `heldBehind` and `heldSince` are removed.
+    unhold: bool,
 }
 
 /// The condition that no live claim holds the item, but `claim`'s (the
@@ -703,7 +712,11 @@ impl OutboxStore for DynamoStore {
                 (attr::LAST_ERROR, s(sanitize(error))),
                 (attr::NEXT_ATTEMPT_AT, n(next_attempt_at)),
             ],
-            Handover { claim, held: false },
+            Handover {
+                claim,
+                held: false,
+                unhold: true,
+            },
             "record_failure",
             deadline,
         )
@@ -960,10 +973,14 @@ impl OutboxStore for DynamoStore {
             attr::CLAIM_TOKEN,
             attr::CLAIMED_UNTIL
         );
+        // Its own claim counts as free: an SDK retry of a claim that was
+        // applied (its answer lost) must not find the run's own claim and
+        // leave the event to nobody.
         let mut condition = format!(
-            "attribute_exists({}) AND (attribute_not_exists({until}) OR {until} < :now)",
+            "attribute_exists({}) AND (attribute_not_exists({until}) OR {until} < :now OR {token} = :token)",
             self.keys.pending_partition_key.as_str(),
-            until = attr::CLAIMED_UNTIL
+            until = attr::CLAIMED_UNTIL,
+            token = attr::CLAIM_TOKEN
         );
         let mut values = HashMap::from([
             (":token".to_owned(), s(claim.token.clone())),
@@ -1108,7 +1125,11 @@ impl OutboxStore for DynamoStore {
         self.hand_to_schedule(
             key,
             &[(attr::HELD_BEHIND, s(behind))],
-            Handover { claim, held: true },
+            Handover {
+                claim,
+                held: true,
+                unhold: false,
+            },
             "hold",
             deadline,
         )
@@ -1122,6 +1143,7 @@ impl OutboxStore for DynamoStore {
             Handover {
                 claim: None,
                 held: false,
+                unhold: false,
             },
             "make_due",
             deadline,

@@ -249,6 +249,8 @@ impl OutboxStore for MemoryStore {
             item.attempts = attempts;
             item.next_attempt_at = Some(next_attempt_at);
             item.last_error = Some(sanitize(error));
+            item.held_behind = None;
+            item.held_since = None;
         }))
     }
 
@@ -388,7 +390,10 @@ impl OutboxStore for MemoryStore {
     ) -> Result<Marked, StoreError> {
         let mut items = lock(&self.items);
         match items.get_mut(key) {
-            Some(item) if item.pending_pk.is_some() && unclaimed(item) => {
+            Some(item)
+                if item.pending_pk.is_some()
+                    && (unclaimed(item) || item.claim_token.as_deref() == Some(&claim.token)) =>
+            {
                 item.claim_token = Some(claim.token.clone());
                 item.claimed_until = Some(claim.until);
                 Ok(Marked::Updated)

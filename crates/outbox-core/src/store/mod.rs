@@ -333,7 +333,8 @@ pub trait OutboxStore: Send + Sync {
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
     /// Records a failed attempt: `attempts`, the sanitized error and the
-    /// time before which no sweeper retries it, and hands the event to the
+    /// time before which no sweeper retries it (a hold it had ends:
+    /// `heldBehind` and `heldSince` go), and hands the event to the
     /// scheduled sweep (its pending sort key becomes `!<ulid>`, read by every
     /// scheduled sweep whatever the event's age). Conditional on the item
     /// existing, still pending and no live claim but `claim` (the writer's
@@ -409,7 +410,8 @@ pub trait OutboxStore: Send + Sync {
 
     /// Claims a pending event for one sweeper run before it publishes it:
     /// records `claim` on it, conditional on it still being pending and no
-    /// live claim holding it, and (global tables) on its home region being
+    /// live claim but `claim` itself (an SDK retry of a claim that was
+    /// applied) holding it, and (global tables) on its home region being
     /// this store's. [`Marked::Gone`] when it is not: published and
     /// deleted meanwhile (the pending index is read eventually consistent),
     /// dead-lettered, or claimed by a concurrent run (two OnFailure windows

@@ -895,19 +895,7 @@ async fn with_nothing_recorded_status_and_redrive_on_failure_do_not_guess() {
     );
 
     let queue = on_failure_queue(&stack).await;
-    let (bus, _) = stack.bus.clone().unwrap();
-    let (ok, out, err) = outboxctl(&[
-        "redrive-on-failure",
-        "--queue",
-        &queue,
-        "--table",
-        &stack.table,
-        "--bus",
-        &bus,
-        "--source",
-        "outbox.orders",
-        "--json",
-    ]);
+    let (ok, out, err) = redrive_on_failure(&stack, &queue);
     assert!(!ok, "{out}");
     assert!(err.contains("keys may not be the stack's"), "{err}");
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();

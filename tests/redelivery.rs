@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use outbox_core::store::MAX_BATCH_WRITE;
 use testkit::lambda::LambdaFunction;
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::Stack;
@@ -20,6 +21,21 @@ use testkit::Stack;
 /// The publisher of `stack`, deployed with `Ordering=ordering`, its calls
 /// through `proxy`, killed by the proxy's crash faults.
 fn publisher(stack: &Stack, proxy: &FaultProxy, ordering: &str) -> LambdaFunction {
+    publisher_with(
+        stack,
+        proxy,
+        ordering,
+        outbox_core::DEFAULT_SEND_CONCURRENCY,
+    )
+}
+
+/// The same, with `SendConcurrency=concurrency`.
+fn publisher_with(
+    stack: &Stack,
+    proxy: &FaultProxy,
+    ordering: &str,
+    concurrency: usize,
+) -> LambdaFunction {
     // The endpoints: the fault proxy in front of the local servers.
     let endpoints = devkit::endpoint_env_at(&proxy.endpoint);
     let extra: Vec<(&str, &str)> = endpoints
@@ -28,7 +44,10 @@ fn publisher(stack: &Stack, proxy: &FaultProxy, ordering: &str) -> LambdaFunctio
         .collect();
     let function = stack.function(
         devkit::Function::Publisher,
-        &[("Ordering", ordering)],
+        &[
+            ("Ordering", ordering),
+            ("SendConcurrency", &concurrency.to_string()),
+        ],
         &extra,
     );
     let killer = function.killer();
@@ -80,16 +99,29 @@ async fn a_publisher_killed_after_its_deletes_publishes_nothing_again() {
 /// Items 2 and 5: deletes keep up with the sends. 100 events of distinct
 /// aggregates, 10 per `PutEvents`; the publisher is killed during its
 /// k-th sink call (the call takes effect). The redelivered batch repeats
-/// at most that call's events and one delete batch (10 + 25): the events
-/// of the earlier calls were deleted 25 at a time as they went out.
-/// Before, every delete waited for the end of the batch: a kill during
-/// the sixth call repeated 60 events.
+/// what was published and not deleted at the kill:
+/// - with `SendConcurrency` 1 (set here to check #40's bound, one call at
+///   a time): at most that call's events and one delete batch (10 + 25),
+///   the earlier calls' events deleted 25 at a time beside the next calls
+///   (before #40, a kill during the sixth call repeated 60 events);
+/// - at the template's default (5 calls in flight, #41): a kill in the
+///   first wave repeats at most that wave's 50 events, nothing after the
+///   wave having gone out and nothing been deleted yet; a kill in the
+///   second, at most its 50 and the two delete batches beside it.
 #[tokio::test]
-async fn a_kill_during_a_sink_call_repeats_at_most_that_call_and_one_delete_batch() {
-    for (ordering, k) in [("relaxed", 3), ("relaxed", 6), ("strict", 6)] {
+async fn a_kill_during_a_sink_call_repeats_at_most_the_calls_in_flight_and_the_deletes_beside_them()
+{
+    let default = outbox_core::DEFAULT_SEND_CONCURRENCY;
+    for (ordering, concurrency, k) in [
+        ("relaxed", 1, 3),
+        ("relaxed", 1, 6),
+        ("strict", 1, 6),
+        ("relaxed", default, 3),
+        ("strict", default, 7),
+    ] {
         let stack = Stack::with_bus().await;
         let proxy = FaultProxy::start().await;
-        let publisher = publisher(&stack, &proxy, ordering);
+        let publisher = publisher_with(&stack, &proxy, ordering, concurrency);
         for i in 0..100 {
             stack
                 .put_aggregate_event(&format!("o{i}"), 1, Duration::ZERO, 0, 8)
@@ -99,20 +131,25 @@ async fn a_kill_during_a_sink_call_repeats_at_most_that_call_and_one_delete_batc
         proxy.inject("PutEvents", Fault::Crash { forward: true }, Some(1));
         let mut pump = stack.pump(&publisher, None);
         pump.run_until_idle().await.expect("pump");
-        assert_eq!(pump.stats.function_errors, 1, "{ordering}: killed once");
+        let case = format!("{ordering}, {concurrency} in flight, killed in sink call {k}");
+        assert_eq!(pump.stats.function_errors, 1, "{case}: killed once");
         let copies = copies(&stack).await;
-        assert_eq!(copies.len(), 100, "{ordering}: every event");
+        assert_eq!(copies.len(), 100, "{case}: every event");
         let repeated: usize = copies.values().map(|n| n - 1).sum();
-        println!("{ordering}, killed in sink call {k}: {repeated} events repeated");
-        assert!(
-            repeated <= 10 + 25,
-            "{ordering}, call {k}: {repeated} repeated"
-        );
-        if k == 6 {
-            // Calls 1 to 5 published 50; 50 were deleted by then (two
-            // batches of 25): only the sixth call's events repeat.
-            assert_eq!(repeated, 10, "{ordering}");
+        println!("{case}: {repeated} events repeated");
+        // What was published and not deleted when the k-th call's wave
+        // began: each wave's full delete batches go out beside the next
+        // wave (and are in flight beside the k-th call's).
+        let (mut published, mut deleted) = (0, 0);
+        for _ in 0..(k - 1) / concurrency {
+            deleted += (published - deleted) / MAX_BATCH_WRITE * MAX_BATCH_WRITE;
+            published += 10 * concurrency;
         }
+        let bound = 10 * concurrency + (published - deleted);
+        assert!(
+            repeated <= bound,
+            "{case}: {repeated} repeated, bound {bound}"
+        );
         assert!(stack.outbox_items().await.is_empty());
     }
 }

@@ -102,6 +102,7 @@ pub const VARIABLES: &[&str] = &[
     "SWEEP_PAGE_SIZE",
     "SWEEP_SCHEDULE",
     "RECHECK_AFTER_SECONDS",
+    "SEND_CONCURRENCY",
     "MAX_EVENT_BYTES",
     "ORDERING",
     "PARTITION_KEY",
@@ -182,6 +183,7 @@ impl RecordedSettings {
 /// | `RETRY_BASE_SECONDS` | `60` (1–3600) | sweeper (first persisted backoff; doubles to 6 h) |
 /// | `SWEEP_PAGE_SIZE` | `100` (1–1000) | sweeper |
 /// | `RECHECK_AFTER_SECONDS` | `60` (0–86400) | publisher: a batch with a record older than this (or the first batch of a process, or one with a record it has seen) is checked against the table before it is sent |
+/// | `SEND_CONCURRENCY` | `5` (1–10) | publisher, sweeper: sink calls in flight at once in one batch (sweeper: in one shard), each for other aggregates; a kill repeats at most the events of the calls in flight, the delete batches beside them and fewer than 25 more |
 /// | `SWEEP_SCHEDULE` | `rate(5 minutes)` (the template's `SweepSchedule`) | sweeper: an aggregate held longer than its period is parked; a `cron(...)` schedule counts as one hour |
 /// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB; with SNS at most the topic's `MaximumMessageSize` (checked at cold start) | writer (size check), publisher, sweeper (batches) |
 /// | `ORDERING` | `strict` for an SNS FIFO topic, `relaxed` otherwise | publisher, sweeper |
@@ -212,6 +214,9 @@ pub struct Config {
     /// `RECHECK_AFTER_SECONDS`: the publisher checks a batch with a record
     /// older than this against the table before sending it.
     pub recheck_after: Duration,
+    /// `SEND_CONCURRENCY`: sink calls in flight at once (publisher: in one
+    /// batch; sweeper: in one shard), each for other aggregates.
+    pub send_concurrency: usize,
     /// Largest event entry (and sink call) the sink accepts, in bytes.
     pub max_event_bytes: usize,
     /// `ORDERING`: whether an aggregate's event waits for every older one.
@@ -221,6 +226,11 @@ pub struct Config {
     /// [`crate::keys::KeySchema`]).
     pub keys: crate::keys::KeySchema,
 }
+
+/// Sink calls in flight at once unless `SEND_CONCURRENCY` says otherwise
+/// (the templates' `SendConcurrency`): a batch of 100 events (10 calls)
+/// goes out in two waves.
+pub const DEFAULT_SEND_CONCURRENCY: usize = 5;
 
 /// The period of the template's default sweep schedule, `rate(5 minutes)`.
 pub(crate) const DEFAULT_SWEEP_PERIOD: Duration = Duration::from_secs(300);
@@ -341,6 +351,7 @@ impl Config {
                 0,
                 86_400,
             )?),
+            send_concurrency: number(&get, "SEND_CONCURRENCY", DEFAULT_SEND_CONCURRENCY, 1, 10)?,
             sweep_period: match get("SWEEP_SCHEDULE") {
                 None => DEFAULT_SWEEP_PERIOD,
                 Some(schedule) => schedule_period(&schedule).ok_or_else(|| {

@@ -52,7 +52,7 @@ pub mod transaction;
 
 pub use config::{
     Config, ConfigError, Ordering, RecordedSettings, SinkConfig, SinkSettings,
-    DEFAULT_OUTBOX_SHARDS, VARIABLES,
+    DEFAULT_OUTBOX_SHARDS, DEFAULT_SEND_CONCURRENCY, VARIABLES,
 };
 pub use envelope::{
     is_valid_traceparent, next_event_id, now_utc_millis, ulid_time, xray_trace_header,

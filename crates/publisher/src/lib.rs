@@ -58,6 +58,8 @@ pub struct Publisher<S, T> {
     pub retry: RetryPolicy,
     /// Order per aggregate (`ORDERING`; relaxed unless set).
     pub ordering: Ordering,
+    /// Sink calls in flight at once (`SEND_CONCURRENCY`).
+    pub send_concurrency: usize,
     /// The table's key schema (the defaults unless set).
     pub keys: KeySchema,
     /// Which batches are checked against the table first.
@@ -226,6 +228,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             store,
             retry: RetryPolicy::default(),
             ordering: Ordering::default(),
+            send_concurrency: outbox_core::DEFAULT_SEND_CONCURRENCY,
             keys: KeySchema::default(),
             redelivery: Redelivery::default(),
         }
@@ -288,6 +291,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             store: &self.store,
             retry: &self.retry,
             ordering: self.ordering,
+            concurrency: self.send_concurrency,
         };
         let relayed = relay
             .run(&entries, Mode::Stream, &mut Default::default(), deadline)

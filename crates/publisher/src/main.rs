@@ -14,6 +14,7 @@ async fn main() -> Result<(), Error> {
     publish::record_settings(&store, &sdk, "publisher").await;
     let mut publisher = Publisher::new(sink, store);
     publisher.ordering = config.ordering;
+    publisher.send_concurrency = config.send_concurrency;
     publisher.keys = config.keys.clone();
     publisher.redelivery = publisher::Redelivery::new(config.recheck_after);
     let publisher = &publisher;

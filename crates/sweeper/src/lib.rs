@@ -95,6 +95,8 @@ pub struct SweepSettings {
     /// own keys are the stack's, so it does; `outboxctl redrive-on-failure`
     /// keeps such a message when its keys may not be the stack's.
     pub settle_empty_windows: bool,
+    /// Sink calls in flight at once in one shard (`SEND_CONCURRENCY`).
+    pub send_concurrency: usize,
 }
 
 impl From<&Config> for SweepSettings {
@@ -113,6 +115,7 @@ impl From<&Config> for SweepSettings {
             ordering: config.ordering,
             sweep_period: config.sweep_period,
             settle_empty_windows: true,
+            send_concurrency: config.send_concurrency,
         }
     }
 }
@@ -296,6 +299,7 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
             store: &self.store,
             retry: &self.retry,
             ordering: self.settings.ordering,
+            concurrency: self.settings.send_concurrency,
         };
         let mode = Mode::Sweep {
             now,

@@ -16,10 +16,16 @@
 //!   is sent, when it is known before the call.
 //! - Every call is bounded by the deadline; deletes and bookkeeping writes
 //!   may use [`FINISH_GRACE`] more (inside the margin the handlers keep).
-//! - Published items are deleted 25 per `BatchWriteItem`, each batch as
-//!   soon as 25 are published (before the next sink call), the rest at the
-//!   end: a kill repeats at most one sink call's events and one delete
-//!   batch. One whose delete fails is handed to the scheduled sweep at once
+//! - Sink calls go out in waves of up to [`Relay::concurrency`] calls in
+//!   flight together, no aggregate in two calls of a wave; an entry that
+//!   must be settled alone or guarded first, or a second event of an
+//!   aggregate of the wave, starts the next wave.
+//! - Published items are deleted 25 per `BatchWriteItem`, every full batch
+//!   of 25 beside the next wave's sends, the rest at the end: a kill
+//!   repeats at most the events of the wave it struck, those of the delete
+//!   batches in flight beside it, and fewer than 25 waiting to fill a
+//!   batch (one call's events and one delete batch when the concurrency is
+//!   1). One whose delete fails is handed to the scheduled sweep at once
 //!   (`!<ulid>` pending key, due now), which publishes it again and deletes
 //!   it.
 //! - One entry is sent at most [`MAX_SENDS_PER_ENTRY`] times per run, the
@@ -347,6 +353,9 @@ pub struct Relay<'a, S, T> {
     pub retry: &'a RetryPolicy,
     /// Order per aggregate (`ORDERING`).
     pub ordering: Ordering,
+    /// Sink calls in flight at once (`SEND_CONCURRENCY`, at least 1): each
+    /// carries other aggregates than the others.
+    pub concurrency: usize,
 }
 
 impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
@@ -438,15 +447,14 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 i += 1;
                 continue;
             }
-            let batch = self.next_batch(entries, i, &mut run, held);
-            if batch.is_empty() {
+            let wave = self.next_wave(entries, i, &mut run, held);
+            if wave.is_empty() {
                 // The entry at `i` is settled alone on the next turn.
                 continue;
             }
             let stop = self
-                .publish_batch(entries, &batch, &mut run, held, deadline)
+                .publish_wave(entries, &wave, &mut run, held, deadline)
                 .await;
-            self.delete_full_batches(&mut run).await;
             i = run.batch_end;
             if stop {
                 break;
@@ -799,7 +807,69 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         }
     }
 
-    /// The next batch from `start`: contiguous items, one per aggregate,
+    /// The next wave from `start`: up to [`Relay::concurrency`] batches
+    /// sent at once, no aggregate in two of them. It ends before an entry
+    /// that must be settled alone or checked by its own guard first (a
+    /// poison or unusable record, an item held back, not yet cleared by the
+    /// strict guard's read ahead), and at an aggregate already in the wave:
+    /// its later event goes out only after the call that carries the
+    /// earlier one succeeded.
+    fn next_wave(
+        &self,
+        entries: &[Entry],
+        start: usize,
+        run: &mut Run,
+        held: &mut HashSet<String>,
+    ) -> Vec<Vec<usize>> {
+        let mut in_wave: HashSet<String> = HashSet::new();
+        let mut wave = Vec::new();
+        let mut j = start;
+        loop {
+            let batch = self.next_batch(entries, j, run, held, &mut in_wave);
+            if batch.is_empty() {
+                break;
+            }
+            wave.push(batch);
+            j = run.batch_end;
+            if wave.len() >= self.concurrency.max(1)
+                || j >= entries.len()
+                || !self.batchable(entries, j, run, held)
+            {
+                break;
+            }
+        }
+        wave
+    }
+
+    /// Whether entry `j` may start a batch of a wave without being settled
+    /// alone or guarded first (see [`Relay::next_wave`]).
+    fn batchable(
+        &self,
+        entries: &[Entry],
+        j: usize,
+        run: &mut Run,
+        held: &HashSet<String>,
+    ) -> bool {
+        let Entry::Item(item) = &entries[j] else {
+            return false;
+        };
+        if held.contains(&item.aggregate_id)
+            || self.sink.entry_size(item) > self.sink.max_bytes()
+            || !due(item, run.mode)
+        {
+            return false;
+        }
+        if run.strict && !run.cleared.contains(&j) {
+            if !cleared_ahead(item, run, held) {
+                return false;
+            }
+            run.cleared.insert(j);
+        }
+        true
+    }
+
+    /// The next batch from `start`: contiguous items, one per aggregate and
+    /// none of an aggregate in `in_wave` (the other batches of its wave),
     /// within the sink's limits (sweep: items held back are deferred and
     /// skipped once the batch has begun).
     fn next_batch(
@@ -808,9 +878,9 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         start: usize,
         run: &mut Run,
         held: &mut HashSet<String>,
+        in_wave: &mut HashSet<String>,
     ) -> Vec<usize> {
         let mut batch: Vec<usize> = Vec::new();
-        let mut aggregates: HashSet<&str> = HashSet::new();
         let mut bytes = 0;
         let mut j = start;
         while j < entries.len() && batch.len() < self.sink.max_entries() {
@@ -826,31 +896,20 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 continue;
             }
             if run.strict && !batch.is_empty() && !run.cleared.contains(&j) {
-                let clear = !held.contains(&item.aggregate_id)
-                    && run
-                        .reads
-                        .get(&item.pk)
-                        .and_then(|r| r.about(&item.sk))
-                        .is_some_and(|g| {
-                            g.present
-                                && g.older
-                                    .as_ref()
-                                    .is_none_or(|o| published_in(run, &item.pk, o))
-                        });
-                if !clear {
+                if !cleared_ahead(item, run, held) {
                     // Its guard runs first, as the start of the next batch.
                     break;
                 }
                 run.cleared.insert(j);
             }
             let size = self.sink.entry_size(item);
-            if aggregates.contains(item.aggregate_id.as_str())
+            if in_wave.contains(item.aggregate_id.as_str())
                 || size > self.sink.max_bytes()
                 || bytes + size > self.sink.max_bytes()
             {
                 break;
             }
-            aggregates.insert(&item.aggregate_id);
+            in_wave.insert(item.aggregate_id.clone());
             bytes += size;
             batch.push(j);
             j += 1;
@@ -859,109 +918,173 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         batch
     }
 
-    /// Publishes one batch and settles each of its entries. Returns whether
-    /// the run stops (stream mode, after a failure).
-    async fn publish_batch(
+    /// Publishes one wave, its batches in flight together and the full
+    /// delete batches of earlier waves beside them, then settles each entry
+    /// in order. Returns whether the run stops (stream mode, after a
+    /// failure: the wave's later batches went out already, so their events
+    /// are published; the first failed entry is still the first in order
+    /// not published).
+    async fn publish_wave(
         &self,
         entries: &[Entry],
-        batch: &[usize],
+        wave: &[Vec<usize>],
         run: &mut Run,
         held: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> bool {
-        let mut batch: Vec<usize> = batch.to_vec();
-        if let Some(claim) = &run.claim {
-            // Sweep mode: no two sweeper runs publish one event.
-            let keys: Vec<ItemKey> = batch
-                .iter()
-                .filter_map(|k| match &entries[*k] {
-                    Entry::Item(item) => Some(item.key()),
-                    _ => None,
-                })
-                .collect();
-            let finish = run.finish;
-            let claims = futures::future::join_all(
-                keys.iter()
-                    .map(|key| self.store.claim_pending(key, claim, &finish)),
+        let wave = match &run.claim {
+            Some(claim) => {
+                let claim = claim.clone();
+                self.claim_wave(entries, wave, &claim, run, held).await
+            }
+            None => wave.to_vec(),
+        };
+        let batches: Vec<(&[usize], Vec<&OutboxItem>)> = wave
+            .iter()
+            .filter(|batch| !batch.is_empty())
+            .map(|batch| {
+                let items = batch
+                    .iter()
+                    .filter_map(|k| match &entries[*k] {
+                        Entry::Item(item) => Some(item),
+                        _ => None,
+                    })
+                    .collect();
+                (batch.as_slice(), items)
+            })
+            .collect();
+        if batches.is_empty() {
+            return false;
+        }
+        // The full delete batches go out beside the sends (issued first).
+        let full = (run.published.len() - run.deleted_upto) / MAX_BATCH_WRITE * MAX_BATCH_WRITE;
+        let to_delete: Vec<ItemKey> =
+            run.published[run.deleted_upto..run.deleted_upto + full].to_vec();
+        run.deleted_upto += full;
+        let (undeleted, results) =
+            futures::future::join(
+                self.delete_at_once(&to_delete, &run.finish),
+                futures::future::join_all(batches.iter().map(|(_, items)| {
+                    publish_with_retries(self.sink, items, self.retry, deadline)
+                })),
             )
             .await;
-            let mut kept = Vec::with_capacity(batch.len());
-            for (index, claimed) in batch.iter().zip(claims) {
-                let Entry::Item(item) = &entries[*index] else {
-                    continue;
+        run.undeleted.extend(undeleted);
+        let mut stop = false;
+        for ((batch, items), results) in batches.iter().zip(results) {
+            for ((index, item), result) in batch.iter().zip(items).zip(results) {
+                run.outcomes[*index] = match result {
+                    Ok(()) => {
+                        run.published.push(item.key());
+                        RelayOutcome::Published
+                    }
+                    Err(failure) if failure.kind == FailureKind::Poison => {
+                        self.sink_poison(item, &failure, run, held).await
+                    }
+                    Err(failure) => {
+                        tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
+                        held.insert(item.aggregate_id.clone());
+                        match run.mode {
+                            Mode::Stream => {
+                                stop = true;
+                                RelayOutcome::Failed(failure)
+                            }
+                            Mode::Sweep {
+                                now,
+                                max_attempts,
+                                backoff,
+                            } => {
+                                let (outcome, ok) = self
+                                    .record_failure(
+                                        item,
+                                        failure,
+                                        now,
+                                        max_attempts,
+                                        backoff,
+                                        run.writes(),
+                                    )
+                                    .await;
+                                if !ok {
+                                    run.store_errors += 1;
+                                }
+                                outcome
+                            }
+                        }
+                    }
                 };
-                match claimed {
-                    Ok(Marked::Updated) => kept.push(*index),
-                    Ok(Marked::Gone) => {
-                        tracing::info!(event_id = %item.event_id, "event claimed by another sweeper run, or gone; left to it");
-                        run.outcomes[*index] = RelayOutcome::Deferred;
-                        run.claimed_elsewhere.insert(*index);
-                        held.insert(item.aggregate_id.clone());
-                    }
-                    Err(e) => {
-                        tracing::error!(event_id = %item.event_id, error = %e, "could not claim an event; it stays due");
-                        run.store_errors += 1;
-                        run.outcomes[*index] = RelayOutcome::Deferred;
-                        held.insert(item.aggregate_id.clone());
-                    }
-                }
             }
-            batch = kept;
         }
-        let items: Vec<&OutboxItem> = batch
+        stop
+    }
+
+    /// Sweep mode: claims the wave's events (no two sweeper runs publish
+    /// one event) and returns the batches without those it could not claim
+    /// (left to the run that holds them, or due again).
+    async fn claim_wave(
+        &self,
+        entries: &[Entry],
+        wave: &[Vec<usize>],
+        claim: &crate::store::Claim,
+        run: &mut Run,
+        held: &mut HashSet<String>,
+    ) -> Vec<Vec<usize>> {
+        let keyed: Vec<(usize, ItemKey)> = wave
             .iter()
+            .flatten()
             .filter_map(|k| match &entries[*k] {
-                Entry::Item(item) => Some(item),
+                Entry::Item(item) => Some((*k, item.key())),
                 _ => None,
             })
             .collect();
-        if items.is_empty() {
-            return false;
-        }
-        let results = publish_with_retries(self.sink, &items, self.retry, deadline).await;
-        let mut stop = false;
-        for ((index, item), result) in batch.iter().zip(&items).zip(results) {
-            run.outcomes[*index] = match result {
-                Ok(()) => {
-                    run.published.push(item.key());
-                    RelayOutcome::Published
-                }
-                Err(failure) if failure.kind == FailureKind::Poison => {
-                    self.sink_poison(item, &failure, run, held).await
-                }
-                Err(failure) => {
-                    tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
-                    held.insert(item.aggregate_id.clone());
-                    match run.mode {
-                        Mode::Stream => {
-                            stop = true;
-                            RelayOutcome::Failed(failure)
-                        }
-                        Mode::Sweep {
-                            now,
-                            max_attempts,
-                            backoff,
-                        } => {
-                            let (outcome, ok) = self
-                                .record_failure(
-                                    item,
-                                    failure,
-                                    now,
-                                    max_attempts,
-                                    backoff,
-                                    run.writes(),
-                                )
-                                .await;
-                            if !ok {
-                                run.store_errors += 1;
-                            }
-                            outcome
-                        }
-                    }
-                }
+        let finish = run.finish;
+        let claims = futures::future::join_all(
+            keyed
+                .iter()
+                .map(|(_, key)| self.store.claim_pending(key, claim, &finish)),
+        )
+        .await;
+        let mut lost: HashSet<usize> = HashSet::new();
+        for ((index, _), claimed) in keyed.iter().zip(claims) {
+            let Entry::Item(item) = &entries[*index] else {
+                continue;
             };
+            match claimed {
+                Ok(Marked::Updated) => continue,
+                Ok(Marked::Gone) => {
+                    tracing::info!(event_id = %item.event_id, "event claimed by another sweeper run, or gone; left to it");
+                    run.claimed_elsewhere.insert(*index);
+                }
+                Err(e) => {
+                    tracing::error!(event_id = %item.event_id, error = %e, "could not claim an event; it stays due");
+                    run.store_errors += 1;
+                }
+            }
+            run.outcomes[*index] = RelayOutcome::Deferred;
+            held.insert(item.aggregate_id.clone());
+            lost.insert(*index);
         }
-        stop
+        wave.iter()
+            .map(|batch| {
+                batch
+                    .iter()
+                    .copied()
+                    .filter(|k| !lost.contains(k))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Deletes `keys`, its batches of [`MAX_BATCH_WRITE`] at once; returns
+    /// those not deleted.
+    async fn delete_at_once(&self, keys: &[ItemKey], finish: &Deadline) -> Vec<ItemKey> {
+        futures::future::join_all(
+            keys.chunks(MAX_BATCH_WRITE)
+                .map(|chunk| self.store.delete_published(chunk, finish)),
+        )
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// An entry the sink refused as poison: dead-lettered; if even that
@@ -1000,20 +1123,6 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         }
     }
 
-    /// Deletes the published events in full batches of
-    /// [`MAX_BATCH_WRITE`] as soon as there are that many, before the next
-    /// sink call: at any moment at most one sink call's events and one
-    /// delete batch are published and not deleted (what a kill would send
-    /// again), at no more calls than deleting at the end.
-    async fn delete_full_batches(&self, run: &mut Run) {
-        while run.published.len() - run.deleted_upto >= MAX_BATCH_WRITE {
-            let chunk = &run.published[run.deleted_upto..run.deleted_upto + MAX_BATCH_WRITE];
-            let undeleted = self.store.delete_published(chunk, &run.finish).await;
-            run.undeleted.extend(undeleted);
-            run.deleted_upto += MAX_BATCH_WRITE;
-        }
-    }
-
     /// Deletes what was published and counts the outcomes.
     /// A published event whose item could not be deleted is handed to the
     /// scheduled sweep at once (`!<ulid>` pending key, due now, its
@@ -1021,9 +1130,9 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     /// id) and deletes it, so that, in strict mode, its aggregate's later
     /// events are not held behind it until it is stranded.
     async fn finish(&self, entries: &[Entry], run: &mut Run) -> RelayReport {
+        let finish = run.finish;
         let rest = self
-            .store
-            .delete_published(&run.published[run.deleted_upto..], &run.finish)
+            .delete_at_once(&run.published[run.deleted_upto..], &finish)
             .await;
         run.deleted_upto = run.published.len();
         let mut undeleted = std::mem::take(&mut run.undeleted);
@@ -1188,6 +1297,33 @@ const READ_AHEAD_AT_ONCE: usize = 25;
 /// Strict ordering: the limit of an event's own guard read: itself and the
 /// nearest older outbox item of its aggregate.
 const OWN_READ_LIMIT: i32 = 2;
+
+/// Whether `item` is due (sweep mode: its `nextAttemptAt` has passed).
+fn due(item: &OutboxItem, mode: Mode) -> bool {
+    match mode {
+        Mode::Stream => true,
+        Mode::Sweep { now, .. } => item
+            .next_attempt_at
+            .is_none_or(|at| at <= now.unix_timestamp()),
+    }
+}
+
+/// Strict ordering: whether the read made ahead for `item`'s collection
+/// clears it (its aggregate not held, its item present, and no older event
+/// of its aggregate in the table but one published in this run).
+fn cleared_ahead(item: &OutboxItem, run: &Run, held: &HashSet<String>) -> bool {
+    !held.contains(&item.aggregate_id)
+        && run
+            .reads
+            .get(&item.pk)
+            .and_then(|r| r.about(&item.sk))
+            .is_some_and(|g| {
+                g.present
+                    && g.older
+                        .as_ref()
+                        .is_none_or(|o| published_in(run, &item.pk, o))
+            })
+}
 
 /// Whether the event of sort key `sk` in collection `pk` was published in
 /// this run (after its own guard passed).

@@ -29,6 +29,11 @@ struct ScriptedSink {
     /// A store whose item count each call records (in `stored`).
     watch: Option<&'static MemoryStore>,
     stored: Mutex<Vec<usize>>,
+    /// Yield once inside each call, so that calls made together overlap.
+    overlap: bool,
+    /// The aggregates of the calls in flight, and the most calls in flight
+    /// at once.
+    in_flight: Mutex<(Vec<HashSet<String>>, usize)>,
 }
 
 impl ScriptedSink {
@@ -42,7 +47,18 @@ impl ScriptedSink {
             sends_per_call: 1,
             watch: None,
             stored: Mutex::new(Vec::new()),
+            overlap: false,
+            in_flight: Mutex::new((Vec::new(), 0)),
         }
+    }
+    fn overlapping() -> Self {
+        Self {
+            overlap: true,
+            ..Self::new()
+        }
+    }
+    fn most_in_flight(&self) -> usize {
+        self.in_flight.lock().unwrap().1
     }
     fn fail(self, event_type: &str, kind: FailureKind, times: u32) -> Self {
         self.script.lock().unwrap().push((
@@ -85,6 +101,24 @@ impl EventSink for ScriptedSink {
         }
         if self.hang {
             std::future::pending::<()>().await;
+        }
+        if self.overlap {
+            let aggregates: HashSet<String> =
+                items.iter().map(|i| i.aggregate_id.clone()).collect();
+            {
+                let mut flight = self.in_flight.lock().unwrap();
+                for other in &flight.0 {
+                    assert!(
+                        other.is_disjoint(&aggregates),
+                        "two calls in flight carry one aggregate"
+                    );
+                }
+                flight.0.push(aggregates.clone());
+                flight.1 = flight.1.max(flight.0.len());
+            }
+            tokio::task::yield_now().await;
+            let mut flight = self.in_flight.lock().unwrap();
+            flight.0.retain(|a| *a != aggregates);
         }
         let mut script = self.script.lock().unwrap();
         items
@@ -185,6 +219,19 @@ async fn run_ordered(
     deadline: &Deadline,
     ordering: crate::Ordering,
 ) -> RelayReport {
+    run_with(sink, store, entries, mode, deadline, ordering, 1).await
+}
+
+/// A relay run with `concurrency` sink calls in flight at once.
+async fn run_with(
+    sink: &ScriptedSink,
+    store: &MemoryStore,
+    entries: &[Entry],
+    mode: Mode,
+    deadline: &Deadline,
+    ordering: crate::Ordering,
+    concurrency: usize,
+) -> RelayReport {
     if matches!(mode, Mode::Sweep { .. }) {
         // A sweep publishes what it read from the store (and claims it there).
         let stored: HashSet<ItemKey> = store.items().iter().map(|i| i.key()).collect();
@@ -201,6 +248,7 @@ async fn run_ordered(
         store,
         retry: &fast(),
         ordering,
+        concurrency,
     };
     relay
         .run(entries, mode, &mut HashSet::new(), deadline)
@@ -763,4 +811,131 @@ async fn deletes_keep_up_with_the_sends() {
     }
     assert!(store.items().is_empty());
     assert_eq!(store.log().deleted.len(), 100);
+}
+
+/// The default `SEND_CONCURRENCY`.
+const WAVE: usize = crate::DEFAULT_SEND_CONCURRENCY;
+
+async fn concurrent(
+    sink: &ScriptedSink,
+    store: &MemoryStore,
+    entries: &[Entry],
+    mode: Mode,
+    ordering: crate::Ordering,
+) -> RelayReport {
+    run_with(sink, store, entries, mode, &far(), ordering, WAVE).await
+}
+
+#[tokio::test]
+async fn calls_for_distinct_aggregates_are_in_flight_together() {
+    for ordering in [crate::Ordering::Relaxed, crate::Ordering::Strict] {
+        let (sink, store) = (ScriptedSink::overlapping(), MemoryStore::default());
+        let entries = stored(&store, items_of(100, 100));
+        let report = concurrent(&sink, &store, &entries, Mode::Stream, ordering).await;
+        assert!(all_published(&report), "{ordering:?}");
+        assert_eq!(sink.calls().len(), 10, "{ordering:?}: calls unchanged");
+        assert_eq!(sink.most_in_flight(), WAVE, "{ordering:?}");
+        assert!(store.items().is_empty(), "{ordering:?}");
+        assert_eq!(store.log().deleted.len(), 100, "{ordering:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_aggregates_events_go_out_in_order_and_never_in_flight_together() {
+    // 20 aggregates × 5 events, round robin: every wave stops where an
+    // aggregate of the wave comes again (the sink asserts that no two calls
+    // in flight share an aggregate).
+    for ordering in [crate::Ordering::Relaxed, crate::Ordering::Strict] {
+        let (sink, store) = (ScriptedSink::overlapping(), MemoryStore::default());
+        let entries = stored(&store, items_of(100, 20));
+        let report = concurrent(&sink, &store, &entries, Mode::Stream, ordering).await;
+        assert!(all_published(&report), "{ordering:?}: {report:?}");
+        assert_eq!(sink.calls().len(), 10, "{ordering:?}");
+        assert_eq!(
+            sink.most_in_flight(),
+            2,
+            "{ordering:?}: 20 aggregates a wave"
+        );
+        // E<i> is aggregate i % 20's event i / 20: sent in order of i.
+        let sent: Vec<usize> = published_types(&sink)
+            .iter()
+            .map(|t| t[1..].parse().unwrap())
+            .collect();
+        let mut sorted = sent.clone();
+        sorted.sort_unstable();
+        assert_eq!(sent, sorted, "{ordering:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_failure_in_a_wave_reports_the_first_record_not_published() {
+    // E25 (third call of the first wave) fails for good; the wave's other
+    // calls went out beside it; nothing after the wave is sent.
+    let sink = ScriptedSink::overlapping().fail("E25", FailureKind::Transient, 100);
+    let store = MemoryStore::default();
+    let entries = stored(&store, items_of(100, 100));
+    let report = concurrent(
+        &sink,
+        &store,
+        &entries,
+        Mode::Stream,
+        crate::Ordering::Relaxed,
+    )
+    .await;
+    let out = &report.outcomes;
+    assert!(out[..25].iter().all(|o| *o == RelayOutcome::Published));
+    assert!(matches!(out[25], RelayOutcome::Failed(_)));
+    assert!(out[26..50].iter().all(|o| *o == RelayOutcome::Published));
+    assert!(out[50..].iter().all(|o| *o == RelayOutcome::NotAttempted));
+    assert_eq!(report.first_unhandled(), Some(25));
+    assert_eq!(report.published, 49);
+    // Published items are deleted; the failed one and the rest stay.
+    assert_eq!(store.items().len(), 51);
+}
+
+#[tokio::test]
+async fn deletes_go_out_beside_the_next_wave() {
+    let store: &'static MemoryStore = Box::leak(Box::new(MemoryStore::new(1)));
+    let entries = stored(store, items_of(100, 100));
+    let mut sink = ScriptedSink::overlapping();
+    sink.watch = Some(store);
+    let report = concurrent(
+        &sink,
+        store,
+        &entries,
+        Mode::Stream,
+        crate::Ordering::Relaxed,
+    )
+    .await;
+    assert_eq!(report.published, 100);
+    // The second wave's calls start once the first wave's two full delete
+    // batches are issued: published and not deleted when a call starts,
+    // fewer than 25 (the deletes go first in the memory store).
+    let calls = sink.calls();
+    let stored_at_call = sink.stored.lock().unwrap().clone();
+    assert_eq!(calls.len(), 10);
+    assert_eq!(stored_at_call[5], 50, "two delete batches beside wave two");
+    assert_eq!(store.log().deleted.len(), 100);
+    assert!(store.items().is_empty());
+}
+
+#[tokio::test]
+async fn a_concurrent_sweep_claims_and_publishes_each_event_once() {
+    let (sink, store) = (ScriptedSink::overlapping(), MemoryStore::default());
+    let entries = stored(&store, items_of(60, 30));
+    let report = concurrent(
+        &sink,
+        &store,
+        &entries,
+        sweep_mode(),
+        crate::Ordering::Relaxed,
+    )
+    .await;
+    assert!(all_published(&report), "{report:?}");
+    let mut sent = published_types(&sink);
+    assert_eq!(sent.len(), 60);
+    sent.sort();
+    sent.dedup();
+    assert_eq!(sent.len(), 60, "each event once");
+    assert!(store.items().is_empty());
 }

@@ -153,3 +153,43 @@ async fn a_kill_during_a_sink_call_repeats_at_most_the_calls_in_flight_and_the_d
         assert!(stack.outbox_items().await.is_empty());
     }
 }
+
+/// #41 with #40: a record that fails in the first call of a wave is
+/// reported; the wave's later calls went out beside it and their events
+/// were deleted. Lambda delivers the batch again from the failed record to
+/// the same process, which has seen those records: it checks them against
+/// the table and sends none of the deleted ones again. Each event reaches
+/// the subscriber once (none of the failed entry's call-mates repeats
+/// either: they were deleted too).
+#[tokio::test]
+async fn a_failure_in_a_wave_repeats_none_of_the_events_published_beside_it() {
+    let stack = Stack::with_bus().await;
+    let proxy = FaultProxy::start().await;
+    let publisher = publisher(&stack, &proxy, "relaxed");
+    let mut failing = String::new();
+    for i in 0..50 {
+        let item = stack
+            .put_aggregate_event(&format!("w{i}"), 1, Duration::ZERO, 0, 8)
+            .await;
+        if i == 3 {
+            failing = item.event_id.to_string();
+        }
+    }
+    // Entry 3 (first call of the wave) refused in every call of the first
+    // invocation: the wave's 5 calls and its retries alone.
+    proxy.inject(
+        "PutEvents",
+        Fault::refuse(&[failing], "ThrottlingException"),
+        Some(5 + 3),
+    );
+    let mut pump = stack.pump(&publisher, None);
+    pump.run_until_idle().await.expect("pump");
+    assert!(pump.stats.partial_failures >= 1, "entry 3 was reported");
+    let copies = copies(&stack).await;
+    assert_eq!(copies.len(), 50, "every event: {copies:?}");
+    assert!(
+        copies.values().all(|n| *n == 1),
+        "each event once: {copies:?}"
+    );
+    assert!(stack.outbox_items().await.is_empty());
+}

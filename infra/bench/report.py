@@ -75,6 +75,7 @@ def criterion_table(text):
 COUNT_BLOCKS = {
     "publisher-calls": "Publisher",
     "strict-calls": "Strict ordering",
+    "send-latency": "Concurrent sends",
     "writer-round-trips": "Writer round trips",
     "sweep-cost": "Sweep cost",
 }
@@ -112,6 +113,7 @@ def main():
     blocks = {
         "publisher-calls": find(calls, "Publisher"),
         "strict-calls": find(calls, "Strict ordering"),
+        "send-latency": find(calls, "Concurrent sends"),
         "handler-cpu": criterion_table(read(bench, "decode.txt") + read(bench, "transaction.txt")),
         "writer-round-trips": find(calls, "Writer round trips"),
         "artifacts": read(bench, "artifacts.md").strip(),

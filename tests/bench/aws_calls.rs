@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sweeper::{SweepSettings, Sweeper};
 use testkit::lambda::{debug_binary, loopback_env, FunctionSpec, LambdaFunction};
-use testkit::proxy::FaultProxy;
+use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, request, Stack};
 
 #[tokio::main]
@@ -20,6 +20,11 @@ async fn main() {
         strict_calls(1000).await;
         return;
     }
+    // BENCH_ONLY=latency: the concurrent sends' section alone.
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "latency") {
+        send_latency(if quick { 500 } else { 2000 }).await;
+        return;
+    }
     // BENCH_ONLY=recheck: the redelivery check's section alone.
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "recheck") {
         recheck_calls(1000).await;
@@ -28,6 +33,7 @@ async fn main() {
     publisher_calls(if quick { 100 } else { 1000 }).await;
     strict_calls(if quick { 100 } else { 1000 }).await;
     recheck_calls(if quick { 100 } else { 1000 }).await;
+    send_latency(if quick { 500 } else { 2000 }).await;
     writer_round_trips().await;
     let sizes: &[usize] = if quick {
         &[1_000]
@@ -290,6 +296,188 @@ async fn recheck_calls(n: usize) {
         );
     }
     println!();
+}
+
+/// Latency per call injected at the wire: the model's in-region latencies.
+/// `PutEvents` is answered by the proxy after this long (a stub sink: moto's
+/// own time, which grows with the machine's load, left out);
+/// `BatchWriteItem` reaches DynamoDB Local and is answered this long later.
+const PUT_EVENTS_LATENCY: Duration = Duration::from_millis(25);
+const BATCH_WRITE_LATENCY: Duration = Duration::from_millis(10);
+
+/// The publisher binary with `SendConcurrency=concurrency`, its calls
+/// through a proxy.
+async fn latency_rig(concurrency: usize) -> (Stack, FaultProxy, LambdaFunction) {
+    let stack = Stack::with_bus().await;
+    let proxy = FaultProxy::start().await;
+    let env = loopback_env()
+        .into_iter()
+        .chain(devkit::endpoint_env_at(&proxy.endpoint))
+        .chain(stack.env(
+            devkit::Function::Publisher,
+            &[("SendConcurrency", &concurrency.to_string())],
+        ))
+        .collect();
+    let function = LambdaFunction::new(FunctionSpec {
+        name: "publisher".into(),
+        binary: debug_binary("publisher").expect("publisher binary"),
+        env,
+        timeout: Duration::from_secs(60),
+        log: std::env::temp_dir().join(format!("{}-publisher-latency.log", stack.table)),
+    });
+    (stack, proxy, function)
+}
+
+/// Times each invocation of the function (the mapping's wait for its
+/// answer).
+struct Timed<'a> {
+    function: &'a LambdaFunction,
+    spent: std::sync::Mutex<Vec<Duration>>,
+}
+
+impl<'a> Timed<'a> {
+    fn new(function: &'a LambdaFunction) -> Self {
+        Self {
+            function,
+            spent: Default::default(),
+        }
+    }
+    /// The invocations' times from the `from`-th on, and their sum.
+    fn since(&self, from: usize) -> (Vec<Duration>, Duration) {
+        let spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
+        let times = spent[from.min(spent.len())..].to_vec();
+        let sum = times.iter().sum();
+        (times, sum)
+    }
+}
+
+impl devkit::Invoker for &Timed<'_> {
+    async fn invoke(
+        &self,
+        event: aws_lambda_events::event::dynamodb::Event,
+    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
+        let started = std::time::Instant::now();
+        let answer = devkit::Invoker::invoke(&self.function, event).await;
+        self.spent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(started.elapsed());
+        answer
+    }
+}
+
+/// Warms the process with a batch of one (its cold start and first-batch
+/// check done), then puts the model's latencies on the wire.
+async fn warm_up(stack: &Stack, proxy: &FaultProxy, pump: &mut devkit::Pump<&Timed<'_>>) {
+    stack
+        .put_aggregate_event("warm-up", 1, Duration::ZERO, 0, 8)
+        .await;
+    pump.run_until_idle().await.expect("pump");
+    proxy.inject("PutEvents", Fault::Stub(PUT_EVENTS_LATENCY), None);
+    proxy.inject("BatchWriteItem", Fault::Late(BATCH_WRITE_LATENCY), None);
+}
+
+/// #41: a 100-event batch's time through the publisher binary, one sink
+/// call at a time against `SendConcurrency` calls in flight, with the
+/// model's latencies injected on the wire; then the sustained rate of one
+/// stream shard (`sustained` events, BatchSize 100). A batch's time is its
+/// invocation's, as the mapping waits for it (median of three on this
+/// machine); nothing here asserts a time.
+async fn send_latency(sustained: usize) {
+    let concurrent = outbox_core::DEFAULT_SEND_CONCURRENCY;
+    println!("## Concurrent sends: a 100-event batch with {} ms per `PutEvents` and {} ms per `BatchWriteItem` injected at the wire (publisher binary, relaxed ordering)\n", PUT_EVENTS_LATENCY.as_millis(), BATCH_WRITE_LATENCY.as_millis());
+    println!("| batch | `SendConcurrency` | invocation time (median of 3) | `PutEvents` | `BatchWriteItem` | all calls per 1,000 events |");
+    println!("|---|---|---|---|---|---|");
+    let mut rows = Vec::new();
+    for (case, aggregates) in [
+        ("100 events of 100 aggregates", 100),
+        ("20 aggregates × 5 events", 20),
+    ] {
+        for concurrency in [1, concurrent] {
+            let mut times = Vec::new();
+            let mut counts = std::collections::BTreeMap::new();
+            for _ in 0..3 {
+                let (stack, proxy, function) = latency_rig(concurrency).await;
+                let timed = Timed::new(&function);
+                let mut pump = stack.pump(&timed, None);
+                warm_up(&stack, &proxy, &mut pump).await;
+                for v in 1..=(100 / aggregates) as u64 {
+                    for a in 0..aggregates {
+                        stack
+                            .put_aggregate_event(&format!("lat-{a}"), v, Duration::ZERO, 0, 8)
+                            .await;
+                    }
+                }
+                let before = proxy.action_counts();
+                let invoked = pump.stats.invocations;
+                pump.run_until_idle().await.expect("pump");
+                assert_eq!(pump.stats.invocations - invoked, 1, "one batch of 100");
+                times.push(timed.since(invoked).1);
+                counts = proxy.action_counts();
+                for (action, n) in before {
+                    *counts.entry(action).or_default() -= n;
+                }
+            }
+            times.sort();
+            let median = times[1];
+            let count = |a: &str| counts.get(a).copied().unwrap_or(0);
+            let total: usize = counts.values().sum();
+            println!(
+                "| {case} | {concurrency} | {:.0} ms | {} | {} | {:.0} |",
+                median.as_secs_f64() * 1000.0,
+                count("events:PutEvents"),
+                count("dynamodb:BatchWriteItem"),
+                total as f64 * 10.0,
+            );
+            rows.push(serde_json::json!({
+                "case": case,
+                "send_concurrency": concurrency,
+                "median_ms": median.as_secs_f64() * 1000.0,
+                "calls": counts,
+            }));
+        }
+    }
+    println!();
+    println!("**One stream shard, sustained: {sustained} events of distinct aggregates in batches of 100, same latencies**\n");
+    println!("| `SendConcurrency` | events per second, end to end (the local mapping's stream reads included) | events per second of invocation time (the function's ceiling per shard and lane) | invocations |");
+    println!("|---|---|---|---|");
+    let mut rates = Vec::new();
+    for concurrency in [1, concurrent] {
+        let (stack, proxy, function) = latency_rig(concurrency).await;
+        let timed = Timed::new(&function);
+        let mut pump = stack.pump(&timed, None);
+        warm_up(&stack, &proxy, &mut pump).await;
+        for i in 0..sustained {
+            stack
+                .put_aggregate_event(&format!("rate-{i}"), 1, Duration::ZERO, 0, 8)
+                .await;
+        }
+        let invoked = pump.stats.invocations;
+        let started = std::time::Instant::now();
+        pump.run_until_idle().await.expect("pump");
+        let rate = sustained as f64 / started.elapsed().as_secs_f64();
+        let invocations = pump.stats.invocations - invoked;
+        let (_, busy) = timed.since(invoked);
+        let ceiling = sustained as f64 / busy.as_secs_f64();
+        println!("| {concurrency} | {rate:.0} | {ceiling:.0} | {invocations} |");
+        rates.push(serde_json::json!({
+            "send_concurrency": concurrency,
+            "events_per_second": rate,
+            "events_per_second_of_invocation_time": ceiling,
+            "invocations": invocations,
+        }));
+    }
+    println!();
+    write_bench_json(
+        "send-latency.json",
+        serde_json::json!({
+            "source": "cargo bench --bench aws_calls (BENCH_ONLY=latency): the publisher binary under the local Lambda runtime, latency injected by the proxy",
+            "put_events_ms": PUT_EVENTS_LATENCY.as_millis() as u64,
+            "batch_write_item_ms": BATCH_WRITE_LATENCY.as_millis() as u64,
+            "batches": rows,
+            "sustained": rates,
+        }),
+    );
 }
 
 /// A bench result for `infra/bench/cost.py`, in `.local/bench/`.

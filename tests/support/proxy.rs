@@ -48,6 +48,10 @@ pub enum Fault {
     Late(std::time::Duration),
     /// Drops the connection without an answer.
     Reset,
+    /// `PutEvents` or `PublishBatch`: answered as accepted after this long,
+    /// nothing forwarded: a sink of fixed latency, the benches' model of an
+    /// in-region sink (the local servers' own time left out).
+    Stub(std::time::Duration),
     /// Forwards the call untouched (a rule that only counts, or that lets
     /// the first calls through before the next rule applies).
     Pass,
@@ -768,6 +772,10 @@ async fn apply(
             let answer = delivered_if_ok(forward(upstream, parts, body).await, all);
             tokio::time::sleep(*after).await;
             answer
+        }
+        Some(Fault::Stub(after)) => {
+            tokio::time::sleep(*after).await;
+            (Ok(fake_success(operation, &body)), all)
         }
         Some(Fault::Crash { forward: false }) => {
             crash();

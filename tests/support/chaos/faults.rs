@@ -24,6 +24,7 @@ pub(super) fn label(function: &str, operation: &str, fault: &Fault) -> String {
         Fault::Reset => "connection reset",
         Fault::Hang => "hangs past the deadline",
         Fault::Late(_) => "answered after the attempt timeout",
+        Fault::Stub(_) => "answered by a stub",
         Fault::FailEntries(_) => "some entries refused in a 200",
         Fault::RefuseEntries { .. } => "outage (every entry refused)",
         Fault::Crash { forward: false } => "SIGKILL before the call",
@@ -53,7 +54,7 @@ pub(super) fn severity(fault: &Fault) -> u8 {
         Fault::RefuseEntries { .. } | Fault::FailEntries(_) => 3,
         Fault::ServerError | Fault::Refuse(_) | Fault::Status(..) => 2,
         Fault::Throttle | Fault::Reset => 1,
-        Fault::Pass => 0,
+        Fault::Pass | Fault::Stub(_) => 0,
     }
 }
 

@@ -38,7 +38,7 @@
 mod on_failure;
 mod report;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -50,8 +50,8 @@ use outbox_core::keys;
 use outbox_core::publish::relay::{Entry, Mode, Relay, RelayOutcome};
 use outbox_core::publish::EventSink;
 use outbox_core::retry::{Backoff, Deadline, RetryPolicy};
-use outbox_core::store::{Created, OutboxStore, PendingItem, PendingQuery};
-use outbox_core::{Config, Ordering};
+use outbox_core::store::{Created, OutboxStore, PendingItem, PendingQuery, StoreError};
+use outbox_core::{Config, ItemKey, Ordering, OutboxItem};
 use report::log;
 pub use report::SweepReport;
 use serde::Serialize;
@@ -61,6 +61,11 @@ use ulid::Ulid;
 /// Time kept back from the Lambda deadline: no new page or call starts
 /// within it.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
+
+/// Order checks (relaxed ordering: is an older event of the aggregate
+/// pending?) made at once, and the time one round needs at least.
+const ORDER_CHECKS_AT_ONCE: usize = 25;
+const ORDER_CHECK_TIME: Duration = Duration::from_millis(500);
 
 /// Time kept, within the run, for the statistics after the work.
 pub const STATS_RESERVE: Duration = Duration::from_secs(3);
@@ -196,38 +201,76 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
         report: &mut SweepReport,
         deadline: &Deadline,
     ) -> Vec<Entry> {
+        let due = |item: &OutboxItem| {
+            item.next_attempt_at
+                .is_none_or(|at| at <= now.unix_timestamp())
+        };
+        let marked =
+            |item: &OutboxItem| item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk);
+        // The reads needed: the first event of each aggregate in the page,
+        // when it is marked and due (its aggregate's later events in the
+        // page follow its fate). Made together, ORDER_CHECKS_AT_ONCE at a
+        // time, none begun once the deadline is near: a page of events
+        // handed to the schedule costs a few round trips, not one each.
+        let mut first: HashSet<&str> = HashSet::new();
+        let mut checks: Vec<(usize, ItemKey)> = Vec::new();
+        for (i, stored) in items.iter().enumerate() {
+            if let PendingItem::Item(item) = stored {
+                if first.insert(&item.aggregate_id) && due(item) && marked(item) {
+                    checks.push((i, item.key()));
+                }
+            }
+        }
+        let mut checked: HashMap<usize, Option<Result<bool, StoreError>>> =
+            checks.iter().map(|(i, _)| (*i, None)).collect();
+        for chunk in checks.chunks(ORDER_CHECKS_AT_ONCE) {
+            if !deadline.allows(ORDER_CHECK_TIME) {
+                tracing::warn!(
+                    unchecked = checked.values().filter(|c| c.is_none()).count(),
+                    "deadline near: events not checked against their aggregate stay due"
+                );
+                break;
+            }
+            let results = futures::future::join_all(
+                chunk
+                    .iter()
+                    .map(|(_, key)| self.store.older_pending(key, deadline)),
+            )
+            .await;
+            report.queries += chunk.len();
+            for ((i, _), result) in chunk.iter().zip(results) {
+                checked.insert(*i, Some(result));
+            }
+        }
         let mut entries = Vec::with_capacity(items.len());
-        let mut in_page: HashSet<String> = HashSet::new();
         let mut waiting: HashSet<String> = HashSet::new();
-        for stored in items {
+        for (i, stored) in items.into_iter().enumerate() {
             if let PendingItem::Item(item) = &stored {
-                let due = item
-                    .next_attempt_at
-                    .is_none_or(|at| at <= now.unix_timestamp());
-                let marked = item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk);
-                if marked && waiting.contains(&item.aggregate_id) {
+                if marked(item) && waiting.contains(&item.aggregate_id) {
                     report.deferred += 1;
                     continue;
                 }
-                if due && marked && !in_page.contains(&item.aggregate_id) {
-                    report.queries += 1;
-                    match self.store.older_pending(&item.key(), deadline).await {
-                        Ok(false) => {}
-                        Ok(true) => {
-                            tracing::info!(event_id = %item.event_id, "event waits behind an older pending event of its aggregate");
-                            report.deferred += 1;
-                            waiting.insert(item.aggregate_id.clone());
-                            continue;
-                        }
-                        Err(e) => {
-                            tracing::error!(event_id = %item.event_id, error = %e, "could not check an event's aggregate; it stays due");
-                            report.shard_errors += 1;
-                            waiting.insert(item.aggregate_id.clone());
-                            continue;
-                        }
+                match checked.remove(&i) {
+                    None | Some(Some(Ok(false))) => {}
+                    Some(Some(Ok(true))) => {
+                        tracing::info!(event_id = %item.event_id, "event waits behind an older pending event of its aggregate");
+                        report.deferred += 1;
+                        waiting.insert(item.aggregate_id.clone());
+                        continue;
+                    }
+                    Some(Some(Err(e))) => {
+                        tracing::error!(event_id = %item.event_id, error = %e, "could not check an event's aggregate; it stays due");
+                        report.shard_errors += 1;
+                        waiting.insert(item.aggregate_id.clone());
+                        continue;
+                    }
+                    Some(None) => {
+                        // Not checked before the deadline: it stays due.
+                        report.deferred += 1;
+                        waiting.insert(item.aggregate_id.clone());
+                        continue;
                     }
                 }
-                in_page.insert(item.aggregate_id.clone());
             }
             entries.push(Entry::from(stored));
         }

@@ -22,6 +22,8 @@ pub enum Unit {
     Count,
     /// A duration in seconds.
     Seconds,
+    /// A duration in milliseconds.
+    Milliseconds,
 }
 
 impl Unit {
@@ -29,6 +31,7 @@ impl Unit {
         match self {
             Self::Count => "Count",
             Self::Seconds => "Seconds",
+            Self::Milliseconds => "Milliseconds",
         }
     }
 }
@@ -73,8 +76,81 @@ pub fn emf_line(function: &str, metrics: &[(&str, f64, Unit)]) -> String {
     emf_line_of(stack_name(), function, metrics)
 }
 
+/// Per event published, milliseconds from its commit to the sink's
+/// acknowledgement (publisher and sweeper).
+pub const COMMIT_TO_PUBLISH: &str = "CommitToPublishLatency";
+
+/// The most values one metric carries in one EMF document (CloudWatch's
+/// limit).
+pub const MAX_VALUES: usize = 100;
+
+/// A metric with many values in one period (one per event), from which
+/// CloudWatch computes percentiles.
+#[derive(Debug, Clone, Copy)]
+pub struct Distribution<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its values.
+    pub values: &'a [u64],
+    /// Their unit.
+    pub unit: Unit,
+}
+
+/// [`emf_line`], with `distribution`'s values: the first [`MAX_VALUES`] in
+/// that document, the rest in more documents of that metric alone. No
+/// values, no metric (CloudWatch would read an empty array as an error).
+pub fn emf_lines(
+    function: &str,
+    metrics: &[(&str, f64, Unit)],
+    distribution: Distribution<'_>,
+) -> Vec<String> {
+    emf_lines_of(stack_name(), function, metrics, distribution)
+}
+
+/// [`emf_lines`] for the stack named `stack`.
+pub fn emf_lines_of(
+    stack: &str,
+    function: &str,
+    metrics: &[(&str, f64, Unit)],
+    distribution: Distribution<'_>,
+) -> Vec<String> {
+    let mut chunks = distribution.values.chunks(MAX_VALUES);
+    let scalars = metrics
+        .iter()
+        .map(|(name, value, unit)| (*name, json!(value), *unit));
+    let first: Vec<(&str, Value, Unit)> = match chunks.next() {
+        Some(values) => scalars
+            .chain(std::iter::once((
+                distribution.name,
+                json!(values),
+                distribution.unit,
+            )))
+            .collect(),
+        None => scalars.collect(),
+    };
+    let mut lines = vec![document(stack, function, &first)];
+    for values in chunks {
+        lines.push(document(
+            stack,
+            function,
+            &[(distribution.name, json!(values), distribution.unit)],
+        ));
+    }
+    lines
+}
+
 /// [`emf_line`] for the stack named `stack`.
 pub fn emf_line_of(stack: &str, function: &str, metrics: &[(&str, f64, Unit)]) -> String {
+    let metrics: Vec<(&str, Value, Unit)> = metrics
+        .iter()
+        .map(|(name, value, unit)| (*name, json!(value), *unit))
+        .collect();
+    document(stack, function, &metrics)
+}
+
+/// One EMF document: `metrics` (a number or an array of numbers each)
+/// under the dimensions `Stack` and `Function`.
+fn document(stack: &str, function: &str, metrics: &[(&str, Value, Unit)]) -> String {
     let timestamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -98,7 +174,7 @@ pub fn emf_line_of(stack: &str, function: &str, metrics: &[(&str, f64, Unit)]) -
     doc.insert("Stack".into(), json!(stack));
     doc.insert("Function".into(), json!(function));
     for (name, value, _) in metrics {
-        doc.insert((*name).into(), json!(value));
+        doc.insert((*name).into(), value.clone());
     }
     Value::Object(doc).to_string()
 }
@@ -127,6 +203,52 @@ mod tests {
         assert_eq!(v["PendingCount"], 3.0);
         assert_eq!(v["OldestPendingAgeSeconds"], 12.5);
         assert!(v["_aws"]["Timestamp"].as_u64().unwrap() > 0);
+    }
+
+    #[test]
+    fn a_distribution_goes_out_100_values_a_document() {
+        let values: Vec<u64> = (0..250).collect();
+        let lines = emf_lines_of(
+            "orders",
+            "publisher",
+            &[("Published", 250.0, Unit::Count)],
+            Distribution {
+                name: "CommitToPublishLatency",
+                values: &values,
+                unit: Unit::Milliseconds,
+            },
+        );
+        assert_eq!(lines.len(), 3);
+        let docs: Vec<Value> = lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(docs[0]["Published"], 250.0);
+        assert_eq!(
+            docs[0]["CommitToPublishLatency"].as_array().unwrap().len(),
+            100
+        );
+        assert_eq!(
+            docs[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"][1],
+            json!({"Name": "CommitToPublishLatency", "Unit": "Milliseconds"})
+        );
+        assert!(docs[2]["Published"].is_null());
+        assert_eq!(
+            docs[2]["CommitToPublishLatency"].as_array().unwrap().len(),
+            50
+        );
+        let none = emf_lines_of(
+            "orders",
+            "publisher",
+            &[("Published", 0.0, Unit::Count)],
+            Distribution {
+                name: "CommitToPublishLatency",
+                values: &[],
+                unit: Unit::Milliseconds,
+            },
+        );
+        assert_eq!(none.len(), 1);
+        assert!(!none[0].contains("CommitToPublishLatency"));
     }
 
     #[test]

@@ -183,6 +183,9 @@ pub struct Report {
     /// Events not sent again: their item was gone (published), another
     /// region's or dead-lettered.
     pub not_republished: usize,
+    /// Per event published, milliseconds from its commit to the sink's
+    /// acknowledgement (`CommitToPublishLatency`).
+    pub commit_to_publish_ms: Vec<u64>,
 }
 
 impl Report {
@@ -199,12 +202,21 @@ impl Report {
     }
 
     fn emit(&self) {
-        println!("{}", self.emf());
+        for line in self.emf_lines() {
+            println!("{line}");
+        }
     }
 
-    /// The EMF document of this invocation.
+    /// The EMF document of this invocation (with the first 100 latencies).
     pub fn emf(&self) -> String {
-        metrics::emf_line(
+        self.emf_lines().swap_remove(0)
+    }
+
+    /// The EMF documents of this invocation: the counts, and
+    /// `CommitToPublishLatency`, one value per event published, 100 to a
+    /// document.
+    pub fn emf_lines(&self) -> Vec<String> {
+        metrics::emf_lines(
             "publisher",
             &[
                 ("Published", self.published as f64, Unit::Count),
@@ -216,6 +228,11 @@ impl Report {
                 ("Held", self.held as f64, Unit::Count),
                 ("Released", self.released as f64, Unit::Count),
             ],
+            metrics::Distribution {
+                name: metrics::COMMIT_TO_PUBLISH,
+                values: &self.commit_to_publish_ms,
+                unit: Unit::Milliseconds,
+            },
         )
     }
 }
@@ -293,7 +310,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             ordering: self.ordering,
             concurrency: self.send_concurrency,
         };
-        let relayed = relay
+        let mut relayed = relay
             .run(&entries, Mode::Stream, &mut Default::default(), deadline)
             .await;
         report.not_republished = relayed.gone;
@@ -307,6 +324,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
         report.held = relayed.held;
         report.released = relayed.released;
         report.collection_reads = relayed.collection_reads;
+        report.commit_to_publish_ms = std::mem::take(&mut relayed.commit_to_publish_ms);
         // Held events are deferred on purpose; `deferred` counts the poison
         // left for the sweeper.
         report.deferred = relayed.deferred.saturating_sub(relayed.held);

@@ -72,6 +72,10 @@ pub struct SweepReport {
     pub windows_redriven: usize,
     /// OnFailure windows left for a retry of their message.
     pub windows_failed: usize,
+    /// Per event published, milliseconds from its commit to the sink's
+    /// acknowledgement (`CommitToPublishLatency`).
+    #[serde(skip)]
+    pub commit_to_publish_ms: Vec<u64>,
 }
 
 impl SweepReport {
@@ -89,6 +93,7 @@ impl SweepReport {
         self.held += other.held;
         self.released += other.released;
         self.long_held.extend(other.long_held);
+        self.commit_to_publish_ms.extend(other.commit_to_publish_ms);
     }
 
     pub(crate) fn add_relay(&mut self, relayed: &RelayReport) {
@@ -101,6 +106,8 @@ impl SweepReport {
         self.held += relayed.held;
         self.released += relayed.released;
         self.queries += relayed.collection_reads;
+        self.commit_to_publish_ms
+            .extend_from_slice(&relayed.commit_to_publish_ms);
     }
 
     /// Whether every item of the swept range was settled: published,
@@ -113,9 +120,24 @@ impl SweepReport {
         self.shard_errors == 0 && !self.stopped_early
     }
 
-    /// The EMF document of this run.
+    /// The EMF document of this run (with the first 100 latencies).
     pub fn emf(&self) -> String {
-        metrics::emf_line("sweeper", &self.metrics())
+        self.emf_lines().swap_remove(0)
+    }
+
+    /// The EMF documents of this run: the counts and statistics, and
+    /// `CommitToPublishLatency`, one value per event published, 100 to a
+    /// document.
+    pub fn emf_lines(&self) -> Vec<String> {
+        metrics::emf_lines(
+            "sweeper",
+            &self.metrics(),
+            metrics::Distribution {
+                name: metrics::COMMIT_TO_PUBLISH,
+                values: &self.commit_to_publish_ms,
+                unit: Unit::Milliseconds,
+            },
+        )
     }
 
     fn metrics(&self) -> Vec<(&'static str, f64, Unit)> {
@@ -154,7 +176,9 @@ impl SweepReport {
 
 /// The run's EMF line on stdout and its summary in the log.
 pub(crate) fn log(report: &SweepReport, message: &'static str) {
-    println!("{}", report.emf());
+    for line in report.emf_lines() {
+        println!("{line}");
+    }
     tracing::info!(
         adopted = report.adopted,
         stranded = report.stranded,

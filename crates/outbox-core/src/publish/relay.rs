@@ -230,6 +230,10 @@ pub struct RelayReport {
     /// Strict ordering: events whose item was already gone (published by
     /// another run), not sent again.
     pub gone: usize,
+    /// Per event published, the milliseconds from its commit (the time of
+    /// its event id, a ULID the writer makes as it builds the transaction)
+    /// to the sink's acknowledgement.
+    pub commit_to_publish_ms: Vec<u64>,
 }
 
 impl RelayReport {
@@ -245,6 +249,7 @@ impl RelayReport {
         self.gone += round.gone;
         self.held += round.held;
         self.collection_reads += round.collection_reads;
+        self.commit_to_publish_ms.extend(round.commit_to_publish_ms);
     }
 }
 
@@ -295,6 +300,8 @@ struct Run {
     /// held behind.
     held_entries: Vec<(usize, String)>,
     collection_reads: usize,
+    /// Per event published, commit to acknowledgement (ms).
+    latencies: Vec<u64>,
 }
 
 impl Run {
@@ -427,12 +434,18 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             }),
             claimed_elsewhere: HashSet::new(),
             reads: HashMap::new(),
+            latencies: Vec::new(),
         };
         if run.strict {
             self.read_ahead(entries, &mut run, held, deadline).await;
         }
         let mut i = 0;
         while i < entries.len() && deadline.allows(self.retry.backoff.base) {
+            if !self.starts_wave(entries, i, &run, held) {
+                // A store call comes (a guard read or hold, a dead letter),
+                // not a send: what was published is deleted first.
+                self.delete_full_batches(&mut run).await;
+            }
             if let Some(outcome) = self.guard(i, entries, &mut run, held, deadline).await {
                 if !run.record_alone(i, &entries[i], outcome, held) {
                     break;
@@ -460,6 +473,8 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                 break;
             }
         }
+        // What was published is deleted before the bookkeeping writes.
+        self.delete_rest(&mut run).await;
         if run.sweep() {
             self.hand_over(entries, &mut run).await;
         }
@@ -842,7 +857,10 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     }
 
     /// Whether entry `j` may start a batch of a wave without being settled
-    /// alone or guarded first (see [`Relay::next_wave`]).
+    /// alone or guarded first (see [`Relay::next_wave`]); in strict mode it
+    /// is then marked cleared. Safe before `next_batch` checks the wave's
+    /// aggregates: an older event of its aggregate in the wave is still in
+    /// the table and not yet published, so the read ahead does not clear it.
     fn batchable(
         &self,
         entries: &[Entry],
@@ -850,22 +868,27 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         run: &mut Run,
         held: &HashSet<String>,
     ) -> bool {
-        let Entry::Item(item) = &entries[j] else {
-            return false;
-        };
-        if held.contains(&item.aggregate_id)
-            || self.sink.entry_size(item) > self.sink.max_bytes()
-            || !due(item, run.mode)
-        {
+        if !self.starts_wave(entries, j, run, held) {
             return false;
         }
-        if run.strict && !run.cleared.contains(&j) {
-            if !cleared_ahead(item, run, held) {
-                return false;
-            }
+        if run.strict {
             run.cleared.insert(j);
         }
         true
+    }
+
+    /// Whether entry `j` can go straight into a wave: an item, its
+    /// aggregate not held, not too large, due, and (strict) cleared by the
+    /// read ahead. Otherwise its turn begins with a store call (a guard
+    /// read, a hold, a dead letter) or with nothing sent.
+    fn starts_wave(&self, entries: &[Entry], j: usize, run: &Run, held: &HashSet<String>) -> bool {
+        let Entry::Item(item) = &entries[j] else {
+            return false;
+        };
+        !held.contains(&item.aggregate_id)
+            && self.sink.entry_size(item) <= self.sink.max_bytes()
+            && due(item, run.mode)
+            && (!run.strict || run.cleared.contains(&j) || cleared_ahead(item, run, held))
     }
 
     /// The next batch from `start`: contiguous items, one per aggregate and
@@ -932,6 +955,87 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         held: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> bool {
+        // The full delete batches of what earlier waves published go out
+        // beside this wave's claims and sends (issued first).
+        let full = (run.published.len() - run.deleted_upto) / MAX_BATCH_WRITE * MAX_BATCH_WRITE;
+        let to_delete: Vec<ItemKey> =
+            run.published[run.deleted_upto..run.deleted_upto + full].to_vec();
+        run.deleted_upto += full;
+        let finish = run.finish;
+        let (undeleted, (batches, results)) = futures::future::join(
+            self.delete_at_once(&to_delete, &finish),
+            self.claim_and_send(entries, wave, run, held, deadline),
+        )
+        .await;
+        run.undeleted.extend(undeleted);
+        if batches.is_empty() {
+            return false;
+        }
+        // The acknowledged entries first (no store call), then, with what
+        // they completed deleted, the failures' bookkeeping writes.
+        let mut failures = Vec::new();
+        for ((batch, items), (results, acknowledged)) in batches.iter().zip(results) {
+            for ((index, item), result) in batch.iter().zip(items).zip(results) {
+                match result {
+                    Ok(()) => {
+                        run.published.push(item.key());
+                        run.latencies
+                            .push(acknowledged.saturating_sub(item.event_id.timestamp_ms()));
+                        run.outcomes[*index] = RelayOutcome::Published;
+                    }
+                    Err(failure) => failures.push((*index, *item, failure)),
+                }
+            }
+        }
+        if !failures.is_empty() {
+            self.delete_full_batches(run).await;
+        }
+        let mut stop = false;
+        for (index, item, failure) in failures {
+            run.outcomes[index] = if failure.kind == FailureKind::Poison {
+                self.sink_poison(item, &failure, run, held).await
+            } else {
+                tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
+                held.insert(item.aggregate_id.clone());
+                match run.mode {
+                    Mode::Stream => {
+                        stop = true;
+                        RelayOutcome::Failed(failure)
+                    }
+                    Mode::Sweep {
+                        now,
+                        max_attempts,
+                        backoff,
+                    } => {
+                        let (outcome, ok) = self
+                            .record_failure(item, failure, now, max_attempts, backoff, run.writes())
+                            .await;
+                        if !ok {
+                            run.store_errors += 1;
+                        }
+                        outcome
+                    }
+                }
+            };
+        }
+        stop
+    }
+
+    /// Claims the wave's events (sweep mode) and sends its batches, all in
+    /// flight together. Returns the batches sent, with their entries, and
+    /// each call's results and the time it was acknowledged.
+    #[allow(clippy::type_complexity)]
+    async fn claim_and_send<'e>(
+        &self,
+        entries: &'e [Entry],
+        wave: &[Vec<usize>],
+        run: &mut Run,
+        held: &mut HashSet<String>,
+        deadline: &Deadline,
+    ) -> (
+        Vec<(Vec<usize>, Vec<&'e OutboxItem>)>,
+        Vec<(Vec<EntryOutcome>, u64)>,
+    ) {
         let wave = match &run.claim {
             Some(claim) => {
                 let claim = claim.clone();
@@ -939,8 +1043,8 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             }
             None => wave.to_vec(),
         };
-        let batches: Vec<(&[usize], Vec<&OutboxItem>)> = wave
-            .iter()
+        let batches: Vec<(Vec<usize>, Vec<&OutboxItem>)> = wave
+            .into_iter()
             .filter(|batch| !batch.is_empty())
             .map(|batch| {
                 let items = batch
@@ -950,71 +1054,15 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                         _ => None,
                     })
                     .collect();
-                (batch.as_slice(), items)
+                (batch, items)
             })
             .collect();
-        if batches.is_empty() {
-            return false;
-        }
-        // The full delete batches go out beside the sends (issued first).
-        let full = (run.published.len() - run.deleted_upto) / MAX_BATCH_WRITE * MAX_BATCH_WRITE;
-        let to_delete: Vec<ItemKey> =
-            run.published[run.deleted_upto..run.deleted_upto + full].to_vec();
-        run.deleted_upto += full;
-        let (undeleted, results) =
-            futures::future::join(
-                self.delete_at_once(&to_delete, &run.finish),
-                futures::future::join_all(batches.iter().map(|(_, items)| {
-                    publish_with_retries(self.sink, items, self.retry, deadline)
-                })),
-            )
-            .await;
-        run.undeleted.extend(undeleted);
-        let mut stop = false;
-        for ((batch, items), results) in batches.iter().zip(results) {
-            for ((index, item), result) in batch.iter().zip(items).zip(results) {
-                run.outcomes[*index] = match result {
-                    Ok(()) => {
-                        run.published.push(item.key());
-                        RelayOutcome::Published
-                    }
-                    Err(failure) if failure.kind == FailureKind::Poison => {
-                        self.sink_poison(item, &failure, run, held).await
-                    }
-                    Err(failure) => {
-                        tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
-                        held.insert(item.aggregate_id.clone());
-                        match run.mode {
-                            Mode::Stream => {
-                                stop = true;
-                                RelayOutcome::Failed(failure)
-                            }
-                            Mode::Sweep {
-                                now,
-                                max_attempts,
-                                backoff,
-                            } => {
-                                let (outcome, ok) = self
-                                    .record_failure(
-                                        item,
-                                        failure,
-                                        now,
-                                        max_attempts,
-                                        backoff,
-                                        run.writes(),
-                                    )
-                                    .await;
-                                if !ok {
-                                    run.store_errors += 1;
-                                }
-                                outcome
-                            }
-                        }
-                    }
-                };
-            }
-        }
-        stop
+        let results = futures::future::join_all(batches.iter().map(|(_, items)| async {
+            let results = publish_with_retries(self.sink, items, self.retry, deadline).await;
+            (results, epoch_millis())
+        }))
+        .await;
+        (batches, results)
     }
 
     /// Sweep mode: claims the wave's events (no two sweeper runs publish
@@ -1074,6 +1122,36 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             .collect()
     }
 
+    /// Deletes the full batches of [`MAX_BATCH_WRITE`] of what was published
+    /// and not yet deleted, before a store call that is not a send (a guard
+    /// read, a dead-letter or failure write): what is published is not left
+    /// waiting behind it.
+    async fn delete_full_batches(&self, run: &mut Run) {
+        let full = (run.published.len() - run.deleted_upto) / MAX_BATCH_WRITE * MAX_BATCH_WRITE;
+        if full == 0 {
+            return;
+        }
+        let finish = run.finish;
+        let undeleted = self
+            .delete_at_once(
+                &run.published[run.deleted_upto..run.deleted_upto + full],
+                &finish,
+            )
+            .await;
+        run.deleted_upto += full;
+        run.undeleted.extend(undeleted);
+    }
+
+    /// Deletes everything published and not yet deleted.
+    async fn delete_rest(&self, run: &mut Run) {
+        let finish = run.finish;
+        let undeleted = self
+            .delete_at_once(&run.published[run.deleted_upto..], &finish)
+            .await;
+        run.deleted_upto = run.published.len();
+        run.undeleted.extend(undeleted);
+    }
+
     /// Deletes `keys`, its batches of [`MAX_BATCH_WRITE`] at once; returns
     /// those not deleted.
     async fn delete_at_once(&self, keys: &[ItemKey], finish: &Deadline) -> Vec<ItemKey> {
@@ -1130,13 +1208,8 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     /// id) and deletes it, so that, in strict mode, its aggregate's later
     /// events are not held behind it until it is stranded.
     async fn finish(&self, entries: &[Entry], run: &mut Run) -> RelayReport {
-        let finish = run.finish;
-        let rest = self
-            .delete_at_once(&run.published[run.deleted_upto..], &finish)
-            .await;
-        run.deleted_upto = run.published.len();
-        let mut undeleted = std::mem::take(&mut run.undeleted);
-        undeleted.extend(rest);
+        self.delete_rest(run).await;
+        let undeleted = std::mem::take(&mut run.undeleted);
         let now = crate::envelope::now_utc_millis().unix_timestamp();
         for key in &undeleted {
             tracing::error!(key = %key, "published event's outbox item not deleted; the next scheduled sweep republishes it");
@@ -1177,6 +1250,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             held: run.held_entries.len(),
             released: 0,
             collection_reads: run.collection_reads,
+            commit_to_publish_ms: std::mem::take(&mut run.latencies),
             outcomes,
         }
     }
@@ -1297,6 +1371,14 @@ const READ_AHEAD_AT_ONCE: usize = 25;
 /// Strict ordering: the limit of an event's own guard read: itself and the
 /// nearest older outbox item of its aggregate.
 const OWN_READ_LIMIT: i32 = 2;
+
+/// Now, in milliseconds since the epoch.
+fn epoch_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
 
 /// Whether `item` is due (sweep mode: its `nextAttemptAt` has passed).
 fn due(item: &OutboxItem, mode: Mode) -> bool {

@@ -93,10 +93,15 @@ fn emitted() -> HashSet<(String, String)> {
         stats_read: true,
         oldest_pending_age_seconds: Some(1.0),
         parked_aggregates: Some(0),
+        commit_to_publish_ms: vec![1],
+        ..Default::default()
+    };
+    let published = publisher::Report {
+        commit_to_publish_ms: vec![1],
         ..Default::default()
     };
     let documents = [
-        publisher::Report::default().emf(),
+        published.emf(),
         sweep.emf(),
         projector::emf(&projector::Counts::default(), Some(time::Duration::ZERO)),
     ];
@@ -131,7 +136,7 @@ fn emitted() -> HashSet<(String, String)> {
 #[test]
 fn the_dashboard_names_only_metrics_the_functions_emit() {
     let widgets = widgets();
-    assert_eq!(widgets.len(), 8, "{widgets:#?}");
+    assert_eq!(widgets.len(), 9, "{widgets:#?}");
     let emitted = emitted();
     let aws: HashSet<(&str, &str)> = HashSet::from([
         ("AWS/Lambda", "IteratorAge"),
@@ -167,6 +172,8 @@ fn the_dashboard_names_only_metrics_the_functions_emit() {
         ("DeadLetterCount", "sweeper"),
         ("WindowsRedriven", "sweeper"),
         ("ProjectionLagSeconds", "projector"),
+        ("CommitToPublishLatency", "publisher"),
+        ("CommitToPublishLatency", "sweeper"),
     ] {
         assert!(
             named
@@ -232,5 +239,5 @@ fn stack_placeholders_are_the_functions_stack_name() {
         );
         read += 1;
     }
-    assert_eq!(read, 5, "the widgets with outbox metrics");
+    assert_eq!(read, 6, "the widgets with outbox metrics");
 }

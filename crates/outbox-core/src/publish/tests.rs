@@ -952,7 +952,10 @@ async fn a_concurrent_sweep_leaves_what_another_run_claimed_and_sends_the_rest()
     let Entry::Item(e4) = &entries[4] else {
         unreachable!()
     };
-    store.claim_pending(&e4.key(), &other, &far()).await.unwrap();
+    store
+        .claim_pending(&e4.key(), &other, &far())
+        .await
+        .unwrap();
     let report = concurrent(
         &sink,
         &store,
@@ -991,7 +994,9 @@ async fn a_failure_in_a_sweep_wave_holds_its_aggregate_and_the_rest_goes_out() {
     assert_eq!(report.published, 95, "{report:?}");
     let sent = published_types(&sink);
     assert!(
-        !sent.iter().any(|t| ["E20", "E40", "E60", "E80"].contains(&t.as_str())),
+        !sent
+            .iter()
+            .any(|t| ["E20", "E40", "E60", "E80"].contains(&t.as_str())),
         "{sent:?}"
     );
     assert_eq!(store.log().failures.len(), 1, "the attempt is recorded");

@@ -76,6 +76,7 @@ COUNT_BLOCKS = {
     "publisher-calls": "Publisher",
     "strict-calls": "Strict ordering",
     "send-latency": "Concurrent sends",
+    "commit-to-publish": "Commit to publish",
     "writer-round-trips": "Writer round trips",
     "sweep-cost": "Sweep cost",
 }
@@ -114,6 +115,7 @@ def main():
         "publisher-calls": find(calls, "Publisher"),
         "strict-calls": find(calls, "Strict ordering"),
         "send-latency": find(calls, "Concurrent sends"),
+        "commit-to-publish": find(calls, "Commit to publish"),
         "handler-cpu": criterion_table(read(bench, "decode.txt") + read(bench, "transaction.txt")),
         "writer-round-trips": find(calls, "Writer round trips"),
         "artifacts": read(bench, "artifacts.md").strip(),

@@ -826,6 +826,15 @@ async fn concurrent(
     run_with(sink, store, entries, mode, &far(), ordering, WAVE).await
 }
 
+async fn relaxed_waves(
+    sink: &ScriptedSink,
+    store: &MemoryStore,
+    entries: &[Entry],
+    mode: Mode,
+) -> RelayReport {
+    concurrent(sink, store, entries, mode, crate::Ordering::Relaxed).await
+}
+
 #[tokio::test]
 async fn calls_for_distinct_aggregates_are_in_flight_together() {
     for ordering in [crate::Ordering::Relaxed, crate::Ordering::Strict] {
@@ -874,14 +883,7 @@ async fn a_failure_in_a_wave_reports_the_first_record_not_published() {
     let sink = ScriptedSink::overlapping().fail("E25", FailureKind::Transient, 100);
     let store = MemoryStore::default();
     let entries = stored(&store, items_of(100, 100));
-    let report = concurrent(
-        &sink,
-        &store,
-        &entries,
-        Mode::Stream,
-        crate::Ordering::Relaxed,
-    )
-    .await;
+    let report = relaxed_waves(&sink, &store, &entries, Mode::Stream).await;
     let out = &report.outcomes;
     assert!(out[..25].iter().all(|o| *o == RelayOutcome::Published));
     assert!(matches!(out[25], RelayOutcome::Failed(_)));
@@ -899,14 +901,7 @@ async fn deletes_go_out_beside_the_next_wave() {
     let entries = stored(store, items_of(100, 100));
     let mut sink = ScriptedSink::overlapping();
     sink.watch = Some(store);
-    let report = concurrent(
-        &sink,
-        store,
-        &entries,
-        Mode::Stream,
-        crate::Ordering::Relaxed,
-    )
-    .await;
+    let report = relaxed_waves(&sink, store, &entries, Mode::Stream).await;
     assert_eq!(report.published, 100);
     // The first wave's two full delete batches are issued with the second
     // wave, ahead of its sends (the memory store answers at once, so this
@@ -924,14 +919,7 @@ async fn deletes_go_out_beside_the_next_wave() {
 async fn a_concurrent_sweep_claims_and_publishes_each_event_once() {
     let (sink, store) = (ScriptedSink::overlapping(), MemoryStore::default());
     let entries = stored(&store, items_of(60, 30));
-    let report = concurrent(
-        &sink,
-        &store,
-        &entries,
-        sweep_mode(),
-        crate::Ordering::Relaxed,
-    )
-    .await;
+    let report = relaxed_waves(&sink, &store, &entries, sweep_mode()).await;
     assert!(all_published(&report), "{report:?}");
     let mut sent = published_types(&sink);
     assert_eq!(sent.len(), 60);
@@ -956,14 +944,7 @@ async fn a_concurrent_sweep_leaves_what_another_run_claimed_and_sends_the_rest()
         .claim_pending(&e4.key(), &other, &far())
         .await
         .unwrap();
-    let report = concurrent(
-        &sink,
-        &store,
-        &entries,
-        sweep_mode(),
-        crate::Ordering::Relaxed,
-    )
-    .await;
+    let report = relaxed_waves(&sink, &store, &entries, sweep_mode()).await;
     assert_eq!(report.outcomes[4], RelayOutcome::Deferred);
     assert_eq!(report.outcomes[34], RelayOutcome::Deferred);
     assert_eq!(report.published, 58, "{report:?}");
@@ -979,14 +960,7 @@ async fn a_failure_in_a_sweep_wave_holds_its_aggregate_and_the_rest_goes_out() {
     let sink = ScriptedSink::overlapping().fail("E0", FailureKind::Rejected, 100);
     let store = MemoryStore::default();
     let entries = stored(&store, items_of(100, 20));
-    let report = concurrent(
-        &sink,
-        &store,
-        &entries,
-        sweep_mode(),
-        crate::Ordering::Relaxed,
-    )
-    .await;
+    let report = relaxed_waves(&sink, &store, &entries, sweep_mode()).await;
     assert!(matches!(report.outcomes[0], RelayOutcome::Failed(_)));
     for i in [20, 40, 60, 80] {
         assert_eq!(report.outcomes[i], RelayOutcome::Deferred, "E{i}");
@@ -1006,14 +980,7 @@ async fn a_failure_in_a_sweep_wave_holds_its_aggregate_and_the_rest_goes_out() {
 async fn commit_to_publish_latency_is_reported_per_event_published() {
     let (sink, store) = (ScriptedSink::overlapping(), MemoryStore::default());
     let entries = stored(&store, items_of(30, 30));
-    let report = concurrent(
-        &sink,
-        &store,
-        &entries,
-        Mode::Stream,
-        crate::Ordering::Relaxed,
-    )
-    .await;
+    let report = relaxed_waves(&sink, &store, &entries, Mode::Stream).await;
     assert_eq!(report.commit_to_publish_ms.len(), 30);
     // Every event was made moments ago: well under a minute each.
     assert!(report.commit_to_publish_ms.iter().all(|ms| *ms < 60_000));

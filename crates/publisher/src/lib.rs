@@ -14,9 +14,11 @@
 //!   (the mapping filters too; this is the defensive second check).
 //! - Records are relayed in order through [`outbox_core::publish::relay`] in
 //!   [`Mode::Stream`]: the first record that is not handled is reported by
-//!   its `dynamodb.SequenceNumber`, and **nothing after it is sent** in this
-//!   invocation, whatever made it unhandled (a failure after retries, a
-//!   poison record whose dead-letter write failed, the deadline).
+//!   its `dynamodb.SequenceNumber`, and **nothing after its wave is sent**
+//!   in this invocation, whatever made it unhandled (a failure after
+//!   retries, a poison record whose dead-letter write failed, the
+//!   deadline); the wave's other calls went out beside it, and their events
+//!   are deleted, so the redelivered batch's check does not send them again.
 //! - A record whose image does not decode is poison: dead-lettered before
 //!   anything after it is sent, so it does not block its shard.
 //! - An `INSERT` without a `NewImage` is a configuration error (the stream

@@ -24,8 +24,8 @@
 //!   of 25 beside the next wave's sends, the rest at the end: a kill
 //!   repeats at most the events of the wave it struck, those of the delete
 //!   batches in flight beside it, and fewer than 25 waiting to fill a
-//!   batch (one call's events and one delete batch when the concurrency is
-//!   1). One whose delete fails is handed to the scheduled sweep at once
+//!   batch (with a concurrency of 1: one call's events, the delete batch
+//!   beside it and fewer than 25 more). One whose delete fails is handed to the scheduled sweep at once
 //!   (`!<ulid>` pending key, due now), which publishes it again and deletes
 //!   it.
 //! - One entry is sent at most [`MAX_SENDS_PER_ENTRY`] times per run, the
@@ -46,7 +46,10 @@
 //!
 //! # [`Mode::Stream`] (the publisher)
 //! Lambda redelivers every record from the first reported one, so nothing
-//! after the first unhandled entry is sent: on a failure after retries, a
+//! after the wave of the first unhandled entry is sent (the wave's later
+//! calls were in flight beside it: their events are published and deleted,
+//! and the redelivered batch's check finds them gone): on a failure after
+//! retries, a
 //! dead-letter write that fails for a poison entry known before its call, a
 //! record without an image, or the deadline, the relay stops; that entry and
 //! all after it are [`RelayOutcome::Failed`] or [`RelayOutcome::NotAttempted`].
@@ -443,7 +446,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         while i < entries.len() && deadline.allows(self.retry.backoff.base) {
             if !self.starts_wave(entries, i, &run, held) {
                 // A store call comes (a guard read or hold, a dead letter),
-                // not a send: what was published is deleted first.
+                // not a send: the full delete batches of what was published go first.
                 self.delete_full_batches(&mut run).await;
             }
             if let Some(outcome) = self.guard(i, entries, &mut run, held, deadline).await {

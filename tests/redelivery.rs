@@ -101,8 +101,9 @@ async fn a_publisher_killed_after_its_deletes_publishes_nothing_again() {
 /// k-th sink call (the call takes effect). The redelivered batch repeats
 /// what was published and not deleted at the kill:
 /// - with `SendConcurrency` 1 (set here to check #40's bound, one call at
-///   a time): at most that call's events and one delete batch (10 + 25),
-///   the earlier calls' events deleted 25 at a time beside the next calls
+///   a time): at most that call's events, the delete batch beside it and
+///   fewer than 25 more (the bound below computes it per k), the earlier
+///   calls' events deleted 25 at a time beside the next calls
 ///   (before #40, a kill during the sixth call repeated 60 events);
 /// - at the template's default (5 calls in flight, #41): a kill in the
 ///   first wave repeats at most that wave's 50 events, nothing after the

@@ -56,11 +56,14 @@ for outcome in true false; do
 done
 
 # Stopped on Ctrl-C: SIGINT to the job's process group while its command
-# runs, as a terminal sends it (job control on, so the job has its own group).
-set -m
-"$with" sleep 120 2>"$work/err" &
+# runs, as a terminal sends it. The job gets a group of its own from
+# setsid, and SIGINT back at its default: a shell without job control (no
+# controlling terminal, as under make in CI; `set -m` does not always give
+# it) starts its background jobs with SIGINT ignored, which no script can
+# undo, and the Ctrl-C would never arrive.
+: >"$work/err"
+setsid env --default-signal=INT "$with" sleep 120 2>"$work/err" &
 pid=$!
-set +m
 for _ in $(seq 300); do grep -q "DynamoDB Local on" "$work/err" && break; sleep 0.2; done
 kill -INT -- "-$pid"
 wait "$pid"

@@ -134,7 +134,10 @@ async fn a_hung_sink_call_ends_in_a_normal_response_before_the_deadline() {
     event.records = records.clone();
     let response = tokio::time::timeout(
         Duration::from_secs(60),
-        publisher::handler(&publisher, LambdaEvent::new(event, context)),
+        publisher::handler(
+            &publisher,
+            LambdaEvent::new(publisher::StreamEvent::from(event.records), context),
+        ),
     )
     .await
     .expect("the handler returns")

@@ -47,9 +47,12 @@ async fn outbox_inserts_are_delivered_and_deleted() {
     let context = testkit::context();
     let mut event = Event::default();
     event.records = records;
-    let response = handler(&publisher(sink, &stack), LambdaEvent::new(event, context))
-        .await
-        .unwrap();
+    let response = handler(
+        &publisher(sink, &stack),
+        LambdaEvent::new(publisher::StreamEvent::from(event.records), context),
+    )
+    .await
+    .unwrap();
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(calls.count("PutEvents"), 1);
 

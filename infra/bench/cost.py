@@ -153,7 +153,7 @@ def rust_block(relative, signature):
 # Where each function builds its EMF metrics (crates/outbox-core/src/metrics.rs
 # writes them): (function, file, the function that lists the names).
 EMITTERS = [
-    ("publisher", "crates/publisher/src/lib.rs", "pub fn emf("),
+    ("publisher", "crates/publisher/src/lib.rs", "pub fn emf_lines("),
     ("sweeper", "crates/sweeper/src/report.rs", "fn metrics("),
     ("projector", "crates/projector/src/lib.rs", "pub fn emf("),
 ]
@@ -167,6 +167,10 @@ def emitted_metrics():
         found = re.findall(r'\(\s*"([A-Z][A-Za-z]*)",', rust_block(relative, signature))
         if not found:
             refuse(f"no metric names found in {relative} `{signature}`")
+        # The latency distribution is named by a constant of metrics.rs.
+        if "metrics::COMMIT_TO_PUBLISH" in (ROOT / relative).read_text():
+            found.append(re.search(r'pub const COMMIT_TO_PUBLISH: &str = "(\w+)"',
+                                   (ROOT / "crates/outbox-core/src/metrics.rs").read_text()).group(1))
         names[function] = list(dict.fromkeys(found))
     text = (ROOT / "crates/outbox-core/src/metrics.rs").read_text()
     at = text.find('"Dimensions":')
@@ -208,6 +212,7 @@ def fixed_cost(prices, show=True):
     metrics_example = sum(len(v) for v in names.values()) * dimension_sets
     metrics_reusable = sum(len(v) for f, v in names.items() if f != "projector") * dimension_sets
     schedule = template(reusable)["Parameters"]["SweepSchedule"]["Default"]
+    tracing = template(reusable)["Parameters"]["Tracing"]["Default"]
     sweeps = a["hours_per_month"] * 3600 / rate_seconds(schedule)
 
     rows = [
@@ -225,8 +230,9 @@ def fixed_cost(prices, show=True):
          prices["kms"]["key_month"],
          f"${prices['kms']['rotation_month']:,.2f} a month more after each of its first two yearly rotations"),
         ("X-Ray traces of the scheduled sweeps", sweeps, sweeps,
-         prices["xray"]["traces_recorded_per_million"] / 1e6,
-         f"one trace per run at {schedule} ({a['hours_per_month']} hours a month); Tracing Active on every function"),
+         prices["xray"]["traces_recorded_per_million"] / 1e6 if tracing == "Active" else 0.0,
+         f"one trace per run at {schedule} ({a['hours_per_month']} hours a month) with Tracing Active; "
+         f"the templates' default is {tracing}"),
     ]
     say(f"Fixed monthly cost of one stack, whatever the volume: {prices['region']}, list prices as of "
           f"{prices['as_of']} (infra/bench/prices.json), without free tiers; the templates at their defaults "
@@ -260,6 +266,9 @@ def main():
     prices = json.loads(pathlib.Path(sys.argv[2]).read_text())
     inputs = read_json(bench / "cost-inputs.json")
     publisher = read_json(bench / "publisher-calls.json")
+    # Log bytes per invocation, measured: the binaries' output that Lambda's
+    # log-level filter lets through at the templates' LogLevel.
+    logs_measured = read_json(bench / "logs.json")
     a = prices["assumptions"]
     lat = a["latency_ms"]
     sizes = inputs["item_bytes"]
@@ -332,46 +341,65 @@ def main():
     pipes = EVENTS * units(envelope, prices["pipes"]["chunk_bytes"]) * prices["pipes"]["requests_per_million"] / 1e6
     sqs_req = EVENTS * (1 + 2 / a["sqs_receive_batch"])  # send + batched receive and delete
     sqs = sqs_req * prices["sqs"]["requests_per_million"] / 1e6
-    logs_gb = (2 * ORDERS * a["log_bytes_per_invocation"]["writer"]
-               + invocations * a["log_bytes_per_invocation"]["publisher"]) / 1024 ** 3
-    logs = logs_gb * prices["cloudwatch"]["logs_ingestion_per_gb"]
-    logs_card = logs  # same invocations, same lines
-    logs_pipes = 2 * ORDERS * a["log_bytes_per_invocation"]["writer"] / 1024 ** 3 * prices["cloudwatch"]["logs_ingestion_per_gb"]
-    # X-Ray (Tracing Active on every function): at most one trace per
-    # invocation. Lambda records the first request each second and 5% of
-    # the rest, so at this arrival (under one a second) most are recorded;
-    # the model prices them all.
-    xray = prices["xray"]["traces_recorded_per_million"] / 1e6
+    # Logs: the function's own lines, measured (logs.json), and Lambda's,
+    # at the templates' SystemLogLevel (prices.json).
+    reusable = template("infra/outbox.yaml")["Parameters"]
+    system_level = reusable["SystemLogLevel"]["Default"]
+    platform = a["platform_log_bytes_per_invocation"][system_level]
+    per_gb = prices["cloudwatch"]["logs_ingestion_per_gb"]
+    writer_bytes = ORDERS * (logs_measured["writer"]["create"] + logs_measured["writer"]["pay"] + 2 * platform)
+    publisher_bytes = invocations * (logs_measured["publisher"]["one_record"] + platform)
+    logs_writer = writer_bytes / 1024 ** 3 * per_gb
+    logs_publisher = publisher_bytes / 1024 ** 3 * per_gb
+    # X-Ray: the templates' Tracing default. PassThrough records a trace
+    # only for a request traced upstream (none here: API Gateway's tracing
+    # is off, a stream carries no trace header). Active: at most one trace
+    # per invocation (Lambda records the first request each second and 5%
+    # of the rest; at this arrival most are recorded, so all are priced).
+    tracing = reusable["Tracing"]["Default"]
+    xray = prices["xray"]["traces_recorded_per_million"] / 1e6 if tracing == "Active" else 0.0
     traces_writer = 2 * ORDERS
     xray_ours = (traces_writer + invocations) * xray
     xray_pipes = traces_writer * xray
 
     wru = lambda n: n * dd["write_request_units_per_million"] / 1e6
     rru = lambda n: n * dd["read_request_units_per_million"] / 1e6
-    ddb_writer = wru(writer_wru) + rru(writer_rru)
     ddb_delete = wru(ORDERS * delete)
+    ddb_index = wru(ORDERS * gsi_put)
     # Pipes: no pending index (nothing would remove its entries), no deletes (TTL is free).
     ddb_pipes = wru(ORDERS * (tx_create + tx_pay)) + rru(writer_rru)
 
     rows = [
-        ("DynamoDB: the writer's transactions (and the pending index)", ddb_writer, ddb_writer, ddb_pipes,
+        ("DynamoDB: the writer's transactions", ddb_pipes, ddb_pipes, ddb_pipes,
          "computed from measured item sizes"),
-        ("DynamoDB: deleting published items (item + index entry)", ddb_delete, ddb_delete, 0.0,
+        ("**Price of recovery**: the pending index's entries (the sweeper's way to stranded events)",
+         ddb_index, ddb_index, 0.0, "computed: both events enter the index, projection ALL"),
+        ("**Price of recovery**: deleting published items (item + index entry)", ddb_delete, ddb_delete, 0.0,
          "computed; Pipes: TTL deletes are free"),
         ("DynamoDB Streams read by Lambda or Pipes", 0.0, 0.0, 0.0, "free"),
         ("Lambda: writer (2M requests)", writer_create + writer_pay, writer_create + writer_pay,
          writer_create + writer_pay, "computed: CPU measured, latencies assumed"),
-        ("Lambda: publisher", pub_ours, pub_card, 0.0,
+        ("The relay: Lambda, the publisher (ours, the card's); Pipes' requests", pub_ours, pub_card, pipes,
          "computed: invocations from the assumed arrival, calls per invocation from the API limits "
-         "(checked against the measured full batches), CPU measured, latencies assumed"),
-        ("EventBridge Pipes requests", 0.0, 0.0, pipes, "computed"),
+         "(checked against the measured full batches), CPU measured, latencies assumed; Pipes: per 64 KB "
+         "chunk of each event"),
         ("EventBridge PutEvents (per 64 KB chunk)", eb, eb, eb, "computed from the measured envelope size"),
         ("SQS: the subscriber queue", sqs, sqs, sqs, "computed"),
-        ("CloudWatch Logs ingestion", logs, logs_card, logs_pipes, "assumed bytes per invocation"),
+        ("CloudWatch Logs ingestion: the writer", logs_writer, logs_writer, logs_writer,
+         f"measured: {logs_measured['writer']['create']:.0f} + {logs_measured['writer']['pay']:.0f} bytes per "
+         f"create + pay at LogLevel {logs_measured['log_level']}, and Lambda's {platform} per invocation "
+         f"at SystemLogLevel {system_level}"),
+        ("CloudWatch Logs ingestion: the publisher's metric documents (EMF)", logs_publisher, logs_publisher, 0.0,
+         f"measured: {logs_measured['publisher']['one_record']:.0f} bytes per one-record invocation "
+         f"(Published, CommitToPublishLatency); Pipes: its metrics are vended, with no commit-to-publish latency"),
         ("X-Ray traces recorded", xray_ours, xray_ours, xray_pipes,
-         "at most one per Lambda invocation (writer and publisher; Pipes: the writer's only); "
-         "Lambda records the first request each second and 5% of the rest"),
+         f"the templates' Tracing default, {tracing}: "
+         + ("at most one per Lambda invocation" if tracing == "Active" else "no trace unless traced upstream")),
     ]
+    recovery = ddb_index + ddb_delete
+    for name, ours, _card, pipe, _how in rows:
+        if "Price of recovery" not in name and "metric documents" not in name and ours > pipe + 0.005:
+            refuse(f"{name}: ours ${ours:,.2f} above Pipes' ${pipe:,.2f}, and not the price of recovery")
     totals = [sum(r[i] for r in rows) for i in (1, 2, 3)]
     fixed = fixed_cost(prices, show=False)
 
@@ -383,6 +411,8 @@ def main():
     for name, ours, card, pipe, how in rows:
         print(f"| {name} | ${ours:,.2f} | ${card:,.2f} | ${pipe:,.2f} | {how} |")
     print(f"| **total** | **${totals[0]:,.2f}** | **${totals[1]:,.2f}** | **${totals[2]:,.2f}** | |")
+    print(f"| of which the price of recovery | ${recovery:,.2f} | ${recovery:,.2f} | – | |")
+    print(f"| ours above Pipes | ${totals[0] - totals[2]:,.2f} | | | the price of recovery, and the publisher's metric documents |")
     print(f"| per month, whatever the volume: the fixed cost below | "
           f"${fixed:,.2f} | ${fixed:,.2f} | – | |\n")
     print("Inputs:\n")

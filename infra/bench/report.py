@@ -49,12 +49,13 @@ def find(parts, prefix):
 UNITS = {"ns": 1e-3, "µs": 1.0, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 ROWS = [
-    ("publisher_decode_and_build/1", "`publisher_decode_and_build`: the event JSON parsed, each `NewImage` decoded into `OutboxItem` (serde_dynamo, validation), its EventBridge size, its `PutEventsRequestEntry`", 1),
+    ("publisher_decode_and_build/1", "`publisher_decode_and_build`: the event JSON decoded as the runtime did before the lean decode (`aws_lambda_events`' `Event`), each `NewImage` into `OutboxItem` (serde_dynamo, validation), its EventBridge size, its `PutEventsRequestEntry`", 1),
     ("publisher_decode_and_build/100", "", 100),
     ("publisher_decode_and_build/1000", "", 1000),
-    ("publisher_decode_split/event_json/100", "`publisher_decode_split/event_json`: its first half, the runtime's decode of the event JSON into `aws_lambda_events`' `Event`", 100),
-    ("publisher_decode_split/items_and_entries/100", "`publisher_decode_split/items_and_entries`: its second half, ours (items, sizes, entries)", 100),
-    ("publisher_invocation_instant_sink/100", "`publisher_invocation_instant_sink`: the decode, then the whole `Publisher::process` (grouping, batching by count and bytes, order per aggregate, entries, deletes) against a sink and a store that answer at once", 100),
+    ("publisher_decode_split/event_json/100", "`publisher_decode_split/event_json`: the general model's decode alone, as the runtime runs it (`serde_path_to_error` over `from_slice` into `aws_lambda_events`' `Event`)", 100),
+    ("publisher_decode_split/lean/100", "`publisher_decode_split/lean`: the publisher's own decode alone (`StreamEvent`: the runtime's pass over the text, then only the fields it uses; images of outbox inserts only)", 100),
+    ("publisher_decode_split/items_and_entries/100", "`publisher_decode_split/items_and_entries`: items, sizes and entries from decoded records", 100),
+    ("publisher_invocation_instant_sink/100", "`publisher_invocation_instant_sink`: what ships: the runtime's pass and the lean decode, then the whole `Publisher::process` (grouping, batching by count and bytes, order per aggregate, entries, deletes) against a sink and a store that answer at once", 100),
     ("publisher_invocation_instant_sink/1000", "", 1000),
     ("writer_build_create_order_transaction", "`writer_build_create_order_transaction`: order to item, envelope, outbox item with size and limit checks", 1),
 ]
@@ -117,6 +118,8 @@ def main():
         "send-latency": find(calls, "Concurrent sends"),
         "commit-to-publish": find(calls, "Commit to publish"),
         "handler-cpu": criterion_table(read(bench, "decode.txt") + read(bench, "transaction.txt")),
+        "instructions": read(bench, "instructions.md").strip(),
+        "log-bytes": find(calls, "Log bytes per invocation"),
         "writer-round-trips": find(calls, "Writer round trips"),
         "artifacts": read(bench, "artifacts.md").strip(),
         "coldstart": read(bench, "coldstart.md").strip(),

@@ -16,6 +16,8 @@ infra/local/with-local.sh cargo test --locked -p outbox-tests --bench aws_calls 
 echo "# 2. Handler CPU per record, and the publisher per invocation against an instant sink (criterion)"
 cargo bench --locked -p outbox-publisher --bench decode -- --warm-up-time 2 --measurement-time 5 | tee .local/bench/decode.txt
 cargo bench --locked -p outbox-writer --bench transaction -- --warm-up-time 2 --measurement-time 5 | tee .local/bench/transaction.txt
+echo "# 2. Instructions per record (callgrind: repeatable whatever the machine does)"
+infra/bench/instructions.sh | tee .local/bench/instructions.md
 
 echo "# 4. Artifacts"
 infra/bench/artifacts.sh | tee .local/bench/artifacts.md

@@ -156,13 +156,33 @@ impl LambdaFunction {
         UNIX_EPOCH + Duration::from_millis(self.last_deadline_ms.load(Ordering::SeqCst))
     }
 
-    /// The EMF documents its processes printed so far.
+    /// The EMF documents its processes printed so far that Lambda's
+    /// log-level filter lets through at the function's level (what
+    /// CloudWatch would turn into metrics).
     pub fn emf(&self) -> Vec<serde_json::Value> {
+        self.delivered_lines()
+            .iter()
+            .filter(|l| l.contains("\"_aws\""))
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The lines its processes printed so far that Lambda's log-level
+    /// filter lets through ([`passes_lambda_filter`]) at the function's
+    /// `AWS_LAMBDA_LOG_LEVEL` (from the template's `LogLevel`).
+    pub fn delivered_lines(&self) -> Vec<String> {
+        let level = self
+            .spec
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "AWS_LAMBDA_LOG_LEVEL")
+            .map(|(_, v)| v.clone());
         std::fs::read_to_string(&self.spec.log)
             .unwrap_or_default()
             .lines()
-            .filter(|l| l.contains("\"_aws\""))
-            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter(|l| passes_lambda_filter(l, level.as_deref()))
+            .map(str::to_owned)
             .collect()
     }
 
@@ -394,8 +414,8 @@ fn build_binary(name: &str, dir: PathBuf, release: bool) -> Result<PathBuf, Stri
 
 /// The environment a function process gets on this machine: the local
 /// servers' loopback endpoints (`devkit::endpoint_env`), the dummy
-/// credentials and region of the test run, no metadata probe, quiet logs.
-/// Add the function's own settings.
+/// credentials and region of the test run, no metadata probe. Add the
+/// function's own settings (its log level among them: the template's).
 pub fn loopback_env() -> Vec<(String, String)> {
     [
         "AWS_ACCESS_KEY_ID",
@@ -408,10 +428,7 @@ pub fn loopback_env() -> Vec<(String, String)> {
     .iter()
     .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
     .chain(devkit::endpoint_env().expect("loopback endpoints"))
-    .chain([
-        ("RUST_LOG".to_owned(), "warn".to_owned()),
-        ("AWS_EC2_METADATA_DISABLED".to_owned(), "true".to_owned()),
-    ])
+    .chain([("AWS_EC2_METADATA_DISABLED".to_owned(), "true".to_owned())])
     .collect()
 }
 
@@ -471,4 +488,29 @@ pub fn projector_env(read_model: &str) -> Vec<(String, String)> {
     deployment
         .env_vec(devkit::Function::Projector)
         .expect("the projector's environment from the templates")
+}
+
+/// Whether Lambda's application log-level filter (JSON log format) lets a
+/// line through at `level` (the function's `AWS_LAMBDA_LOG_LEVEL`; none:
+/// everything passes). As documented: the line's `level` key decides; a
+/// line that is not JSON, or has no valid `level` or no RFC 3339
+/// `timestamp`, counts as INFO.
+pub fn passes_lambda_filter(line: &str, level: Option<&str>) -> bool {
+    const LEVELS: [&str; 6] = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"];
+    let rank = |l: &str| LEVELS.iter().position(|x| x.eq_ignore_ascii_case(l));
+    let Some(threshold) = level.and_then(rank) else {
+        return true;
+    };
+    let info = 2;
+    let of_line = serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .filter(|v| {
+            v["timestamp"].as_str().is_some_and(|t| {
+                time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                    .is_ok()
+            })
+        })
+        .and_then(|v| v["level"].as_str().and_then(rank))
+        .unwrap_or(info);
+    of_line >= threshold
 }

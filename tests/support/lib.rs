@@ -373,7 +373,10 @@ impl<S: EventSink, T: OutboxStore> Invoker for InProcessPublisher<S, T> {
             .extend(event.records.iter().cloned());
         publisher::handler(
             &self.publisher,
-            lambda_runtime::LambdaEvent::new(event, context()),
+            lambda_runtime::LambdaEvent::new(
+                publisher::StreamEvent::from(event.records),
+                context(),
+            ),
         )
         .await
         .map_err(|e| e.to_string())

@@ -310,7 +310,11 @@ impl Resolved {
 
     /// The environment `function` (a logical id) runs with: the template's
     /// `Globals.Function` variables, the function's own on top, each
-    /// evaluated; a variable whose value is `AWS::NoValue` is absent.
+    /// evaluated; a variable whose value is `AWS::NoValue` is absent. And
+    /// the two Lambda sets from the function's `LoggingConfig`:
+    /// `AWS_LAMBDA_LOG_FORMAT` and, in the JSON format, `AWS_LAMBDA_LOG_LEVEL`
+    /// (its `ApplicationLogLevel`), which the functions' logging and metric
+    /// documents read.
     pub fn function_environment(
         &self,
         function: &str,
@@ -347,6 +351,29 @@ impl Resolved {
                     None => env.remove(&name),
                 };
             }
+        }
+        let logging = |from: Option<&Value>, key: &str| {
+            from.and_then(|f| f.get("LoggingConfig"))
+                .and_then(|l| l.get(key))
+                .map(|v| {
+                    self.eval(v)
+                        .map_err(|e| TemplateError::Shape(format!("{function}: {key}: {e}")))
+                })
+                .transpose()
+                .map(Option::flatten)
+        };
+        let global = self.doc.get("Globals").and_then(|g| g.get("Function"));
+        let properties = resource.get("Properties");
+        let setting = |key: &str| -> Result<Option<String>, TemplateError> {
+            Ok(logging(properties, key)?.or(logging(global, key)?))
+        };
+        if let Some(format) = setting("LogFormat")? {
+            if format == "JSON" {
+                if let Some(level) = setting("ApplicationLogLevel")? {
+                    env.insert("AWS_LAMBDA_LOG_LEVEL".into(), level);
+                }
+            }
+            env.insert("AWS_LAMBDA_LOG_FORMAT".into(), format);
         }
         Ok(env)
     }

@@ -6,9 +6,14 @@
 //! functions' names) and the function that emitted it. Two outbox stacks in
 //! one account (another service, a staging copy) therefore never share a
 //! metric, and each stack's alarms and dashboard read only its own.
+//!
+//! Every document carries a `level` and an RFC 3339 `timestamp`: Lambda's
+//! log-level filter (the templates' `LogLevel`, JSON log format) treats a
+//! JSON line without a `level` as INFO, so at the default WARN it would drop
+//! every metric. The level is the function's own (`AWS_LAMBDA_LOG_LEVEL`,
+//! which Lambda sets from it), the lowest that passes its filter.
 
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
@@ -148,18 +153,41 @@ pub fn emf_line_of(stack: &str, function: &str, metrics: &[(&str, f64, Unit)]) -
     document(stack, function, &metrics)
 }
 
+/// The level of the metric documents: the function's application log level
+/// as Lambda sets it (`AWS_LAMBDA_LOG_LEVEL`), `INFO` when it sets none.
+fn level() -> &'static str {
+    static LEVEL: OnceLock<&'static str> = OnceLock::new();
+    LEVEL.get_or_init(|| level_of(std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().as_deref()))
+}
+
+fn level_of(lambda_level: Option<&str>) -> &'static str {
+    match lambda_level.map(str::to_ascii_uppercase).as_deref() {
+        Some("TRACE") => "TRACE",
+        Some("DEBUG") => "DEBUG",
+        Some("WARN") => "WARN",
+        Some("ERROR") => "ERROR",
+        Some("FATAL") => "FATAL",
+        _ => "INFO",
+    }
+}
+
 /// One EMF document: `metrics` (a number or an array of numbers each)
 /// under the dimensions `Stack` and `Function`.
 fn document(stack: &str, function: &str, metrics: &[(&str, Value, Unit)]) -> String {
-    let timestamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    let now = crate::now_utc_millis();
+    let timestamp = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
     let definitions: Vec<Value> = metrics
         .iter()
         .map(|(name, _, unit)| json!({"Name": name, "Unit": unit.as_str()}))
         .collect();
     let mut doc = Map::new();
+    doc.insert("level".into(), json!(level()));
+    doc.insert(
+        "timestamp".into(),
+        json!(now
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default()),
+    );
     doc.insert(
         "_aws".into(),
         json!({
@@ -203,6 +231,26 @@ mod tests {
         assert_eq!(v["PendingCount"], 3.0);
         assert_eq!(v["OldestPendingAgeSeconds"], 12.5);
         assert!(v["_aws"]["Timestamp"].as_u64().unwrap() > 0);
+    }
+
+    #[test]
+    fn documents_carry_a_level_the_log_filter_passes_and_a_timestamp() {
+        assert_eq!(level_of(Some("warn")), "WARN");
+        assert_eq!(level_of(Some("FATAL")), "FATAL");
+        assert_eq!(level_of(None), "INFO");
+        assert_eq!(level_of(Some("loud")), "INFO");
+        let line = emf_line_of("orders", "publisher", &[("Published", 1.0, Unit::Count)]);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert!(["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]
+            .contains(&v["level"].as_str().unwrap()));
+        let timestamp = v["timestamp"].as_str().unwrap();
+        let parsed =
+            time::OffsetDateTime::parse(timestamp, &time::format_description::well_known::Rfc3339)
+                .unwrap();
+        assert_eq!(
+            parsed.unix_timestamp_nanos() / 1_000_000,
+            v["_aws"]["Timestamp"].as_i64().unwrap() as i128
+        );
     }
 
     #[test]

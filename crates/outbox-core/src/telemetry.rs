@@ -5,11 +5,13 @@ use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-/// JSON logs on stdout. The level comes from `RUST_LOG`, in the
+/// JSON logs on stdout, each line with its `level` and an RFC 3339
+/// `timestamp` (what Lambda's log-level filter reads; a line without them
+/// counts as INFO). The level comes from `RUST_LOG`, in the
 /// `target=level,level` form that `tracing_subscriber::filter::Targets`
 /// parses (no regular-expression engine in the functions,
-/// docs/performance.md §4), else from Lambda's `AWS_LAMBDA_LOG_LEVEL`, else
-/// `info`. Never log payloads or personal data: log event ids, counts and
+/// docs/performance.md §4), else from Lambda's `AWS_LAMBDA_LOG_LEVEL` (the
+/// templates' `LogLevel`: WARN unless set), else `info`. Never log payloads or personal data: log event ids, counts and
 /// error codes.
 pub fn init_logging() {
     let filter = log_filter(
@@ -20,7 +22,6 @@ pub fn init_logging() {
         .json()
         .with_current_span(false)
         .with_target(false)
-        .without_time()
         .with_ansi(false)
         .finish()
         .with(filter)

@@ -8,6 +8,9 @@
 //! - [`handler`]: the Lambda handler: a plain function of the dependencies
 //!   and the event, used by the binary and by tests.
 //! - [`Report`]: what one invocation did, logged and emitted as metrics.
+//! - [`StreamEvent`] (`stream.rs`): the lean decode of the stream event:
+//!   only the fields the publisher uses, borrowed from the event's text,
+//!   images decoded only for outbox inserts (docs/performance.md §2).
 //!
 //! # Rules
 //! - Only `INSERT` records whose `SK` starts with `OUTBOX#` are published
@@ -35,7 +38,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamViewType};
+use aws_lambda_events::event::dynamodb::StreamViewType;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{Error, LambdaEvent};
 use outbox_core::keys::{self, ItemKey, KeySchema};
@@ -45,6 +48,10 @@ use outbox_core::publish::EventSink;
 use outbox_core::retry::{Deadline, RetryPolicy};
 use outbox_core::store::OutboxStore;
 use outbox_core::{Ordering, OutboxItem};
+
+mod stream;
+
+pub use stream::{Change, Record, StreamDecodeError, StreamEvent};
 
 /// Time kept back from the Lambda deadline for deletes and the response.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
@@ -106,32 +113,30 @@ impl Redelivery {
     }
 
     /// Whether `records` may be a redelivery.
-    fn suspect(&self, records: &[EventRecord], now_ms: i64) -> bool {
+    fn suspect(&self, records: &[Record<'_>], now_ms: i64) -> bool {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let limit = i64::try_from(self.check_after.as_millis()).unwrap_or(i64::MAX);
         self.check_after.is_zero()
             || !seen.handled_one
             || seen.stale_found
             || records.iter().any(|r| {
-                now_ms - r.change.approximate_creation_date_time.timestamp_millis() > limit
-                    || r.change
-                        .sequence_number
-                        .as_ref()
-                        .is_some_and(|s| seen.set.contains(s))
+                now_ms - r.created_ms > limit
+                    || r.sequence.as_deref().is_some_and(|s| seen.set.contains(s))
             })
     }
 
     /// Remembers the batch's sequence numbers, and whether its check (if
     /// it was checked) found a stale record.
-    fn remember(&self, sequences: impl Iterator<Item = String>, checked: Option<bool>) {
+    fn remember<'a>(&self, sequences: impl Iterator<Item = &'a str>, checked: Option<bool>) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         seen.handled_one = true;
         if let Some(stale) = checked {
             seen.stale_found = stale;
         }
         for sequence in sequences {
-            if seen.set.insert(sequence.clone()) {
-                seen.order.push_back(sequence);
+            if !seen.set.contains(sequence) {
+                seen.set.insert(sequence.to_owned());
+                seen.order.push_back(sequence.to_owned());
             }
         }
         while seen.order.len() > REMEMBERED {
@@ -152,6 +157,8 @@ impl Default for Redelivery {
 /// What one invocation did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Records in the batch.
+    pub records: usize,
     /// Records that were not outbox inserts, or another region's.
     pub skipped: usize,
     /// Of those, outbox inserts of another home region (global tables),
@@ -214,22 +221,30 @@ impl Report {
         self.emf_lines().swap_remove(0)
     }
 
-    /// The EMF documents of this invocation: the counts, and
-    /// `CommitToPublishLatency`, one value per event published, 100 to a
-    /// document.
+    /// The EMF documents of this invocation: `Published`, the other counts
+    /// that are not zero, and `CommitToPublishLatency`, one value per event
+    /// published, 100 to a document. A zero count is left out: every alarm
+    /// on these treats missing data as not breaching, and at one record an
+    /// invocation the zeros were half the bytes CloudWatch Logs ingests
+    /// from the publisher (docs/performance.md §7).
     pub fn emf_lines(&self) -> Vec<String> {
+        let counts: Vec<_> = [
+            ("Published", self.published, Unit::Count),
+            ("Skipped", self.skipped, Unit::Count),
+            ("DeadLettered", self.dead_lettered, Unit::Count),
+            ("DeleteFailed", self.delete_failed, Unit::Count),
+            ("DeadLetterDeferred", self.deferred, Unit::Count),
+            ("Unhandled", self.unhandled, Unit::Count),
+            ("Held", self.held, Unit::Count),
+            ("Released", self.released, Unit::Count),
+        ]
+        .into_iter()
+        .filter(|(name, count, _)| *name == "Published" || *count > 0)
+        .map(|(name, count, unit)| (name, count as f64, unit))
+        .collect();
         metrics::emf_lines(
             "publisher",
-            &[
-                ("Published", self.published as f64, Unit::Count),
-                ("Skipped", self.skipped as f64, Unit::Count),
-                ("DeadLettered", self.dead_lettered as f64, Unit::Count),
-                ("DeleteFailed", self.delete_failed as f64, Unit::Count),
-                ("DeadLetterDeferred", self.deferred as f64, Unit::Count),
-                ("Unhandled", self.unhandled as f64, Unit::Count),
-                ("Held", self.held as f64, Unit::Count),
-                ("Released", self.released as f64, Unit::Count),
-            ],
+            &counts,
             metrics::Distribution {
                 name: metrics::COMMIT_TO_PUBLISH,
                 values: &self.commit_to_publish_ms,
@@ -253,52 +268,51 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
         }
     }
 
-    /// Handles one batch of stream records.
+    /// Handles one batch of stream records: a [`StreamEvent`], or
+    /// `aws_lambda_events` records (which become one).
     ///
-    /// Returns an error (failing the whole batch, which Lambda retries) only
-    /// when a record that must be reported has no sequence number, which a
-    /// real stream never sends.
-    ///
-    /// Takes the records by value: each image is decoded in place, never
-    /// copied (docs/performance.md §2).
+    /// Returns an error (failing the whole batch, which Lambda retries, then
+    /// gives to the mapping's OnFailure destination) when the event does not
+    /// decode, or when a record that must be reported has no sequence
+    /// number, which a real stream never sends.
     pub async fn process(
         &self,
-        records: Vec<EventRecord>,
+        event: impl Into<StreamEvent>,
         deadline: &Deadline,
     ) -> Result<Report, Error> {
-        let mut report = Report::default();
+        let event = event.into();
+        let records = event.records(&self.keys)?;
+        let mut report = Report {
+            records: records.len(),
+            ..Report::default()
+        };
         let now_ms =
             i64::try_from(outbox_core::now_utc_millis().unix_timestamp_nanos() / 1_000_000)
                 .unwrap_or(i64::MAX);
         report.rechecked = self.redelivery.suspect(&records, now_ms);
-        let all_sequences: Vec<String> = records
-            .iter()
-            .filter_map(|r| r.change.sequence_number.clone())
-            .collect();
+        let default_schema = self.keys.is_default();
+        // Borrowed from the event's text: no copies.
+        let all_sequences: Vec<_> = records.iter().filter_map(|r| r.sequence.clone()).collect();
         let mut sequences = Vec::with_capacity(records.len());
         let mut entries = Vec::with_capacity(records.len());
+        // By value: each image is decoded in place, never copied
+        // (docs/performance.md §2).
         for record in records {
-            let Some(key) = outbox_insert(&self.keys, &record) else {
+            let Change::OutboxInsert { key, image, view } = record.change else {
                 report.skipped += 1;
                 continue;
             };
             // Another region's item (global tables: a replicated write):
             // its home region publishes it. Ignored, never dead-lettered;
             // the mapping's filter drops these before they get here.
-            let region = string_attribute(&record.change.new_image, keys::attr::HOME_REGION);
-            if !self.keys.publishes_region(region.as_deref()) {
+            let region = string_attribute(&image, keys::attr::HOME_REGION);
+            if !self.keys.publishes_region(region) {
                 report.skipped += 1;
                 report.foreign += 1;
                 continue;
             }
-            let change = record.change;
-            sequences.push(change.sequence_number);
-            entries.push(entry(
-                &self.keys,
-                key,
-                change.new_image,
-                change.stream_view_type,
-            ));
+            sequences.push(record.sequence);
+            entries.push(entry(&self.keys, default_schema, key, image, view));
         }
 
         // Strict ordering's guard reads answer the check for every event.
@@ -317,7 +331,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             .await;
         report.not_republished = relayed.gone;
         self.redelivery.remember(
-            all_sequences.into_iter(),
+            all_sequences.iter().map(|s| s.as_ref()),
             report.rechecked.then_some(report.not_republished > 0),
         );
         report.published = relayed.published;
@@ -332,9 +346,14 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
         report.deferred = relayed.deferred.saturating_sub(relayed.held);
         if let Some(first) = relayed.first_unhandled() {
             report.unhandled = entries.len() - first;
-            report.first_failure = Some(sequences[first].clone().ok_or_else(|| {
-                Error::from("a stream record to retry has no dynamodb.SequenceNumber; failing the whole batch")
-            })?);
+            report.first_failure = Some(
+                sequences[first]
+                    .as_deref()
+                    .ok_or_else(|| {
+                        Error::from("a stream record to retry has no dynamodb.SequenceNumber; failing the whole batch")
+                    })?
+                    .to_owned(),
+            );
         }
         Ok(report)
     }
@@ -377,6 +396,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
 /// What the relay makes of an outbox insert.
 fn entry(
     schema: &KeySchema,
+    default_schema: bool,
     key: ItemKey,
     image: serde_dynamo::Item,
     view: Option<StreamViewType>,
@@ -393,9 +413,9 @@ fn entry(
             ),
         };
     }
-    // Kept for a dead letter: decoding consumes the image.
-    let aggregate_id = string_attribute(&image, keys::attr::AGGREGATE_ID);
-    let image = if schema.is_default() {
+    // Kept for a dead letter.
+    let aggregate_id = string_attribute(&image, keys::attr::AGGREGATE_ID).map(str::to_owned);
+    let image = if default_schema {
         image
     } else {
         let mut image = image.into_inner();
@@ -413,35 +433,21 @@ fn entry(
 }
 
 /// A string attribute of an image, if present.
-fn string_attribute(image: &serde_dynamo::Item, name: &str) -> Option<String> {
+fn string_attribute<'i>(image: &'i serde_dynamo::Item, name: &str) -> Option<&'i str> {
     match image.get(name) {
-        Some(serde_dynamo::AttributeValue::S(s)) => Some(s.clone()),
+        Some(serde_dynamo::AttributeValue::S(s)) => Some(s),
         _ => None,
     }
-}
-
-/// The key of the record if it is the insert of an outbox item.
-fn outbox_insert(schema: &KeySchema, record: &EventRecord) -> Option<ItemKey> {
-    if record.event_name != "INSERT" {
-        return None;
-    }
-    let key = &record.change.keys;
-    let sk = string_attribute(key, &schema.sort_key).filter(|sk| schema.is_outbox_sk(sk))?;
-    Some(ItemKey::new(
-        string_attribute(key, &schema.partition_key)?,
-        sk,
-    ))
 }
 
 /// The Lambda handler.
 pub async fn handler<S: EventSink, T: OutboxStore>(
     publisher: &Publisher<S, T>,
-    event: LambdaEvent<Event>,
+    event: LambdaEvent<StreamEvent>,
 ) -> Result<DynamoDbEventResponse, Error> {
     let deadline = Deadline::from_epoch_millis(event.context.deadline, DEADLINE_MARGIN);
-    let records = event.payload.records;
-    let count = records.len();
-    let report = publisher.process(records, &deadline).await?;
+    let report = publisher.process(event.payload, &deadline).await?;
+    let count = report.records;
     tracing::info!(
         records = count,
         published = report.published,

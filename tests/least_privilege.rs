@@ -275,7 +275,15 @@ fn by_the_service(function: &str, bindings: &Bindings) -> Grants {
     } else {
         &properties["Tracing"]
     };
-    if tracing.as_str() == Some("Active") {
+    // `Tracing: !Ref Tracing`: the parameter's default. PassThrough records
+    // a request traced upstream, so it needs the same grant as Active.
+    let tracing = match tracing {
+        Value::Tagged(t) if t.tag == "!Ref" => {
+            &template["Parameters"][t.value.as_str().unwrap_or_default()]["Default"]
+        }
+        other => other,
+    };
+    if matches!(tracing.as_str(), Some("Active" | "PassThrough")) {
         add(
             &["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
             vec!["*".into()],

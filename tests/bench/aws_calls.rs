@@ -30,6 +30,15 @@ async fn main() {
         commit_to_publish(if quick { 20 } else { 60 }).await;
         return;
     }
+    // BENCH_ONLY=cost: the sections infra/bench/cost.py reads (the
+    // publisher's calls, the writer's round trips and item sizes, the log
+    // bytes), without the sweep's 100,000-item fills.
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cost") {
+        publisher_calls(if quick { 100 } else { 1000 }).await;
+        writer_round_trips().await;
+        log_bytes(if quick { 3 } else { 20 }).await;
+        return;
+    }
     // BENCH_ONLY=logs: the log bytes' section alone.
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "logs") {
         log_bytes(if quick { 3 } else { 20 }).await;
@@ -379,14 +388,37 @@ impl devkit::Invoker for &Timed<'_> {
 }
 
 /// Warms the process with a batch of one (its cold start and first-batch
-/// check done), then puts the model's latencies on the wire.
-async fn warm_up(stack: &Stack, proxy: &FaultProxy, pump: &mut devkit::Pump<&Timed<'_>>) {
+/// check done), then puts the model's latencies on the wire: `PutEvents`
+/// answered by the proxy after 25 ms; `BatchWriteItem` reaching DynamoDB
+/// Local and answered 10 ms after it, or with `stub_store` answered by the
+/// proxy after 10 ms (the deletes then do not happen: the figure is the
+/// model's latencies without DynamoDB Local's own time).
+async fn warm_up(
+    stack: &Stack,
+    proxy: &FaultProxy,
+    pump: &mut devkit::Pump<&Timed<'_>>,
+    stub_store: bool,
+) {
     stack
         .put_aggregate_event("warm-up", 1, Duration::ZERO, 0, 8)
         .await;
     pump.run_until_idle().await.expect("pump");
     proxy.inject("PutEvents", Fault::Stub(PUT_EVENTS_LATENCY), None);
-    proxy.inject("BatchWriteItem", Fault::Late(BATCH_WRITE_LATENCY), None);
+    let store = if stub_store {
+        Fault::Stub(BATCH_WRITE_LATENCY)
+    } else {
+        Fault::Late(BATCH_WRITE_LATENCY)
+    };
+    proxy.inject("BatchWriteItem", store, None);
+}
+
+/// What answers `BatchWriteItem` in a row of the section below.
+fn store_label(stub_store: bool) -> &'static str {
+    if stub_store {
+        "the proxy (stub)"
+    } else {
+        "DynamoDB Local"
+    }
 }
 
 /// #41: a 100-event batch's time through the publisher binary, one sink
@@ -398,12 +430,14 @@ async fn warm_up(stack: &Stack, proxy: &FaultProxy, pump: &mut devkit::Pump<&Tim
 async fn send_latency((sustained, repeats): (usize, usize)) {
     let concurrent = outbox_core::DEFAULT_SEND_CONCURRENCY;
     println!("## Concurrent sends: a 100-event batch with {} ms per `PutEvents` and {} ms per `BatchWriteItem` injected at the wire (publisher binary, relaxed ordering)\n", PUT_EVENTS_LATENCY.as_millis(), BATCH_WRITE_LATENCY.as_millis());
-    println!("| batch | `SendConcurrency` | invocation time (median of {repeats}) | `PutEvents` | `BatchWriteItem` | all calls per 1,000 events |");
-    println!("|---|---|---|---|---|---|");
+    println!("| batch | `BatchWriteItem` answered by | `SendConcurrency` | invocation time (median of {repeats}) | `PutEvents` | `BatchWriteItem` | all calls per 1,000 events |");
+    println!("|---|---|---|---|---|---|---|");
     let mut rows = Vec::new();
-    for (case, aggregates) in [
-        ("100 events of 100 aggregates", 100),
-        ("20 aggregates × 5 events", 20),
+    for (case, aggregates, stub_store) in [
+        ("100 events of 100 aggregates", 100, false),
+        ("20 aggregates × 5 events", 20, false),
+        ("100 events of 100 aggregates", 100, true),
+        ("20 aggregates × 5 events", 20, true),
     ] {
         for concurrency in [1, concurrent] {
             let mut times = Vec::new();
@@ -412,7 +446,7 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
                 let (stack, proxy, function) = latency_rig(concurrency).await;
                 let timed = Timed::new(&function);
                 let mut pump = stack.pump(&timed, None);
-                warm_up(&stack, &proxy, &mut pump).await;
+                warm_up(&stack, &proxy, &mut pump, stub_store).await;
                 for v in 1..=(100 / aggregates) as u64 {
                     for a in 0..aggregates {
                         stack
@@ -435,7 +469,8 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
             let count = |a: &str| counts.get(a).copied().unwrap_or(0);
             let total: usize = counts.values().sum();
             println!(
-                "| {case} | {concurrency} | {:.0} ms | {} | {} | {:.0} |",
+                "| {case} | {} | {concurrency} | {:.0} ms | {} | {} | {:.0} |",
+                store_label(stub_store),
                 median.as_secs_f64() * 1000.0,
                 count("events:PutEvents"),
                 count("dynamodb:BatchWriteItem"),
@@ -443,6 +478,7 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
             );
             rows.push(serde_json::json!({
                 "case": case,
+                "store_stubbed": stub_store,
                 "send_concurrency": concurrency,
                 "median_ms": median.as_secs_f64() * 1000.0,
                 "calls": counts,
@@ -451,14 +487,14 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
     }
     println!();
     println!("**One stream shard, sustained: {sustained} events of distinct aggregates in batches of 100, same latencies**\n");
-    println!("| `SendConcurrency` | events per second, end to end (the local mapping's stream reads included) | events per second of invocation time (the function's ceiling per shard and lane) | invocations |");
-    println!("|---|---|---|---|");
+    println!("| `BatchWriteItem` answered by | `SendConcurrency` | events per second, end to end (the local mapping's stream reads included) | events per second of invocation time (the function's ceiling per shard and lane) | invocations |");
+    println!("|---|---|---|---|---|");
     let mut rates = Vec::new();
-    for concurrency in [1, concurrent] {
+    for (stub_store, concurrency) in [(false, 1), (false, concurrent), (true, 1), (true, concurrent)] {
         let (stack, proxy, function) = latency_rig(concurrency).await;
         let timed = Timed::new(&function);
         let mut pump = stack.pump(&timed, None);
-        warm_up(&stack, &proxy, &mut pump).await;
+        warm_up(&stack, &proxy, &mut pump, stub_store).await;
         for i in 0..sustained {
             stack
                 .put_aggregate_event(&format!("rate-{i}"), 1, Duration::ZERO, 0, 8)
@@ -471,8 +507,12 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
         let invocations = pump.stats.invocations - invoked;
         let (_, busy) = timed.since(invoked);
         let ceiling = sustained as f64 / busy.as_secs_f64();
-        println!("| {concurrency} | {rate:.0} | {ceiling:.0} | {invocations} |");
+        println!(
+            "| {} | {concurrency} | {rate:.0} | {ceiling:.0} | {invocations} |",
+            store_label(stub_store)
+        );
         rates.push(serde_json::json!({
+            "store_stubbed": stub_store,
             "send_concurrency": concurrency,
             "events_per_second": rate,
             "events_per_second_of_invocation_time": ceiling,

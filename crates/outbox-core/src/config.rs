@@ -85,9 +85,10 @@ impl SinkSettings {
 }
 
 /// Every variable a function's settings come from: [`Config`]'s, the
-/// [`crate::keys::KeySchema`]'s, the stack's name and the log filter. The
-/// publisher and the sweeper record those they are given
-/// ([`RecordedSettings`]); the templates set no other.
+/// [`crate::keys::KeySchema`]'s, the stack's name and the log filter (and
+/// the two Lambda sets from the templates' `LoggingConfig`). The publisher
+/// and the sweeper record those they are given ([`RecordedSettings`]); the
+/// templates set no other.
 pub const VARIABLES: &[&str] = &[
     "TABLE_NAME",
     "EVENT_SOURCE",
@@ -119,6 +120,10 @@ pub const VARIABLES: &[&str] = &[
     "HOME_REGION",
     "STACK_NAME",
     "RUST_LOG",
+    // Set by Lambda from the function's LoggingConfig (the templates'
+    // LogLevel): the log filter's and the metric documents' level.
+    "AWS_LAMBDA_LOG_FORMAT",
+    "AWS_LAMBDA_LOG_LEVEL",
 ];
 
 /// The settings a function of the stack runs with, as it records them in

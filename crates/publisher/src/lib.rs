@@ -176,8 +176,10 @@ pub struct Report {
     pub deferred: usize,
     /// Sequence number of the first record not handled, if any.
     pub first_failure: Option<String>,
-    /// Records not handled in this invocation (the first failure and all
-    /// records after it).
+    /// Records the mapping delivers again: the first failure and all
+    /// records after it (`Unhandled`). Some of them may have been published
+    /// beside the failure, in its wave; their items are deleted, so the
+    /// redelivered batch's check does not send them again.
     pub unhandled: usize,
     /// Strict ordering: events held behind an older event of their
     /// aggregate (left pending for a later release; not reported).

@@ -6,13 +6,18 @@
 use std::time::Duration;
 
 use sweeper::{SweepSettings, Sweeper};
-use testkit::lambda::{debug_binary, loopback_env, FunctionSpec, LambdaFunction};
+use testkit::lambda::{debug_binary, loopback_env, release_binary, FunctionSpec, LambdaFunction};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, request, Stack};
 
+/// `make test`'s one quick pass (`--quick` or `BENCH_QUICK`), not a measurement.
+fn quick() -> bool {
+    std::env::args().any(|a| a == "--quick") || std::env::var("BENCH_QUICK").is_ok()
+}
+
 #[tokio::main]
 async fn main() {
-    let quick = std::env::args().any(|a| a == "--quick") || std::env::var("BENCH_QUICK").is_ok();
+    let quick = quick();
     println!("# AWS calls against DynamoDB Local and moto (the publisher's on the wire by the fault proxy, the writer's and the sweeper's by an SDK interceptor)\n");
     // BENCH_ONLY=strict: strict ordering's section alone (after a change
     // to the guard, without the sweep's 100,000-item fills).
@@ -339,9 +344,16 @@ async fn latency_rig(concurrency: usize) -> (Stack, FaultProxy, LambdaFunction) 
             &[("SendConcurrency", &concurrency.to_string())],
         ))
         .collect();
+    // Times: the shipped profile, but for make test's quick pass (a release
+    // build takes minutes here; a debug build's CPU adds tens of ms a batch).
+    let binary = if quick() {
+        debug_binary("publisher")
+    } else {
+        release_binary("publisher")
+    };
     let function = LambdaFunction::new(FunctionSpec {
         name: "publisher".into(),
-        binary: debug_binary("publisher").expect("publisher binary"),
+        binary: binary.expect("publisher binary"),
         env,
         timeout: Duration::from_secs(60),
         log: std::env::temp_dir().join(format!("{}-publisher-latency.log", stack.table)),
@@ -388,36 +400,53 @@ impl devkit::Invoker for &Timed<'_> {
 }
 
 /// Warms the process with a batch of one (its cold start and first-batch
-/// check done), then puts the model's latencies on the wire: `PutEvents`
-/// answered by the proxy after 25 ms; `BatchWriteItem` reaching DynamoDB
-/// Local and answered 10 ms after it, or with `stub_store` answered by the
-/// proxy after 10 ms (the deletes then do not happen: the figure is the
-/// model's latencies without DynamoDB Local's own time).
+/// check done), then answers its calls as `wire` says ([`Wire`]).
 async fn warm_up(
     stack: &Stack,
     proxy: &FaultProxy,
     pump: &mut devkit::Pump<&Timed<'_>>,
-    stub_store: bool,
+    wire: Wire,
 ) {
     stack
         .put_aggregate_event("warm-up", 1, Duration::ZERO, 0, 8)
         .await;
     pump.run_until_idle().await.expect("pump");
-    proxy.inject("PutEvents", Fault::Stub(PUT_EVENTS_LATENCY), None);
-    let store = if stub_store {
-        Fault::Stub(BATCH_WRITE_LATENCY)
-    } else {
-        Fault::Late(BATCH_WRITE_LATENCY)
+    let (put, store) = match wire {
+        Wire::Local => (
+            Fault::Stub(PUT_EVENTS_LATENCY),
+            Fault::Late(BATCH_WRITE_LATENCY),
+        ),
+        Wire::Stub => (
+            Fault::Stub(PUT_EVENTS_LATENCY),
+            Fault::Stub(BATCH_WRITE_LATENCY),
+        ),
+        Wire::Instant => (Fault::Stub(Duration::ZERO), Fault::Stub(Duration::ZERO)),
     };
+    proxy.inject("PutEvents", put, None);
     proxy.inject("BatchWriteItem", store, None);
 }
 
-/// What answers `BatchWriteItem` in a row of the section below.
-fn store_label(stub_store: bool) -> &'static str {
-    if stub_store {
-        "the proxy (stub)"
-    } else {
-        "DynamoDB Local"
+/// How the calls of a row of the section below are answered.
+#[derive(Clone, Copy, PartialEq)]
+enum Wire {
+    /// `PutEvents` by the proxy after 25 ms; `BatchWriteItem` by DynamoDB
+    /// Local, 10 ms later.
+    Local,
+    /// Both by the proxy, after 25 and 10 ms (DynamoDB Local's own time
+    /// out; the deletes do not happen).
+    Stub,
+    /// Both by the proxy at once: what an invocation costs here besides the
+    /// injected latency (the local runtime, the proxy, our CPU).
+    Instant,
+}
+
+impl Wire {
+    fn label(self) -> &'static str {
+        match self {
+            Wire::Local => "DynamoDB Local (+10 ms)",
+            Wire::Stub => "the proxy, 25 / 10 ms",
+            Wire::Instant => "the proxy, at once",
+        }
     }
 }
 
@@ -429,15 +458,16 @@ fn store_label(stub_store: bool) -> &'static str {
 /// machine; `make test`'s quick run makes one); nothing here asserts a time.
 async fn send_latency((sustained, repeats): (usize, usize)) {
     let concurrent = outbox_core::DEFAULT_SEND_CONCURRENCY;
-    println!("## Concurrent sends: a 100-event batch with {} ms per `PutEvents` and {} ms per `BatchWriteItem` injected at the wire (publisher binary, relaxed ordering)\n", PUT_EVENTS_LATENCY.as_millis(), BATCH_WRITE_LATENCY.as_millis());
-    println!("| batch | `BatchWriteItem` answered by | `SendConcurrency` | invocation time (median of {repeats}) | `PutEvents` | `BatchWriteItem` | all calls per 1,000 events |");
+    println!("## Concurrent sends: a 100-event batch with {} ms per `PutEvents` and {} ms per `BatchWriteItem` injected at the wire (publisher binary, {} build, relaxed ordering)\n", PUT_EVENTS_LATENCY.as_millis(), BATCH_WRITE_LATENCY.as_millis(), if quick() { "debug" } else { "release" });
+    println!("| batch | `PutEvents` / `BatchWriteItem` answered by | `SendConcurrency` | invocation time (median of {repeats}) | `PutEvents` | `BatchWriteItem` | all calls per 1,000 events |");
     println!("|---|---|---|---|---|---|---|");
     let mut rows = Vec::new();
-    for (case, aggregates, stub_store) in [
-        ("100 events of 100 aggregates", 100, false),
-        ("20 aggregates × 5 events", 20, false),
-        ("100 events of 100 aggregates", 100, true),
-        ("20 aggregates × 5 events", 20, true),
+    for (case, aggregates, wire) in [
+        ("100 events of 100 aggregates", 100, Wire::Local),
+        ("20 aggregates × 5 events", 20, Wire::Local),
+        ("100 events of 100 aggregates", 100, Wire::Stub),
+        ("20 aggregates × 5 events", 20, Wire::Stub),
+        ("100 events of 100 aggregates", 100, Wire::Instant),
     ] {
         for concurrency in [1, concurrent] {
             let mut times = Vec::new();
@@ -446,7 +476,7 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
                 let (stack, proxy, function) = latency_rig(concurrency).await;
                 let timed = Timed::new(&function);
                 let mut pump = stack.pump(&timed, None);
-                warm_up(&stack, &proxy, &mut pump, stub_store).await;
+                warm_up(&stack, &proxy, &mut pump, wire).await;
                 for v in 1..=(100 / aggregates) as u64 {
                     for a in 0..aggregates {
                         stack
@@ -470,7 +500,7 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
             let total: usize = counts.values().sum();
             println!(
                 "| {case} | {} | {concurrency} | {:.0} ms | {} | {} | {:.0} |",
-                store_label(stub_store),
+                wire.label(),
                 median.as_secs_f64() * 1000.0,
                 count("events:PutEvents"),
                 count("dynamodb:BatchWriteItem"),
@@ -478,7 +508,7 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
             );
             rows.push(serde_json::json!({
                 "case": case,
-                "store_stubbed": stub_store,
+                "wire": wire.label(),
                 "send_concurrency": concurrency,
                 "median_ms": median.as_secs_f64() * 1000.0,
                 "calls": counts,
@@ -487,14 +517,19 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
     }
     println!();
     println!("**One stream shard, sustained: {sustained} events of distinct aggregates in batches of 100, same latencies**\n");
-    println!("| `BatchWriteItem` answered by | `SendConcurrency` | events per second, end to end (the local mapping's stream reads included) | events per second of invocation time (the function's ceiling per shard and lane) | invocations |");
+    println!("| `PutEvents` / `BatchWriteItem` answered by | `SendConcurrency` | events per second, end to end (the local mapping's stream reads included) | events per second of invocation time (the function's ceiling per shard and lane) | invocations |");
     println!("|---|---|---|---|---|");
     let mut rates = Vec::new();
-    for (stub_store, concurrency) in [(false, 1), (false, concurrent), (true, 1), (true, concurrent)] {
+    for (wire, concurrency) in [
+        (Wire::Local, 1),
+        (Wire::Local, concurrent),
+        (Wire::Stub, 1),
+        (Wire::Stub, concurrent),
+    ] {
         let (stack, proxy, function) = latency_rig(concurrency).await;
         let timed = Timed::new(&function);
         let mut pump = stack.pump(&timed, None);
-        warm_up(&stack, &proxy, &mut pump, stub_store).await;
+        warm_up(&stack, &proxy, &mut pump, wire).await;
         for i in 0..sustained {
             stack
                 .put_aggregate_event(&format!("rate-{i}"), 1, Duration::ZERO, 0, 8)
@@ -509,10 +544,10 @@ async fn send_latency((sustained, repeats): (usize, usize)) {
         let ceiling = sustained as f64 / busy.as_secs_f64();
         println!(
             "| {} | {concurrency} | {rate:.0} | {ceiling:.0} | {invocations} |",
-            store_label(stub_store)
+            wire.label()
         );
         rates.push(serde_json::json!({
-            "store_stubbed": stub_store,
+            "wire": wire.label(),
             "send_concurrency": concurrency,
             "events_per_second": rate,
             "events_per_second_of_invocation_time": ceiling,

@@ -392,6 +392,20 @@ pub fn debug_binary(name: &str) -> Result<PathBuf, String> {
     build_binary(name, dir, false)
 }
 
+/// The release build (the shipped profile) of the function binary `name`,
+/// built when missing or stale: for timing what a function spends, where a
+/// debug build's CPU would swamp the figure (minutes to build here).
+pub fn release_binary(name: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .ok_or("cannot locate the target directory")?
+        .join("release");
+    build_binary(name, dir, true)
+}
+
 fn build_binary(name: &str, dir: PathBuf, release: bool) -> Result<PathBuf, String> {
     let mut build = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()));
     build

@@ -120,7 +120,7 @@ impl Redelivery {
             || !seen.handled_one
             || seen.stale_found
             || records.iter().any(|r| {
-                now_ms - r.created_ms > limit
+                now_ms.saturating_sub(r.created_ms) > limit
                     || r.sequence.as_deref().is_some_and(|s| seen.set.contains(s))
             })
     }

@@ -129,6 +129,9 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
         let mut records = None;
         while let Some(Text(name)) = map.next_key()? {
             if name == "Records" {
+                if records.is_some() {
+                    return Err(serde::de::Error::duplicate_field("Records"));
+                }
                 records = Some(map.next_value_seed(RecordsSeed(self.0))?);
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -187,7 +190,13 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
         let mut change = None;
         while let Some(Text(name)) = map.next_key()? {
             match name.as_ref() {
+                "eventName" if insert.is_some() => {
+                    return Err(serde::de::Error::duplicate_field("eventName"))
+                }
                 "eventName" => insert = Some(map.next_value::<Text>()?.0 == "INSERT"),
+                "dynamodb" if change.is_some() => {
+                    return Err(serde::de::Error::duplicate_field("dynamodb"))
+                }
                 "dynamodb" => {
                     change = Some(map.next_value_seed(ChangeSeed {
                         schema: self.0,
@@ -199,12 +208,15 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
                 }
             }
         }
+        // Both, as the general model requires: a record without them is not
+        // skipped, the batch fails.
+        let insert = insert.ok_or_else(|| serde::de::Error::missing_field("eventName"))?;
         let change = change.ok_or_else(|| serde::de::Error::missing_field("dynamodb"))?;
         Ok(Record {
             sequence: change.sequence,
             created_ms: change.created_ms,
             change: match (insert, change.key, change.image) {
-                (Some(true), Some(key), image) => Change::OutboxInsert {
+                (true, Some(key), image) => Change::OutboxInsert {
                     key,
                     image: image.unwrap_or_default(),
                     view: change.view,
@@ -256,22 +268,45 @@ impl<'de> Visitor<'de> for ChangeSeed<'_> {
         };
         // Known once the keys are read: whether the image is needed.
         let mut outbox_keys = None;
+        // A field given twice fails the batch, as the general model does
+        // (never a record read from the wrong copy and skipped).
+        let mut seen = [false; 5];
+        let mut once = |i: usize, field: &'static str| {
+            if std::mem::replace(&mut seen[i], true) {
+                Err(serde::de::Error::duplicate_field(field))
+            } else {
+                Ok(())
+            }
+        };
         while let Some(Text(name)) = map.next_key()? {
             match name.as_ref() {
-                "SequenceNumber" => decoded.sequence = Some(map.next_value::<Text>()?.0),
-                "ApproximateCreationDateTime" => {
-                    let seconds: f64 = map.next_value()?;
-                    decoded.created_ms = (seconds * 1000.0) as i64;
+                "SequenceNumber" => {
+                    once(0, "SequenceNumber")?;
+                    decoded.sequence = map.next_value::<Option<Text>>()?.map(|t| t.0);
                 }
-                "StreamViewType" => decoded.view = map.next_value()?,
+                "ApproximateCreationDateTime" => {
+                    once(1, "ApproximateCreationDateTime")?;
+                    let seconds: Option<f64> = map.next_value()?;
+                    // Milliseconds kept; a value out of range saturates.
+                    decoded.created_ms = seconds.map_or(0, |s| (s * 1000.0) as i64);
+                }
+                "StreamViewType" => {
+                    once(2, "StreamViewType")?;
+                    decoded.view = map.next_value()?;
+                }
                 "Keys" => {
+                    once(3, "Keys")?;
                     decoded.key = map.next_value_seed(KeysSeed(self.schema))?;
                     outbox_keys = Some(decoded.key.is_some());
                 }
-                "NewImage" if self.insert == Some(false) || outbox_keys == Some(false) => {
-                    map.next_value::<IgnoredAny>()?;
+                "NewImage" => {
+                    once(4, "NewImage")?;
+                    if self.insert == Some(false) || outbox_keys == Some(false) {
+                        map.next_value::<IgnoredAny>()?;
+                    } else {
+                        decoded.image = map.next_value::<Option<serde_dynamo::Item>>()?;
+                    }
                 }
-                "NewImage" => decoded.image = Some(map.next_value()?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -289,7 +324,8 @@ impl<'de> DeserializeSeed<'de> for KeysSeed<'_> {
     type Value = Option<ItemKey>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
+        // `null` is no keys, as the general model reads it.
+        deserializer.deserialize_option(self)
     }
 }
 
@@ -298,6 +334,18 @@ impl<'de> Visitor<'de> for KeysSeed<'_> {
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a stream record's keys")
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
@@ -530,6 +578,56 @@ mod tests {
             let event = as_the_runtime_decodes(json);
             assert!(event.records(&KeySchema::default()).is_err(), "{json}");
         }
+    }
+
+    #[test]
+    fn a_field_given_twice_or_a_record_without_its_name_fails_the_batch() {
+        let keys = r#""Keys": {"PK": {"S": "A#1"}, "SK": {"S": "OUTBOX#x"}}"#;
+        for json in [
+            format!(
+                r#"{{"Records": [{{"eventName": "INSERT", "dynamodb": {{{keys}, {keys}}}}}]}}"#
+            ),
+            format!(
+                r#"{{"Records": [{{"eventName": "INSERT", "eventName": "MODIFY", "dynamodb": {{{keys}}}}}]}}"#
+            ),
+            format!(
+                r#"{{"Records": [{{"eventName": "INSERT", "dynamodb": {{{keys}}}, "dynamodb": {{}}}}]}}"#
+            ),
+            format!(
+                r#"{{"Records": [], "Records": [{{"eventName": "INSERT", "dynamodb": {{{keys}}}}}]}}"#
+            ),
+            format!(r#"{{"Records": [{{"dynamodb": {{{keys}}}}}]}}"#),
+        ] {
+            let event = as_the_runtime_decodes(&json);
+            assert!(event.records(&KeySchema::default()).is_err(), "{json}");
+        }
+    }
+
+    #[test]
+    fn nulls_read_as_the_general_model_reads_them() {
+        let json = r#"{"Records": [
+            {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "A#1"}, "SK": {"S": "OUTBOX#x"}}, "NewImage": null, "SequenceNumber": null, "ApproximateCreationDateTime": null}},
+            {"eventName": "INSERT", "dynamodb": {"Keys": null, "NewImage": null, "SequenceNumber": "2"}}
+        ]}"#;
+        let event = as_the_runtime_decodes(json);
+        let records = event.records(&KeySchema::default()).unwrap();
+        assert!(matches!(
+            &records[0].change,
+            Change::OutboxInsert { image, .. } if image.is_empty()
+        ));
+        assert_eq!(records[0].sequence, None);
+        assert_eq!(records[1].change, Change::Other);
+    }
+
+    #[test]
+    fn records_without_sequence_numbers_become_an_event_that_decodes() {
+        let typed: Event = serde_json::from_str(&sample("publisher-single-insert.json")).unwrap();
+        let mut records = typed.records;
+        records[0].change.sequence_number = None;
+        let event = StreamEvent::from(records);
+        let records = event.records(&KeySchema::default()).unwrap();
+        assert_eq!(records[0].sequence, None);
+        assert!(matches!(records[0].change, Change::OutboxInsert { .. }));
     }
 
     #[test]

@@ -382,28 +382,24 @@ pub fn binary(name: &str) -> Result<PathBuf, String> {
 /// function calls, which the profile does not change (a bench runs in
 /// release, and a release build of a function takes minutes here).
 pub fn debug_binary(name: &str) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .ok_or("cannot locate the target directory")?
-        .join("debug");
-    build_binary(name, dir, false)
+    build_binary(name, target_dir()?.join("debug"), false)
 }
 
 /// The release build (the shipped profile) of the function binary `name`,
 /// built when missing or stale: for timing what a function spends, where a
 /// debug build's CPU would swamp the figure (minutes to build here).
 pub fn release_binary(name: &str) -> Result<PathBuf, String> {
+    build_binary(name, target_dir()?.join("release"), true)
+}
+
+/// `target/`, from this process's executable (`target/<profile>/deps/…`).
+fn target_dir() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let dir = exe
-        .parent()
+    exe.parent()
         .and_then(Path::parent)
         .and_then(Path::parent)
-        .ok_or("cannot locate the target directory")?
-        .join("release");
-    build_binary(name, dir, true)
+        .map(Path::to_path_buf)
+        .ok_or_else(|| "cannot locate the target directory".to_owned())
 }
 
 fn build_binary(name: &str, dir: PathBuf, release: bool) -> Result<PathBuf, String> {

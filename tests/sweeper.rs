@@ -526,9 +526,9 @@ async fn items_written_before_the_home_region_rule_keep_working() {
 /// an older event pending?), while every read is slow (200 ms at the
 /// wire, a loaded table or machine). The checks are made together, at
 /// most one per aggregate, so one sweep within its deadline publishes the
-/// whole page. Before, one check after the other took the whole deadline
-/// (100 × 200 ms) and every sweep of a 20,000-order chaos run ended with
-/// the page still due, nothing published.
+/// whole page. Before, one check after the other took longer than the
+/// deadline (100 × 200 ms) and every sweep of a 20,000-order chaos run
+/// ended with the page still due, nothing published.
 #[tokio::test]
 async fn a_page_of_handed_over_events_is_checked_at_once_and_published() {
     use outbox_core::store::OutboxStore;
@@ -557,7 +557,11 @@ async fn a_page_of_handed_over_events_is_checked_at_once_and_published() {
     let config = stack.config(&[("OUTBOX_SHARDS", "1")]);
     let mut sweeper = Sweeper::new(sink, slow_store, SweepSettings::from(&config));
     sweeper.retry = fast_retry();
-    let deadline = outbox_core::retry::Deadline::after(Duration::from_secs(10));
+    // 15 s: one check after the other would take 20 s of reads alone (and
+    // publish at most about 70 of the 100 in this deadline); together they
+    // take about a second, which leaves room for a loaded machine (a 10 s
+    // deadline failed once under the full suite).
+    let deadline = outbox_core::retry::Deadline::after(Duration::from_secs(15));
     let report = sweeper.sweep(now, &deadline).await;
     assert_eq!(report.republished, 100, "{report:?}");
     assert!(stack.outbox_items().await.is_empty());

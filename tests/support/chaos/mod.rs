@@ -214,20 +214,23 @@ fn function(
     })
 }
 
-/// Passes of the pump, each followed by a scheduled sweep and the OnFailure
-/// queue fed to the sweeper, until a pass reads nothing new; returns the
-/// OnFailure messages handled.
+/// Passes of the pump, each followed by a scheduled sweep (when `sweep`)
+/// and the OnFailure queue fed to the sweeper, until a pass reads nothing
+/// new; returns the OnFailure messages handled.
 async fn drain(
     pump: &mut devkit::Pump<&Sandboxes>,
     sweeper: &Tagged,
     stack: &Stack,
     on_failure: &str,
     scheduled: &[u8],
+    sweep: bool,
 ) -> Result<usize, String> {
     let mut handled = 0;
     for pass in 0.. {
         let read = pump.pass().await.map_err(|e| e.to_string())?;
-        let _ = sweeper.call(scheduled).await;
+        if sweep {
+            let _ = sweeper.call(scheduled).await;
+        }
         handled += deliver_on_failure(stack, on_failure, sweeper).await;
         if read == 0 && pass > 0 {
             break;
@@ -560,10 +563,42 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let scheduled = crate::sample("sweeper-scheduled.json").into_bytes();
     let mut on_failure_messages = 0;
     let mut pump = stack.pump(&publisher, Some(&on_failure));
-    on_failure_messages += drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled).await?;
+    on_failure_messages +=
+        drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled, true).await?;
     timeline.push(("drain under faults".into(), at(mark), at(Instant::now())));
-    let wave = Instant::now();
+    // Coverage: which scripted publisher faults get their call depends on
+    // how the publisher and the sweeper race for the events (a sweep that
+    // takes them first leaves the publisher fewer sink calls and deletes
+    // than its script needs; two fresh-clone CI runs of the SNS FIFO small
+    // run failed on that alone). While the publisher's script has faults
+    // left, waves of a few more orders are written and drained without
+    // sweeps, so that the publisher makes the calls; at most
+    // `TOP_UP_WAVES` of them, and the verdict still fails a fault that
+    // never got its call.
+    const TOP_UP_WAVES: usize = 5;
+    const TOP_UP_ORDERS: usize = 10;
     let mut requested = requested;
+    let mut written = config.orders;
+    for _ in 0..TOP_UP_WAVES {
+        let left = publisher_schedule
+            .lock()
+            .is_ok_and(|s| s.script.values().any(|faults| !faults.is_empty()));
+        if !left {
+            break;
+        }
+        let wave = Instant::now();
+        let more = written..written + TOP_UP_ORDERS;
+        written = more.end;
+        requested = requested.merge(workload(config, &writers, more).await);
+        on_failure_messages +=
+            drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled, false).await?;
+        timeline.push((
+            "coverage wave, no sweeps".into(),
+            at(wave),
+            at(Instant::now()),
+        ));
+    }
+    let wave = Instant::now();
     if late > 0 {
         // The second wave meets a sink outage longer than the mapping's
         // retries: its batches go to the OnFailure queue, which the
@@ -573,7 +608,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             schedule.outage = Some((from, from + (retries + 2) * lanes as u64));
         }
         requested = requested.merge(workload(config, &writers, first_wave..config.orders).await);
-        on_failure_messages += drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled).await?;
+        on_failure_messages +=
+            drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled, true).await?;
         timeline.push((
             "second wave, outage beyond the retries".into(),
             at(wave),
@@ -670,6 +706,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     verdict.requests_unanswered = requested.unanswered;
     verdict.requests_refused = requested.refused.clone();
     verdict.expected_kinds = expected_kinds;
+    verdict.orders = written;
     verdict.expect_on_failure = config.outage_beyond_retries;
     for call in writer_faults.iter().filter(|c| c.fault.is_some()) {
         let fault = call.fault.as_ref().unwrap_or(&Fault::Pass);

@@ -491,6 +491,12 @@ async fn the_publisher_role_grants_what_the_publisher_uses() {
         2,
         "the dead letter and the event held behind it"
     );
+    // A lone event: its item is deleted with a DeleteItem, where the
+    // batches above took a BatchWriteItem (the stream is read again from
+    // its start; strict order skips what is gone and keeps the held one).
+    stack.create_orders(1).await;
+    pump_through(&proxy, &stack, &strict, Some(&failures)).await;
+    assert_eq!(stack.outbox_raw().await.len(), 2, "the lone event deleted");
 
     let bindings = Bindings::new(
         false,
@@ -506,8 +512,8 @@ async fn the_publisher_role_grants_what_the_publisher_uses() {
     // this run used it, so the check fails on that copy.
     let text = std::fs::read_to_string(root().join(devkit::OUTBOX_TEMPLATE)).unwrap();
     let without = text.replacen(
-        "[dynamodb:BatchWriteItem, dynamodb:UpdateItem, dynamodb:Query, dynamodb:BatchGetItem]",
-        "[dynamodb:BatchWriteItem, dynamodb:UpdateItem, dynamodb:BatchGetItem]",
+        "[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem, dynamodb:Query, dynamodb:BatchGetItem]",
+        "[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem, dynamodb:BatchGetItem]",
         1,
     );
     assert_ne!(without, text, "the copy drops the publisher's Query");
@@ -578,6 +584,16 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
     let left = stack.outbox_items().await;
     assert_eq!(left.len(), 1, "the other one published");
     assert_eq!(left[0].event_id, failing.event_id);
+    // The deletes so far were of one item each (a DeleteItem); two
+    // stranded events published in one sweep are deleted together (a
+    // BatchWriteItem).
+    stack.put_event_aged(Duration::from_secs(2 * 86_400)).await;
+    stack.put_event_aged(Duration::from_secs(2 * 86_400)).await;
+    sweeper
+        .invoke(scheduled.as_bytes())
+        .await
+        .expect("third sweep");
+    assert_eq!(stack.outbox_items().await.len(), 1, "both published");
     // A batch the publisher mapping gave up on, through the SQS mapping.
     let proxied = aws_sdk_sqs::Client::new(&proxy.sdk().await);
     drain_queue_through(&proxied, &failures, &sweeper).await;
@@ -635,6 +651,11 @@ async fn the_sns_branch_grants_what_the_sns_sink_uses() {
         2,
         "the dead letter and the event held behind it"
     );
+    // A lone event: deleted with a DeleteItem (the batches above took a
+    // BatchWriteItem).
+    stack.create_orders(1).await;
+    pump_through(&proxy, &stack, &publisher, None).await;
+    assert_eq!(stack.outbox_raw().await.len(), 2, "the lone event deleted");
 
     let topic = format!("topic/{}", topic_arn.rsplit(':').next().unwrap());
     let seen = proxy.grants_used();

@@ -440,7 +440,7 @@ async fn a_failed_delete_does_not_stall_its_aggregate() {
     rig.event("a", 1, 8).await;
     let records = rig.stack.outbox_inserts().await;
     rig.invoke(&publisher, &stream_event(Vec::new())).await;
-    rig.proxy.inject("BatchWriteItem", Fault::ServerError, None);
+    rig.proxy.inject("DeleteItem", Fault::ServerError, None);
     rig.invoke(&publisher, &stream_event(records)).await;
     rig.proxy.heal();
     let a1 = rig.stack.outbox_items().await.remove(0);

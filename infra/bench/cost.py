@@ -4,7 +4,8 @@ aws_calls`; the handler's CPU per record from criterion's output when
 present) and the prices and assumptions in infra/bench/prices.json. Prints
 Markdown. Three designs on the same workload:
 
-  ours       - batched PutEvents (10 per call) and BatchWriteItem deletes (25)
+  ours       - batched PutEvents (10 per call) and BatchWriteItem deletes (25;
+               a lone key left over goes in a DeleteItem)
   card       - the design card's publisher: one PutEvents and one DeleteItem per event
   pipes      - EventBridge Pipes, stream source -> bus target; outbox items
                expire by TTL (no publisher, no pending index, no sweeper)
@@ -34,6 +35,20 @@ KB = 1024
 
 def units(size, unit):
     return max(1, math.ceil(size / unit))
+
+
+def deletes(records):
+    """The delete calls for one invocation of `records` published events
+    (rounded up): (BatchWriteItem, DeleteItem). The store deletes 25 keys
+    per BatchWriteItem and a lone key left over with a DeleteItem."""
+    full, rest = divmod(math.ceil(records), 25)
+    return full + (1 if rest > 1 else 0), 1 if rest == 1 else 0
+
+
+def delete_calls(batch_writes, delete_items):
+    """The delete calls, as the notes name them."""
+    parts = [f"{n} {name}" for n, name in ((batch_writes, "BatchWriteItem"), (delete_items, "DeleteItem")) if n]
+    return " and ".join(parts) or "no deletes"
 
 
 def refuse(message):
@@ -315,22 +330,36 @@ def main():
     # checked here against that measurement, and the records per
     # invocation from the stated arrival pattern.
     full = publisher["events"] / publisher["invocations"]
-    expected = (math.ceil(full / 10) * publisher["invocations"], math.ceil(full / 25) * publisher["invocations"])
-    measured = (publisher["put_events"], publisher["batch_write_item"])
+    expected = (math.ceil(full / 10) * publisher["invocations"],
+                deletes(full)[0] * publisher["invocations"],
+                deletes(full)[1] * publisher["invocations"])
+    measured = (publisher["put_events"], publisher["batch_write_item"], publisher.get("delete_item", 0))
     if expected != measured:
         refuse(f"the measured full batches ({measured}) disagree with the call arithmetic ({expected})")
     arrival = a["arrival"]
     batch = records_per_invocation(arrival, publisher["batch_size"])
     invocations = EVENTS / batch
     put_per_inv = math.ceil(batch / 10)
-    bw_per_inv = math.ceil(batch / 25)
-    pub_ms = put_per_inv * lat["PutEvents"] + bw_per_inv * lat["BatchWriteItem"] \
-        + batch * cpu_us / 1000 + a["lambda_overhead_ms"]
+    bw_per_inv, di_per_inv = deletes(batch)
     p_mem = a["memory_mb"]["publisher"]
+
+    def relay_ms(records):
+        """One publisher invocation of `records` events, in ms: (ours, the
+        design card's, which makes one PutEvents and one DeleteItem per
+        event). Ours counts its calls one after the other, as if
+        SendConcurrency were 1 (an upper bound)."""
+        batch_writes, delete_items = deletes(records)
+        rest = records * cpu_us / 1000 + a["lambda_overhead_ms"]
+        ours = math.ceil(records / 10) * lat["PutEvents"] + batch_writes * lat["BatchWriteItem"] \
+            + delete_items * lat["DeleteItem"] + rest
+        card = records * (lat["PutEvents"] + lat["DeleteItem"]) + rest
+        return ours, card
+
+    pub_ms, card_ms = relay_ms(batch)
     pub_ours, gbs_ours = lambda_cost(invocations, pub_ms, p_mem)
-    # The design card's publisher: one PutEvents and one DeleteItem per event.
-    card_ms = batch * (lat["PutEvents"] + lat["DeleteItem"]) + batch * cpu_us / 1000 + a["lambda_overhead_ms"]
     pub_card, gbs_card = lambda_cost(invocations, card_ms, p_mem)
+    # The relay line if invocations carried more records (a burst).
+    bursts = [(n, *(lambda_cost(EVENTS / n, ms, p_mem)[0] for ms in relay_ms(n))) for n in (2, 10, 100)]
     # Cold starts: the calls the bench saw besides the sends and deletes,
     # per cold start (measured), times the assumed cold starts.
     cold_calls = publisher["other_calls"] / max(1, publisher["cold_starts"])
@@ -423,16 +452,19 @@ def main():
     print(f"- arrival (assumed): {arrival['orders_per_day']:,} orders a day, evenly, on "
           f"{arrival['stream_shards']} stream shard(s) polled {arrival['polls_per_second']} times a second, "
           f"no batching window: {batch:.1f} records per publisher invocation, {invocations:,.0f} invocations, "
-          f"{put_per_inv} PutEvents and {bw_per_inv} BatchWriteItem each")
+          f"{put_per_inv} PutEvents and {delete_calls(bw_per_inv, di_per_inv)} each")
     print(f"- publisher, full batches (measured through the mapping emulator, BatchSize {publisher['batch_size']}, "
           f"the binary under the local runtime): {publisher['put_events']} PutEvents and "
-          f"{publisher['batch_write_item']} BatchWriteItem for {publisher['events']} events in "
+          f"{delete_calls(publisher['batch_write_item'], publisher.get('delete_item', 0))} for {publisher['events']} events in "
           f"{publisher['invocations']} invocations; {cold_calls:g} other calls per cold start "
-          f"({', '.join(k for k in publisher['calls'] if k not in ('events:PutEvents', 'dynamodb:BatchWriteItem'))}), "
+          f"({', '.join(k for k in publisher['calls'] if k not in ('events:PutEvents', 'dynamodb:BatchWriteItem', 'dynamodb:DeleteItem'))}), "
           f"times {cold_starts} assumed cold starts: {cold_calls * cold_starts:,.0f} calls, under a cent")
     print(f"- publisher duration per invocation: ours {pub_ms:.0f} ms, design card {card_ms:.0f} ms "
           f"(handler CPU {cpu_us:.2f} µs per record, measured: criterion, decode.txt); "
           f"GB-seconds {gbs_ours:,.0f} vs {gbs_card:,.0f}")
+    print("- the relay line with more records per invocation (a burst; the same arithmetic, "
+          "ours with its calls one after the other): "
+          + "; ".join(f"{n} records, ours ${o:,.2f} against the card's ${c:,.2f}" for n, o, c in bursts))
     print(f"- writer duration: create {create_ms:.0f} ms, pay {pay_ms:.0f} ms at {w_mem} MB "
           f"(CPU {writer_cpu_us:.1f} µs per transaction build, measured: criterion, transaction.txt; "
           f"round trips assumed); "

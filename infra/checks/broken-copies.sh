@@ -132,7 +132,7 @@ expect functions-without-stack-name 'E9108 PublisherFunction: STACK_NAME must be
   '/^        STACK_NAME: /d'
 # E9102 in the reusable stack: the publisher's table grant.
 expect wildcard-action-publisher 'E9102 wildcard action dynamodb:*' \
-  '0,/Action: \[dynamodb:BatchWriteItem, dynamodb:UpdateItem\]/ s/Action: \[dynamodb:BatchWriteItem, dynamodb:UpdateItem\]/Action: [dynamodb:*]/'
+  '0,/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/ s/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/Action: [dynamodb:*]/'
 # The orders example (template.yaml): the writer's and the projector's.
 target=$root/template.yaml
 # E9102: least privilege.

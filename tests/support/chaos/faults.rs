@@ -33,7 +33,7 @@ pub(super) fn label(function: &str, operation: &str, fault: &Fault) -> String {
     };
     let call = match (sink, operation) {
         (true, _) => "sink call",
-        (_, "BatchWriteItem") => "deletes",
+        (_, "BatchWriteItem" | "DeleteItem") => "deletes",
         (_, "UpdateItem") => "dead-letter/backoff write",
         (_, "Query") => "sweep read",
         (_, "TransactWriteItems") => "transaction",
@@ -64,7 +64,8 @@ pub(super) struct Schedule {
     pub(super) rng: fastrand::Rng,
     pub(super) rate: f64,
     /// Faults applied first, one every `script_every` calls of their
-    /// operation (`"sink"` for the sink calls), so that a short run meets
+    /// operation (`"sink"` for the sink calls, `"deletes"` for the deletes,
+    /// `BatchWriteItem` or `DeleteItem`), so that a short run meets
     /// every kind.
     pub(super) script: HashMap<&'static str, std::collections::VecDeque<Fault>>,
     pub(super) calls: HashMap<String, u32>,
@@ -101,7 +102,13 @@ impl Schedule {
                 }
             }
         }
-        let key = if sink { "sink" } else { operation };
+        // One script each for the sink calls and the deletes, whichever
+        // call carries them (`DeleteItem` for a lone key).
+        let key = match operation {
+            _ if sink => "sink",
+            "BatchWriteItem" | "DeleteItem" => "deletes",
+            other => other,
+        };
         if let Some(fault) = self.planned(operation, key) {
             return Some(fault);
         }
@@ -128,7 +135,7 @@ impl Schedule {
                 }
                 _ => Fault::Throttle,
             },
-            "BatchWriteItem" => match self.rng.u32(0..4) {
+            "BatchWriteItem" | "DeleteItem" => match self.rng.u32(0..4) {
                 0 => self.burst(operation, Fault::ServerError),
                 1 => self.burst(operation, Fault::Throttle),
                 2 => Fault::Crash { forward: false },
@@ -201,7 +208,7 @@ impl Schedule {
         // Deletes are few (one call per invocation that published
         // something; with strict ordering the sweeper publishes more of the
         // held events): their script applies to the first calls.
-        let every = if key == "BatchWriteItem" {
+        let every = if key == "deletes" {
             1
         } else {
             self.script_every.max(1)
@@ -271,7 +278,7 @@ impl Schedule {
                 .into(),
             );
             self.script.insert(
-                "BatchWriteItem",
+                "deletes",
                 [crash(false), Fault::ServerError, crash(true)].into(),
             );
             self.script
@@ -287,7 +294,11 @@ impl Schedule {
             .script
             .iter()
             .flat_map(|(key, faults)| {
-                let operation = if *key == "sink" { "PutEvents" } else { key };
+                let operation = match *key {
+                    "sink" => "PutEvents",
+                    "deletes" => "BatchWriteItem",
+                    other => other,
+                };
                 faults.iter().map(move |f| label(function, operation, f))
             })
             .collect();

@@ -314,8 +314,9 @@ impl CollectionRead {
 /// The port the publisher, the sweeper and the operator commands read and
 /// write outbox items through.
 pub trait OutboxStore: Send + Sync {
-    /// Deletes the items of published events, in batches, retrying
-    /// unprocessed ones while `deadline` allows. Returns the keys it could
+    /// Deletes the items of published events, in batches (a lone key in a
+    /// call of its own), retrying unprocessed ones while `deadline` allows.
+    /// Returns the keys it could
     /// not delete (they stay, and the sweeper will republish them).
     fn delete_published(
         &self,

@@ -841,6 +841,20 @@ async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
         items.len() == 1 && !items[0].contains_key(outbox_core::keys::attr::DEAD_LETTERED_AT),
         "pending again: {items:?}"
     );
+
+    // An undecodable pending item two days old: `status` reads its age
+    // from its sort key with the table's own `OUTBOX_PREFIX` (a free key
+    // function once read the default prefix only, and on a table with
+    // another prefix the age was lost).
+    let old = stack.put_event_aged(DAY * 2).await;
+    let mut attributes = old.to_attributes().unwrap();
+    attributes.remove("envelope");
+    stack.put_raw(stack.keys.to_table(attributes)).await;
+    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let age = status["oldestPendingAgeSeconds"].as_i64().unwrap_or(0);
+    assert!((2 * 86_400..2 * 86_400 + 600).contains(&age), "{out}");
 }
 
 #[tokio::test]

@@ -158,12 +158,6 @@ pub fn is_outbox_sk(sk: &str) -> bool {
     sk.starts_with(OUTBOX_PREFIX)
 }
 
-/// The event id carried by an outbox sort key, if it is one.
-pub fn event_id_from_sk(sk: &str) -> Option<Ulid> {
-    sk.strip_prefix(OUTBOX_PREFIX)
-        .and_then(|s| Ulid::from_string(s).ok())
-}
-
 /// The shard of an aggregate's events: FNV-1a (64 bit) of the aggregate id's
 /// UTF-8 bytes modulo `shards`. FNV is fixed by its definition, unlike
 /// `std`'s hasher, so the shard of an item never changes between releases.
@@ -832,9 +826,10 @@ mod tests {
         let id = Ulid::from_string("01J9ZQ7Y8X4M2N3P5Q6R7S8T9V").unwrap();
         assert_eq!(order_pk("abc"), "ORDER#abc");
         assert_eq!(outbox_sk(id), "OUTBOX#01J9ZQ7Y8X4M2N3P5Q6R7S8T9V");
-        assert_eq!(event_id_from_sk(&outbox_sk(id)), Some(id));
-        assert_eq!(event_id_from_sk("META"), None);
-        assert_eq!(event_id_from_sk("OUTBOX#not-a-ulid"), None);
+        let schema = KeySchema::default();
+        assert_eq!(schema.event_id_from_sk(&outbox_sk(id)), Some(id));
+        assert_eq!(schema.event_id_from_sk("META"), None);
+        assert_eq!(schema.event_id_from_sk("OUTBOX#not-a-ulid"), None);
         assert!(is_outbox_sk("OUTBOX#x") && !is_outbox_sk("META"));
         assert_eq!(ItemKey::order("abc"), ItemKey::new("ORDER#abc", "META"));
     }

@@ -477,11 +477,13 @@ where
     }
 }
 
-/// When a pending item's event was created (its ULID).
+/// When a pending item's event was created (its ULID; an undecodable
+/// item's as the store read it from the sort key with the table's own key
+/// schema).
 fn created_at(item: &PendingItem) -> Option<Ulid> {
     match item {
         PendingItem::Item(item) => Some(item.event_id),
-        PendingItem::Undecodable { key, .. } => outbox_core::keys::event_id_from_sk(&key.sk),
+        PendingItem::Undecodable { event_id, .. } => *event_id,
     }
 }
 

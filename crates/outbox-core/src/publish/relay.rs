@@ -134,7 +134,7 @@ impl From<PendingItem> for Entry {
     fn from(stored: PendingItem) -> Self {
         match stored {
             PendingItem::Item(item) => Self::Item(item),
-            PendingItem::Undecodable { key, reason } => Self::Poison {
+            PendingItem::Undecodable { key, reason, .. } => Self::Poison {
                 key,
                 aggregate_id: None,
                 reason,

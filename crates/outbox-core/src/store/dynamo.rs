@@ -827,6 +827,7 @@ impl OutboxStore for DynamoStore {
                 Ok(decoded) => page.items.push(PendingItem::Item(decoded)),
                 Err(e) => match key {
                     Some(key) => page.items.push(PendingItem::Undecodable {
+                        event_id: self.keys.event_id_from_sk(&key.sk),
                         key,
                         reason: e.to_string(),
                     }),
@@ -1232,6 +1233,7 @@ impl OutboxStore for DynamoStore {
                     match OutboxItem::from_attributes(self.keys.from_table(item)) {
                         Ok(decoded) => PendingItem::Item(decoded),
                         Err(e) => PendingItem::Undecodable {
+                            event_id: self.keys.event_id_from_sk(&item_key.sk),
                             key: item_key,
                             reason: e.to_string(),
                         },

@@ -173,6 +173,9 @@ pub enum PendingItem {
     Undecodable {
         /// Its primary key.
         key: ItemKey,
+        /// The event id its sort key carries, read with the table's key
+        /// schema (its own `OUTBOX_PREFIX`), when the sort key is one.
+        event_id: Option<Ulid>,
         /// What did not decode.
         reason: String,
     },

@@ -842,11 +842,14 @@ async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
         "pending again: {items:?}"
     );
 
-    // An undecodable pending item two days old: `status` reads its age
-    // from its sort key with the table's own `OUTBOX_PREFIX` (a free key
-    // function once read the default prefix only, and on a table with
-    // another prefix the age was lost).
-    let old = stack.put_event_aged(DAY * 2).await;
+    // An undecodable pending item two days old, of the redriven poison's
+    // aggregate (so in its shard, where the redriven item sorts first in
+    // the index whatever its age): `status` reads its age from its sort key
+    // with the table's own `OUTBOX_PREFIX` (a free key function once read
+    // the default prefix only, and on a table with another prefix the age
+    // was lost), and the oldest is the oldest by creation, not the index's
+    // first (it once was, and said 13 s).
+    let old = stack.put_aggregate_event("poison", 1, DAY * 2, 0, 8).await;
     let mut attributes = old.to_attributes().unwrap();
     attributes.remove("envelope");
     stack.put_raw(stack.keys.to_table(attributes)).await;

@@ -266,7 +266,9 @@ impl<S: OutboxStore> Operations<S> {
                     }
                 }
             }
-            let age = pending.first().and_then(created_at).map(|created| {
+            // The oldest by creation, not the index's first: a redriven
+            // item (`!<ulid>`) sorts first whatever its age.
+            let age = pending.iter().filter_map(created_at).min().map(|created| {
                 (now.unix_timestamp() - (created.timestamp_ms() / 1000) as i64).max(0)
             });
             let waiting: Vec<i64> = pending

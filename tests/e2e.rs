@@ -2,8 +2,6 @@
 //! emulator (settings and filter from infra/outbox.yaml) → publisher →
 //! EventBridge → subscriber queue, with faults injected.
 
-#![recursion_limit = "256"]
-
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

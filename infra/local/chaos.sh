@@ -22,7 +22,7 @@ if [ "${CHAOS_KEEP:-0}" != 1 ]; then
 fi
 
 # Build under the same environment the runs use (no rebuild between runs).
-infra/local/with-local.sh cargo test --locked --test chaos --no-run
+infra/local/with-local.sh cargo test --locked --test integration --no-run
 infra/local/with-local.sh cargo build --locked --bin writer --bin publisher --bin sweeper
 
 status=0
@@ -34,7 +34,7 @@ LOCAL_SERVER_LABEL="seeds $seeds, $sinks" LOCAL_SERVER_LOG_DIR=$out infra/local/
     for sink in ${sinks//,/ }; do
       echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders, ORDERING ${CHAOS_ORDERING:-auto}, ParallelizationFactor ${CHAOS_PARALLELIZATION:-2}" >&2
       CHAOS_SEED=$seed CHAOS_SINKS=$sink \
-        cargo test --locked --test chaos -- --ignored --exact chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
+        cargo test --locked --test integration -- --ignored --exact chaos::chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
         || { status=1; echo "chaos: seed $seed $sink FAILED (see $out/log-$seed-$sink.txt)" >&2; }
     done
   done

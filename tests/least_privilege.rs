@@ -585,10 +585,12 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
     assert_eq!(left.len(), 1, "the other one published");
     assert_eq!(left[0].event_id, failing.event_id);
     // The deletes so far were of one item each (a DeleteItem); two
-    // stranded events published in one sweep are deleted together (a
-    // BatchWriteItem).
-    stack.put_event_aged(Duration::from_secs(2 * 86_400)).await;
-    stack.put_event_aged(Duration::from_secs(2 * 86_400)).await;
+    // stranded events of one aggregate (so of one shard: the sweeper
+    // relays shard by shard) published in one sweep are deleted together
+    // (a BatchWriteItem).
+    let two_days = Duration::from_secs(2 * 86_400);
+    stack.put_aggregate_event("both", 1, two_days, 0, 8).await;
+    stack.put_aggregate_event("both", 2, two_days, 1, 8).await;
     sweeper
         .invoke(scheduled.as_bytes())
         .await

@@ -155,8 +155,8 @@ sam-build-check: venv venv-infra
 	  --parameter-overrides Architecture=x86_64 --build-dir .local/sam-build-check
 	@ls -l .local/sam-build-check/*/bootstrap .local/sam-build-check/Outbox/*/bootstrap
 
-# The tests: with cargo-nextest when installed (every test binary at once,
-# .config/nextest.toml), else cargo test; doc tests with cargo test.
+# The tests: with cargo-nextest when installed (several tests at once, each
+# in its own process, .config/nextest.toml), else cargo test; doc tests with cargo test.
 NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 ifeq ($(NEXTEST),yes)
 RUN_TESTS := cargo nextest run --workspace --locked && cargo test --workspace --locked --doc

@@ -25,7 +25,7 @@ fn schemas_are_the_ones_the_types_generate() {
     }
     assert!(
         stale.is_empty(),
-        "schemas/ is stale for {stale:?}: run `UPDATE_SCHEMAS=1 cargo test --test contracts` and commit"
+        "schemas/ is stale for {stale:?}: run `UPDATE_SCHEMAS=1 cargo test --test integration contracts::` and commit"
     );
     let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()

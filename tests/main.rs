@@ -1,6 +1,6 @@
 //! The integration tests, one binary (each file beside this one is a
 //! module of it: `tests/chaos.rs` is `chaos`, and so on). One binary links
-//! the AWS SDK once, where a binary per file linked it 18 times; nextest
+//! the AWS SDK once, where a binary per file linked it 20 times; nextest
 //! still runs each test in a process of its own, so a test's filter is its
 //! module path: `cargo nextest run -p outbox-tests -E 'test(/^chaos::/)'`.
 //! The helpers they share are the `testkit` library (`tests/support/`).

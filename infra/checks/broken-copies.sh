@@ -130,8 +130,8 @@ expect alarm-without-stack-dimension 'E9108 DeadLetterAlarm: an alarm on a Dynam
   '/^  DeadLetterAlarm:/,/AlarmActions:/ { /- { Name: Stack, Value: /d }'
 expect functions-without-stack-name 'E9108 PublisherFunction: STACK_NAME must be set;E9108 SweeperFunction: STACK_NAME must be set' \
   '/^        STACK_NAME: /d'
-# E9102 in the reusable stack: the publisher's table grant.
-expect wildcard-action-publisher 'E9102 wildcard action dynamodb:*' \
+# E9102 in the reusable stack: the sweeper's table grant.
+expect wildcard-action-sweeper 'E9102 wildcard action dynamodb:*' \
   '0,/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/ s/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/Action: [dynamodb:*]/'
 # The orders example (template.yaml): the writer's and the projector's.
 target=$root/template.yaml

@@ -197,6 +197,7 @@ pub fn check_response(method: &str, path: &str, response: &Response<Body>) -> Re
 pub struct CheckedApi(pub writer::Api);
 
 impl CheckedApi {
+    /// The writer's answer to `request`, checked against the document.
     pub async fn handle(&self, request: Request) -> Response<Body> {
         let method = request.method().as_str().to_owned();
         let path = request.uri().path().to_owned();
@@ -207,6 +208,7 @@ impl CheckedApi {
         response
     }
 
+    /// The API with `caller` as its local caller (see `writer::Api::with_local_caller`).
     pub fn with_local_caller(self, caller: writer::Caller) -> Self {
         Self(self.0.with_local_caller(caller))
     }

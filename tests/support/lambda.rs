@@ -70,9 +70,13 @@ impl std::fmt::Display for FunctionError {
 /// A function: its binary, environment and timeout.
 #[derive(Debug, Clone)]
 pub struct FunctionSpec {
+    /// Its name (the Runtime API's function name and the log's).
     pub name: String,
+    /// The bootstrap binary.
     pub binary: PathBuf,
+    /// The environment of its processes.
     pub env: Vec<(String, String)>,
+    /// The function's timeout (each invocation's deadline).
     pub timeout: Duration,
     /// Where the processes' output goes (appended).
     pub log: PathBuf,
@@ -104,6 +108,7 @@ impl Drop for Sandbox {
 pub struct Killer(Arc<AtomicI32>);
 
 impl Killer {
+    /// Sends `SIGKILL` to the current process.
     pub fn kill(&self) {
         let pid = self.0.load(Ordering::SeqCst);
         if pid > 0 {
@@ -130,6 +135,7 @@ pub struct LambdaFunction {
 }
 
 impl LambdaFunction {
+    /// A function with no sandbox yet: the first invocation starts one.
     pub fn new(spec: FunctionSpec) -> Self {
         Self {
             spec,
@@ -141,6 +147,7 @@ impl LambdaFunction {
         }
     }
 
+    /// Its name.
     pub fn name(&self) -> &str {
         &self.spec.name
     }

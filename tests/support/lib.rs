@@ -50,6 +50,7 @@ mod stack;
 
 pub use stack::Stack;
 
+/// A DynamoDB item, as the SDK holds it.
 pub type Item = HashMap<String, AttributeValue>;
 
 /// A persisted backoff of a millisecond: a failed attempt is due again at
@@ -95,6 +96,7 @@ impl CallCounter {
         self.0.lock().unwrap().clone()
     }
 
+    /// Forgets the calls counted so far.
     pub fn reset(&self) {
         self.0.lock().unwrap().clear();
     }
@@ -336,12 +338,14 @@ pub fn fast_retry() -> RetryPolicy {
 
 /// Invokes the publisher in-process, as the pump's function.
 pub struct InProcessPublisher<S: EventSink, T: OutboxStore> {
+    /// The publisher (its retry policy set to [`fast_retry`]).
     pub publisher: publisher::Publisher<S, T>,
     /// Every record the function was given, in order.
     pub seen: Mutex<Vec<aws_lambda_events::event::dynamodb::EventRecord>>,
 }
 
 impl<S: EventSink, T: OutboxStore> InProcessPublisher<S, T> {
+    /// The publisher on `sink` and `store`, with [`fast_retry`].
     pub fn new(sink: S, store: T) -> Self {
         let mut publisher = publisher::Publisher::new(sink, store);
         publisher.retry = fast_retry();

@@ -63,13 +63,18 @@ pub enum Fault {
     /// `Message`) contains any of these texts (every entry, for `""`) come
     /// back failed with `code` in a 200 answer; the others really go out.
     RefuseEntries {
+        /// The texts that select the refused entries.
         containing: Vec<String>,
+        /// The error code of each refused entry.
         code: String,
     },
     /// Kills the calling process (the crash hook, `SIGKILL`) and drops the
     /// connection; with `forward`, only after the call reached the local API
     /// (it took effect, the caller never learns it).
-    Crash { forward: bool },
+    Crash {
+        /// Whether the call reaches the local API before the kill.
+        forward: bool,
+    },
 }
 
 impl Fault {
@@ -115,7 +120,9 @@ struct Rule {
 pub struct Call {
     /// The tag set with [`FaultProxy::set_tag`] when the call arrived.
     pub tag: u64,
+    /// The API operation (`PutEvents`, `BatchWriteItem`, …).
     pub operation: String,
+    /// The fault it got, if any.
     pub fault: Option<Fault>,
     /// The `eventId`s of the entries that reached the local API.
     pub delivered: Vec<String>,
@@ -124,6 +131,7 @@ pub struct Call {
     pub deletes: Vec<String>,
     /// Those whose delete reached the local API.
     pub deleted: Vec<String>,
+    /// When it arrived.
     pub at: std::time::SystemTime,
     /// Whether the caller was still there for the answer (false: it gave
     /// up, by an attempt timeout or its deadline, after the call took
@@ -156,6 +164,7 @@ struct State {
 
 /// A running proxy; it stops when dropped.
 pub struct FaultProxy {
+    /// Its address (`http://127.0.0.1:<port>`): the clients' endpoint.
     pub endpoint: String,
     state: Arc<Mutex<State>>,
     task: tokio::task::JoinHandle<()>,

@@ -14,14 +14,20 @@ use crate::{unique, Stack};
 /// A stack with an SNS FIFO topic and its FIFO subscriber queue, an
 /// OnFailure queue, and the proxy every function call goes through.
 pub struct Rig {
+    /// The table and its resources.
     pub stack: Stack,
+    /// The proxy every function's calls go through.
     pub proxy: FaultProxy,
+    /// The SNS FIFO topic the functions publish to.
     pub topic_arn: String,
+    /// The FIFO subscriber queue's URL.
     pub subscriber: String,
+    /// The OnFailure queue's URL.
     pub failures: String,
 }
 
 impl Rig {
+    /// A rig on a fresh [`Stack`] with the default key schema.
     pub async fn new() -> Self {
         Self::on(Stack::new().await).await
     }
@@ -104,6 +110,7 @@ impl Rig {
             .collect()
     }
 
+    /// Invokes `function` with `payload`; its answer (a function error panics).
     pub async fn invoke(&self, function: &LambdaFunction, payload: &serde_json::Value) -> Vec<u8> {
         function
             .invoke(&serde_json::to_vec(payload).unwrap())

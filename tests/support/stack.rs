@@ -7,13 +7,19 @@ use super::*;
 
 /// One test's resources on the local AWS API.
 pub struct Stack {
+    /// The SDK configuration on the local servers (loopback only).
     pub sdk: SdkConfig,
+    /// The table's unique name.
     pub table: String,
+    /// Its stream's ARN.
     pub stream_arn: String,
+    /// A DynamoDB client.
     pub ddb: aws_sdk_dynamodb::Client,
     /// DynamoDB client whose calls are counted in `calls`.
     pub counted_ddb: aws_sdk_dynamodb::Client,
+    /// The calls `counted_ddb` made.
     pub calls: CallCounter,
+    /// The bus and its subscriber queue, when the test added one.
     pub bus: Option<(String, Subscriber)>,
     /// The stack as the templates deploy it on these resources: the
     /// orders example (default key schema), or the reusable stack alone

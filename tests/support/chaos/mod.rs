@@ -60,6 +60,7 @@ pub enum SinkKind {
 }
 
 impl SinkKind {
+    /// The sink's name in the tables and file names.
     pub fn name(self) -> &'static str {
         match self {
             Self::EventBridge => "eventbridge",
@@ -71,8 +72,11 @@ impl SinkKind {
 /// One run.
 #[derive(Debug, Clone)]
 pub struct ChaosConfig {
+    /// The seed of every generator of the run (faults, workload).
     pub seed: u64,
+    /// Orders created and paid (two events each), before any coverage wave.
     pub orders: usize,
+    /// Where the publisher and the sweeper send.
     pub sink: SinkKind,
     /// Undecodable outbox items written straight to the table: each must
     /// end dead-lettered with a reason, and nothing else may.

@@ -20,31 +20,48 @@ use super::{ChaosConfig, SinkKind};
 /// sent to the sink by then (the most it can duplicate).
 #[derive(Debug, Clone, Default)]
 pub struct FaultRow {
+    /// Calls the fault was injected into.
     pub injected: usize,
+    /// Events the invocations it met had sent to the sink by then.
     pub exposed: usize,
+    /// Duplicates charged to this fault.
     pub duplicates: usize,
 }
 
 /// What a run shows.
 #[derive(Debug, Clone, Default)]
 pub struct Verdict {
+    /// The run's seed.
     pub seed: u64,
+    /// The sink's name ([`SinkKind::name`]).
     pub sink: &'static str,
+    /// Orders written, coverage waves included.
     pub orders: usize,
+    /// Events committed: every version of every order in the table.
     pub committed: usize,
+    /// Committed events the subscriber received at least once.
     pub delivered_distinct: usize,
+    /// Messages the subscriber received.
     pub deliveries: usize,
+    /// Committed events never delivered and not dead-lettered.
     pub lost: usize,
+    /// Events delivered that were never committed.
     pub ghosts: usize,
     /// Events delivered under two different `eventId`s.
     pub identity_changes: usize,
+    /// Deliveries beyond the first of an event.
     pub duplicates: usize,
+    /// Duplicates no fault in the journals explains.
     pub unexplained: usize,
+    /// Outbox items still pending at the end.
     pub left_pending: usize,
+    /// Outbox items dead-lettered at the end.
     pub dead_letters: usize,
+    /// Dead letters that record no reason.
     pub dead_letters_without_reason: usize,
     /// Dead letters `outboxctl dead-letters list` does not show.
     pub dead_letters_unlisted: usize,
+    /// Undecodable items the run wrote (each must end a dead letter).
     pub poison: usize,
     /// Per aggregate, a first delivery of a version below one already
     /// delivered: in the FIFO queue's order, or on EventBridge in the
@@ -62,16 +79,24 @@ pub struct Verdict {
     /// From the end of the sink outage to the last delivery of an event
     /// created before it.
     pub recovery: Option<Duration>,
+    /// Requests the workload sent to the writer.
     pub writer_requests: usize,
     /// Creates (201) and payments (200) the API acknowledged that the table
     /// does not hold.
     pub unacknowledged_writes: usize,
+    /// Writer calls repeated after a 5xx, a 429 or a function error.
     pub writer_retries: usize,
+    /// Publisher invocations, over every lane.
     pub publisher_invocations: u64,
+    /// Publisher invocations that failed (a kill, a timeout).
     pub publisher_errors: usize,
+    /// Sweeper invocations (scheduled and OnFailure).
     pub sweeper_invocations: u64,
+    /// Sweeper invocations that failed.
     pub sweeper_errors: usize,
+    /// Function processes started (the first and every one after a kill).
     pub cold_starts: u64,
+    /// OnFailure messages the sweeper handled.
     pub on_failure_messages: usize,
     /// The run's outage outlasted the mapping's retries: the OnFailure
     /// path must have run.
@@ -84,9 +109,11 @@ pub struct Verdict {
     pub orders_unacknowledged: usize,
     /// The scripted fault kinds: each must have been injected.
     pub expected_kinds: Vec<String>,
+    /// Per fault kind ([`FaultRow`]).
     pub faults: BTreeMap<String, FaultRow>,
     /// (phase, time): the writes, the drain under faults, the final sweep.
     pub phases: Vec<(&'static str, Duration)>,
+    /// The whole run's time.
     pub elapsed: Duration,
     /// A few ghosts, losses and unexplained duplicates, for the diagnosis.
     pub examples: Vec<String>,
@@ -300,7 +327,9 @@ pub(super) async fn order_versions(stack: &Stack) -> HashMap<String, u64> {
 /// expires and its backoff ends (Unix seconds; `None` when each is
 /// eligible now).
 pub(super) struct Pending {
+    /// Items pending.
     pub count: usize,
+    /// When the last of them is eligible (Unix seconds).
     pub eligible_at: Option<i64>,
 }
 

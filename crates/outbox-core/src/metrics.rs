@@ -161,14 +161,7 @@ fn level() -> &'static str {
 }
 
 fn level_of(lambda_level: Option<&str>) -> &'static str {
-    match lambda_level.map(str::to_ascii_uppercase).as_deref() {
-        Some("TRACE") => "TRACE",
-        Some("DEBUG") => "DEBUG",
-        Some("WARN") => "WARN",
-        Some("ERROR") => "ERROR",
-        Some("FATAL") => "FATAL",
-        _ => "INFO",
-    }
+    crate::telemetry::LambdaLogLevel::parse(lambda_level).as_str()
 }
 
 /// One EMF document: `metrics` (a number or an array of numbers each)

@@ -37,14 +37,53 @@ pub(crate) fn log_filter(rust_log: Option<&str>, lambda_level: Option<&str>) -> 
     {
         return targets;
     }
-    let level = match lambda_level.map(str::to_ascii_uppercase).as_deref() {
-        Some("TRACE") => LevelFilter::TRACE,
-        Some("DEBUG") => LevelFilter::DEBUG,
-        Some("WARN") => LevelFilter::WARN,
-        Some("ERROR") | Some("FATAL") => LevelFilter::ERROR,
-        _ => LevelFilter::INFO,
+    let level = match LambdaLogLevel::parse(lambda_level) {
+        LambdaLogLevel::Trace => LevelFilter::TRACE,
+        LambdaLogLevel::Debug => LevelFilter::DEBUG,
+        LambdaLogLevel::Info => LevelFilter::INFO,
+        LambdaLogLevel::Warn => LevelFilter::WARN,
+        LambdaLogLevel::Error | LambdaLogLevel::Fatal => LevelFilter::ERROR,
     };
     Targets::new().with_default(level)
+}
+
+/// A Lambda application log level (`AWS_LAMBDA_LOG_LEVEL`, the template's
+/// `LogLevel`): what the log filter and the metric documents' `level` read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LambdaLogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+    Fatal,
+}
+
+impl LambdaLogLevel {
+    /// The level Lambda set, in any case; `Info` when it set none or one
+    /// this does not know.
+    pub(crate) fn parse(level: Option<&str>) -> Self {
+        match level.map(str::to_ascii_uppercase).as_deref() {
+            Some("TRACE") => Self::Trace,
+            Some("DEBUG") => Self::Debug,
+            Some("WARN") => Self::Warn,
+            Some("ERROR") => Self::Error,
+            Some("FATAL") => Self::Fatal,
+            _ => Self::Info,
+        }
+    }
+
+    /// Its name as Lambda writes it (`WARN`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Trace => "TRACE",
+            Self::Debug => "DEBUG",
+            Self::Info => "INFO",
+            Self::Warn => "WARN",
+            Self::Error => "ERROR",
+            Self::Fatal => "FATAL",
+        }
+    }
 }
 
 /// An error and its sources, `outer: inner: …`, for one log field: errors

@@ -22,8 +22,8 @@
 //!   aggregate of the wave, starts the next wave.
 //! - Published items are deleted 25 per `BatchWriteItem` (a lone key with
 //!   a `DeleteItem`), every full batch of 25 beside the next wave's sends,
-//!   the rest at the end: a kill
-//!   repeats at most the events of the wave it struck, those of the delete
+//!   the rest at the end: a kill repeats at most the events of the wave it
+//!   struck, those of the delete
 //!   batches in flight beside it, and fewer than 25 waiting to fill a
 //!   batch (with a concurrency of 1: one call's events, the delete batch
 //!   beside it and fewer than 25 more). One whose delete fails is handed to the scheduled sweep at once

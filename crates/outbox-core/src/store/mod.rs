@@ -319,8 +319,8 @@ impl CollectionRead {
 pub trait OutboxStore: Send + Sync {
     /// Deletes the items of published events, in batches (a lone key in a
     /// call of its own), retrying unprocessed ones while `deadline` allows.
-    /// Returns the keys it could
-    /// not delete (they stay, and the sweeper will republish them).
+    /// Returns the keys it could not delete (they stay, and the sweeper
+    /// will republish them).
     fn delete_published(
         &self,
         keys: &[ItemKey],

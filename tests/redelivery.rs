@@ -70,30 +70,41 @@ async fn copies(stack: &Stack) -> HashMap<String, usize> {
 
 /// Item 5: a publisher killed after its deletes were applied and before it
 /// answered. The mapping delivers the batch again, to a new process: it
-/// checks the batch (its first) and publishes nothing again.
+/// checks the batch (its first) and publishes nothing again. Three events
+/// are deleted with a `BatchWriteItem`, a lone one with a `DeleteItem`.
 #[tokio::test]
 async fn a_publisher_killed_after_its_deletes_publishes_nothing_again() {
-    for ordering in ["relaxed", "strict"] {
-        let stack = Stack::with_bus().await;
-        let proxy = FaultProxy::start().await;
-        let publisher = publisher(&stack, &proxy, ordering);
-        for i in 0..3 {
-            stack
-                .put_aggregate_event(&format!("o{i}"), 1, Duration::ZERO, 0, 8)
-                .await;
+    for (events, deletes) in [(3, "BatchWriteItem"), (1, "DeleteItem")] {
+        for ordering in ["relaxed", "strict"] {
+            killed_after_deletes(events, deletes, ordering).await;
         }
-        proxy.inject("BatchWriteItem", Fault::Crash { forward: true }, Some(1));
-        let mut pump = stack.pump(&publisher, None);
-        pump.run_until_idle().await.expect("pump");
-        assert_eq!(pump.stats.function_errors, 1, "{ordering}: killed once");
-        let copies = copies(&stack).await;
-        assert_eq!(copies.len(), 3, "{ordering}: {copies:?}");
-        assert!(
-            copies.values().all(|n| *n == 1),
-            "{ordering}: each event once: {copies:?}"
-        );
-        assert!(stack.outbox_items().await.is_empty());
     }
+}
+
+/// One case of the test above: `events` events of distinct aggregates, the
+/// publisher (`ORDERING=ordering`) killed once its `deletes` call took
+/// effect.
+async fn killed_after_deletes(events: usize, deletes: &str, ordering: &str) {
+    let case = format!("{ordering}, {events} event(s)");
+    let stack = Stack::with_bus().await;
+    let proxy = FaultProxy::start().await;
+    let publisher = publisher(&stack, &proxy, ordering);
+    for i in 0..events {
+        stack
+            .put_aggregate_event(&format!("o{i}"), 1, Duration::ZERO, 0, 8)
+            .await;
+    }
+    proxy.inject(deletes, Fault::Crash { forward: true }, Some(1));
+    let mut pump = stack.pump(&publisher, None);
+    pump.run_until_idle().await.expect("pump");
+    assert_eq!(pump.stats.function_errors, 1, "{case}: killed once");
+    let copies = copies(&stack).await;
+    assert_eq!(copies.len(), events, "{case}: {copies:?}");
+    assert!(
+        copies.values().all(|n| *n == 1),
+        "{case}: each event once: {copies:?}"
+    );
+    assert!(stack.outbox_items().await.is_empty());
 }
 
 /// Items 2 and 5: deletes keep up with the sends. 100 events of distinct

@@ -134,10 +134,11 @@ python-pins:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
-	# outbox-core as the writer and the projector link it: without the sink features.
-	cargo clippy -p dynamodb-outbox-core --all-targets --locked -- -D warnings
+	# The runtime as the writer and the projector link it (without the sink
+	# features), and the contract crate alone, as a service links it.
+	cargo clippy -p outbox-runtime -p dynamodb-outbox-core --all-targets --locked -- -D warnings
 	# Every documented link resolves ([workspace.lints] keeps docs complete).
-	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --features dynamodb-outbox-core/sinks,dynamodb-outbox-core/testing
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --features outbox-runtime/sinks,outbox-runtime/testing
 
 # `sam build` as a user runs it (BuildMethod rust-cargolambda calls cargo
 # lambda build --release), offline, for this machine's architecture: an arm64

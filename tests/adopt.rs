@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
-use outbox_core::store::DynamoStore;
 use outbox_core::transaction::{OutboxSettings, OutboxTransaction};
 use outbox_core::{keys, EventEnvelope, KeySchema};
+use outbox_runtime::store::DynamoStore;
 use testkit::rig::{scheduled, Rig};
 use testkit::Stack;
 

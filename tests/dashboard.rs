@@ -126,7 +126,7 @@ fn emitted() -> HashSet<(String, String)> {
         // This process's STACK_NAME (unset here: the documented fallback).
         assert_eq!(
             doc["Stack"],
-            outbox_core::metrics::stack_name(),
+            outbox_runtime::metrics::stack_name(),
             "{document}"
         );
         for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]

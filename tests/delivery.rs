@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::LambdaEvent;
-use outbox_core::publish::EventSink;
-use outbox_core::store::{DynamoStore, OutboxStore};
 use outbox_core::EventEnvelope;
+use outbox_runtime::publish::EventSink;
+use outbox_runtime::store::{DynamoStore, OutboxStore};
 use publisher::Publisher;
 use serde_json::Value;
 use sweeper::{Response, SweepSettings, Sweeper};
@@ -334,7 +334,7 @@ async fn stranded_events_reach_the_sink_in_aggregate_order_despite_failures() {
 async fn lowering_the_shard_count_strands_nothing() {
     let stack = Stack::with_bus().await;
     // The writer's cold start with 16 shards records them.
-    outbox_core::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 16)
+    outbox_runtime::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 16)
         .await
         .unwrap();
     let mut items = Vec::new();
@@ -351,7 +351,7 @@ async fn lowering_the_shard_count_strands_nothing() {
         .expect("an item in a shard above 4");
     let dead = DynamoStore::new(stack.ddb.clone(), &stack.table, 16).with_keys(stack.keys.clone());
     dead.dead_letter(
-        outbox_core::store::DeadLetter {
+        outbox_runtime::store::DeadLetter {
             key: &high.key(),
             aggregate_id: Some(&high.aggregate_id),
             reason: "test",
@@ -397,7 +397,7 @@ async fn raising_the_shard_count_strands_nothing() {
     assert_eq!((report.shards, report.republished), (16, 12));
     // Back to 4: the mark stays at 16.
     assert_eq!(
-        outbox_core::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 4)
+        outbox_runtime::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 4)
             .await
             .unwrap(),
         16
@@ -423,7 +423,8 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
     assert_eq!(records.len(), 6);
     let proxy = FaultProxy::start().await;
     let sdk = proxy.sdk().await;
-    let sink = outbox_core::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
+    let sink =
+        outbox_runtime::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8)
         .with_keys(stack.keys.clone());
     let publisher = publisher(sink, store);
@@ -473,7 +474,7 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
 /// so the batch is published in one invocation instead of being reported.
 #[tokio::test]
 async fn errors_are_classified_as_the_sdk_classifies_them() {
-    use outbox_core::publish::FailureKind;
+    use outbox_runtime::publish::FailureKind;
     let stack = Stack::new().await;
     let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
         .await
@@ -485,7 +486,8 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
     let item = stack.outbox_items().await.remove(0);
     let proxy = FaultProxy::start().await;
     let sdk = proxy.sdk().await;
-    let sink = outbox_core::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
+    let sink =
+        outbox_runtime::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
     for (status, code, kind) in [
         (429, "SomethingNobodyKnows", FailureKind::Transient),
         (
@@ -498,9 +500,9 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
     ] {
         proxy.heal();
         proxy.inject("PublishBatch", Fault::Status(status, code.into()), None);
-        let sends = outbox_core::aws::SendCounter::default();
+        let sends = outbox_runtime::aws::SendCounter::default();
         let outcome = sink
-            .publish_batch(&[&item], outbox_core::aws::SDK_MAX_ATTEMPTS, &sends)
+            .publish_batch(&[&item], outbox_runtime::aws::SDK_MAX_ATTEMPTS, &sends)
             .await;
         let failure = outcome[0].clone().expect_err("refused");
         assert_eq!(
@@ -546,7 +548,7 @@ async fn an_sns_limit_above_the_topics_maximum_message_size_is_refused_at_cold_s
         .unwrap();
     let client = aws_sdk_sns::Client::new(&stack.sdk);
     let sink = |bytes| {
-        outbox_core::publish::sns::SnsSink::new(client.clone(), topic_arn.clone())
+        outbox_runtime::publish::sns::SnsSink::new(client.clone(), topic_arn.clone())
             .with_max_bytes(bytes)
     };
     // The topic's attribute is not set: 256 KiB.
@@ -564,7 +566,7 @@ async fn an_sns_limit_above_the_topics_maximum_message_size_is_refused_at_cold_s
 /// three attempts of a call are sent).
 #[tokio::test]
 async fn an_entry_is_sent_a_bounded_number_of_times_per_invocation() {
-    use outbox_core::publish::relay::MAX_SENDS_PER_ENTRY;
+    use outbox_runtime::publish::relay::MAX_SENDS_PER_ENTRY;
     let stack = Stack::with_bus().await;
     stack.create_orders(1).await;
     let records = stack.outbox_inserts().await;

@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use lambda_runtime::LambdaEvent;
 use outbox_core::keys::{self, ItemKey};
-use outbox_core::publish::eventbridge::EventBridgeSink;
-use outbox_core::publish::EventSink;
-use outbox_core::retry::Deadline;
-use outbox_core::store::{
+use outbox_core::EventEnvelope;
+use outbox_runtime::publish::eventbridge::EventBridgeSink;
+use outbox_runtime::publish::EventSink;
+use outbox_runtime::retry::Deadline;
+use outbox_runtime::store::{
     Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, DynamoStore, Marked, OutboxStore, Page,
     PendingQuery, ShardStats, StoreError,
 };
-use outbox_core::EventEnvelope;
 use serde_json::Value;
 use sweeper::{Response, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
@@ -224,9 +224,9 @@ impl OutboxStore for CrashBeforeDelete {
     async fn claim_pending(
         &self,
         key: &ItemKey,
-        claim: &outbox_core::store::Claim,
+        claim: &outbox_runtime::store::Claim,
         deadline: &Deadline,
-    ) -> Result<outbox_core::store::Marked, StoreError> {
+    ) -> Result<outbox_runtime::store::Marked, StoreError> {
         self.inner.claim_pending(key, claim, deadline).await
     }
     async fn collection_below(
@@ -234,7 +234,7 @@ impl OutboxStore for CrashBeforeDelete {
         key: &ItemKey,
         limit: i32,
         deadline: &Deadline,
-    ) -> Result<outbox_core::store::CollectionRead, StoreError> {
+    ) -> Result<outbox_runtime::store::CollectionRead, StoreError> {
         self.inner.collection_below(key, limit, deadline).await
     }
     async fn hold(
@@ -243,21 +243,21 @@ impl OutboxStore for CrashBeforeDelete {
         behind: &str,
         claim: Option<&str>,
         deadline: &Deadline,
-    ) -> Result<outbox_core::store::Marked, StoreError> {
+    ) -> Result<outbox_runtime::store::Marked, StoreError> {
         self.inner.hold(key, behind, claim, deadline).await
     }
     async fn make_due(
         &self,
         key: &ItemKey,
         deadline: &Deadline,
-    ) -> Result<outbox_core::store::Marked, StoreError> {
+    ) -> Result<outbox_runtime::store::Marked, StoreError> {
         self.inner.make_due(key, deadline).await
     }
     async fn newer_pending(
         &self,
         key: &ItemKey,
         deadline: &Deadline,
-    ) -> Result<Vec<outbox_core::store::PendingItem>, StoreError> {
+    ) -> Result<Vec<outbox_runtime::store::PendingItem>, StoreError> {
         self.inner.newer_pending(key, deadline).await
     }
     async fn recorded_shards(&self, deadline: &Deadline) -> Result<u16, StoreError> {
@@ -265,15 +265,15 @@ impl OutboxStore for CrashBeforeDelete {
     }
     async fn record_settings(
         &self,
-        settings: &outbox_core::RecordedSettings,
+        settings: &outbox_runtime::RecordedSettings,
         deadline: &Deadline,
     ) -> Result<(), StoreError> {
         self.inner.record_settings(settings, deadline).await
     }
     async fn claim_dead_letter(
         &self,
-        letter: &outbox_core::store::DeadLetterRecord,
-        claim: &outbox_core::store::Claim,
+        letter: &outbox_runtime::store::DeadLetterRecord,
+        claim: &outbox_runtime::store::Claim,
         deadline: &Deadline,
     ) -> Result<Option<outbox_core::OutboxItem>, StoreError> {
         self.inner.claim_dead_letter(letter, claim, deadline).await
@@ -281,7 +281,7 @@ impl OutboxStore for CrashBeforeDelete {
     async fn release_claim(
         &self,
         key: &ItemKey,
-        claim: &outbox_core::store::Claim,
+        claim: &outbox_runtime::store::Claim,
         error: Option<&str>,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
@@ -290,7 +290,7 @@ impl OutboxStore for CrashBeforeDelete {
     async fn delete_claimed(
         &self,
         key: &ItemKey,
-        claim: &outbox_core::store::Claim,
+        claim: &outbox_runtime::store::Claim,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
         self.inner.delete_claimed(key, claim, deadline).await
@@ -298,7 +298,7 @@ impl OutboxStore for CrashBeforeDelete {
     async fn recorded_settings(
         &self,
         deadline: &Deadline,
-    ) -> Result<Vec<outbox_core::RecordedSettings>, StoreError> {
+    ) -> Result<Vec<outbox_runtime::RecordedSettings>, StoreError> {
         self.inner.recorded_settings(deadline).await
     }
     async fn dead_letter_page(

@@ -18,8 +18,8 @@ use aws_config::SdkConfig;
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use devkit::{MappingSettings, Pump, StreamCursor};
-use outbox_core::store::OutboxStore;
 use outbox_core::KeySchema;
+use outbox_runtime::store::OutboxStore;
 use serde_json::Value;
 use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
 use testkit::{drain_queue, root, unique};
@@ -75,7 +75,7 @@ impl Region {
             .expect("the writer's environment")
             .into_iter()
             .collect();
-        let config = outbox_core::Config::from_lookup(|k| env.get(k).cloned()).expect("config");
+        let config = outbox_runtime::Config::from_lookup(|k| env.get(k).cloned()).expect("config");
         assert_eq!(config.keys.home_region.as_deref(), Some(self.name));
         let ddb = aws_sdk_dynamodb::Client::new(&self.sdk);
         let service = writer::OrderService::from_config(ddb, &config);
@@ -167,8 +167,8 @@ impl Region {
 
     /// The store as this region's functions (and `outboxctl`, with
     /// `HOME_REGION`) see the table.
-    fn store(&self) -> outbox_core::store::DynamoStore {
-        outbox_core::store::DynamoStore::new(
+    fn store(&self) -> outbox_runtime::store::DynamoStore {
+        outbox_runtime::store::DynamoStore::new(
             aws_sdk_dynamodb::Client::new(&self.sdk),
             &self.table,
             8,
@@ -393,7 +393,7 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     let marked = west
         .store()
         .dead_letter(
-            outbox_core::store::DeadLetter {
+            outbox_runtime::store::DeadLetter {
                 key: &letter_key,
                 aggregate_id: Some(&text(letter, "aggregateId")),
                 reason: "the sink stayed down",
@@ -404,7 +404,7 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
         )
         .await
         .unwrap();
-    assert_eq!(marked, outbox_core::store::Marked::Updated);
+    assert_eq!(marked, outbox_runtime::store::Marked::Updated);
     settle(&mut replicator).await;
     // East's mapping drops every one of them: west's items.
     east_pump.run_until_idle().await.unwrap();

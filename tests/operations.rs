@@ -6,8 +6,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use outbox_core::store::DynamoStore;
-use outbox_core::store::{Marked, OutboxStore};
+use outbox_runtime::store::DynamoStore;
+use outbox_runtime::store::{Marked, OutboxStore};
 use outboxctl::{envelope_of, DeadLetterFilter as Filter, OpsError};
 use sweeper::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
@@ -22,7 +22,7 @@ async fn failing_sweeper(
     stack: &Stack,
     proxy: &FaultProxy,
     max_attempts: u32,
-) -> Sweeper<outbox_core::publish::eventbridge::EventBridgeSink, DynamoStore> {
+) -> Sweeper<outbox_runtime::publish::eventbridge::EventBridgeSink, DynamoStore> {
     let (sink, store) = stack.through(proxy, 8).await;
     proxy.inject("PutEvents", Fault::refuse_all("ThrottlingException"), None);
     let mut sweeper = Sweeper::new(
@@ -689,7 +689,7 @@ async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
     );
 
     // Another operator holds `other` (a live claim): every path leaves it.
-    let claim = outbox_core::store::Claim::new(Duration::from_secs(300));
+    let claim = outbox_runtime::store::Claim::new(Duration::from_secs(300));
     let held = store
         .claim_dead_letter(&letter(other.event_id).await, &claim, &far_deadline())
         .await
@@ -786,7 +786,7 @@ async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
         stack.keys.home_region.is_some(),
         "the templates' default writes the region's keys"
     );
-    let exported: Vec<&str> = outbox_core::VARIABLES
+    let exported: Vec<&str> = outbox_runtime::VARIABLES
         .iter()
         .copied()
         .filter(|v| std::env::var(v).is_ok())

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use outbox_core::keys;
-use outbox_core::retry::Deadline;
-use outbox_core::store::{Claim, Marked, OutboxStore};
 use outbox_core::OutboxItem;
+use outbox_runtime::retry::Deadline;
+use outbox_runtime::store::{Claim, Marked, OutboxStore};
 use testkit::proxy::Fault;
 use testkit::rig::{scheduled, stream_event, Rig};
 

@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_runtime::LambdaEvent;
-use outbox_core::publish::sns::SnsSink;
-use outbox_core::publish::EventSink;
 use outbox_core::{EventEnvelope, OutboxItem};
+use outbox_runtime::publish::sns::SnsSink;
+use outbox_runtime::publish::EventSink;
 use publisher::{handler, Publisher};
 use serde_json::Value;
 use testkit::proxy::{Fault, FaultProxy};
@@ -17,13 +17,13 @@ use testkit::{far_deadline, fast_retry, Stack};
 fn publisher<S: EventSink>(
     sink: S,
     stack: &Stack,
-) -> Publisher<S, outbox_core::store::DynamoStore> {
+) -> Publisher<S, outbox_runtime::store::DynamoStore> {
     let mut publisher = Publisher::new(sink, stack.store());
     publisher.retry = fast_retry();
     publisher
 }
 
-fn publisher_with<S: EventSink, T: outbox_core::store::OutboxStore>(
+fn publisher_with<S: EventSink, T: outbox_runtime::store::OutboxStore>(
     sink: S,
     store: T,
 ) -> Publisher<S, T> {
@@ -340,7 +340,7 @@ async fn a_missing_bus_fails_verification_and_keeps_everything() {
     stack.create_orders(2).await;
     let records = stack.stream().read().await.unwrap();
     let client = aws_sdk_eventbridge::Client::new(&stack.sdk);
-    let sink = outbox_core::publish::eventbridge::EventBridgeSink::new(
+    let sink = outbox_runtime::publish::eventbridge::EventBridgeSink::new(
         client,
         "no-such-bus".into(),
         "outbox.orders".into(),

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use lambda_runtime::LambdaEvent;
-use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
-use outbox_core::store::DynamoStore;
 use outbox_core::OutboxItem;
+use outbox_runtime::publish::{EntryOutcome, EventSink, SinkError};
+use outbox_runtime::store::DynamoStore;
 use sweeper::{handler, Response, SweepReport, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, fast_retry, throttled, Stack};
@@ -22,7 +22,7 @@ fn sweeper<S: EventSink>(sink: S, stack: &Stack, max_attempts: u32) -> Sweeper<S
     sweeper
 }
 
-async fn sweep<S: EventSink, T: outbox_core::store::OutboxStore>(
+async fn sweep<S: EventSink, T: outbox_runtime::store::OutboxStore>(
     sweeper: &Sweeper<S, T>,
     at: OffsetDateTime,
 ) -> SweepReport {
@@ -143,7 +143,7 @@ impl EventSink for PublisherWinsRace {
         &self,
         items: &[&OutboxItem],
         _max_sends: u32,
-        sends: &outbox_core::aws::SendCounter,
+        sends: &outbox_runtime::aws::SendCounter,
     ) -> Vec<EntryOutcome> {
         sends.record();
         for item in items {
@@ -285,7 +285,7 @@ async fn a_sweep_past_its_deadline_starts_nothing() {
     let report = sweeper(sink, &stack, 12)
         .sweep(
             OffsetDateTime::now_utc(),
-            &outbox_core::retry::Deadline::after(Duration::ZERO),
+            &outbox_runtime::retry::Deadline::after(Duration::ZERO),
         )
         .await;
     assert!(report.stopped_early);
@@ -302,7 +302,7 @@ async fn a_sweep_past_its_deadline_starts_nothing() {
 /// publishes the older one first, the redriven one with the next sweep.
 #[tokio::test]
 async fn a_redriven_event_waits_behind_an_older_pending_event_of_its_aggregate() {
-    use outbox_core::store::{DeadLetter, OutboxStore};
+    use outbox_runtime::store::{DeadLetter, OutboxStore};
     let stack = Stack::with_bus().await;
     let aggregate = ulid::Ulid::new().to_string();
     let first = stack
@@ -531,7 +531,7 @@ async fn items_written_before_the_home_region_rule_keep_working() {
 /// ended with the page still due, nothing published.
 #[tokio::test]
 async fn a_page_of_handed_over_events_is_checked_at_once_and_published() {
-    use outbox_core::store::OutboxStore;
+    use outbox_runtime::store::OutboxStore;
     let stack = Stack::with_bus().await;
     let store = stack.store();
     let now = OffsetDateTime::now_utc();
@@ -561,7 +561,7 @@ async fn a_page_of_handed_over_events_is_checked_at_once_and_published() {
     // publish at most about 70 of the 100 in this deadline); together they
     // take about a second, which leaves room for a loaded machine (a 10 s
     // deadline failed once under the full suite).
-    let deadline = outbox_core::retry::Deadline::after(Duration::from_secs(15));
+    let deadline = outbox_runtime::retry::Deadline::after(Duration::from_secs(15));
     let report = sweeper.sweep(now, &deadline).await;
     assert_eq!(report.republished, 100, "{report:?}");
     assert!(stack.outbox_items().await.is_empty());

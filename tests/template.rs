@@ -30,7 +30,8 @@ fn mapping_settings_are_the_safe_ones() {
     assert!(m.maximum_record_age_seconds > 0, "bounded record age");
     // One parameter feeds both; its default is the sweeper's default too.
     let config =
-        outbox_core::Config::from_lookup(|k| (k == "TABLE_NAME").then(|| "t".to_owned())).unwrap();
+        outbox_runtime::Config::from_lookup(|k| (k == "TABLE_NAME").then(|| "t".to_owned()))
+            .unwrap();
     assert_eq!(
         m.maximum_record_age_seconds as u64,
         config.stranded_after.as_secs()
@@ -230,7 +231,7 @@ async fn the_pattern_against_real_stream_records() {
         .await
         .unwrap();
     stack.create_orders(2).await;
-    outbox_core::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 8)
+    outbox_runtime::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 8)
         .await
         .unwrap();
     // The sweeper with a sink that refuses everything: one stranded item
@@ -260,9 +261,15 @@ async fn the_pattern_against_real_stream_records() {
     let a2 = stack
         .put_aggregate_event("held", 2, Duration::ZERO, 1, 8)
         .await;
-    outbox_core::store::OutboxStore::hold(&stack.store(), &a2.key(), &a1.sk, None, &far_deadline())
-        .await
-        .unwrap();
+    outbox_runtime::store::OutboxStore::hold(
+        &stack.store(),
+        &a2.key(),
+        &a1.sk,
+        None,
+        &far_deadline(),
+    )
+    .await
+    .unwrap();
     // The publisher: its deletes (REMOVE).
     let mut stream = stack.stream();
     let mut records = stream.read().await.unwrap();
@@ -439,7 +446,7 @@ async fn the_functions_run_with_the_templates_environment() {
     for function in [devkit::Function::Publisher, devkit::Function::Sweeper] {
         for name in variables_written(devkit::OUTBOX_TEMPLATE, function.logical_id()) {
             assert!(
-                outbox_core::VARIABLES.contains(&name.as_str()),
+                outbox_runtime::VARIABLES.contains(&name.as_str()),
                 "{name}, set by the template for {}, is not recorded",
                 function.binary()
             );
@@ -457,7 +464,7 @@ async fn the_functions_run_with_the_templates_environment() {
         .await
         .expect("a scheduled sweep");
     let records =
-        outbox_core::store::OutboxStore::recorded_settings(&stack.store(), &far_deadline())
+        outbox_runtime::store::OutboxStore::recorded_settings(&stack.store(), &far_deadline())
             .await
             .expect("records");
     assert_eq!(records.len(), 2, "{records:?}");

@@ -165,7 +165,7 @@ def rust_block(relative, signature):
     return text[at:end]
 
 
-# Where each function builds its EMF metrics (crates/outbox-core/src/metrics.rs
+# Where each function builds its EMF metrics (crates/runtime/src/metrics.rs
 # writes them): (function, file, the function that lists the names).
 EMITTERS = [
     ("publisher", "crates/publisher/src/lib.rs", "pub fn emf_lines("),
@@ -185,12 +185,12 @@ def emitted_metrics():
         # The latency distribution is named by a constant of metrics.rs.
         if "metrics::COMMIT_TO_PUBLISH" in (ROOT / relative).read_text():
             found.append(re.search(r'pub const COMMIT_TO_PUBLISH: &str = "(\w+)"',
-                                   (ROOT / "crates/outbox-core/src/metrics.rs").read_text()).group(1))
+                                   (ROOT / "crates/runtime/src/metrics.rs").read_text()).group(1))
         names[function] = list(dict.fromkeys(found))
-    text = (ROOT / "crates/outbox-core/src/metrics.rs").read_text()
+    text = (ROOT / "crates/runtime/src/metrics.rs").read_text()
     at = text.find('"Dimensions":')
     if at < 0:
-        refuse("no \"Dimensions\" in crates/outbox-core/src/metrics.rs")
+        refuse("no \"Dimensions\" in crates/runtime/src/metrics.rs")
     start = text.find("[", at)
     depth, sets = 0, 0
     for i in range(start, len(text)):
@@ -202,7 +202,7 @@ def emitted_metrics():
             if depth == 0:
                 break
         elif depth == 1 and not text[i].isspace() and text[i] != ",":
-            refuse("cannot read the EMF dimension sets in crates/outbox-core/src/metrics.rs")
+            refuse("cannot read the EMF dimension sets in crates/runtime/src/metrics.rs")
     return names, max(1, sets)
 
 

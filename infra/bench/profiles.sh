@@ -22,13 +22,13 @@ runs=${PROFILE_RUNS:-15}
 # when the workspace does not, overriding the environment; Cargo.toml now
 # says so explicitly.
 # The TLS provider is the features column: rustls on ring (the default) or
-# on aws-lc-rs (`outbox-core/tls-aws-lc`, the SDK's own default).
+# on aws-lc-rs (`outbox-runtime/tls-aws-lc`, the SDK's own default).
 variants=(
   "o3-fat|3|fat|1|"
   "o3-thin|3|thin|1|"
   "os-fat|s|fat|1|"
   "oz-fat|z|fat|1|"
-  "os-fat-awslc|s|fat|1|outbox-core/tls-aws-lc"
+  "os-fat-awslc|s|fat|1|outbox-runtime/tls-aws-lc"
 )
 selected=${PROFILE_VARIANTS:-}
 

@@ -35,11 +35,12 @@ use aws_smithy_types::config_bag::ConfigBag;
 use devkit::StreamCursor;
 use devkit::{self, Subscriber};
 use devkit::{Invoker, OnFailure, Pump};
-use outbox_core::publish::eventbridge::EventBridgeSink;
-use outbox_core::publish::{EventSink, FailureKind, PublishFailure};
-use outbox_core::retry::{Deadline, RetryPolicy};
-use outbox_core::store::{DynamoStore, OutboxStore};
-use outbox_core::{Config, OutboxItem};
+use outbox_core::OutboxItem;
+use outbox_runtime::publish::eventbridge::EventBridgeSink;
+use outbox_runtime::publish::{EventSink, FailureKind, PublishFailure};
+use outbox_runtime::retry::{Deadline, RetryPolicy};
+use outbox_runtime::store::{DynamoStore, OutboxStore};
+use outbox_runtime::Config;
 
 pub mod chaos;
 pub mod contract;
@@ -55,11 +56,11 @@ pub type Item = HashMap<String, AttributeValue>;
 
 /// A persisted backoff of a millisecond: a failed attempt is due again at
 /// once (tests that sweep again right after a failure).
-pub fn instant_backoff() -> outbox_core::retry::Backoff {
-    outbox_core::retry::Backoff {
+pub fn instant_backoff() -> outbox_runtime::retry::Backoff {
+    outbox_runtime::retry::Backoff {
         base: std::time::Duration::from_millis(1),
         cap: std::time::Duration::from_millis(1),
-        jitter: outbox_core::retry::Jitter::Full,
+        jitter: outbox_runtime::retry::Jitter::Full,
     }
 }
 
@@ -328,10 +329,10 @@ pub fn far_deadline() -> Deadline {
 pub fn fast_retry() -> RetryPolicy {
     RetryPolicy {
         max_attempts: 3,
-        backoff: outbox_core::retry::Backoff {
+        backoff: outbox_runtime::retry::Backoff {
             base: Duration::from_millis(1),
             cap: Duration::from_millis(5),
-            jitter: outbox_core::retry::Jitter::Full,
+            jitter: outbox_runtime::retry::Jitter::Full,
         },
     }
 }

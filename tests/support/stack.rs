@@ -194,7 +194,7 @@ impl Stack {
     /// [`Stack::forget_settings`] for a stack whose functions never ran.
     pub async fn record_settings(&self) {
         for function in [devkit::Function::Publisher, devkit::Function::Sweeper] {
-            let variables = outbox_core::RecordedSettings::variables_of(|k| {
+            let variables = outbox_runtime::RecordedSettings::variables_of(|k| {
                 self.env(function, &[])
                     .into_iter()
                     .find(|(name, _)| name == k)
@@ -204,7 +204,7 @@ impl Stack {
             DynamoStore::new(self.ddb.clone(), &self.table, 8)
                 .with_keys(self.keys.clone())
                 .record_settings(
-                    &outbox_core::RecordedSettings {
+                    &outbox_runtime::RecordedSettings {
                         region: self.deployment.region.clone(),
                         function: function.binary().into(),
                         by: "the test harness".into(),

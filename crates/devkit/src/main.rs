@@ -235,7 +235,7 @@ async fn pump(
         .table_name(table)
         .send()
         .await
-        .map_err(|e| outbox_core::aws::error_line("DescribeTable", &e))?
+        .map_err(|e| outbox_runtime::aws::error_line("DescribeTable", &e))?
         .table
         .and_then(|t| t.latest_stream_arn)
         .ok_or_else(|| format!("table {table} has no stream"))?;
@@ -328,7 +328,7 @@ async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), Str
             .max_number_of_messages(10)
             .send()
             .await
-            .map_err(|e| outbox_core::aws::error_line("ReceiveMessage", &e))?;
+            .map_err(|e| outbox_runtime::aws::error_line("ReceiveMessage", &e))?;
         let messages = out.messages.unwrap_or_default();
         if messages.is_empty() {
             empty += 1;

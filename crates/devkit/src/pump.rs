@@ -462,7 +462,9 @@ impl<I: Invoker> Pump<I> {
             .message_body(message.to_string())
             .send()
             .await
-            .map_err(|e| PumpError::OnFailure(outbox_core::aws::error_line("SendMessage", &e)))?;
+            .map_err(|e| {
+                PumpError::OnFailure(outbox_runtime::aws::error_line("SendMessage", &e))
+            })?;
         Ok(())
     }
 }

@@ -23,7 +23,7 @@ pub async fn receive_batch(
         .send()
         .await
         .map(|out| out.messages.unwrap_or_default())
-        .map_err(|e| outbox_core::aws::error_line("ReceiveMessage", &e))
+        .map_err(|e| outbox_runtime::aws::error_line("ReceiveMessage", &e))
 }
 
 /// The event Lambda's SQS mapping would pass for `messages`.
@@ -76,7 +76,7 @@ pub async fn delete_message(
         .receipt_handle(handle)
         .send()
         .await
-        .map_err(|e| outbox_core::aws::error_line("DeleteMessage", &e))?;
+        .map_err(|e| outbox_runtime::aws::error_line("DeleteMessage", &e))?;
     Ok(true)
 }
 
@@ -104,7 +104,7 @@ pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<(
         .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
         .send()
         .await
-        .map_err(|e| outbox_core::aws::error_line("GetQueueAttributes", &e))?;
+        .map_err(|e| outbox_runtime::aws::error_line("GetQueueAttributes", &e))?;
     let attributes = out.attributes.unwrap_or_default();
     let count = |name: A| {
         attributes

@@ -436,7 +436,7 @@ pub async fn scan_all(
         .send();
     let mut items = Vec::new();
     while let Some(item) = pages.next().await {
-        items.push(item.map_err(|e| outbox_core::aws::error_line("Scan", &e))?);
+        items.push(item.map_err(|e| outbox_runtime::aws::error_line("Scan", &e))?);
     }
     Ok(items)
 }

@@ -71,7 +71,7 @@ impl StreamCursor {
             .send()
             .await
             .map_err(|e| {
-                err("DescribeStream")(outbox_core::aws::error_line("DescribeStream", &e))
+                err("DescribeStream")(outbox_runtime::aws::error_line("DescribeStream", &e))
             })?;
         let shards = description
             .stream_description()
@@ -97,7 +97,7 @@ impl StreamCursor {
                 .send()
                 .await
                 .map_err(|e| {
-                    err("GetShardIterator")(outbox_core::aws::error_line("GetShardIterator", &e))
+                    err("GetShardIterator")(outbox_runtime::aws::error_line("GetShardIterator", &e))
                 })?
                 .shard_iterator;
             self.iterators.insert(id.to_owned(), iterator);
@@ -154,7 +154,7 @@ impl StreamCursor {
                     Err(e)
                         if !renewed
                             && matches!(
-                                outbox_core::aws::error_code(&e).as_str(),
+                                outbox_runtime::aws::error_code(&e).as_str(),
                                 "ExpiredIteratorException" | "TrimmedDataAccessException"
                             ) =>
                     {
@@ -164,7 +164,7 @@ impl StreamCursor {
                         continue;
                     }
                     Err(e) => {
-                        return Err(err("GetRecords")(outbox_core::aws::error_line(
+                        return Err(err("GetRecords")(outbox_runtime::aws::error_line(
                             "GetRecords",
                             &e,
                         )))

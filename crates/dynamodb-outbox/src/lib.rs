@@ -24,8 +24,10 @@
 //! - [`OutboxItem`] and [`size`]: the stored form and the service limits.
 //! - [`inbox`] (feature `inbox`, on by default): an inbox record in the
 //!   consumer's own transaction, and version guards.
-//! - `publish`, `store`, `retry` (feature `relay`): the publishing module
-//!   the stack's functions share, for a publisher of your own.
+//!
+//! Nothing here publishes: the relay, the sinks and the store adapter are the
+//! stack's functions' own runtime, so a service that writes or consumes
+//! events compiles none of them.
 //!
 //! # Example
 //!
@@ -68,12 +70,9 @@
 //! ```
 
 pub use outbox_core::{
-    keys, size, transaction, Config, ConfigError, DecodeError, EventEnvelope, ItemKey, KeySchema,
-    OutboxError, OutboxItem,
+    codes, keys, size, transaction, DecodeError, EventEnvelope, ItemKey, KeySchema, OutboxError,
+    OutboxItem,
 };
 
 #[cfg(feature = "inbox")]
 pub use inbox;
-
-#[cfg(feature = "relay")]
-pub use outbox_core::{publish, retry, store};

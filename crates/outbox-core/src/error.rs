@@ -41,3 +41,21 @@ pub enum OutboxError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("outbox item does not decode: {0}")]
 pub struct DecodeError(pub String);
+
+/// A configuration variable is missing or cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is not set.
+    #[error("environment variable {0} is required but not set")]
+    Missing(&'static str),
+    /// A variable is set to something unusable.
+    #[error("environment variable {name}={value:?} is invalid: {reason}")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}

@@ -2,10 +2,9 @@
 //!
 //! | item            | `PK`                    | `SK`              | pending index (`GSI1PK` / `GSI1SK`) | dead-letter index (`GSI2PK` / `GSI2SK`) |
 //! |-----------------|-------------------------|-------------------|-------------------------------------|-----------------------------------------|
-//! | order           | `ORDER#<order id>`      | `META`            | –                                   | –                                       |
-//! | outbox event    | `ORDER#<order id>`      | `OUTBOX#<ulid>`   | `OUTBOX#<shard>` / `<ulid>`         | –                                       |
-//! | dead letter     | `ORDER#<order id>`      | `OUTBOX#<ulid>`   | – (removed)                         | `DEAD#<shard>` / `<ulid>`               |
-//! | idempotency key | `IDEMPOTENCY#<sha256>`  | `META`            | –                                   | –                                       |
+//! | business item   | the aggregate's key (`ORDER#<id>` in the example) | the caller's (`META`) | –                 | –                                       |
+//! | outbox event    | the business item's `PK` | `OUTBOX#<ulid>`  | `OUTBOX#<shard>` / `<ulid>`         | –                                       |
+//! | dead letter     | the business item's `PK` | `OUTBOX#<ulid>`  | – (removed)                         | `DEAD#<shard>` / `<ulid>`               |
 //! | shard settings  | `OUTBOX_SETTINGS`       | `META`            | –                                   | –                                       |
 //! | stack settings  | `OUTBOX_SETTINGS`       | `STACK#<region>#<function>` | –                         | –                                       |
 //!
@@ -30,6 +29,8 @@
 //! stack, so an operator exports nothing.
 //!
 //! Attribute names are constants in [`attr`]; nothing else spells them.
+//! The business item's own keys and attributes belong to the service (the
+//! orders example's are in the `outbox-writer` crate).
 
 use std::collections::HashMap;
 
@@ -44,10 +45,6 @@ pub const SK: &str = "SK";
 pub const META: &str = "META";
 /// Prefix of outbox sort keys.
 pub const OUTBOX_PREFIX: &str = "OUTBOX#";
-/// Prefix of order partition keys.
-pub const ORDER_PREFIX: &str = "ORDER#";
-/// Prefix of idempotency partition keys.
-pub const IDEMPOTENCY_PREFIX: &str = "IDEMPOTENCY#";
 
 /// Sparse, sharded index of pending outbox items.
 pub const PENDING_INDEX: &str = "GSI1";
@@ -70,19 +67,6 @@ pub const SETTINGS_PK: &str = "OUTBOX_SETTINGS";
 /// (`attribute_not_exists(PK)`).
 pub fn absent() -> String {
     format!("attribute_not_exists({PK})")
-}
-
-/// Attribute names of the business item (`PK=ORDER#<id>, SK=META`) that
-/// conditions and updates name.
-pub mod order_attr {
-    /// `PENDING`, `PAID`.
-    pub const STATUS: &str = "status";
-    /// The aggregate's version, one per event.
-    pub const VERSION: &str = "version";
-    /// The caller that owns the order (never returned by the API).
-    pub const OWNER: &str = "ownerId";
-    /// When the order last changed (RFC 3339).
-    pub const UPDATED_AT: &str = "updatedAt";
 }
 
 /// Attribute names of outbox items (as `OutboxItem` serializes them) and of
@@ -137,20 +121,9 @@ pub mod attr {
     pub const RECORDED_BY: &str = "recordedBy";
 }
 
-/// `ORDER#<id>`.
-pub fn order_pk(order_id: &str) -> String {
-    format!("{ORDER_PREFIX}{order_id}")
-}
-
 /// `OUTBOX#<ulid>`.
 pub fn outbox_sk(event_id: Ulid) -> String {
     format!("{OUTBOX_PREFIX}{event_id}")
-}
-
-/// `IDEMPOTENCY#<hash of the caller's key>`. The caller's key is hashed so
-/// that whatever the client sends never becomes part of a key verbatim.
-pub fn idempotency_pk(key_hash: &str) -> String {
-    format!("{IDEMPOTENCY_PREFIX}{key_hash}")
 }
 
 /// Whether a sort key belongs to an outbox item.
@@ -328,7 +301,7 @@ impl KeySchema {
     /// empty ones keep their defaults.
     pub fn from_lookup(
         lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, crate::ConfigError> {
+    ) -> Result<Self, crate::error::ConfigError> {
         let mut schema = Self::default();
         let fields: [(&'static str, &mut String); 10] = [
             ("PARTITION_KEY", &mut schema.partition_key),
@@ -364,7 +337,7 @@ impl KeySchema {
                 .transpose()?,
             "off" => None,
             _ => {
-                return Err(crate::ConfigError::Invalid {
+                return Err(crate::error::ConfigError::Invalid {
                     name: "HOME_REGION_RULE",
                     value: rule,
                     reason: "on or off".to_owned(),
@@ -423,12 +396,13 @@ impl KeySchema {
     /// pending index's sort-key markers); the seven attributes distinct from
     /// each other and from the outbox item's own attributes; the two index
     /// names distinct.
-    pub fn validate(&self) -> Result<(), crate::ConfigError> {
-        let invalid = |name: &'static str, value: &str, reason: &str| crate::ConfigError::Invalid {
-            name,
-            value: value.to_owned(),
-            reason: reason.to_owned(),
-        };
+    pub fn validate(&self) -> Result<(), crate::error::ConfigError> {
+        let invalid =
+            |name: &'static str, value: &str, reason: &str| crate::error::ConfigError::Invalid {
+                name,
+                value: value.to_owned(),
+                reason: reason.to_owned(),
+            };
         let attributes = [
             ("PARTITION_KEY", &self.partition_key),
             ("SORT_KEY", &self.sort_key),
@@ -667,7 +641,7 @@ impl KeySchema {
 /// `outboxctl adopt-region` takes over): 1 to 32 lower-case letters,
 /// digits and `-`, so that it is safe inside the index keys; the error
 /// names `setting`.
-pub fn check_region(setting: &'static str, region: &str) -> Result<(), crate::ConfigError> {
+pub fn check_region(setting: &'static str, region: &str) -> Result<(), crate::error::ConfigError> {
     let valid = !region.is_empty()
         && region.len() <= 32
         && region
@@ -676,7 +650,7 @@ pub fn check_region(setting: &'static str, region: &str) -> Result<(), crate::Co
     if valid {
         Ok(())
     } else {
-        Err(crate::ConfigError::Invalid {
+        Err(crate::error::ConfigError::Invalid {
             name: setting,
             value: region.to_owned(),
             reason: "a region is 1 to 32 lower-case letters, digits and '-'".to_owned(),
@@ -700,11 +674,6 @@ impl ItemKey {
             pk: pk.into(),
             sk: sk.into(),
         }
-    }
-
-    /// The key of an order's business item.
-    pub fn order(order_id: &str) -> Self {
-        Self::new(order_pk(order_id), META)
     }
 
     /// The key of an outbox item.
@@ -824,14 +793,12 @@ mod tests {
     #[test]
     fn keys_follow_the_design_card() {
         let id = Ulid::from_string("01J9ZQ7Y8X4M2N3P5Q6R7S8T9V").unwrap();
-        assert_eq!(order_pk("abc"), "ORDER#abc");
         assert_eq!(outbox_sk(id), "OUTBOX#01J9ZQ7Y8X4M2N3P5Q6R7S8T9V");
         let schema = KeySchema::default();
         assert_eq!(schema.event_id_from_sk(&outbox_sk(id)), Some(id));
         assert_eq!(schema.event_id_from_sk("META"), None);
         assert_eq!(schema.event_id_from_sk("OUTBOX#not-a-ulid"), None);
         assert!(is_outbox_sk("OUTBOX#x") && !is_outbox_sk("META"));
-        assert_eq!(ItemKey::order("abc"), ItemKey::new("ORDER#abc", "META"));
     }
 
     #[test]
@@ -889,7 +856,7 @@ mod tests {
             (&[("HOME_REGION", "EU West")][..], "HOME_REGION"),
         ] {
             match schema(vars) {
-                Err(crate::ConfigError::Invalid { name: got, .. }) => assert_eq!(got, name),
+                Err(crate::error::ConfigError::Invalid { name: got, .. }) => assert_eq!(got, name),
                 other => panic!("{vars:?}: {other:?}"),
             }
         }

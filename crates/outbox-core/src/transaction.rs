@@ -58,18 +58,6 @@ impl OutboxSettings {
     }
 }
 
-impl From<&crate::Config> for OutboxSettings {
-    fn from(config: &crate::Config) -> Self {
-        Self::new(
-            &config.table_name,
-            &config.event_source,
-            config.outbox_shards,
-        )
-        .with_limits(config.event_limits())
-        .with_keys(config.keys.clone())
-    }
-}
-
 /// One condition that failed, with the item as it was (`ALL_OLD`), when it
 /// existed.
 #[derive(Debug, Clone, PartialEq)]
@@ -443,7 +431,7 @@ impl OutboxTransaction {
                                 label: label(index),
                             }
                         }
-                        Some(code) if crate::retry::is_throttling(code) => {
+                        Some(code) if crate::codes::is_throttling(code) => {
                             return TransactionError::Throttled
                         }
                         Some("None") | None => {}

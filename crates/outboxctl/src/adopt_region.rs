@@ -2,8 +2,8 @@
 //! outbox items over to the region it runs in (global tables,
 //! docs/runbook.md "A region is lost").
 
-use outbox_core::retry::Deadline;
-use outbox_core::store::{AdoptOutcome, AdoptedFrom, Adoption, DynamoStore, OutboxStore};
+use outbox_runtime::retry::Deadline;
+use outbox_runtime::store::{AdoptOutcome, AdoptedFrom, Adoption, DynamoStore, OutboxStore};
 
 use crate::stack::Stack;
 
@@ -59,7 +59,7 @@ pub(crate) async fn run(
     let store = DynamoStore::new(
         aws_sdk_dynamodb::Client::new(stack.sdk()),
         stack.table(),
-        outbox_core::DEFAULT_OUTBOX_SHARDS,
+        outbox_runtime::DEFAULT_OUTBOX_SHARDS,
     )
     .with_keys(schema.with_home_region(Some(to.clone())));
     let deadline = Deadline::after(std::time::Duration::from_secs(900));

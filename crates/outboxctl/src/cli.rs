@@ -3,8 +3,8 @@
 
 use aws_config::{Region, SdkConfig};
 use clap::{Args, Parser, Subcommand};
-use outbox_core::store::DynamoStore;
-use outbox_core::{publish, SinkConfig, SinkSettings};
+use outbox_runtime::store::DynamoStore;
+use outbox_runtime::{publish, SinkConfig, SinkSettings};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -375,10 +375,10 @@ fn setting(text: &str) -> Result<(String, String), String> {
     let (name, value) = text
         .split_once('=')
         .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))?;
-    if !outbox_core::VARIABLES.contains(&name) {
+    if !outbox_runtime::VARIABLES.contains(&name) {
         return Err(format!(
             "{name} is not one of the stack's settings ({})",
-            outbox_core::VARIABLES.join(", ")
+            outbox_runtime::VARIABLES.join(", ")
         ));
     }
     Ok((name.to_owned(), value.to_owned()))
@@ -391,7 +391,7 @@ fn rfc3339(text: &str) -> Result<OffsetDateTime, String> {
 /// The SDK configuration for a deployed stack: the AWS CLI's chain, with
 /// the explicit options on top.
 async fn sdk_config(options: &AwsArgs) -> SdkConfig {
-    let mut loader = outbox_core::aws::loader();
+    let mut loader = outbox_runtime::aws::loader();
     if let Some(region) = &options.region {
         loader = loader.region(Region::new(region.clone()));
     }

@@ -1,8 +1,8 @@
 //! `outboxctl dead-letters list|show|redrive|discard`.
 
-use outbox_core::publish::EventSink;
-use outbox_core::retry::Deadline;
-use outbox_core::store::{Claim, DeadLetterRecord, DynamoStore, Marked, OutboxStore};
+use outbox_runtime::publish::EventSink;
+use outbox_runtime::retry::Deadline;
+use outbox_runtime::store::{Claim, DeadLetterRecord, DynamoStore, Marked, OutboxStore};
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -240,7 +240,7 @@ async fn publish_now<S: EventSink>(
     let store = ops.store();
     let deadline = Deadline::after(std::time::Duration::from_secs(60));
     let claim = Claim::new(CLAIM_LEASE);
-    let fail = |e: outbox_core::store::StoreError| e.to_string();
+    let fail = |e: outbox_runtime::store::StoreError| e.to_string();
     let Some(item) = store
         .claim_dead_letter(row, &claim, &deadline)
         .await
@@ -266,15 +266,15 @@ async fn publish_now<S: EventSink>(
             Marked::Gone => NowOutcome::Gone,
         });
     }
-    let sends = outbox_core::aws::SendCounter::default();
+    let sends = outbox_runtime::aws::SendCounter::default();
     let outcome = sink
-        .publish_batch(&[&item], outbox_core::aws::SDK_MAX_ATTEMPTS, &sends)
+        .publish_batch(&[&item], outbox_runtime::aws::SDK_MAX_ATTEMPTS, &sends)
         .await
         .into_iter()
         .next()
         .unwrap_or_else(|| {
-            Err(outbox_core::publish::PublishFailure::new(
-                outbox_core::publish::FailureKind::Transient,
+            Err(outbox_runtime::publish::PublishFailure::new(
+                outbox_runtime::publish::FailureKind::Transient,
                 "NoOutcome",
                 "the sink returned no outcome",
             ))
@@ -316,7 +316,7 @@ pub(crate) async fn discard(
         .map_err(|e| {
             format!(
                 "cannot name the AWS caller for the audit trail, so nothing was discarded: {}",
-                outbox_core::aws::error_line("GetCallerIdentity", &e)
+                outbox_runtime::aws::error_line("GetCallerIdentity", &e)
             )
         })?
         .arn

@@ -14,9 +14,10 @@ use aws_sdk_dynamodb::types::{
     TableDescription, TimeToLiveDescription, TimeToLiveStatus,
 };
 use aws_sdk_lambda::types::EventSourceMappingConfiguration;
-use outbox_core::aws::error_line;
-use outbox_core::publish::{AnySink, EventSink};
-use outbox_core::{Config, KeySchema};
+use outbox_core::KeySchema;
+use outbox_runtime::aws::error_line;
+use outbox_runtime::publish::{AnySink, EventSink};
+use outbox_runtime::Config;
 use serde::Serialize;
 
 use crate::output::{print_json, table};

@@ -24,7 +24,7 @@
 //!   recorded there (DescribeTable for the key names, one Query of the
 //!   records), and the outbox items under other key shapes.
 //! - `operations.rs`: [`Operations`], status and dead letters through the
-//!   store port (`outbox_core::store::OutboxStore`).
+//!   store port (`outbox_runtime::store::OutboxStore`).
 //! - `status.rs`, `dead_letters.rs`, `redrive_on_failure.rs`, `replay.rs`:
 //!   one command group each.
 //! - `doctor.rs`: [`diagnose`], the table, stream, mapping and sink checks

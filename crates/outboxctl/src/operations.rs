@@ -4,8 +4,8 @@
 //! every write is conditional, so two operators (or an operator and the
 //! sweeper) never double an effect.
 
-use outbox_core::retry::Deadline;
-use outbox_core::store::{
+use outbox_runtime::retry::Deadline;
+use outbox_runtime::store::{
     Created, Cursor, DeadLetterRecord, Marked, OutboxStore, PendingItem, PendingQuery, StoreError,
 };
 use serde::Serialize;
@@ -496,8 +496,8 @@ pub fn envelope_of(row: &DeadLetterRecord) -> Option<serde_json::Value> {
 
 #[cfg(test)]
 mod tests {
-    use outbox_core::store::{DeadLetter, MemoryStore};
     use outbox_core::{EventEnvelope, OutboxItem};
+    use outbox_runtime::store::{DeadLetter, MemoryStore};
     use serde_json::json;
 
     use super::*;
@@ -505,7 +505,7 @@ mod tests {
     fn item(aggregate: &str) -> OutboxItem {
         let env = EventEnvelope::new("OrderCreated", "Order", aggregate, 1, json!({})).unwrap();
         OutboxItem::new(
-            &outbox_core::keys::order_pk(aggregate),
+            &format!("ORDER#{aggregate}"),
             &env,
             &outbox_core::size::EventLimits::eventbridge("src"),
             1,

@@ -1,7 +1,7 @@
 //! `outboxctl redrive-on-failure`: the publisher's OnFailure queue handled
 //! in this process, as the sweeper's SQS trigger would.
 
-use outbox_core::retry::Deadline;
+use outbox_runtime::retry::Deadline;
 use serde_json::json;
 
 use crate::cli::{sweeper_for, SinkArgs};
@@ -41,7 +41,7 @@ pub(crate) async fn run(
         aws_sdk_sqs::config::Builder::from(sdk)
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
-                    .connect_timeout(outbox_core::aws::CONNECT_TIMEOUT)
+                    .connect_timeout(outbox_runtime::aws::CONNECT_TIMEOUT)
                     .operation_attempt_timeout(std::time::Duration::from_secs(
                         LONG_POLL_SECONDS as u64 + 5,
                     ))

@@ -3,7 +3,7 @@
 
 use aws_config::SdkConfig;
 use aws_sdk_eventbridge::types::{ReplayDestination, ReplayState};
-use outbox_core::aws::error_line;
+use outbox_runtime::aws::error_line;
 use serde_json::json;
 use time::OffsetDateTime;
 
@@ -75,7 +75,7 @@ pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(
         // The name is a fresh ULID of this run: a replay of that name is
         // this call's own, started by an attempt whose answer was lost
         // (the SDK retried it). Follow it.
-        Err(e) if outbox_core::aws::error_code(&e) == "ResourceAlreadyExistsException" => {}
+        Err(e) if outbox_runtime::aws::error_code(&e) == "ResourceAlreadyExistsException" => {}
         Err(e) => return Err(error_line("StartReplay", &e)),
     }
     let started = std::time::Instant::now();

@@ -8,9 +8,10 @@
 
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::KeyType;
-use outbox_core::retry::Deadline;
-use outbox_core::store::{DynamoStore, OutboxStore};
-use outbox_core::{Config, KeySchema, RecordedSettings};
+use outbox_core::KeySchema;
+use outbox_runtime::retry::Deadline;
+use outbox_runtime::store::{DynamoStore, OutboxStore};
+use outbox_runtime::{Config, RecordedSettings};
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -89,7 +90,7 @@ impl Stack {
             .map_err(|e| {
                 format!(
                     "cannot read the table {table}: {}",
-                    outbox_core::aws::error_line("DescribeTable", &e)
+                    outbox_runtime::aws::error_line("DescribeTable", &e)
                 )
             })?;
         let mut probe = KeySchema::default();
@@ -105,7 +106,7 @@ impl Stack {
             }
         }
         let store =
-            DynamoStore::new(client, table, outbox_core::DEFAULT_OUTBOX_SHARDS).with_keys(probe);
+            DynamoStore::new(client, table, outbox_runtime::DEFAULT_OUTBOX_SHARDS).with_keys(probe);
         let deadline = Deadline::after(std::time::Duration::from_secs(30));
         let records = store
             .recorded_settings(&deadline)

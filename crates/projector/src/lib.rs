@@ -45,9 +45,9 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use inbox::{EventOutcome, Inbox, InboxError};
 use lambda_runtime::{Error, LambdaEvent};
 use model::{OrderState, Stored};
-use outbox_core::metrics::{self, Unit};
-use outbox_core::retry::Deadline;
 use outbox_core::EventEnvelope;
+use outbox_runtime::metrics::{self, Unit};
+use outbox_runtime::retry::Deadline;
 use std::time::Duration;
 use time::OffsetDateTime;
 
@@ -297,7 +297,7 @@ pub async fn project_batch(
                 tracing::warn!(
                     message_id = %id,
                     retryable = e.is_retryable(),
-                    error = %outbox_core::telemetry::error_chain(&e),
+                    error = %outbox_runtime::telemetry::error_chain(&e),
                     "message not applied; reported for retry"
                 );
                 let mut failure = BatchItemFailure::default();

@@ -2,7 +2,7 @@
 //! with the inbox settings, to the handler.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_core::{aws, telemetry};
+use outbox_runtime::{aws, telemetry};
 use projector::{handler, Projector};
 
 #[tokio::main]

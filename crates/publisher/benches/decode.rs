@@ -19,9 +19,9 @@
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use outbox_core::publish::eventbridge::EventBridgeSink;
-use outbox_core::publish::EventSink;
 use outbox_core::{KeySchema, OutboxItem};
+use outbox_runtime::publish::eventbridge::EventBridgeSink;
+use outbox_runtime::publish::EventSink;
 use publisher::StreamEvent;
 
 mod support;

@@ -15,7 +15,7 @@
 //! # Rules
 //! - Only `INSERT` records whose `SK` starts with `OUTBOX#` are published
 //!   (the mapping filters too; this is the defensive second check).
-//! - Records are relayed in order through [`outbox_core::publish::relay`] in
+//! - Records are relayed in order through [`outbox_runtime::publish::relay`] in
 //!   [`Mode::Stream`]: the first record that is not handled is reported by
 //!   its `dynamodb.SequenceNumber`, and **nothing after its wave is sent**
 //!   in this invocation, whatever made it unhandled (a failure after
@@ -42,12 +42,13 @@ use aws_lambda_events::event::dynamodb::StreamViewType;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::{Error, LambdaEvent};
 use outbox_core::keys::{self, ItemKey, KeySchema};
-use outbox_core::metrics::{self, Unit};
-use outbox_core::publish::relay::{Entry, Mode, Relay};
-use outbox_core::publish::EventSink;
-use outbox_core::retry::{Deadline, RetryPolicy};
-use outbox_core::store::OutboxStore;
-use outbox_core::{Ordering, OutboxItem};
+use outbox_core::OutboxItem;
+use outbox_runtime::metrics::{self, Unit};
+use outbox_runtime::publish::relay::{Entry, Mode, Relay};
+use outbox_runtime::publish::EventSink;
+use outbox_runtime::retry::{Deadline, RetryPolicy};
+use outbox_runtime::store::OutboxStore;
+use outbox_runtime::Ordering;
 
 mod stream;
 
@@ -264,7 +265,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
             store,
             retry: RetryPolicy::default(),
             ordering: Ordering::default(),
-            send_concurrency: outbox_core::DEFAULT_SEND_CONCURRENCY,
+            send_concurrency: outbox_runtime::DEFAULT_SEND_CONCURRENCY,
             keys: KeySchema::default(),
             redelivery: Redelivery::default(),
         }

@@ -2,7 +2,7 @@
 //! to the handler. The sink's target is verified once, at cold start.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_core::{aws, publish, telemetry, Config};
+use outbox_runtime::{aws, publish, telemetry, Config};
 use publisher::{handler, Publisher};
 
 #[tokio::main]

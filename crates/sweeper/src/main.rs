@@ -2,7 +2,7 @@
 //! the DynamoDB store to the handler; the sink is verified at cold start.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_core::{aws, publish, telemetry, Config};
+use outbox_runtime::{aws, publish, telemetry, Config};
 use sweeper::{handler, SweepSettings, Sweeper};
 
 #[tokio::main]

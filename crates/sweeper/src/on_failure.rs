@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use outbox_core::publish::EventSink;
-use outbox_core::retry::Deadline;
-use outbox_core::store::OutboxStore;
+use outbox_runtime::publish::EventSink;
+use outbox_runtime::retry::Deadline;
+use outbox_runtime::store::OutboxStore;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
@@ -138,7 +138,7 @@ pub async fn redrive_messages<S: EventSink, T: OutboxStore>(
 
 #[cfg(test)]
 mod tests {
-    use outbox_core::Config;
+    use outbox_runtime::Config;
 
     use super::*;
 

@@ -14,6 +14,13 @@ use time::OffsetDateTime;
 use crate::caller::Caller;
 use crate::service::BackendError;
 
+/// `IDEMPOTENCY#<hash of the caller's key>` (sort key `META`): the caller's
+/// key is hashed so that whatever the client sends never becomes part of a
+/// key verbatim.
+fn idempotency_pk(key_hash: &str) -> String {
+    format!("IDEMPOTENCY#{key_hash}")
+}
+
 /// A validated `Idempotency-Key`: 1 to 255 printable ASCII characters. Only
 /// a SHA-256 of it, with its caller, is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +38,7 @@ impl IdempotencyKey {
     /// The record's key: the same header from two callers is two records.
     pub(crate) fn record_key(&self, caller: &Caller) -> ItemKey {
         let scoped = hash(&[caller.id(), &self.0]);
-        ItemKey::new(keys::idempotency_pk(&scoped), keys::META)
+        ItemKey::new(idempotency_pk(&scoped), keys::META)
     }
 }
 

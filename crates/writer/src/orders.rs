@@ -3,6 +3,48 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The order's keys and attribute names: the example's own, beside the
+/// outbox's key schema (`outbox_core::keys`).
+pub(crate) mod keys {
+    use outbox_core::{keys::META, ItemKey};
+
+    /// Prefix of order partition keys.
+    const ORDER_PREFIX: &str = "ORDER#";
+
+    /// `ORDER#<id>`: the partition key of the order and of its events.
+    pub(crate) fn order_pk(order_id: &str) -> String {
+        format!("{ORDER_PREFIX}{order_id}")
+    }
+
+    /// The key of an order's business item (`PK=ORDER#<id>, SK=META`).
+    pub(crate) fn order_key(order_id: &str) -> ItemKey {
+        ItemKey::new(order_pk(order_id), META)
+    }
+
+    /// Attribute names of the business item that conditions and updates name.
+    pub(crate) mod attr {
+        /// `PENDING`, `PAID`.
+        pub(crate) const STATUS: &str = "status";
+        /// The aggregate's version, one per event.
+        pub(crate) const VERSION: &str = "version";
+        /// The caller that owns the order (never returned by the API).
+        pub(crate) const OWNER: &str = "ownerId";
+        /// When the order last changed (RFC 3339).
+        pub(crate) const UPDATED_AT: &str = "updatedAt";
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn keys_follow_the_design_card() {
+            assert_eq!(order_pk("abc"), "ORDER#abc");
+            assert_eq!(order_key("abc"), ItemKey::new("ORDER#abc", "META"));
+        }
+    }
+}
+
 /// Most lines in one order.
 pub const MAX_LINES: usize = 100;
 /// Largest amount in cents: 2^53 − 1, the largest integer a JavaScript

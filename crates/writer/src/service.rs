@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::operation::get_item::GetItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
-use outbox_core::keys::{self, ItemKey, KeySchema};
+use outbox_core::keys::{ItemKey, KeySchema};
 use outbox_core::now_utc_millis;
 use outbox_core::{EventEnvelope, OutboxError};
 use time::format_description::well_known::Rfc3339;
@@ -19,14 +19,14 @@ use ulid::Ulid;
 
 use crate::caller::Caller;
 use crate::idempotency::{self, IdempotencyKey, IdempotencyRecord, Prior, StoredResponse};
-use crate::orders::{NewOrder, Order, OrderStatus};
+use crate::orders::{keys as order_keys, NewOrder, Order, OrderStatus};
 use crate::transaction::{OutboxSettings, OutboxTransaction, TransactionError};
 
 /// The aggregate type of orders' events.
 pub(crate) const AGGREGATE_TYPE: &str = "Order";
 /// The order item's attribute holding its owner's [`Caller::id`]. It is
 /// neither returned by the API nor carried by the events.
-const OWNER_ATTRIBUTE: &str = keys::order_attr::OWNER;
+const OWNER_ATTRIBUTE: &str = order_keys::attr::OWNER;
 const ORDER_LABEL: &str = "order";
 const IDEMPOTENCY_LABEL: &str = "idempotency";
 /// How often a payment is retried when the order changed between its read
@@ -105,7 +105,7 @@ impl From<TransactionError> for OrderError {
 
 impl From<SdkError<GetItemError, HttpResponse>> for OrderError {
     fn from(e: SdkError<GetItemError, HttpResponse>) -> Self {
-        if outbox_core::retry::is_throttling(&outbox_core::aws::error_code(&e)) {
+        if outbox_runtime::retry::is_throttling(&outbox_runtime::aws::error_code(&e)) {
             Self::Throttled
         } else {
             Self::Internal(BackendError::Read(Box::new(e)))
@@ -142,7 +142,7 @@ impl OrderService {
     }
 
     /// A service with the functions' configuration.
-    pub fn from_config(client: aws_sdk_dynamodb::Client, config: &outbox_core::Config) -> Self {
+    pub fn from_config(client: aws_sdk_dynamodb::Client, config: &outbox_runtime::Config) -> Self {
         Self::new(client, OutboxSettings::from(config), config.idempotency_ttl)
     }
 
@@ -172,7 +172,7 @@ impl OrderService {
         let envelope = event("OrderCreated", &order, traceparent)?;
         let mut item: HashMap<String, AttributeValue> =
             serde_dynamo::to_item(&order).map_err(BackendError::Encode)?;
-        item.extend(self.settings.keys.key(&ItemKey::order(&order_id)));
+        item.extend(self.settings.keys.key(&order_keys::order_key(&order_id)));
         item.insert(
             OWNER_ATTRIBUTE.to_owned(),
             AttributeValue::S(caller.id().to_owned()),
@@ -185,7 +185,7 @@ impl OrderService {
             .map_err(BackendError::Request)?;
         let mut tx = OutboxTransaction::new(&self.settings)
             .put(ORDER_LABEL, put)
-            .event(&keys::order_pk(&order_id), &envelope)
+            .event(&order_keys::order_pk(&order_id), &envelope)
             .idempotency_token(envelope.event_id.to_string());
         if let Some(key) = key {
             let record = self.record(key, caller, &request_hash, 201, &order)?;
@@ -236,14 +236,16 @@ impl OrderService {
             let envelope = event("OrderPaid", &paid, traceparent)?;
             let update = Update::builder()
                 .table_name(&self.settings.table)
-                .set_key(Some(self.settings.keys.key(&ItemKey::order(order_id))))
+                .set_key(Some(
+                    self.settings.keys.key(&order_keys::order_key(order_id)),
+                ))
                 .update_expression("SET #status = :paid, #version = :next, #updated = :now")
                 .condition_expression(
                     "#status = :pending AND #version = :current AND #owner = :owner",
                 )
-                .expression_attribute_names("#status", keys::order_attr::STATUS)
-                .expression_attribute_names("#version", keys::order_attr::VERSION)
-                .expression_attribute_names("#updated", keys::order_attr::UPDATED_AT)
+                .expression_attribute_names("#status", order_keys::attr::STATUS)
+                .expression_attribute_names("#version", order_keys::attr::VERSION)
+                .expression_attribute_names("#updated", order_keys::attr::UPDATED_AT)
                 .expression_attribute_names("#owner", OWNER_ATTRIBUTE)
                 .expression_attribute_values(
                     ":paid",
@@ -264,7 +266,7 @@ impl OrderService {
                 .map_err(BackendError::Request)?;
             let mut tx = OutboxTransaction::new(&self.settings)
                 .update(ORDER_LABEL, update)
-                .event(&keys::order_pk(order_id), &envelope)
+                .event(&order_keys::order_pk(order_id), &envelope)
                 .idempotency_token(envelope.event_id.to_string());
             if let Some(key) = key {
                 let record = self.record(key, caller, &request_hash, 200, &paid)?;
@@ -302,7 +304,7 @@ impl OrderService {
             return Err(OrderError::NotFound);
         }
         let item = self
-            .get_item(ItemKey::order(order_id))
+            .get_item(order_keys::order_key(order_id))
             .await?
             .ok_or(OrderError::NotFound)?;
         // An order without an owner (written before owners were stored)

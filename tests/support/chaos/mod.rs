@@ -112,7 +112,7 @@ pub struct ChaosConfig {
     pub parallelization: usize,
     /// The template parameter `Ordering`; `None` keeps its default (`auto`:
     /// strict for the SNS FIFO topic, relaxed for EventBridge).
-    pub ordering: Option<outbox_core::Ordering>,
+    pub ordering: Option<outbox_runtime::Ordering>,
 }
 
 impl ChaosConfig {
@@ -263,7 +263,7 @@ async fn read_subscriber(
             .wait_time_seconds(if done { 0 } else { 1 })
             .send()
             .await
-            .map_err(|e| outbox_core::aws::error_line("ReceiveMessage", &e))?
+            .map_err(|e| outbox_runtime::aws::error_line("ReceiveMessage", &e))?
             .messages
             .unwrap_or_default();
         if received.is_empty() {
@@ -292,7 +292,7 @@ async fn read_subscriber(
             .set_entries(Some(entries))
             .send()
             .await
-            .map_err(|e| outbox_core::aws::error_line("DeleteMessageBatch", &e))?;
+            .map_err(|e| outbox_runtime::aws::error_line("DeleteMessageBatch", &e))?;
     }
 }
 
@@ -303,19 +303,19 @@ type Sample = (f64, usize, f64);
 /// Samples the pending index (every shard: count and oldest id) until
 /// `sampling` turns false.
 async fn sample_backlog(
-    store: outbox_core::store::DynamoStore,
+    store: outbox_runtime::store::DynamoStore,
     started: Instant,
     every: Duration,
     sampling: Arc<std::sync::atomic::AtomicBool>,
 ) -> Vec<Sample> {
-    use outbox_core::store::OutboxStore;
+    use outbox_runtime::store::OutboxStore;
     let mut samples = Vec::new();
     loop {
         // Read before the sample: the last sample follows the run's end.
         let last = !sampling.load(Ordering::SeqCst);
         let mut pending = 0;
         let mut oldest: Option<ulid::Ulid> = None;
-        for shard in 0..outbox_core::DEFAULT_OUTBOX_SHARDS {
+        for shard in 0..outbox_runtime::DEFAULT_OUTBOX_SHARDS {
             if let Ok(stats) = store
                 .shard_stats(shard, 10_000_000, &crate::far_deadline())
                 .await

@@ -5,11 +5,11 @@
 #![allow(dead_code)]
 
 use aws_sdk_eventbridge::config::{BehaviorVersion, Region};
-use outbox_core::publish::eventbridge::EventBridgeSink;
-use outbox_core::publish::{EntryOutcome, EventSink, SinkError};
-use outbox_core::retry::Deadline;
-use outbox_core::store::MemoryStore;
 use outbox_core::{EventEnvelope, OutboxItem};
+use outbox_runtime::publish::eventbridge::EventBridgeSink;
+use outbox_runtime::publish::{EntryOutcome, EventSink, SinkError};
+use outbox_runtime::retry::Deadline;
+use outbox_runtime::store::MemoryStore;
 use publisher::{Publisher, StreamEvent};
 
 /// A stream batch of `n` outbox inserts of `n` aggregates, as JSON, with
@@ -77,7 +77,7 @@ impl EventSink for InstantSink {
         &self,
         items: &[&OutboxItem],
         _max_sends: u32,
-        sends: &outbox_core::aws::SendCounter,
+        sends: &outbox_runtime::aws::SendCounter,
     ) -> Vec<EntryOutcome> {
         sends.record();
         // Build the real request entries (the CPU the real sink spends).

@@ -6,8 +6,8 @@ use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 use super::{
     classify, sdk_failure, EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError,
 };
-use crate::item::OutboxItem;
-use crate::size;
+use outbox_core::size;
+use outbox_core::OutboxItem;
 
 /// Entry error codes that mean the entry itself can never be accepted.
 const POISON_CODES: &[&str] = &[

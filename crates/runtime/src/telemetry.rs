@@ -106,8 +106,8 @@ mod tests {
 
     #[test]
     fn rust_log_wins_then_the_lambda_level_then_info() {
-        let f = log_filter(Some("warn,outbox_core=debug"), Some("ERROR"));
-        assert!(f.would_enable("outbox_core::store", &Level::DEBUG));
+        let f = log_filter(Some("warn,outbox_runtime=debug"), Some("ERROR"));
+        assert!(f.would_enable("outbox_runtime::store", &Level::DEBUG));
         assert!(!f.would_enable("publisher", &Level::INFO));
         let f = log_filter(None, Some("debug"));
         assert!(f.would_enable("publisher", &Level::DEBUG));

@@ -15,10 +15,10 @@ use super::{
     Marked, OutboxStore, Page, PendingItem, PendingQuery, ShardStats, StoreError,
 };
 use crate::config::RecordedSettings;
-use crate::envelope::now_utc_millis;
-use crate::item::OutboxItem;
-use crate::keys::{self, ItemKey};
 use crate::retry::Deadline;
+use outbox_core::keys::{self, ItemKey};
+use outbox_core::now_utc_millis;
+use outbox_core::OutboxItem;
 
 /// The writes a [`MemoryStore`] was asked for, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -609,13 +609,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::envelope::EventEnvelope;
-    use crate::size::EventLimits;
+    use outbox_core::size::EventLimits;
+    use outbox_core::EventEnvelope;
 
     fn item(aggregate: &str) -> OutboxItem {
         let env = EventEnvelope::new("E", "Order", aggregate, 1, json!({})).unwrap();
         OutboxItem::new(
-            &keys::order_pk(aggregate),
+            &format!("ORDER#{aggregate}"),
             &env,
             &EventLimits::eventbridge("src"),
             1,

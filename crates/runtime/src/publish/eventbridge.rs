@@ -5,9 +5,9 @@ use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use super::{
     classify, sdk_failure, EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError,
 };
-use crate::envelope::xray_trace_header;
-use crate::item::OutboxItem;
-use crate::size;
+use outbox_core::size;
+use outbox_core::xray_trace_header;
+use outbox_core::OutboxItem;
 
 /// Entry error codes that mean the entry itself can never be accepted.
 const POISON_CODES: &[&str] = &["MalformedDetail", "InvalidArgument", "ValidationException"];

@@ -79,12 +79,12 @@ use time::OffsetDateTime;
 
 use super::{EntryOutcome, EventSink, FailureKind, PublishFailure};
 use crate::config::Ordering;
-use crate::item::OutboxItem;
-use crate::keys::{self, ItemKey};
 use crate::retry::{Backoff, Deadline, RetryPolicy};
 use crate::store::{
     CollectionRead, DeadLetter, Guarded, Marked, OutboxStore, PendingItem, MAX_BATCH_WRITE,
 };
+use outbox_core::keys::{self, ItemKey};
+use outbox_core::OutboxItem;
 
 /// Extra time, past the work deadline, for the deletes and bookkeeping
 /// writes that must follow work already done.
@@ -1214,7 +1214,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
     async fn finish(&self, entries: &[Entry], run: &mut Run) -> RelayReport {
         self.delete_rest(run).await;
         let undeleted = std::mem::take(&mut run.undeleted);
-        let now = crate::envelope::now_utc_millis().unix_timestamp();
+        let now = outbox_core::now_utc_millis().unix_timestamp();
         for key in &undeleted {
             tracing::error!(key = %key, "published event's outbox item not deleted; the next scheduled sweep republishes it");
             let attempts = entries

@@ -19,10 +19,10 @@ use super::{
 };
 use crate::aws::{error_code, error_message};
 use crate::config::RecordedSettings;
-use crate::envelope::now_utc_millis;
-use crate::item::OutboxItem;
-use crate::keys::{self, attr, ItemKey};
 use crate::retry::{Deadline, RetryPolicy};
+use outbox_core::keys::{self, attr, ItemKey};
+use outbox_core::now_utc_millis;
+use outbox_core::OutboxItem;
 
 type Item = HashMap<String, AttributeValue>;
 

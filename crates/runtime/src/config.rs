@@ -2,26 +2,10 @@
 
 use std::time::Duration;
 
+use outbox_core::ConfigError;
+
 /// `OUTBOX_SHARDS` when it is not set.
 pub const DEFAULT_OUTBOX_SHARDS: u16 = 8;
-
-/// A configuration variable is missing or cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// A required variable is not set.
-    #[error("environment variable {0} is required but not set")]
-    Missing(&'static str),
-    /// A variable is set to something unusable.
-    #[error("environment variable {name}={value:?} is invalid: {reason}")]
-    Invalid {
-        /// The variable.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
 
 /// Where published events go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +69,7 @@ impl SinkSettings {
 }
 
 /// Every variable a function's settings come from: [`Config`]'s, the
-/// [`crate::keys::KeySchema`]'s, the stack's name and the log filter (and
+/// [`outbox_core::keys::KeySchema`]'s, the stack's name and the log filter (and
 /// the two Lambda sets from the templates' `LoggingConfig`). The publisher
 /// and the sweeper record those they are given ([`RecordedSettings`]); the
 /// templates set no other.
@@ -128,7 +112,7 @@ pub const VARIABLES: &[&str] = &[
 
 /// The settings a function of the stack runs with, as it records them in
 /// the table at cold start (one record per region and function,
-/// [`crate::keys::stack_settings_key`]), so that the operator's tool uses
+/// [`outbox_core::keys::stack_settings_key`]), so that the operator's tool uses
 /// the stack's own key schema, home region, sink and ordering without an
 /// exported variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,7 +176,7 @@ impl RecordedSettings {
 /// | `SWEEP_SCHEDULE` | `rate(5 minutes)` (the template's `SweepSchedule`) | sweeper: an aggregate held longer than its period is parked; a `cron(...)` schedule counts as one hour |
 /// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB; with SNS at most the topic's `MaximumMessageSize` (checked at cold start) | writer (size check), publisher, sweeper (batches) |
 /// | `ORDERING` | `strict` for an SNS FIFO topic, `relaxed` otherwise | publisher, sweeper |
-/// | `PARTITION_KEY`, `SORT_KEY`, `OUTBOX_PREFIX`, `PENDING_INDEX`, `PENDING_INDEX_PARTITION_KEY`, `PENDING_INDEX_SORT_KEY`, `DEAD_LETTER_INDEX`, `DEAD_LETTER_INDEX_PARTITION_KEY`, `DEAD_LETTER_INDEX_SORT_KEY`, `TTL_ATTRIBUTE` | `PK`, `SK`, `OUTBOX#`, `GSI1`, `GSI1PK`, `GSI1SK`, `GSI2`, `GSI2PK`, `GSI2SK`, `expiresAt` | all ([`crate::keys::KeySchema`]) |
+/// | `PARTITION_KEY`, `SORT_KEY`, `OUTBOX_PREFIX`, `PENDING_INDEX`, `PENDING_INDEX_PARTITION_KEY`, `PENDING_INDEX_SORT_KEY`, `DEAD_LETTER_INDEX`, `DEAD_LETTER_INDEX_PARTITION_KEY`, `DEAD_LETTER_INDEX_SORT_KEY`, `TTL_ATTRIBUTE` | `PK`, `SK`, `OUTBOX#`, `GSI1`, `GSI1PK`, `GSI1SK`, `GSI2`, `GSI2PK`, `GSI2SK`, `expiresAt` | all ([`outbox_core::keys::KeySchema`]) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// `TABLE_NAME`: the outbox table.
@@ -228,8 +212,8 @@ pub struct Config {
     pub ordering: Ordering,
     /// The table's key schema (`PARTITION_KEY`, `SORT_KEY`,
     /// `OUTBOX_PREFIX`, the two indexes, `TTL_ATTRIBUTE`:
-    /// [`crate::keys::KeySchema`]).
-    pub keys: crate::keys::KeySchema,
+    /// [`outbox_core::keys::KeySchema`]).
+    pub keys: outbox_core::keys::KeySchema,
 }
 
 /// Sink calls in flight at once unless `SEND_CONCURRENCY` says otherwise
@@ -327,7 +311,7 @@ impl Config {
             }
         };
         Ok(Self {
-            keys: crate::keys::KeySchema::from_lookup(&lookup)?,
+            keys: outbox_core::keys::KeySchema::from_lookup(&lookup)?,
             table_name,
             event_source,
             ordering,
@@ -371,24 +355,24 @@ impl Config {
                 &get,
                 "MAX_EVENT_BYTES",
                 match sink {
-                    SinkConfig::EventBridge { .. } => crate::size::DEFAULT_EVENTBRIDGE_BYTES,
-                    SinkConfig::Sns { .. } => crate::size::DEFAULT_SNS_BYTES,
+                    SinkConfig::EventBridge { .. } => outbox_core::size::DEFAULT_EVENTBRIDGE_BYTES,
+                    SinkConfig::Sns { .. } => outbox_core::size::DEFAULT_SNS_BYTES,
                 },
                 1_024,
-                crate::size::DEFAULT_EVENTBRIDGE_BYTES,
+                outbox_core::size::DEFAULT_EVENTBRIDGE_BYTES,
             )?,
             sink,
         })
     }
 
     /// What the configured sink accepts (the writer's size check).
-    pub fn event_limits(&self) -> crate::size::EventLimits {
+    pub fn event_limits(&self) -> outbox_core::size::EventLimits {
         match &self.sink {
-            SinkConfig::EventBridge { .. } => crate::size::EventLimits::EventBridge {
+            SinkConfig::EventBridge { .. } => outbox_core::size::EventLimits::EventBridge {
                 source: self.event_source.clone(),
                 max_bytes: self.max_event_bytes,
             },
-            SinkConfig::Sns { topic_arn } => crate::size::EventLimits::Sns {
+            SinkConfig::Sns { topic_arn } => outbox_core::size::EventLimits::Sns {
                 fifo: topic_arn.ends_with(".fifo"),
                 max_bytes: self.max_event_bytes,
             },
@@ -429,6 +413,19 @@ where
         ));
     }
     Ok(value)
+}
+
+/// The transaction settings of a function's configuration (the writer's).
+impl From<&Config> for outbox_core::transaction::OutboxSettings {
+    fn from(config: &Config) -> Self {
+        Self::new(
+            &config.table_name,
+            &config.event_source,
+            config.outbox_shards,
+        )
+        .with_limits(config.event_limits())
+        .with_keys(config.keys.clone())
+    }
 }
 
 #[cfg(test)]
@@ -476,7 +473,7 @@ mod tests {
         assert_eq!(sns.max_event_bytes, 256 * 1024);
         assert!(matches!(
             sns.event_limits(),
-            crate::size::EventLimits::Sns { fifo: true, max_bytes } if max_bytes == 256 * 1024
+            outbox_core::size::EventLimits::Sns { fifo: true, max_bytes } if max_bytes == 256 * 1024
         ));
         let set = config(&[("TABLE_NAME", "t"), ("MAX_EVENT_BYTES", "300000")]).unwrap();
         assert_eq!(set.event_limits().max_bytes(), 300_000);

@@ -30,7 +30,7 @@ use aws_smithy_types::{error::metadata::ProvideErrorMetadata, retry::ProvideErro
 
 #[cfg(feature = "sinks")]
 use crate::config::{Config, SinkConfig};
-use crate::item::OutboxItem;
+use outbox_core::OutboxItem;
 
 /// What kind of failure an entry met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +196,7 @@ pub async fn record_settings<T: crate::store::OutboxStore>(
         return;
     };
     let name = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| function.into());
-    let at = crate::envelope::now_utc_millis()
+    let at = outbox_core::now_utc_millis()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
     let settings = crate::RecordedSettings {

@@ -27,9 +27,9 @@ use serde::Serialize;
 use ulid::Ulid;
 
 use crate::config::RecordedSettings;
-use crate::item::OutboxItem;
-use crate::keys::ItemKey;
 use crate::retry::Deadline;
+use outbox_core::keys::ItemKey;
+use outbox_core::OutboxItem;
 
 pub use dynamo::{record_shard_count, DynamoStore};
 #[cfg(any(test, feature = "testing"))]
@@ -254,7 +254,7 @@ impl Claim {
     pub fn new(lease: std::time::Duration) -> Self {
         Self {
             token: Ulid::new().to_string(),
-            until: crate::envelope::now_utc_millis().unix_timestamp() + lease.as_secs() as i64,
+            until: outbox_core::now_utc_millis().unix_timestamp() + lease.as_secs() as i64,
         }
     }
 }
@@ -482,7 +482,7 @@ pub trait OutboxStore: Send + Sync {
     ) -> impl Future<Output = Result<Vec<PendingItem>, StoreError>> + Send;
 
     /// Records the settings a function runs with (one `UpdateItem` of its
-    /// region's record, [`crate::keys::stack_settings_key`]), for
+    /// region's record, [`outbox_core::keys::stack_settings_key`]), for
     /// [`OutboxStore::recorded_settings`].
     fn record_settings(
         &self,
@@ -518,7 +518,7 @@ pub trait OutboxStore: Send + Sync {
 
     /// Puts a dead letter back into the pending index, attempts reset, with
     /// its `eventId` unchanged, **due at once**: its pending sort key is
-    /// [`crate::keys::redriven_sk`], which the next scheduled sweep selects
+    /// [`outbox_core::keys::redriven_sk`], which the next scheduled sweep selects
     /// whatever the event's age. Conditional on it still being
     /// dead-lettered: of two concurrent redrives, one wins ([`Marked::Gone`]
     /// for the other).

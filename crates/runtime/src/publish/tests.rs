@@ -10,10 +10,10 @@ use time::OffsetDateTime;
 
 use super::relay::{Entry, Mode, Relay, RelayOutcome, RelayReport};
 use super::*;
-use crate::envelope::EventEnvelope;
-use crate::keys::ItemKey;
 use crate::retry::{Backoff, Deadline, Jitter, RetryPolicy};
 use crate::store::{MemoryStore, OutboxStore, MAX_BATCH_WRITE};
+use outbox_core::keys::ItemKey;
+use outbox_core::EventEnvelope;
 
 /// Fails entries by position in the overall stream of entries it has been
 /// given, and records every call.
@@ -149,7 +149,7 @@ fn items_of(n: usize, aggregates: usize) -> Vec<OutboxItem> {
             OutboxItem::new(
                 &format!("ORDER#{aggregate}"),
                 &env,
-                &crate::size::EventLimits::eventbridge("src"),
+                &outbox_core::size::EventLimits::eventbridge("src"),
                 8,
             )
             .unwrap()
@@ -279,7 +279,7 @@ fn event(aggregate: &str, v: u64) -> OutboxItem {
     OutboxItem::new(
         &format!("ORDER#{aggregate}"),
         &env,
-        &crate::size::EventLimits::eventbridge("src"),
+        &outbox_core::size::EventLimits::eventbridge("src"),
         8,
     )
     .unwrap()
@@ -654,7 +654,7 @@ async fn strict_ordering_holds_an_event_behind_an_older_one_still_in_the_table()
     let find = |key: &ItemKey| stored.iter().find(|i| i.key() == *key).unwrap().clone();
     assert_eq!(find(&a2.key()).held_behind.as_deref(), Some(a1.sk.as_str()));
     assert_eq!(find(&a3.key()).held_behind.as_deref(), Some(a2.sk.as_str()));
-    assert!(crate::keys::is_redriven_sk(
+    assert!(outbox_core::keys::is_redriven_sk(
         find(&a2.key()).pending_sk.as_deref().unwrap()
     ));
 }

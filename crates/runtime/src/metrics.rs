@@ -167,7 +167,7 @@ fn level_of(lambda_level: Option<&str>) -> &'static str {
 /// One EMF document: `metrics` (a number or an array of numbers each)
 /// under the dimensions `Stack` and `Function`.
 fn document(stack: &str, function: &str, metrics: &[(&str, Value, Unit)]) -> String {
-    let now = crate::now_utc_millis();
+    let now = outbox_core::now_utc_millis();
     let timestamp = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
     let definitions: Vec<Value> = metrics
         .iter()

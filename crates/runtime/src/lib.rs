@@ -1,0 +1,38 @@
+//! The functions' runtime: what the publisher, the sweeper and `outboxctl`
+//! share, and what the writer and the projector functions need to start.
+//! Not published: a service depends on `dynamodb-outbox` (the contract,
+//! `outbox_core`), never on this.
+//!
+//! # Layout
+//! - [`publish`]: the one publishing module (sink port, EventBridge and SNS
+//!   adapters behind the features `eventbridge` and `sns`, and
+//!   [`publish::relay`]: publishing and the handling of every outcome, for
+//!   the publisher, the sweeper and the operator's redrive alike).
+//! - [`store`]: the store port ([`store::OutboxStore`]) and its adapters:
+//!   DynamoDB, and in memory for tests (feature `testing`). Deletes, dead
+//!   letters, failure records, the pending and dead-letter indexes, the
+//!   shard high-water mark, the operator's redrives and discards.
+//! - `config.rs`: [`Config`] from the environment: the sink, the ordering,
+//!   the home-region rule (`HOME_REGION`, `HOME_REGION_RULE`), and
+//!   [`RecordedSettings`], the variables each function records at cold
+//!   start for `outboxctl`.
+//! - [`retry`]: the one backoff type, the deadline that bounds every call,
+//!   the retry policy for what the SDK cannot see (unprocessed items, failed
+//!   entries); the codes worth retrying are `outbox_core::codes`.
+//! - [`metrics`]: CloudWatch Embedded Metric Format lines.
+//! - [`aws`]: client construction (explicit retry and timeout settings, the
+//!   HTTP client) and the classification of SDK errors from their metadata.
+//! - [`telemetry`]: JSON logs for the binaries.
+
+pub mod aws;
+mod config;
+pub mod metrics;
+pub mod publish;
+pub mod retry;
+pub mod store;
+pub mod telemetry;
+
+pub use config::{
+    Config, Ordering, RecordedSettings, SinkConfig, SinkSettings, DEFAULT_OUTBOX_SHARDS,
+    DEFAULT_SEND_CONCURRENCY, VARIABLES,
+};

@@ -62,7 +62,7 @@ impl Function {
     }
 
     /// Whether the reusable stack defines it (else the example does).
-    pub fn in_reusable_stack(self) -> bool {
+    pub(crate) fn in_reusable_stack(self) -> bool {
         matches!(self, Self::Publisher | Self::Sweeper)
     }
 }

@@ -123,7 +123,9 @@ impl StreamCursor {
 
     /// Every record written since the last call, by shard, each shard in
     /// stream order.
-    pub async fn read_by_shard(&mut self) -> Result<Vec<(String, Vec<EventRecord>)>, StreamError> {
+    pub(crate) async fn read_by_shard(
+        &mut self,
+    ) -> Result<Vec<(String, Vec<EventRecord>)>, StreamError> {
         self.discover().await?;
         let mut out = Vec::new();
         let shards: Vec<String> = self.iterators.keys().cloned().collect();

@@ -315,7 +315,7 @@ impl Resolved {
     /// `AWS_LAMBDA_LOG_FORMAT` and, in the JSON format, `AWS_LAMBDA_LOG_LEVEL`
     /// (its `ApplicationLogLevel`), which the functions' logging and metric
     /// documents read.
-    pub fn function_environment(
+    pub(crate) fn function_environment(
         &self,
         function: &str,
     ) -> Result<BTreeMap<String, String>, TemplateError> {
@@ -380,7 +380,7 @@ impl Resolved {
 
     /// The parameters a nested application (`AWS::Serverless::Application`)
     /// passes to its template, evaluated; a `AWS::NoValue` one is absent.
-    pub fn application_parameters(
+    pub(crate) fn application_parameters(
         &self,
         application: &str,
     ) -> Result<BTreeMap<String, String>, TemplateError> {

@@ -148,7 +148,7 @@ pub struct DeadLetterFilter {
 
 impl DeadLetterFilter {
     /// Whether any criterion is set.
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.event_type.is_some() || self.aggregate_id.is_some() || self.since.is_some()
     }
 
@@ -196,7 +196,7 @@ impl<S: OutboxStore> Operations<S> {
 
     /// An aggregate held for longer than `period` (the stack's sweep
     /// period, `SWEEP_SCHEDULE`) counts as parked.
-    pub fn parked_after(mut self, period: std::time::Duration) -> Self {
+    pub(crate) fn parked_after(mut self, period: std::time::Duration) -> Self {
         self.parked_after = period;
         self
     }

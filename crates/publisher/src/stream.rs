@@ -37,7 +37,7 @@ pub struct StreamDecodeError(#[from] serde_json::Error);
 impl StreamEvent {
     /// The event of these records, as Lambda would send them (tests, and
     /// callers holding `aws_lambda_events` records).
-    pub fn from_records(records: &[EventRecord]) -> Result<Self, StreamDecodeError> {
+    pub(crate) fn from_records(records: &[EventRecord]) -> Result<Self, StreamDecodeError> {
         #[derive(serde::Serialize)]
         struct Records<'r> {
             #[serde(rename = "Records")]

@@ -4,8 +4,8 @@
 //! # Retries: one layer per kind of failure
 //! - A whole call (any SDK operation) is retried by the SDK itself:
 //!   standard mode (token bucket, exponential backoff with jitter),
-//!   [`SDK_MAX_ATTEMPTS`] attempts, each cut at [`ATTEMPT_TIMEOUT`], the
-//!   whole operation at [`OPERATION_TIMEOUT`]. Nothing of ours retries a
+//!   [`SDK_MAX_ATTEMPTS`] attempts, each cut at `ATTEMPT_TIMEOUT`, the
+//!   whole operation at `OPERATION_TIMEOUT`. Nothing of ours retries a
 //!   whole call on top of that.
 //! - What the SDK cannot see, because the call succeeded, is retried by
 //!   [`crate::retry::RetryPolicy`]: `BatchWriteItem`'s unprocessed items and
@@ -27,11 +27,11 @@ pub const SDK_MAX_ATTEMPTS: u32 = 3;
 /// Connecting to an AWS endpoint.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// One HTTP attempt: a call that hangs is abandoned and retried.
-pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// One operation, its retries included.
-pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(12);
+pub(crate) const OPERATION_TIMEOUT: Duration = Duration::from_secs(12);
 
-/// The HTTP client ([`http_client`]) and the retry and timeout settings
+/// The HTTP client (`http_client`) and the retry and timeout settings
 /// every client of ours uses, set explicitly rather than left to the SDK's
 /// defaults (which have no attempt or operation timeout: a hung call would
 /// hold an invocation until Lambda kills it).
@@ -65,7 +65,7 @@ pub async fn load() -> aws_config::SdkConfig {
 /// `ring`, or on `aws-lc-rs` with the `tls-aws-lc` feature (post-quantum
 /// hybrid key exchange preferred; about 1.2 MB more per function,
 /// docs/performance.md §4).
-pub fn http_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+pub(crate) fn http_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
     #[cfg(feature = "tls-aws-lc")]
     let mode = CryptoMode::AwsLc;
@@ -113,7 +113,8 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for SendCounter {
 
 /// The SDK's retry settings for one call that may send at most `sends`
 /// attempts (at least 1, at most [`SDK_MAX_ATTEMPTS`]).
-pub fn retry_for_sends(sends: u32) -> RetryConfig {
+#[cfg(any(feature = "eventbridge", feature = "sns"))]
+pub(crate) fn retry_for_sends(sends: u32) -> RetryConfig {
     RetryConfig::standard().with_max_attempts(sends.clamp(1, SDK_MAX_ATTEMPTS))
 }
 
@@ -163,7 +164,7 @@ where
 /// What a failed call says besides its code: the service's message, or
 /// for a call that never reached it (no credentials, an expired SSO
 /// session, a refused connection) the innermost cause.
-pub fn error_message<E>(error: &SdkError<E, HttpResponse>) -> Option<String>
+pub(crate) fn error_message<E>(error: &SdkError<E, HttpResponse>) -> Option<String>
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
@@ -187,7 +188,7 @@ where
 }
 
 /// A failed call as one readable line: `Operation: Code: message`, the
-/// code and message from the SDK's error metadata ([`error_message`]).
+/// code and message from the SDK's error metadata (`error_message`).
 pub fn error_line<E>(operation: &str, error: &SdkError<E, HttpResponse>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,

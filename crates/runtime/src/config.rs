@@ -366,7 +366,7 @@ impl Config {
     }
 
     /// What the configured sink accepts (the writer's size check).
-    pub fn event_limits(&self) -> outbox_core::size::EventLimits {
+    pub(crate) fn event_limits(&self) -> outbox_core::size::EventLimits {
         match &self.sink {
             SinkConfig::EventBridge { .. } => outbox_core::size::EventLimits::EventBridge {
                 source: self.event_source.clone(),

@@ -44,15 +44,15 @@ impl Unit {
 /// The environment variable that names the stack: set by the templates
 /// (`infra/outbox.yaml` and `template.yaml`, their `Globals`) to the prefix
 /// of the functions' names.
-pub const STACK_NAME_VAR: &str = "STACK_NAME";
+pub(crate) const STACK_NAME_VAR: &str = "STACK_NAME";
 
 /// The `Stack` dimension's value when `STACK_NAME` is unset or empty (a
 /// function deployed without the templates): its metrics are still
 /// emitted, under this name, where no alarm of a stack reads them.
-pub const UNNAMED_STACK: &str = "unnamed";
+pub(crate) const UNNAMED_STACK: &str = "unnamed";
 
 /// The `Stack` dimension's value: `STACK_NAME`, read once per process, or
-/// [`UNNAMED_STACK`] (with one warning) when it is unset or empty.
+/// `UNNAMED_STACK` (with one warning) when it is unset or empty.
 pub fn stack_name() -> &'static str {
     static NAME: OnceLock<String> = OnceLock::new();
     NAME.get_or_init(|| {
@@ -87,7 +87,7 @@ pub const COMMIT_TO_PUBLISH: &str = "CommitToPublishLatency";
 
 /// The most values one metric carries in one EMF document (CloudWatch's
 /// limit).
-pub const MAX_VALUES: usize = 100;
+pub(crate) const MAX_VALUES: usize = 100;
 
 /// A metric with many values in one period (one per event), from which
 /// CloudWatch computes percentiles.
@@ -101,7 +101,7 @@ pub struct Distribution<'a> {
     pub unit: Unit,
 }
 
-/// [`emf_line`], with `distribution`'s values: the first [`MAX_VALUES`] in
+/// [`emf_line`], with `distribution`'s values: the first `MAX_VALUES` in
 /// that document, the rest in more documents of that metric alone. No
 /// values, no metric (CloudWatch would read an empty array as an error).
 pub fn emf_lines(
@@ -113,7 +113,7 @@ pub fn emf_lines(
 }
 
 /// [`emf_lines`] for the stack named `stack`.
-pub fn emf_lines_of(
+pub(crate) fn emf_lines_of(
     stack: &str,
     function: &str,
     metrics: &[(&str, f64, Unit)],
@@ -145,7 +145,7 @@ pub fn emf_lines_of(
 }
 
 /// [`emf_line`] for the stack named `stack`.
-pub fn emf_line_of(stack: &str, function: &str, metrics: &[(&str, f64, Unit)]) -> String {
+pub(crate) fn emf_line_of(stack: &str, function: &str, metrics: &[(&str, f64, Unit)]) -> String {
     let metrics: Vec<(&str, Value, Unit)> = metrics
         .iter()
         .map(|(name, value, unit)| (*name, json!(value), *unit))

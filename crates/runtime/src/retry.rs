@@ -2,7 +2,7 @@
 //! call, and the one classification of error codes worth retrying.
 //!
 //! [`Backoff`] serves both the in-call retries of the publishing module
-//! ([`Backoff::IN_CALL`]: milliseconds, full jitter) and the sweeper's
+//! (`Backoff::IN_CALL`: milliseconds, full jitter) and the sweeper's
 //! persisted schedule ([`Backoff::PERSISTED`]: minutes to hours, equal
 //! jitter). [`Deadline::bound`] cuts any call that would outlive the
 //! invocation, so a hung request ends in a normal response, not a timeout.
@@ -56,7 +56,7 @@ impl Deadline {
 
     /// The deadline for the work that must follow work already done
     /// (deletes, bookkeeping): `grace` later, never past the hard limit.
-    pub fn finishing(&self, grace: Duration) -> Self {
+    pub(crate) fn finishing(&self, grace: Duration) -> Self {
         let at = self.at.max(Instant::now()) + grace;
         Self {
             at: self.hard.map_or(at, |hard| at.min(hard)),
@@ -113,7 +113,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// Retries inside one invocation: 50 ms doubling to 2 s, full jitter.
-    pub const IN_CALL: Self = Self {
+    pub(crate) const IN_CALL: Self = Self {
         base: Duration::from_millis(50),
         cap: Duration::from_secs(2),
         jitter: Jitter::Full,
@@ -138,7 +138,7 @@ impl Backoff {
     }
 
     /// The delay after failed attempt `attempt` (1-based), jittered.
-    pub fn delay(&self, attempt: u32) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
         let ceiling = self.ceiling(attempt);
         let floor = match self.jitter {
             Jitter::Full => Duration::ZERO,

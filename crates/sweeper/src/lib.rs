@@ -13,7 +13,7 @@
 //! # Layout
 //! - `lib.rs`: [`SweepSettings`], [`Sweeper`] (the dependencies: a sink and
 //!   a store, both ports of `outbox_core`) with [`Sweeper::sweep`] and
-//!   [`Sweeper::redrive`], and the Lambda [`handler`] with its [`Trigger`]
+//!   [`Sweeper::redrive`], and the Lambda [`handler`] with its `Trigger`
 //!   and [`Response`].
 //! - `on_failure.rs`: what an OnFailure message says ([`OnFailureMessage`]),
 //!   which items it points at ([`Window`]), and [`redrive_messages`].
@@ -69,7 +69,7 @@ const ORDER_CHECKS_AT_ONCE: usize = 25;
 const ORDER_CHECK_TIME: Duration = Duration::from_millis(500);
 
 /// Time kept, within the run, for the statistics after the work.
-pub const STATS_RESERVE: Duration = Duration::from_secs(3);
+pub(crate) const STATS_RESERVE: Duration = Duration::from_secs(3);
 
 /// The sweeper's settings, from [`Config`].
 #[derive(Debug, Clone)]
@@ -141,12 +141,12 @@ pub struct Sweeper<S, T> {
 
 /// The smallest ULID of a millisecond: every id created before `at` sorts
 /// below it.
-pub fn ulid_floor(at: OffsetDateTime) -> Ulid {
+pub(crate) fn ulid_floor(at: OffsetDateTime) -> Ulid {
     Ulid::from_parts(millis(at), 0)
 }
 
 /// The largest ULID of a millisecond.
-pub fn ulid_ceiling(at: OffsetDateTime) -> Ulid {
+pub(crate) fn ulid_ceiling(at: OffsetDateTime) -> Ulid {
     Ulid::from_parts(millis(at), u128::MAX)
 }
 
@@ -549,7 +549,7 @@ fn item_sk(item: &PendingItem) -> &str {
 /// What invoked the sweeper, told apart by the event's shape: an SQS event
 /// has `Records` of `aws:sqs`; anything else is the schedule.
 #[derive(Debug, Clone)]
-pub enum Trigger {
+pub(crate) enum Trigger {
     /// The schedule (any event that is not an SQS batch).
     Schedule,
     /// A batch of the OnFailure queue.
@@ -558,7 +558,7 @@ pub enum Trigger {
 
 impl Trigger {
     /// Tells the trigger from the event's shape.
-    pub fn from_value(event: serde_json::Value) -> Result<Self, Error> {
+    pub(crate) fn from_value(event: serde_json::Value) -> Result<Self, Error> {
         let is_sqs = event
             .get("Records")
             .and_then(|r| r.as_array())

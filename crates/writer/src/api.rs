@@ -179,7 +179,7 @@ impl ApiError {
     }
 
     /// The JSON response.
-    pub fn into_response(self) -> Response<Body> {
+    pub(crate) fn into_response(self) -> Response<Body> {
         let mut error = json!({"code": self.code.as_str(), "message": self.message});
         if let Some(field) = self.field {
             error["field"] = json!(field);

@@ -80,7 +80,7 @@ impl PublishFailure {
     }
 
     /// The same failure, for every entry of a call that failed as a whole.
-    pub fn of_whole_call(self) -> Self {
+    pub(crate) fn of_whole_call(self) -> Self {
         Self {
             whole_call: true,
             ..self

@@ -15,7 +15,7 @@
 //!   malformed or too large) is dead-lettered **before** anything after it
 //!   is sent, when it is known before the call.
 //! - Every call is bounded by the deadline; deletes and bookkeeping writes
-//!   may use [`FINISH_GRACE`] more (inside the margin the handlers keep).
+//!   may use `FINISH_GRACE` more (inside the margin the handlers keep).
 //! - Sink calls go out in waves of up to [`Relay::concurrency`] calls in
 //!   flight together, no aggregate in two calls of a wave; an entry that
 //!   must be settled alone or guarded first, or a second event of an
@@ -88,7 +88,7 @@ use outbox_core::OutboxItem;
 
 /// Extra time, past the work deadline, for the deletes and bookkeeping
 /// writes that must follow work already done.
-pub const FINISH_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const FINISH_GRACE: Duration = Duration::from_secs(2);
 
 /// How long a sweeper's claim on an event outlives the run's deadline (its
 /// deletes included): a claim whose run died lapses soon after.
@@ -194,7 +194,7 @@ pub enum RelayOutcome {
 
 impl RelayOutcome {
     /// Whether the entry needs no retry of the stream record.
-    pub fn is_handled(&self) -> bool {
+    pub(crate) fn is_handled(&self) -> bool {
         matches!(
             self,
             Self::Published | Self::DeadLettered | Self::Deferred | Self::Gone

@@ -39,7 +39,7 @@ pub use memory::{MemoryStore, WriteLog};
 pub const MAX_BATCH_WRITE: usize = 25;
 
 /// Most keys in one `BatchGetItem`.
-pub const MAX_BATCH_GET: usize = 100;
+pub(crate) const MAX_BATCH_GET: usize = 100;
 
 /// A store call failed (after the SDK's retries, or cut by the deadline).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -584,7 +584,7 @@ pub trait OutboxStore: Send + Sync {
 }
 
 /// Keeps stored error text short and printable.
-pub fn sanitize(text: &str) -> String {
+pub(crate) fn sanitize(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .take(512)

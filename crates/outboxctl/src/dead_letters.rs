@@ -1,8 +1,10 @@
 //! `outboxctl dead-letters list|show|redrive|discard`.
 
+use outbox_runtime::publish::relay::{Entry, Relay, RelayOutcome};
 use outbox_runtime::publish::EventSink;
-use outbox_runtime::retry::Deadline;
+use outbox_runtime::retry::{Deadline, RetryPolicy};
 use outbox_runtime::store::{Claim, DeadLetterRecord, DynamoStore, Marked, OutboxStore};
+use outbox_runtime::Ordering;
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -202,12 +204,12 @@ enum NowOutcome {
     Gone,
     Waits,
     PublishFailed(String),
-    NotDeleted(String),
+    NotDeleted,
 }
 
 impl NowOutcome {
     fn failed(&self) -> bool {
-        matches!(self, Self::PublishFailed(_) | Self::NotDeleted(_))
+        matches!(self, Self::PublishFailed(_) | Self::NotDeleted)
     }
 
     fn text(&self) -> String {
@@ -216,7 +218,7 @@ impl NowOutcome {
             Self::Gone => "skipped: no longer a dead letter, or being republished by another redrive --now".into(),
             Self::Waits => "redriven: waits behind an older event of its aggregate still in the table (the next scheduled sweep publishes it after that one)".into(),
             Self::PublishFailed(e) => format!("not published ({e}): it stays a dead letter"),
-            Self::NotDeleted(e) => format!("published, but its item was not deleted ({e}): it stays a dead letter; discard it, or a later redrive sends it again"),
+            Self::NotDeleted => "published, but its item was not deleted: it stays a dead letter; discard it, or a later redrive sends it again".into(),
         }
     }
 }
@@ -226,12 +228,13 @@ const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// `--now` for one dead letter: claimed (so that no other path publishes
 /// it meanwhile: a claimed dead letter is in no pending index, and another
-/// redrive or discard leaves it alone), published through the stack's sink,
-/// then deleted; on a failure the claim is given up and it stays a dead
-/// letter with the failure as its reason. An event whose aggregate has an
-/// older event still in the table (pending, held or dead-lettered) is not
-/// published now: it is redriven and waits for that one, so an aggregate's
-/// events still go out oldest first.
+/// redrive or discard leaves it alone), then published through the relay
+/// the publisher and the sweeper use ([`Relay::run_claimed`]), which deletes
+/// it once published and otherwise keeps it a dead letter with the failure
+/// as its reason. An event whose aggregate has an older event still in the
+/// table (pending, held or dead-lettered) is not published now: it is
+/// redriven and waits for that one, so an aggregate's events still go out
+/// oldest first.
 async fn publish_now<S: EventSink>(
     ops: &Operations<DynamoStore>,
     sink: &S,
@@ -266,34 +269,29 @@ async fn publish_now<S: EventSink>(
             Marked::Gone => NowOutcome::Gone,
         });
     }
-    let sends = outbox_runtime::aws::SendCounter::default();
-    let outcome = sink
-        .publish_batch(&[&item], outbox_runtime::aws::SDK_MAX_ATTEMPTS, &sends)
-        .await
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| {
-            Err(outbox_runtime::publish::PublishFailure::new(
-                outbox_runtime::publish::FailureKind::Transient,
-                "NoOutcome",
-                "the sink returned no outcome",
-            ))
-        });
-    match outcome {
-        Ok(()) => match store.delete_claimed(&key, &claim, &deadline).await {
-            Ok(Marked::Updated) => Ok(NowOutcome::Published),
-            Ok(Marked::Gone) => Ok(NowOutcome::NotDeleted("the claim had lapsed".into())),
-            Err(e) => Ok(NowOutcome::NotDeleted(e.to_string())),
-        },
-        Err(failure) => {
-            let reason = format!("redrive --now: {failure}");
+    let relay = Relay {
+        sink,
+        store,
+        retry: &RetryPolicy::default(),
+        ordering: Ordering::Relaxed,
+        concurrency: 1,
+    };
+    let report = relay
+        .run_claimed(&[Entry::Item(item)], &claim, &deadline)
+        .await;
+    Ok(match report.outcomes.first() {
+        Some(RelayOutcome::Published) if report.delete_failed > 0 => NowOutcome::NotDeleted,
+        Some(RelayOutcome::Published) => NowOutcome::Published,
+        Some(RelayOutcome::Failed(failure)) => NowOutcome::PublishFailed(failure.to_string()),
+        other => {
+            // Not sent (the deadline): given back as it was.
             store
-                .release_claim(&key, &claim, Some(&reason), &deadline)
+                .release_claim(&key, &claim, None, &deadline)
                 .await
                 .map_err(fail)?;
-            Ok(NowOutcome::PublishFailed(failure.to_string()))
+            NowOutcome::PublishFailed(format!("not sent ({other:?})"))
         }
-    }
+    })
 }
 
 pub(crate) async fn discard(

@@ -71,6 +71,17 @@
 //! left pending behind one, the event is handed to the scheduled sweep
 //! (`!<ulid>` pending key). Each event is claimed before it is sent, so no
 //! two sweeper runs publish one event.
+//!
+//! # [`Mode::Operator`] (`outboxctl dead-letters redrive --now`)
+//! The entries are dead letters the operator has claimed
+//! ([`Relay::run_claimed`]): nothing else claims them, and the operator has
+//! checked that no older event of their aggregate is in the table (strict
+//! order whatever `ORDERING` says; the relay's own guard does not run). A
+//! published one is deleted as in the other modes; one not published (a
+//! failure after retries, a refusal, an entry too large) **stays a dead
+//! letter**: its claim is released with the failure as its reason, and it is
+//! [`RelayOutcome::Failed`]. A published one whose delete fails also stays a
+//! dead letter (a later redrive sends it again).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -81,7 +92,7 @@ use super::{EntryOutcome, EventSink, FailureKind, PublishFailure};
 use crate::config::Ordering;
 use crate::retry::{Backoff, Deadline, RetryPolicy};
 use crate::store::{
-    CollectionRead, DeadLetter, Guarded, Marked, OutboxStore, PendingItem, MAX_BATCH_WRITE,
+    Claim, CollectionRead, DeadLetter, Guarded, Marked, OutboxStore, PendingItem, MAX_BATCH_WRITE,
 };
 use outbox_core::keys::{self, ItemKey};
 use outbox_core::OutboxItem;
@@ -168,6 +179,9 @@ pub enum Mode {
         /// The persisted backoff between attempts.
         backoff: Backoff,
     },
+    /// The operator's republishing of claimed dead letters
+    /// ([`Relay::run_claimed`]): a failure keeps the dead letter.
+    Operator,
 }
 
 /// What became of one entry.
@@ -297,7 +311,7 @@ struct Run {
     /// (partition key) of the run, from its newest event down.
     reads: HashMap<String, CollectionRead>,
     /// Sweep mode: the claim this run publishes under.
-    claim: Option<crate::store::Claim>,
+    claim: Option<Claim>,
     /// Entries another sweeper run had claimed (left to it).
     claimed_elsewhere: HashSet<usize>,
     /// Entries held by the guard in this run, with the sort key each is
@@ -387,8 +401,10 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         held: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> RelayReport {
-        let (mut report, mut run) = self.run_once(entries, mode, held, deadline).await;
-        if self.ordering != Ordering::Strict || matches!(mode, Mode::Stream) {
+        let (mut report, mut run) = self
+            .run_once(entries, mode, sweep_claim(mode, deadline), held, deadline)
+            .await;
+        if self.ordering != Ordering::Strict || !matches!(mode, Mode::Sweep { .. }) {
             return report;
         }
         let mut seen: HashSet<ItemKey> = entries
@@ -405,10 +421,35 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             if found.is_empty() || !deadline.allows(self.retry.backoff.base) {
                 break;
             }
-            let (round, next) = self.run_once(&found, mode, held, deadline).await;
+            let (round, next) = self
+                .run_once(&found, mode, sweep_claim(mode, deadline), held, deadline)
+                .await;
             report.add_round(round);
             run = next;
         }
+        report
+    }
+
+    /// Relays dead letters the operator has claimed under `claim`
+    /// ([`Mode::Operator`]): each published one is deleted, each other one
+    /// stays a dead letter with the failure as its reason, its claim
+    /// released.
+    pub async fn run_claimed(
+        &self,
+        entries: &[Entry],
+        claim: &Claim,
+        deadline: &Deadline,
+    ) -> RelayReport {
+        let mut held = HashSet::new();
+        let (report, _) = self
+            .run_once(
+                entries,
+                Mode::Operator,
+                Some(claim.clone()),
+                &mut held,
+                deadline,
+            )
+            .await;
         report
     }
 
@@ -416,6 +457,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         &self,
         entries: &[Entry],
         mode: Mode,
+        claim: Option<Claim>,
         held: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> (RelayReport, Run) {
@@ -428,14 +470,14 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             undeleted: Vec::new(),
             store_errors: 0,
             batch_end: 0,
-            strict: self.ordering == Ordering::Strict,
+            // The operator checks the older events itself (a dead letter
+            // is held by no guard).
+            strict: self.ordering == Ordering::Strict && !matches!(mode, Mode::Operator),
             cleared: HashSet::new(),
             held_at: HashMap::new(),
             held_entries: Vec::new(),
             collection_reads: 0,
-            claim: matches!(mode, Mode::Sweep { .. }).then(|| {
-                crate::store::Claim::new(deadline.remaining() + FINISH_GRACE + CLAIM_MARGIN)
-            }),
+            claim,
             claimed_elsewhere: HashSet::new(),
             reads: HashMap::new(),
             latencies: Vec::new(),
@@ -810,6 +852,10 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
                     self.sink.entry_size(item),
                     self.sink.max_bytes()
                 );
+                if matches!(run.mode, Mode::Operator) {
+                    let failure = PublishFailure::new(FailureKind::Poison, "EntryTooLarge", reason);
+                    return Some(self.keep_dead_letter(&item.key(), failure, run).await);
+                }
                 let attempts = sweep.then(|| item.attempts.saturating_add(1));
                 Some(
                     self.dead_letter(
@@ -996,13 +1042,15 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         }
         let mut stop = false;
         for (index, item, failure) in failures {
-            run.outcomes[index] = if failure.kind == FailureKind::Poison {
+            run.outcomes[index] = if matches!(run.mode, Mode::Operator) {
+                self.keep_dead_letter(&item.key(), failure, run).await
+            } else if failure.kind == FailureKind::Poison {
                 self.sink_poison(item, &failure, run, held).await
             } else {
                 tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
                 held.insert(item.aggregate_id.clone());
                 match run.mode {
-                    Mode::Stream => {
+                    Mode::Stream | Mode::Operator => {
                         stop = true;
                         RelayOutcome::Failed(failure)
                     }
@@ -1041,11 +1089,11 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         Vec<(Vec<EntryOutcome>, u64)>,
     ) {
         let wave = match &run.claim {
-            Some(claim) => {
+            Some(claim) if run.sweep() => {
                 let claim = claim.clone();
                 self.claim_wave(entries, wave, &claim, run, held).await
             }
-            None => wave.to_vec(),
+            _ => wave.to_vec(),
         };
         let batches: Vec<(Vec<usize>, Vec<&OutboxItem>)> = wave
             .into_iter()
@@ -1076,7 +1124,7 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         &self,
         entries: &[Entry],
         wave: &[Vec<usize>],
-        claim: &crate::store::Claim,
+        claim: &Claim,
         run: &mut Run,
         held: &mut HashSet<String>,
     ) -> Vec<Vec<usize>> {
@@ -1216,6 +1264,19 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
         let undeleted = std::mem::take(&mut run.undeleted);
         let now = outbox_core::now_utc_millis().unix_timestamp();
         for key in &undeleted {
+            if let (Mode::Operator, Some(claim)) = (run.mode, &run.claim) {
+                tracing::error!(key = %key, "republished dead letter not deleted; it stays a dead letter");
+                let reason = "published by redrive --now, but its item was not deleted: a later redrive sends it again";
+                if let Err(e) = self
+                    .store
+                    .release_claim(key, claim, Some(reason), &run.finish)
+                    .await
+                {
+                    tracing::error!(key = %key, error = %e, "could not release the claim (it lapses)");
+                    run.store_errors += 1;
+                }
+                continue;
+            }
             tracing::error!(key = %key, "published event's outbox item not deleted; the next scheduled sweep republishes it");
             let attempts = entries
                 .iter()
@@ -1276,6 +1337,30 @@ impl<S: EventSink, T: OutboxStore> Relay<'_, S, T> {
             return false;
         }
         true
+    }
+
+    /// Operator mode: an event not published stays a dead letter: its claim
+    /// is released with the failure as its reason. A release that fails is a
+    /// store error (the claim lapses).
+    async fn keep_dead_letter(
+        &self,
+        key: &ItemKey,
+        failure: PublishFailure,
+        run: &mut Run,
+    ) -> RelayOutcome {
+        tracing::warn!(key = %key, code = %failure.code, kind = ?failure.kind, "dead letter not republished; it stays a dead letter");
+        if let Some(claim) = &run.claim {
+            let reason = format!("redrive --now: {failure}");
+            if let Err(e) = self
+                .store
+                .release_claim(key, claim, Some(&reason), &run.finish)
+                .await
+            {
+                tracing::error!(key = %key, error = %e, "could not release the claim (it lapses)");
+                run.store_errors += 1;
+            }
+        }
+        RelayOutcome::Failed(failure)
     }
 
     async fn dead_letter(
@@ -1376,6 +1461,13 @@ const READ_AHEAD_AT_ONCE: usize = 25;
 /// nearest older outbox item of its aggregate.
 const OWN_READ_LIMIT: i32 = 2;
 
+/// The claim a sweep run publishes under (none in the other modes): it
+/// outlives the run's deadline, its deletes included, by [`CLAIM_MARGIN`].
+fn sweep_claim(mode: Mode, deadline: &Deadline) -> Option<Claim> {
+    matches!(mode, Mode::Sweep { .. })
+        .then(|| Claim::new(deadline.remaining() + FINISH_GRACE + CLAIM_MARGIN))
+}
+
 /// Now, in milliseconds since the epoch.
 fn epoch_millis() -> u64 {
     std::time::SystemTime::now()
@@ -1387,7 +1479,7 @@ fn epoch_millis() -> u64 {
 /// Whether `item` is due (sweep mode: its `nextAttemptAt` has passed).
 fn due(item: &OutboxItem, mode: Mode) -> bool {
     match mode {
-        Mode::Stream => true,
+        Mode::Stream | Mode::Operator => true,
         Mode::Sweep { now, .. } => item
             .next_attempt_at
             .is_none_or(|at| at <= now.unix_timestamp()),

@@ -147,7 +147,7 @@ pub async fn drain_queue(sdk: &SdkConfig, queue_url: &str) -> Vec<serde_json::Va
         for m in messages {
             let value = message_value(&m);
             bodies.push(value);
-            devkit::delete_message(&sqs, queue_url, &m)
+            outbox_runtime::queue::delete_message(&sqs, queue_url, &m)
                 .await
                 .expect("delete message");
         }
@@ -396,10 +396,10 @@ pub async fn sqs_event(
     queue_url: &str,
 ) -> aws_lambda_events::event::sqs::SqsEvent {
     let sqs = aws_sdk_sqs::Client::new(sdk);
-    let messages = devkit::receive_batch(&sqs, queue_url, 0)
+    let messages = outbox_runtime::queue::receive_batch(&sqs, queue_url, 0)
         .await
         .expect("receive");
-    devkit::batch_event(&messages)
+    outbox_runtime::queue::batch_event(&messages)
 }
 
 /// A Lambda context whose deadline is `after` from now.

@@ -362,7 +362,9 @@ async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), Str
                     }
                 );
             }
-            devkit::delete_message(&sqs, queue_url, &m).await?;
+            outbox_runtime::queue::delete_message(&sqs, queue_url, &m)
+                .await
+                .map_err(|e| e.to_string())?;
         }
     }
     println!("received={total} distinct={}", distinct.len());

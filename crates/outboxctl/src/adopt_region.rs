@@ -5,7 +5,32 @@
 use outbox_runtime::retry::Deadline;
 use outbox_runtime::store::{AdoptOutcome, AdoptedFrom, Adoption, DynamoStore, OutboxStore};
 
+use aws_config::SdkConfig;
+
+use crate::context::{JsonArg, TableArg};
+use crate::error::Error;
 use crate::stack::Stack;
+
+/// `outboxctl adopt-region`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AdoptRegionArgs {
+    #[command(flatten)]
+    table: TableArg,
+    /// The lost region.
+    #[arg(long)]
+    from: String,
+    /// Only list what would move.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+/// Runs `adopt-region` on the table's stack.
+pub(crate) async fn run(sdk: &SdkConfig, args: AdoptRegionArgs) -> Result<(), Error> {
+    let stack = args.table.stack(sdk).await?;
+    adopt(&stack, &args.from, args.dry_run, args.json.json).await
+}
 
 /// What a run did, per item and in total.
 #[derive(Debug, serde::Serialize)]
@@ -30,31 +55,24 @@ struct Audit<'a> {
     adoption: &'a Adoption,
 }
 
-pub(crate) async fn run(
-    stack: &Stack,
-    from: &str,
-    dry_run: bool,
-    json: bool,
-) -> Result<(), String> {
+async fn adopt(stack: &Stack, from: &str, dry_run: bool, json: bool) -> Result<(), Error> {
     if let Err(outbox_core::ConfigError::Invalid { reason, .. }) =
         outbox_core::keys::check_region("--from", from)
     {
-        return Err(format!("--from {from:?}: {reason}"));
+        return Err(Error::Usage(format!("--from {from:?}: {reason}")));
     }
     let schema = stack.keys().clone();
     // The region it runs in: the stack's HOME_REGION, else the SDK's.
     let to = match schema.home_region.clone() {
         Some(region) => region,
-        None => stack
-            .sdk()
-            .region()
-            .map(|r| r.to_string())
-            .ok_or("no region: set --region, AWS_REGION or HOME_REGION")?,
+        None => stack.sdk().region().map(|r| r.to_string()).ok_or_else(|| {
+            Error::Usage("no region: set --region, AWS_REGION or HOME_REGION".into())
+        })?,
     };
     if to == from {
-        return Err(format!(
+        return Err(Error::Usage(format!(
             "adopt-region runs in the region that takes the items over; this is {from} itself"
-        ));
+        )));
     }
     let store = DynamoStore::new(
         aws_sdk_dynamodb::Client::new(stack.sdk()),
@@ -65,8 +83,7 @@ pub(crate) async fn run(
     let deadline = Deadline::after(std::time::Duration::from_secs(900));
     let shards = store
         .recorded_shards(&deadline)
-        .await
-        .map_err(|e| e.to_string())?
+        .await?
         .max(store.configured_shards());
     let mut summary = Summary {
         from,
@@ -81,7 +98,10 @@ pub(crate) async fn run(
         let adoptions = store
             .adopt(Some(from), shard, true, dry_run, &deadline)
             .await
-            .map_err(|e| format!("shard {shard}: {e}"))?;
+            .map_err(|source| Error::StoreWhile {
+                doing: format!("shard {shard}"),
+                source,
+            })?;
         for adoption in &adoptions {
             match adoption.outcome {
                 AdoptOutcome::Adopted => summary.adopted += 1,
@@ -95,10 +115,7 @@ pub(crate) async fn run(
                     to: &to,
                     adoption,
                 };
-                println!(
-                    "{}",
-                    serde_json::to_string(&line).map_err(|e| e.to_string())?
-                );
+                println!("{}", serde_json::to_string(&line)?);
             } else {
                 let index = match adoption.index {
                     AdoptedFrom::Pending => "pending",
@@ -119,10 +136,7 @@ pub(crate) async fn run(
         }
     }
     if json {
-        println!(
-            "{}",
-            serde_json::to_string(&summary).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string(&summary)?);
     } else {
         println!(
             "{}: {} adopted, {} would be, {} gone meanwhile, over {} shards ({from} -> {to}); pending ones are published by this region's next scheduled sweep, dead letters stay for `outboxctl dead-letters`",

@@ -1,5 +1,7 @@
 //! `outboxctl dead-letters list|show|redrive|discard`.
 
+use aws_config::SdkConfig;
+use clap::{Args, Subcommand};
 use outbox_runtime::publish::relay::{Entry, Relay, RelayOutcome};
 use outbox_runtime::publish::EventSink;
 use outbox_runtime::retry::{Deadline, RetryPolicy};
@@ -9,10 +11,152 @@ use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::cli::{sweeper_for, SinkArgs};
+use crate::context::{rfc3339, sweeper_for, JsonArg, SinkArgs, TableArg};
+use crate::error::Error;
 use crate::output::{print_json, table, Progress};
 use crate::stack::Stack;
 use crate::{envelope_of, DeadLetterFilter, Operations};
+
+/// `outboxctl dead-letters …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum DeadLetters {
+    /// List dead letters, oldest first.
+    List {
+        #[command(flatten)]
+        table: TableArg,
+        #[command(flatten)]
+        filter: FilterArgs,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Show one dead letter with its key and envelope.
+    Show {
+        #[command(flatten)]
+        table: TableArg,
+        /// The event id.
+        event_id: String,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Put dead letters back into the pending index (attempts reset, same
+    /// eventId), due at once: the next scheduled sweep publishes them,
+    /// whatever their age; `--now` publishes them immediately.
+    Redrive {
+        #[command(flatten)]
+        table: TableArg,
+        /// The event ids (or `--all`, or filters).
+        event_ids: Vec<String>,
+        /// Every dead letter (that the filters keep).
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Say what would be redriven; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Publish them at once, through the stack's sink (`--bus` or
+        /// `--topic`).
+        #[arg(long)]
+        now: bool,
+        #[command(flatten)]
+        sink: SinkArgs,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Delete dead letters for good (an audit line per event on stderr).
+    Discard {
+        #[command(flatten)]
+        table: TableArg,
+        /// The event ids.
+        #[arg(required = true)]
+        event_ids: Vec<String>,
+        /// Confirm: the events are deleted for good.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        json: JsonArg,
+    },
+}
+
+/// Which dead letters.
+#[derive(Debug, Args)]
+pub(crate) struct FilterArgs {
+    /// Only this event type.
+    #[arg(long = "type")]
+    event_type: Option<String>,
+    /// Only this aggregate.
+    #[arg(long)]
+    aggregate: Option<String>,
+    /// Dead-lettered at or after (RFC 3339).
+    #[arg(long, value_parser = rfc3339)]
+    since: Option<OffsetDateTime>,
+}
+
+impl FilterArgs {
+    fn filter(&self) -> DeadLetterFilter {
+        DeadLetterFilter {
+            event_type: self.event_type.clone(),
+            aggregate_id: self.aggregate.clone(),
+            since: self.since,
+        }
+    }
+}
+
+/// Runs a `dead-letters` command; `profile` names the caller in the audit
+/// trail of a discard.
+pub(crate) async fn run(
+    sdk: &SdkConfig,
+    profile: Option<String>,
+    command: DeadLetters,
+) -> Result<(), Error> {
+    match command {
+        DeadLetters::List {
+            table,
+            filter,
+            json,
+        } => list(&table.stack(sdk).await?, &filter.filter(), json.json).await,
+        DeadLetters::Show {
+            table,
+            event_id,
+            json,
+        } => show(&table.stack(sdk).await?, &event_id, json.json).await,
+        DeadLetters::Redrive {
+            table,
+            event_ids,
+            all,
+            filter,
+            dry_run,
+            now,
+            sink,
+            json,
+        } => {
+            let selection = Selection::of(event_ids, all, filter.filter())?;
+            let now = match (now, sink.given()) {
+                (true, _) => Some(sink),
+                (false, true) => {
+                    return Err(Error::Usage(
+                        "--bus, --topic, --source and --force go with --now".into(),
+                    ))
+                }
+                (false, false) => None,
+            };
+            redrive(&table.stack(sdk).await?, selection, dry_run, now, json.json).await
+        }
+        DeadLetters::Discard {
+            table,
+            event_ids,
+            yes,
+            json,
+        } => {
+            if !yes {
+                return Err(Error::Usage(
+                    "discard deletes events for good: add --yes".into(),
+                ));
+            }
+            discard(&table.stack(sdk).await?, &event_ids, profile, json.json).await
+        }
+    }
+}
 
 /// The dead letters a redrive names: ids, or `--all` / filters.
 pub(crate) enum Selection {
@@ -21,32 +165,30 @@ pub(crate) enum Selection {
 }
 
 impl Selection {
-    pub(crate) fn of(
-        ids: Vec<String>,
-        all: bool,
-        filter: DeadLetterFilter,
-    ) -> Result<Self, String> {
+    pub(crate) fn of(ids: Vec<String>, all: bool, filter: DeadLetterFilter) -> Result<Self, Error> {
         match (ids.is_empty(), all || filter.is_set()) {
-            (false, true) => Err("give event ids, or --all / filters, not both".into()),
+            (false, true) => Err(Error::Usage(
+                "give event ids, or --all / filters, not both".into(),
+            )),
             (false, false) => Ok(Self::Ids(ids)),
             (true, true) => Ok(Self::Filtered(filter)),
-            (true, false) => Err(
+            (true, false) => Err(Error::Usage(
                 "name the dead letters: EVENT_ID..., --all, or --type/--aggregate/--since".into(),
-            ),
+            )),
         }
     }
 
-    async fn rows(&self, ops: &Operations<DynamoStore>) -> Result<Vec<DeadLetterRecord>, String> {
+    async fn rows(&self, ops: &Operations<DynamoStore>) -> Result<Vec<DeadLetterRecord>, Error> {
         match self {
             Self::Ids(ids) => {
                 let mut rows = Vec::new();
                 // Every id is checked before anything changes.
                 for id in ids {
-                    rows.push(ops.find(id).await.map_err(|e| e.to_string())?);
+                    rows.push(ops.find(id).await?);
                 }
                 Ok(rows)
             }
-            Self::Filtered(filter) => ops.dead_letters(filter).await.map_err(|e| e.to_string()),
+            Self::Filtered(filter) => Ok(ops.dead_letters(filter).await?),
         }
     }
 }
@@ -80,12 +222,8 @@ pub(crate) async fn list(
     stack: &Stack,
     filter: &DeadLetterFilter,
     json: bool,
-) -> Result<(), String> {
-    let rows = stack
-        .operations()
-        .dead_letters(filter)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<(), Error> {
+    let rows = stack.operations().dead_letters(filter).await?;
     if json {
         return print_json(&rows);
     }
@@ -93,12 +231,8 @@ pub(crate) async fn list(
     Ok(())
 }
 
-pub(crate) async fn show(stack: &Stack, event_id: &str, json: bool) -> Result<(), String> {
-    let row = stack
-        .operations()
-        .find(event_id)
-        .await
-        .map_err(|e| e.to_string())?;
+pub(crate) async fn show(stack: &Stack, event_id: &str, json: bool) -> Result<(), Error> {
+    let row = stack.operations().find(event_id).await?;
     let envelope = envelope_of(&row);
     if json {
         return print_json(&json!({
@@ -126,7 +260,7 @@ pub(crate) async fn redrive(
     dry_run: bool,
     now: Option<SinkArgs>,
     json: bool,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let ops = stack.operations();
     // The sink is settled before anything changes: a refused sink leaves
     // every dead letter as it was.
@@ -153,7 +287,7 @@ pub(crate) async fn redrive(
                 }
                 outcome.text()
             }
-            (None, false) => match ops.redrive(row).await.map_err(|e| e.to_string())? {
+            (None, false) => match ops.redrive(row).await? {
                 Marked::Updated => "redriven".to_owned(),
                 Marked::Gone => {
                     "skipped: no longer a dead letter, or being republished by another redrive --now"
@@ -191,9 +325,9 @@ pub(crate) async fn redrive(
         }
     }
     if failed > 0 {
-        return Err(format!(
+        return Err(Error::Incomplete(format!(
             "{failed} of the selected dead letters were not published; each stays a dead letter with the failure as its reason (see above)"
-        ));
+        )));
     }
     Ok(())
 }
@@ -239,32 +373,21 @@ async fn publish_now<S: EventSink>(
     ops: &Operations<DynamoStore>,
     sink: &S,
     row: &DeadLetterRecord,
-) -> Result<NowOutcome, String> {
+) -> Result<NowOutcome, Error> {
     let store = ops.store();
     let deadline = Deadline::after(std::time::Duration::from_secs(60));
     let claim = Claim::new(CLAIM_LEASE);
-    let fail = |e: outbox_runtime::store::StoreError| e.to_string();
-    let Some(item) = store
-        .claim_dead_letter(row, &claim, &deadline)
-        .await
-        .map_err(fail)?
-    else {
+    let Some(item) = store.claim_dead_letter(row, &claim, &deadline).await? else {
         return Ok(NowOutcome::Gone);
     };
     let key = row.key.clone();
     // Any older event of its aggregate still in the table (pending, held or
     // dead-lettered) goes first: strict order, whatever the setting.
     // One read from its own key: itself and the nearest older item.
-    let below = store
-        .collection_below(&key, 2, &deadline)
-        .await
-        .map_err(fail)?;
+    let below = store.collection_below(&key, 2, &deadline).await?;
     if below.about(&key.sk).is_none_or(|g| g.older.is_some()) {
-        store
-            .release_claim(&key, &claim, None, &deadline)
-            .await
-            .map_err(fail)?;
-        return Ok(match ops.redrive(row).await.map_err(|e| e.to_string())? {
+        store.release_claim(&key, &claim, None, &deadline).await?;
+        return Ok(match ops.redrive(row).await? {
             Marked::Updated => NowOutcome::Waits,
             Marked::Gone => NowOutcome::Gone,
         });
@@ -285,10 +408,7 @@ async fn publish_now<S: EventSink>(
         Some(RelayOutcome::Failed(failure)) => NowOutcome::PublishFailed(failure.to_string()),
         other => {
             // Not sent (the deadline): given back as it was.
-            store
-                .release_claim(&key, &claim, None, &deadline)
-                .await
-                .map_err(fail)?;
+            store.release_claim(&key, &claim, None, &deadline).await?;
             NowOutcome::PublishFailed(format!("not sent ({other:?})"))
         }
     })
@@ -299,7 +419,7 @@ pub(crate) async fn discard(
     ids: &[String],
     profile: Option<String>,
     json: bool,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let ops = stack.operations();
     let rows = Selection::Ids(ids.to_vec()).rows(&ops).await?;
     let who = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
@@ -311,17 +431,16 @@ pub(crate) async fn discard(
         .get_caller_identity()
         .send()
         .await
-        .map_err(|e| {
-            format!(
-                "cannot name the AWS caller for the audit trail, so nothing was discarded: {}",
-                outbox_runtime::aws::error_line("GetCallerIdentity", &e)
-            )
+        .map_err(|e| Error::AwsWhile {
+            doing: "cannot name the AWS caller for the audit trail, so nothing was discarded"
+                .into(),
+            source: outbox_runtime::aws::CallError::of("GetCallerIdentity", &e),
         })?
         .arn
         .unwrap_or_default();
     let mut report = Vec::new();
     for row in &rows {
-        let outcome = match ops.discard(row).await.map_err(|e| e.to_string())? {
+        let outcome = match ops.discard(row).await? {
             Marked::Updated => "discarded",
             Marked::Gone => "skipped: no longer a dead letter",
         };

@@ -20,7 +20,10 @@ use outbox_runtime::publish::{AnySink, EventSink};
 use outbox_runtime::Config;
 use serde::Serialize;
 
+use crate::context::{JsonArg, TableArg};
+use crate::error::Error;
 use crate::output::{print_json, table};
+use crate::stack::Stack;
 
 /// AWS's advice: at most two readers (mappings) per stream shard; a third
 /// is throttled.
@@ -499,13 +502,49 @@ async fn check_sink(sdk: &SdkConfig, table: &str, sink: &SinkToCheck) -> Option<
 
 /// `outboxctl doctor`: prints the findings; an error when one is a problem
 /// (exit code 1).
-pub(crate) async fn run(
+/// `outboxctl doctor`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DoctorArgs {
+    #[command(flatten)]
+    table: TableArg,
+    /// The event bus the functions publish to (EventBridge sink).
+    #[arg(long, conflicts_with = "topic")]
+    bus: Option<String>,
+    /// The topic ARN the functions publish to (SNS sink).
+    #[arg(long)]
+    topic: Option<String>,
+    /// The stack's MAX_EVENT_BYTES, which the sink must accept (by
+    /// default the sink's: 1 MiB for EventBridge, 256 KiB for SNS).
+    #[arg(long)]
+    max_event_bytes: Option<usize>,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+/// Runs the checks and prints the findings; an error when one is a problem.
+pub(crate) async fn run(sdk: &SdkConfig, args: DoctorArgs) -> Result<(), Error> {
+    let sink = SinkToCheck {
+        bus: args.bus,
+        topic: args.topic,
+        max_event_bytes: args.max_event_bytes,
+    };
+    let TableArg { table, settings } = &args.table;
+    // The table's recorded key schema when it can be read; else (no such
+    // table, say) the environment's, and the doctor reports what it finds.
+    let keys = match Stack::load(sdk, table, settings).await {
+        Ok(stack) => stack.keys().clone(),
+        Err(_) => KeySchema::from_lookup(|k| std::env::var(k).ok())?,
+    };
+    report(sdk, &keys, table, &sink, args.json.json).await
+}
+
+async fn report(
     sdk: &SdkConfig,
     schema: &KeySchema,
     table_name: &str,
     sink: &SinkToCheck,
     json: bool,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let findings = diagnose(sdk, schema, table_name, sink).await;
     if json {
         print_json(&findings)?;
@@ -532,7 +571,9 @@ pub(crate) async fn run(
         .count();
     match problems {
         0 => Ok(()),
-        n => Err(format!("{n} problem(s) found on {table_name}")),
+        n => Err(Error::Incomplete(format!(
+            "{n} problem(s) found on {table_name}"
+        ))),
     }
 }
 

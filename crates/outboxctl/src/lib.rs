@@ -11,22 +11,31 @@
 //! ```
 //!
 //! `outboxctl help COMMAND` says what each takes. The local AWS kit (the
-//! local stack, the mapping emulators) is the `devkit` crate's.
+//! local stack, the mapping emulators) is the `devkit` crate's; `outboxctl`
+//! depends on nothing of it.
 //!
 //! The stack's key schema, home region, sink and ordering are the ones its
 //! publisher and sweeper recorded in the table for this region at cold
 //! start (`--setting NAME=VALUE` overrides one); nothing is exported.
 //!
 //! # Layout
-//! - `cli.rs`: the arguments ([`Cli`], clap's derive; doc comments are the
-//!   help text), the AWS configuration they name, and [`run`].
+//! - `cli.rs`: the command line ([`Cli`], clap's derive; doc comments are
+//!   the help text) and [`run`], which hands each command its own
+//!   arguments (each command module defines them).
+//! - `context.rs`: below the commands: the AWS options and SDK
+//!   configuration, the table and its stack, the sink a republish goes to
+//!   (`SinkArgs`), the stack's sweeper in this process, `--json`.
+//! - `error.rs`: [`Error`], by kind (`thiserror`); AWS failures keep their
+//!   operation, error code and message.
 //! - `stack.rs`: the stack a command works on: its table and the settings
 //!   recorded there (DescribeTable for the key names, one Query of the
 //!   records), and the outbox items under other key shapes.
 //! - `operations.rs`: [`Operations`], status and dead letters through the
 //!   store port (`outbox_runtime::store::OutboxStore`).
-//! - `status.rs`, `dead_letters.rs`, `redrive_on_failure.rs`, `replay.rs`:
-//!   one command group each.
+//! - `status.rs` (`status`, `release`), `dead_letters.rs`,
+//!   `redrive_on_failure.rs`, `replay.rs`, `adopt_region.rs` (global
+//!   tables: a lost region's items handed over): one command group each,
+//!   with its arguments.
 //! - `doctor.rs`: [`diagnose`], the table, stream, mapping and sink checks
 //!   of `outboxctl doctor`, each a function of what AWS answered.
 //! - `output.rs`: JSON, tables (comfy-table) and progress (indicatif, on a
@@ -34,8 +43,10 @@
 
 mod adopt_region;
 mod cli;
+mod context;
 mod dead_letters;
 mod doctor;
+mod error;
 mod operations;
 mod output;
 mod redrive_on_failure;
@@ -45,6 +56,7 @@ mod status;
 
 pub use cli::{run, Cli};
 pub use doctor::{diagnose, Finding, Severity, SinkToCheck};
+pub use error::Error;
 pub use operations::{
     envelope_of, DeadLetterFilter, Operations, OpsError, ParkedAggregate, Released, ShardStatus,
     Status, READ_LIMIT,

@@ -15,8 +15,8 @@ async fn main() -> ExitCode {
         .init();
     match outboxctl::run(outboxctl::Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("outboxctl: {message}");
+        Err(error) => {
+            eprintln!("outboxctl: {error}");
             ExitCode::FAILURE
         }
     }

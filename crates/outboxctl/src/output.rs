@@ -9,11 +9,8 @@ use comfy_table::{CellAlignment, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Prints `value` as pretty JSON on stdout.
-pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
-    );
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), crate::error::Error> {
+    println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 

@@ -4,19 +4,37 @@
 use outbox_runtime::retry::Deadline;
 use serde_json::json;
 
-use crate::cli::{sweeper_for, SinkArgs};
+use aws_config::SdkConfig;
+
+use crate::context::{sweeper_for, JsonArg, SinkArgs, TableArg};
+use crate::error::Error;
 use crate::output::{print_json, Progress};
 use crate::stack::Stack;
 
 /// How long one receive waits for a message (SQS allows up to 20).
 const LONG_POLL_SECONDS: i32 = 5;
 
-pub(crate) async fn run(
-    stack: &Stack,
-    queue: &str,
-    sink: &SinkArgs,
-    json: bool,
-) -> Result<(), String> {
+/// `outboxctl redrive-on-failure`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RedriveOnFailureArgs {
+    /// The OnFailure queue's URL.
+    #[arg(long)]
+    queue: String,
+    #[command(flatten)]
+    table: TableArg,
+    #[command(flatten)]
+    sink: SinkArgs,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+/// Handles the queue until it is empty, for the table's stack.
+pub(crate) async fn run(sdk: &SdkConfig, args: RedriveOnFailureArgs) -> Result<(), Error> {
+    let stack = args.table.stack(sdk).await?;
+    redrive(&stack, &args.queue, &args.sink, args.json.json).await
+}
+
+async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Result<(), Error> {
     let sdk = stack.sdk();
     let ops = stack.operations();
     let settings = sink.sink(stack)?;
@@ -55,11 +73,11 @@ pub(crate) async fn run(
     let progress = Progress::new(json, None, "OnFailure messages");
     loop {
         // A long poll: a short one may answer empty while messages remain.
-        let messages = devkit::receive_batch(&sqs, queue, LONG_POLL_SECONDS).await?;
+        let messages = outbox_runtime::queue::receive_batch(&sqs, queue, LONG_POLL_SECONDS).await?;
         if messages.is_empty() {
             // Empty only when no message is visible any more (the ones kept
             // are in flight until the visibility timeout).
-            let (visible, _) = devkit::queue_depth(&sqs, queue).await?;
+            let (visible, _) = outbox_runtime::queue::queue_depth(&sqs, queue).await?;
             if visible == 0 {
                 break;
             }
@@ -78,7 +96,7 @@ pub(crate) async fn run(
                 .iter()
                 .filter_map(|m| m.message_id().map(str::to_owned)),
         );
-        let event = devkit::batch_event(&messages);
+        let event = outbox_runtime::queue::batch_event(&messages);
         let deadline = Deadline::after(std::time::Duration::from_secs(300));
         let (response, run) = sweeper::redrive_messages(&sweeper, &event, &deadline).await;
         republished += run.republished;
@@ -87,7 +105,8 @@ pub(crate) async fn run(
             .into_iter()
             .map(|f| f.item_identifier)
             .collect();
-        let (deleted, reported) = devkit::settle_batch(&sqs, queue, &messages, &failed).await?;
+        let (deleted, reported) =
+            outbox_runtime::queue::settle_batch(&sqs, queue, &messages, &failed).await?;
         handled += deleted;
         kept += reported;
         progress.say(format!("{handled} OnFailure messages handled"));
@@ -109,9 +128,9 @@ pub(crate) async fn run(
             ),
             None => String::new(),
         };
-        return Err(format!(
+        return Err(Error::Incomplete(format!(
             "{kept} OnFailure messages were kept (a window not settled, or not an OnFailure message): see the sweeper's log lines above, then run again.{why}"
-        ));
+        )));
     }
     Ok(())
 }

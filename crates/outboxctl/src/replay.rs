@@ -3,31 +3,49 @@
 
 use aws_config::SdkConfig;
 use aws_sdk_eventbridge::types::{ReplayDestination, ReplayState};
-use outbox_runtime::aws::error_line;
+use outbox_runtime::aws::CallError;
 use serde_json::json;
 use time::OffsetDateTime;
 
+use crate::context::{rfc3339, JsonArg};
+use crate::error::Error;
 use crate::output::{print_json, Progress};
 
-/// What to replay.
-pub(crate) struct Replay {
-    pub(crate) bus: String,
-    pub(crate) archive: String,
-    pub(crate) from: OffsetDateTime,
-    pub(crate) to: OffsetDateTime,
-    pub(crate) rule: Option<String>,
+/// `outboxctl replay`: what to replay.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// The event bus.
+    #[arg(long)]
+    bus: String,
+    /// The archive.
+    #[arg(long)]
+    archive: String,
+    /// Events from (RFC 3339).
+    #[arg(long, value_parser = rfc3339)]
+    from: OffsetDateTime,
+    /// Events to (RFC 3339).
+    #[arg(long, value_parser = rfc3339)]
+    to: OffsetDateTime,
+    /// Only to this rule.
+    #[arg(long)]
+    rule: Option<String>,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
-pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(), String> {
-    let Replay {
+/// Starts the replay and follows it to its end.
+pub(crate) async fn run(sdk: &SdkConfig, args: ReplayArgs) -> Result<(), Error> {
+    let ReplayArgs {
         bus,
         archive,
         from,
         to,
         rule,
-    } = replay;
+        json,
+    } = args;
+    let json = json.json;
     if from >= to {
-        return Err("--from must be before --to".into());
+        return Err(Error::Usage("--from must be before --to".into()));
     }
     let events = aws_sdk_eventbridge::Client::new(sdk);
     let bus_arn = events
@@ -35,17 +53,17 @@ pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(
         .name(&bus)
         .send()
         .await
-        .map_err(|e| error_line("DescribeEventBus", &e))?
+        .map_err(|e| CallError::of("DescribeEventBus", &e))?
         .arn
-        .ok_or("the bus has no ARN")?;
+        .ok_or_else(|| Error::Refused("the bus has no ARN".into()))?;
     let archive_arn = events
         .describe_archive()
         .archive_name(&archive)
         .send()
         .await
-        .map_err(|e| error_line("DescribeArchive", &e))?
+        .map_err(|e| CallError::of("DescribeArchive", &e))?
         .archive_arn
-        .ok_or("the archive has no ARN")?;
+        .ok_or_else(|| Error::Refused("the archive has no ARN".into()))?;
     let mut destination = ReplayDestination::builder().arn(&bus_arn);
     if let Some(rule) = &rule {
         let rule_arn = events
@@ -54,9 +72,9 @@ pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(
             .event_bus_name(&bus)
             .send()
             .await
-            .map_err(|e| error_line("DescribeRule", &e))?
+            .map_err(|e| CallError::of("DescribeRule", &e))?
             .arn
-            .ok_or("the rule has no ARN")?;
+            .ok_or_else(|| Error::Refused("the rule has no ARN".into()))?;
         destination = destination.filter_arns(rule_arn);
     }
     let name = format!("outboxctl-{}", ulid::Ulid::new());
@@ -67,7 +85,11 @@ pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(
         .event_source_arn(&archive_arn)
         .event_start_time(smithy(from))
         .event_end_time(smithy(to))
-        .destination(destination.build().map_err(|e| e.to_string())?)
+        .destination(
+            destination
+                .build()
+                .map_err(|e| Error::Usage(e.to_string()))?,
+        )
         .send()
         .await;
     match started {
@@ -76,7 +98,7 @@ pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(
         // this call's own, started by an attempt whose answer was lost
         // (the SDK retried it). Follow it.
         Err(e) if outbox_runtime::aws::error_code(&e) == "ResourceAlreadyExistsException" => {}
-        Err(e) => return Err(error_line("StartReplay", &e)),
+        Err(e) => return Err(CallError::of("StartReplay", &e).into()),
     }
     let started = std::time::Instant::now();
     let progress = Progress::new(json, None, "replay");
@@ -86,7 +108,7 @@ pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(
             .replay_name(&name)
             .send()
             .await
-            .map_err(|e| error_line("DescribeReplay", &e))?;
+            .map_err(|e| CallError::of("DescribeReplay", &e))?;
         let state = replay.state.clone();
         let state_name = state.as_ref().map_or("?", |s| s.as_str()).to_owned();
         let last = replay
@@ -108,10 +130,10 @@ pub(crate) async fn run(sdk: &SdkConfig, replay: Replay, json: bool) -> Result<(
                 return Ok(());
             }
             Some(ReplayState::Failed | ReplayState::Cancelled) => {
-                return Err(format!(
+                return Err(Error::Incomplete(format!(
                     "replay {name} ended {state_name}: {}",
                     replay.state_reason.unwrap_or_default()
-                ));
+                )));
             }
             _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
         }

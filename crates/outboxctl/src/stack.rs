@@ -9,12 +9,14 @@
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::KeyType;
 use outbox_core::KeySchema;
+use outbox_runtime::aws::CallError;
 use outbox_runtime::retry::Deadline;
 use outbox_runtime::store::{DynamoStore, OutboxStore};
 use outbox_runtime::{Config, RecordedSettings};
 use serde::Serialize;
 use time::OffsetDateTime;
 
+use crate::error::Error;
 use crate::Operations;
 
 /// Where the settings came from.
@@ -80,18 +82,16 @@ impl Stack {
         sdk: &SdkConfig,
         table: &str,
         overrides: &[(String, String)],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Error> {
         let client = aws_sdk_dynamodb::Client::new(sdk);
         let described = client
             .describe_table()
             .table_name(table)
             .send()
             .await
-            .map_err(|e| {
-                format!(
-                    "cannot read the table {table}: {}",
-                    outbox_runtime::aws::error_line("DescribeTable", &e)
-                )
+            .map_err(|e| Error::AwsWhile {
+                doing: format!("cannot read the table {table}"),
+                source: CallError::of("DescribeTable", &e),
             })?;
         let mut probe = KeySchema::default();
         for key in described
@@ -108,10 +108,14 @@ impl Stack {
         let store =
             DynamoStore::new(client, table, outbox_runtime::DEFAULT_OUTBOX_SHARDS).with_keys(probe);
         let deadline = Deadline::after(std::time::Duration::from_secs(30));
-        let records = store
-            .recorded_settings(&deadline)
-            .await
-            .map_err(|e| format!("cannot read the stack's recorded settings: {e}"))?;
+        let records =
+            store
+                .recorded_settings(&deadline)
+                .await
+                .map_err(|source| Error::StoreWhile {
+                    doing: "cannot read the stack's recorded settings".into(),
+                    source,
+                })?;
         let region = sdk.region().map(|r| r.to_string());
         let mut overrides = overrides.to_vec();
         overrides.push(("TABLE_NAME".into(), table.to_owned()));
@@ -123,7 +127,10 @@ impl Stack {
             Some(record) => (
                 record
                     .config(&overrides)
-                    .map_err(|e| format!("the recorded settings ({}): {e}", record.by))?,
+                    .map_err(|source| Error::Settings {
+                        doing: format!("the recorded settings ({})", record.by),
+                        source,
+                    })?,
                 Origin::Recorded {
                     region: record.region.clone(),
                     by: record.by.clone(),
@@ -133,11 +140,11 @@ impl Stack {
                 let mut regions: Vec<&str> = records.iter().map(|r| r.region.as_str()).collect();
                 regions.sort_unstable();
                 regions.dedup();
-                return Err(format!(
+                return Err(Error::Refused(format!(
                     "{table} holds the settings of the stack in {} but none in {}: run in the stack's region (--region R)",
                     regions.join(", "),
                     region.as_deref().unwrap_or("no region (set --region)")
-                ));
+                )));
             }
             None => {
                 eprintln!(
@@ -150,8 +157,7 @@ impl Stack {
                         .find(|(k, _)| k == name)
                         .map(|(_, v)| v.clone())
                         .or_else(|| std::env::var(name).ok())
-                })
-                .map_err(|e| e.to_string())?;
+                })?;
                 (config, Origin::Environment)
             }
         };
@@ -218,7 +224,7 @@ impl Stack {
     /// other region recorded in the table (and of the SDK's region when
     /// the settings are not recorded). Bounded reads of the two indexes
     /// per shape.
-    pub(crate) async fn other_keys(&self, now: OffsetDateTime) -> Result<Vec<OtherKeys>, String> {
+    pub(crate) async fn other_keys(&self, now: OffsetDateTime) -> Result<Vec<OtherKeys>, Error> {
         let mine = self.keys().home_region.clone();
         let mut shapes: Vec<Option<String>> = vec![None];
         shapes.extend(self.records.iter().map(|r| Some(r.region.clone())));
@@ -231,10 +237,7 @@ impl Stack {
         let mut found = Vec::new();
         for shape in shapes {
             let keys = self.keys().clone().with_home_region(shape.clone());
-            let status = Operations::new(self.store_with(keys))
-                .status(now)
-                .await
-                .map_err(|e| e.to_string())?;
+            let status = Operations::new(self.store_with(keys)).status(now).await?;
             if status.pending + status.dead_letters > 0 {
                 found.push(OtherKeys {
                     home_region: shape,

@@ -1,8 +1,12 @@
 //! `outboxctl status`.
 
+use aws_config::SdkConfig;
+use clap::Args;
 use serde::Serialize;
 use time::OffsetDateTime;
 
+use crate::context::{JsonArg, TableArg};
+use crate::error::Error;
 use crate::output::{print_json, table};
 use crate::stack::{Origin, OtherKeys, Stack};
 use crate::Status;
@@ -18,13 +22,42 @@ struct Report<'a> {
     other_keys: &'a [OtherKeys],
 }
 
-pub(crate) async fn run(stack: &Stack, json: bool) -> Result<(), String> {
+/// `outboxctl status`.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    pub(crate) table: TableArg,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+/// `outboxctl release`.
+#[derive(Debug, Args)]
+pub(crate) struct ReleaseArgs {
+    #[command(flatten)]
+    table: TableArg,
+    /// The aggregate id.
+    aggregate_id: String,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
+pub(crate) async fn status(sdk: &SdkConfig, args: StatusArgs) -> Result<(), Error> {
+    run(&args.table.stack(sdk).await?, args.json.json).await
+}
+
+pub(crate) async fn release_cmd(sdk: &SdkConfig, args: ReleaseArgs) -> Result<(), Error> {
+    release(
+        &args.table.stack(sdk).await?,
+        &args.aggregate_id,
+        args.json.json,
+    )
+    .await
+}
+
+async fn run(stack: &Stack, json: bool) -> Result<(), Error> {
     let now = OffsetDateTime::now_utc();
-    let status = stack
-        .operations()
-        .status(now)
-        .await
-        .map_err(|e| e.to_string())?;
+    let status = stack.operations().status(now).await?;
     let other_keys = stack.other_keys(now).await?;
     if json {
         return print_json(&Report {
@@ -128,13 +161,9 @@ pub(crate) async fn run(stack: &Stack, json: bool) -> Result<(), String> {
 
 /// `outboxctl release AGGREGATE`: an audit line per event on stderr, the
 /// outcomes on stdout.
-pub(crate) async fn release(stack: &Stack, aggregate_id: &str, json: bool) -> Result<(), String> {
+async fn release(stack: &Stack, aggregate_id: &str, json: bool) -> Result<(), Error> {
     let now = OffsetDateTime::now_utc();
-    let released = stack
-        .operations()
-        .release(aggregate_id, now)
-        .await
-        .map_err(|e| e.to_string())?;
+    let released = stack.operations().release(aggregate_id, now).await?;
     for r in &released {
         eprintln!(
             "{}",

@@ -187,17 +187,41 @@ where
         .filter(|m| !m.is_empty())
 }
 
+/// A failed AWS call outside the store port, typed: the operation, the
+/// service's error code (or the kind of transport failure, [`error_code`])
+/// and its message. It reads as [`error_line`] does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{operation}: {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+pub struct CallError {
+    /// The API operation (`ReceiveMessage`).
+    pub operation: String,
+    /// The service's error code, or the transport failure's kind.
+    pub code: String,
+    /// The service's message, or the innermost cause of a failure to send.
+    pub message: Option<String>,
+}
+
+impl CallError {
+    /// The failure of `operation`, from the SDK's error metadata.
+    pub fn of<E>(operation: &str, error: &SdkError<E, HttpResponse>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        Self {
+            operation: operation.to_owned(),
+            code: error_code(error),
+            message: error_message(error),
+        }
+    }
+}
+
 /// A failed call as one readable line: `Operation: Code: message`, the
 /// code and message from the SDK's error metadata (`error_message`).
 pub fn error_line<E>(operation: &str, error: &SdkError<E, HttpResponse>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let code = error_code(error);
-    match error_message(error) {
-        Some(message) => format!("{operation}: {code}: {message}"),
-        None => format!("{operation}: {code}"),
-    }
+    CallError::of(operation, error).to_string()
 }
 
 #[cfg(test)]

@@ -19,6 +19,9 @@
 //! - [`retry`]: the one backoff type, the deadline that bounds every call,
 //!   the retry policy for what the SDK cannot see (unprocessed items, failed
 //!   entries); the codes worth retrying are `outbox_core::codes`.
+//! - `queue` (feature `sqs`): SQS batches as Lambda's SQS mapping handles
+//!   them (receive, hand over, delete what was not reported), for
+//!   `outboxctl redrive-on-failure` and the local kit.
 //! - [`metrics`]: CloudWatch Embedded Metric Format lines.
 //! - [`aws`]: client construction (explicit retry and timeout settings, the
 //!   HTTP client) and the classification of SDK errors from their metadata.
@@ -28,6 +31,8 @@ pub mod aws;
 mod config;
 pub mod metrics;
 pub mod publish;
+#[cfg(feature = "sqs")]
+pub mod queue;
 pub mod retry;
 pub mod store;
 pub mod telemetry;

@@ -145,13 +145,13 @@ async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) ->
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let mut handled = 0;
     for _ in 0..20 {
-        let Ok(messages) = devkit::receive_batch(&sqs, queue_url, 0).await else {
+        let Ok(messages) = outbox_runtime::queue::receive_batch(&sqs, queue_url, 0).await else {
             break;
         };
         if messages.is_empty() {
             break;
         }
-        let event = devkit::batch_event(&messages);
+        let event = outbox_runtime::queue::batch_event(&messages);
         let payload = serde_json::to_vec(&event).unwrap_or_default();
         let failed: HashSet<String> = match sweeper.call(&payload).await {
             Ok(body) => serde_json::from_slice::<Value>(&body)
@@ -180,7 +180,7 @@ async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) ->
                 }
                 continue;
             }
-            if devkit::delete_message(&sqs, queue_url, m)
+            if outbox_runtime::queue::delete_message(&sqs, queue_url, m)
                 .await
                 .unwrap_or(false)
             {

@@ -1,0 +1,112 @@
+//! SQS batches as Lambda's SQS event source mapping handles them: receive
+//! a batch, hand it over as an `SqsEvent`, delete what was not reported
+//! (`outboxctl redrive-on-failure` against a real queue, and `devkit`'s
+//! local mapping emulator, whose receive loop is `devkit::drain_queue`).
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+
+use crate::aws::CallError;
+
+/// Most messages in one batch (one `ReceiveMessage`).
+pub const MAX_BATCH: i32 = 10;
+
+/// Receives up to [`MAX_BATCH`] messages, waiting up to `wait_seconds`
+/// (0: a short poll, which may answer empty while messages remain; up to
+/// 20: a long poll); they stay in the queue, invisible for its visibility
+/// timeout, until deleted.
+pub async fn receive_batch(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    wait_seconds: i32,
+) -> Result<Vec<aws_sdk_sqs::types::Message>, CallError> {
+    sqs.receive_message()
+        .queue_url(queue_url)
+        .max_number_of_messages(MAX_BATCH)
+        .wait_time_seconds(wait_seconds)
+        .send()
+        .await
+        .map(|out| out.messages.unwrap_or_default())
+        .map_err(|e| CallError::of("ReceiveMessage", &e))
+}
+
+/// The event Lambda's SQS mapping would pass for `messages`.
+pub fn batch_event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    for m in messages {
+        let mut message = SqsMessage::default();
+        message.message_id = m.message_id.clone();
+        message.receipt_handle = m.receipt_handle.clone();
+        message.body = m.body.clone();
+        message.event_source = Some("aws:sqs".into());
+        event.records.push(message);
+    }
+    event
+}
+
+/// What Lambda's SQS mapping does after the function answered: deletes
+/// every message not reported in `failed` (those come back after the
+/// visibility timeout). Returns (deleted, kept).
+pub async fn settle_batch(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    messages: &[aws_sdk_sqs::types::Message],
+    failed: &std::collections::HashSet<String>,
+) -> Result<(usize, usize), CallError> {
+    let (mut deleted, mut kept) = (0, 0);
+    for m in messages {
+        if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
+            kept += 1;
+            continue;
+        }
+        if delete_message(sqs, queue_url, m).await? {
+            deleted += 1;
+        }
+    }
+    Ok((deleted, kept))
+}
+
+/// Deletes a received message; `false` when it has no receipt handle.
+pub async fn delete_message(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    message: &aws_sdk_sqs::types::Message,
+) -> Result<bool, CallError> {
+    let Some(handle) = message.receipt_handle() else {
+        return Ok(false);
+    };
+    sqs.delete_message()
+        .queue_url(queue_url)
+        .receipt_handle(handle)
+        .send()
+        .await
+        .map_err(|e| CallError::of("DeleteMessage", &e))?;
+    Ok(true)
+}
+
+/// The queue's visible and in-flight message counts (approximate, as SQS
+/// counts them).
+pub async fn queue_depth(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+) -> Result<(u64, u64), CallError> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = sqs
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(|e| CallError::of("GetQueueAttributes", &e))?;
+    let attributes = out.attributes.unwrap_or_default();
+    let count = |name: A| {
+        attributes
+            .get(&name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok((
+        count(A::ApproximateNumberOfMessages),
+        count(A::ApproximateNumberOfMessagesNotVisible),
+    ))
+}

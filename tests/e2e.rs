@@ -346,11 +346,13 @@ impl<S: EventSink> devkit::Invoker for Crashing<S> {
     async fn invoke(
         &self,
         event: aws_lambda_events::event::dynamodb::Event,
-    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
+    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, devkit::InvokeError> {
         let before = self.crashed.load(Ordering::SeqCst);
         let response = self.inner.invoke(event).await;
         if self.crashed.load(Ordering::SeqCst) > before {
-            return Err("Runtime.ExitError: the process died after publishing".into());
+            return Err(devkit::InvokeError::Failed(
+                "Runtime.ExitError: the process died after publishing".into(),
+            ));
         }
         response
     }

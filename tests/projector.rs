@@ -329,7 +329,7 @@ async fn the_sqs_mapping_emulator_retries_reported_messages_then_dead_letters_th
             let p = &p;
             async move {
                 let (response, _) = project_batch(p, &event, &far_deadline()).await;
-                Ok(failed_ids(&response).into_iter().collect::<HashSet<_>>())
+                Ok::<_, String>(failed_ids(&response).into_iter().collect::<HashSet<_>>())
             }
         },
     )

@@ -391,7 +391,7 @@ impl devkit::Invoker for &Timed<'_> {
     async fn invoke(
         &self,
         event: aws_lambda_events::event::dynamodb::Event,
-    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
+    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, devkit::InvokeError> {
         let started = std::time::Instant::now();
         let answer = devkit::Invoker::invoke(&self.function, event).await;
         self.spent

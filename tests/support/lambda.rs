@@ -456,12 +456,13 @@ impl devkit::Invoker for &LambdaFunction {
     async fn invoke(
         &self,
         event: aws_lambda_events::event::dynamodb::Event,
-    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
-        let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, devkit::InvokeError> {
+        let payload =
+            serde_json::to_vec(&event).map_err(|e| devkit::InvokeError::Invalid(e.to_string()))?;
         let body = LambdaFunction::invoke(self, &payload)
             .await
             .map_err(|e| e.to_string())?;
-        serde_json::from_slice(&body).map_err(|e| format!("invalid response: {e}"))
+        devkit::stream_response(&body)
     }
 }
 
@@ -481,11 +482,13 @@ pub async fn drain_queue_through(
             let answer = function.invoke(&payload).await.map_err(|e| e.to_string())?;
             let response: aws_lambda_events::event::sqs::SqsBatchResponse =
                 serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
-            Ok(response
-                .batch_item_failures
-                .into_iter()
-                .map(|f| f.item_identifier)
-                .collect::<std::collections::HashSet<String>>())
+            Ok::<_, String>(
+                response
+                    .batch_item_failures
+                    .into_iter()
+                    .map(|f| f.item_identifier)
+                    .collect::<std::collections::HashSet<String>>(),
+            )
         },
     )
     .await

@@ -371,7 +371,7 @@ impl<S: EventSink, T: OutboxStore> Invoker for InProcessPublisher<S, T> {
     async fn invoke(
         &self,
         event: aws_lambda_events::event::dynamodb::Event,
-    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, String> {
+    ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, devkit::InvokeError> {
         self.seen
             .lock()
             .unwrap()
@@ -384,7 +384,7 @@ impl<S: EventSink, T: OutboxStore> Invoker for InProcessPublisher<S, T> {
             ),
         )
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| devkit::InvokeError::Failed(e.to_string()))
     }
 }
 

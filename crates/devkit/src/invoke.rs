@@ -25,6 +25,45 @@ pub struct HttpInvoker {
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
 }
 
+/// An invocation that gave no response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvokeError {
+    /// The Invoke API could not be reached, or did not answer in time.
+    #[error("invoke {function}: {reason}")]
+    Unreachable {
+        /// The function.
+        function: String,
+        /// Why.
+        reason: String,
+    },
+    /// The function failed: an error payload (`X-Amz-Function-Error`) or
+    /// an answer other than 200.
+    #[error("function error (HTTP {status}): {body}")]
+    Function {
+        /// The Invoke API's status.
+        status: u16,
+        /// The error payload.
+        body: String,
+    },
+    /// The answer is not the response the event source expects.
+    #[error("invalid response: {0}")]
+    Invalid(String),
+    /// Another invoker's failure (a crash, a timeout, an error returned).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The stream event source mapping's response in an invocation's answer.
+pub fn stream_response(body: &[u8]) -> Result<DynamoDbEventResponse, InvokeError> {
+    serde_json::from_slice(body).map_err(|e| InvokeError::Invalid(e.to_string()))
+}
+
+impl From<String> for InvokeError {
+    fn from(reason: String) -> Self {
+        Self::Failed(reason)
+    }
+}
+
 /// What an invocation answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
@@ -53,27 +92,31 @@ impl HttpInvoker {
     }
 
     /// Invokes with `payload`.
-    pub async fn call(&self, payload: Vec<u8>) -> Result<Invocation, String> {
+    pub async fn call(&self, payload: Vec<u8>) -> Result<Invocation, InvokeError> {
+        let unreachable = |reason: String| InvokeError::Unreachable {
+            function: self.function.clone(),
+            reason,
+        };
         let request = hyper::Request::post(format!(
             "http://127.0.0.1:{}/2015-03-31/functions/{}/invocations",
             self.port, self.function
         ))
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(payload)))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| unreachable(e.to_string()))?;
         let exchange = async {
             let response = self
                 .client
                 .request(request)
                 .await
-                .map_err(|e| format!("invoke {}: {e}", self.function))?;
+                .map_err(|e| unreachable(e.to_string()))?;
             let status = response.status().as_u16();
             let function_error = response.headers().contains_key("x-amz-function-error");
             let body = response
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| format!("invoke {}: {e}", self.function))?
+                .map_err(|e| unreachable(e.to_string()))?
                 .to_bytes();
             Ok(Invocation {
                 status,
@@ -83,21 +126,21 @@ impl HttpInvoker {
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
-            .map_err(|_| format!("invoke {}: no answer in {:?}", self.function, self.timeout))?
+            .map_err(|_| unreachable(format!("no answer in {:?}", self.timeout)))?
     }
 }
 
 impl Invoker for HttpInvoker {
-    async fn invoke(&self, event: Event) -> Result<DynamoDbEventResponse, String> {
-        let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+    async fn invoke(&self, event: Event) -> Result<DynamoDbEventResponse, InvokeError> {
+        let payload =
+            serde_json::to_vec(&event).map_err(|e| InvokeError::Invalid(e.to_string()))?;
         let answer = self.call(payload).await?;
         if answer.status != 200 || answer.function_error {
-            return Err(format!(
-                "function error (HTTP {}): {}",
-                answer.status,
-                String::from_utf8_lossy(&answer.body)
-            ));
+            return Err(InvokeError::Function {
+                status: answer.status,
+                body: String::from_utf8_lossy(&answer.body).into_owned(),
+            });
         }
-        serde_json::from_slice(&answer.body).map_err(|e| format!("invalid response: {e}"))
+        stream_response(&answer.body)
     }
 }

@@ -43,7 +43,7 @@ mod template;
 
 pub use deployment::{Function, LocalDeployment, LocalSink};
 pub use filter::{FilterCriteria, PatternError};
-pub use invoke::{HttpInvoker, Invocation, INVOKE_TIMEOUT};
+pub use invoke::{stream_response, HttpInvoker, Invocation, InvokeError, INVOKE_TIMEOUT};
 pub use local::{
     dynamodb_endpoint, endpoint, endpoint_env, endpoint_env_at, is_loopback, sdk_config,
     sdk_config_at, sdk_config_in_region, streams_endpoint, LocalError, REGION,

@@ -103,6 +103,26 @@ enum Command {
     },
 }
 
+/// What a `devkit` command could not do.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    /// An AWS call failed (its operation, code and message).
+    #[error(transparent)]
+    Aws(#[from] outbox_runtime::aws::CallError),
+    /// The local stack could not be provisioned.
+    #[error(transparent)]
+    Stack(#[from] devkit::StackError),
+    /// Another failure, said in a line.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for Error {
+    fn from(message: String) -> Self {
+        Self::Other(message)
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     match run(Cli::parse()).await {
@@ -118,7 +138,7 @@ async fn main() -> ExitCode {
 /// comes back after 2 s instead of the template's 180 s.
 const LOCAL_VISIBILITY_SECONDS: u32 = 2;
 
-async fn run(cli: Cli) -> Result<(), String> {
+async fn run(cli: Cli) -> Result<(), Error> {
     // `env` only reads the templates.
     let sdk = match &cli.command {
         Command::Env { .. } => None,
@@ -152,7 +172,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let sink = match (bus, topic) {
                 (Some(bus), _) => devkit::LocalSink::Bus(bus),
                 (None, Some(topic)) => devkit::LocalSink::Topic(topic),
-                (None, None) => return Err("name --bus or --topic".into()),
+                (None, None) => return Err(Error::Other("name --bus or --topic".into())),
             };
             let root = std::env::current_dir().map_err(|e| e.to_string())?;
             let mut deployment = devkit::LocalDeployment::example(&root, &table, &stream, sink);
@@ -170,9 +190,9 @@ async fn run(cli: Cli) -> Result<(), String> {
                 for (k, v) in deployment.env(function).map_err(|e| e.to_string())? {
                     if let Some((other, by)) = env.get(&k) {
                         if other != &v {
-                            return Err(format!(
+                            return Err(Error::Other(format!(
                                 "{k} is {other:?} for {by} and {v:?} for {name}: run them under separate watches"
-                            ));
+                            )));
                         }
                     }
                     env.insert(k, (v, name));
@@ -193,7 +213,7 @@ async fn provision(
     table: &str,
     bus: &str,
     source: &str,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let stream = devkit::create_table(sdk, table)
         .await
         .map_err(|e| e.to_string())?;
@@ -228,7 +248,7 @@ async fn pump(
     table: &str,
     port: u16,
     function: &str,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let ddb = aws_sdk_dynamodb::Client::new(sdk);
     let stream_arn = ddb
         .describe_table()
@@ -280,7 +300,7 @@ async fn deliver(
     queue_url: &str,
     port: u16,
     function: &str,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     use aws_lambda_events::event::sqs::SqsBatchResponse;
     let invoker = HttpInvoker::new(port, function);
     let sqs = aws_sdk_sqs::Client::new(sdk);
@@ -291,7 +311,7 @@ async fn deliver(
         std::time::Duration::from_secs(DELIVER_PATIENCE_SECONDS),
         |event| async move {
             let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-            let answer = invoker.call(payload).await?;
+            let answer = invoker.call(payload).await.map_err(|e| e.to_string())?;
             // A function error fails the whole batch: nothing is deleted.
             if answer.status != 200 || answer.function_error {
                 return Err(format!("{function} failed the batch"));
@@ -316,7 +336,7 @@ async fn deliver(
 /// than the local queues' visibility timeouts).
 const DELIVER_PATIENCE_SECONDS: u64 = 35;
 
-async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), String> {
+async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), Error> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let mut total = 0;
     let mut distinct = HashSet::new();
@@ -371,7 +391,7 @@ async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), Str
     Ok(())
 }
 
-async fn print_items(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), String> {
+async fn print_items(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), Error> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
     let mut rows = Vec::new();
     for item in devkit::scan_all(&client, table).await? {
@@ -414,7 +434,7 @@ async fn print_items(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), Str
 
 /// The projector's read model: per customer, the summary then the orders;
 /// and how many inbox records (events applied) the table holds.
-async fn print_read_model(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), String> {
+async fn print_read_model(sdk: &aws_config::SdkConfig, table: &str) -> Result<(), Error> {
     let client = aws_sdk_dynamodb::Client::new(sdk);
     let mut customers: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     let mut inbox = 0;

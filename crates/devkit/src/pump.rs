@@ -42,6 +42,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::filter::FilterCriteria;
+use crate::invoke::InvokeError;
 use crate::stream::{StreamCursor, StreamError};
 use crate::template::{MappingSettings, MAX_PARALLELIZATION_FACTOR};
 
@@ -50,9 +51,12 @@ use crate::template::{MappingSettings, MAX_PARALLELIZATION_FACTOR};
 /// invoker that serves one invocation at a time (one sandbox) runs them one
 /// after another; Lambda runs them in separate execution environments.
 pub trait Invoker {
-    /// `Ok(response)`, or `Err(message)` for a function error (an error
-    /// returned, a crash, a timeout).
-    fn invoke(&self, event: Event) -> impl Future<Output = Result<DynamoDbEventResponse, String>>;
+    /// `Ok(response)`, or `Err` for a function error (an error returned, a
+    /// crash, a timeout).
+    fn invoke(
+        &self,
+        event: Event,
+    ) -> impl Future<Output = Result<DynamoDbEventResponse, InvokeError>>;
 }
 
 /// Where OnFailure messages go.
@@ -331,7 +335,7 @@ impl<I: Invoker> Pump<I> {
     fn outcome(
         &mut self,
         batch: &[EventRecord],
-        answer: Result<DynamoDbEventResponse, String>,
+        answer: Result<DynamoDbEventResponse, InvokeError>,
     ) -> Outcome {
         match answer {
             Ok(response) if response.batch_item_failures.is_empty() => Outcome::Done,
@@ -591,7 +595,7 @@ mod tests {
     }
 
     impl Invoker for Fake {
-        async fn invoke(&self, event: Event) -> Result<DynamoDbEventResponse, String> {
+        async fn invoke(&self, event: Event) -> Result<DynamoDbEventResponse, InvokeError> {
             let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
             self.most.fetch_max(now, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -3,6 +3,7 @@
 //! batch primitives of `outbox_runtime::queue`.
 
 use aws_lambda_events::event::sqs::SqsEvent;
+use outbox_runtime::aws::CallError;
 use outbox_runtime::queue::{batch_event, queue_depth, receive_batch, settle_batch};
 
 /// What [`drain_queue`] did.
@@ -25,26 +26,22 @@ pub struct DrainStats {
 /// visibility timeout; the queue's redrive policy moves it to its
 /// dead-letter queue after `maxReceiveCount` receives. Stops when nothing
 /// is visible or in flight, or after `patience` without a message.
-pub async fn drain_queue<F, Fut>(
+pub async fn drain_queue<F, Fut, E>(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     patience: std::time::Duration,
     mut invoke: F,
-) -> Result<DrainStats, String>
+) -> Result<DrainStats, CallError>
 where
     F: FnMut(SqsEvent) -> Fut,
-    Fut: std::future::Future<Output = Result<std::collections::HashSet<String>, String>>,
+    Fut: std::future::Future<Output = Result<std::collections::HashSet<String>, E>>,
 {
     let mut stats = DrainStats::default();
     let mut idle_since = std::time::Instant::now();
     loop {
-        let messages = receive_batch(sqs, queue_url, 0)
-            .await
-            .map_err(|e| e.to_string())?;
+        let messages = receive_batch(sqs, queue_url, 0).await?;
         if messages.is_empty() {
-            let (visible, in_flight) = queue_depth(sqs, queue_url)
-                .await
-                .map_err(|e| e.to_string())?;
+            let (visible, in_flight) = queue_depth(sqs, queue_url).await?;
             if (visible == 0 && in_flight == 0) || idle_since.elapsed() > patience {
                 return Ok(stats);
             }
@@ -60,9 +57,7 @@ where
                 .filter_map(|m| m.message_id.clone())
                 .collect(),
         };
-        let (deleted, kept) = settle_batch(sqs, queue_url, &messages, &failed)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (deleted, kept) = settle_batch(sqs, queue_url, &messages, &failed).await?;
         stats.deleted += deleted;
         stats.reported += kept;
         idle_since = std::time::Instant::now();

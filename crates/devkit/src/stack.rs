@@ -11,7 +11,8 @@ use aws_sdk_eventbridge::types::Target;
 use aws_sdk_sqs::types::QueueAttributeName;
 use outbox_core::{keys, KeySchema};
 
-/// Provisioning failed.
+/// Provisioning failed: what, and why (for a failed AWS call, the
+/// operation, its error code and the service's message).
 #[derive(Debug, thiserror::Error)]
 #[error("provisioning {what} failed: {message}")]
 pub struct StackError {
@@ -152,10 +153,19 @@ pub async fn create_table_streaming(
                 .table_name(table)
                 .send()
                 .await
-                .map_err(|e| fail(format!("table {table}"))(text(e)))?
+                .map_err(|e| {
+                    fail(format!("table {table}"))(outbox_runtime::aws::error_line(
+                        "DescribeTable",
+                        &e,
+                    ))
+                })?
                 .table
         }
-        Err(e) => return Err(fail(format!("table {table}"))(text(e))),
+        Err(e) => {
+            return Err(fail(format!("table {table}"))(
+                outbox_runtime::aws::error_line("CreateTable", &e),
+            ))
+        }
     };
     enable_ttl(&client, table, &schema.ttl_attribute).await?;
     description
@@ -203,7 +213,9 @@ pub async fn create_queue_with(
     let queue_url = request
         .send()
         .await
-        .map_err(|e| fail(format!("queue {name}"))(text(e)))?
+        .map_err(|e| {
+            fail(format!("queue {name}"))(outbox_runtime::aws::error_line("CreateQueue", &e))
+        })?
         .queue_url
         .ok_or_else(|| fail(format!("queue {name}"))("no queue URL".into()))?;
     let queue_arn = sqs
@@ -212,7 +224,9 @@ pub async fn create_queue_with(
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| fail(format!("queue {name}"))(text(e)))?
+        .map_err(|e| {
+            fail(format!("queue {name}"))(outbox_runtime::aws::error_line("GetQueueAttributes", &e))
+        })?
         .attributes
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
         .ok_or_else(|| fail(format!("queue {name}"))("no queue ARN".into()))?;
@@ -236,7 +250,12 @@ pub async fn create_bus(
         Err(e)
             if e.as_service_error()
                 .is_some_and(|e| e.is_resource_already_exists_exception()) => {}
-        Err(e) => return Err(fail(format!("bus {bus}"))(text(e))),
+        Err(e) => {
+            return Err(fail(format!("bus {bus}"))(outbox_runtime::aws::error_line(
+                "CreateEventBus",
+                &e,
+            )))
+        }
     }
     let subscriber = create_queue(sdk, &format!("{bus}-subscriber"), false).await?;
     route(
@@ -276,7 +295,9 @@ async fn route(
         .event_pattern(pattern.to_string())
         .send()
         .await
-        .map_err(|e| fail(format!("rule {rule}"))(text(e)))?;
+        .map_err(|e| {
+            fail(format!("rule {rule}"))(outbox_runtime::aws::error_line("PutRule", &e))
+        })?;
     let target = Target::builder()
         .id("queue")
         .arn(&queue.queue_arn)
@@ -289,7 +310,9 @@ async fn route(
         .targets(target)
         .send()
         .await
-        .map_err(|e| fail(format!("rule {rule}"))(text(e)))?;
+        .map_err(|e| {
+            fail(format!("rule {rule}"))(outbox_runtime::aws::error_line("PutTargets", &e))
+        })?;
     Ok(())
 }
 
@@ -366,7 +389,11 @@ pub async fn create_read_model_table(sdk: &SdkConfig, table: &str) -> Result<(),
         Err(e)
             if e.as_service_error()
                 .is_some_and(|e| e.is_resource_in_use_exception()) => {}
-        Err(e) => return Err(fail(format!("table {table}"))(text(e))),
+        Err(e) => {
+            return Err(fail(format!("table {table}"))(
+                outbox_runtime::aws::error_line("CreateTable", &e),
+            ))
+        }
     }
     enable_ttl(&client, table, keys::TTL_ATTRIBUTE).await?;
     Ok(())
@@ -389,7 +416,7 @@ async fn enable_ttl(
         )
         .send()
         .await
-        .map_err(|e| fail("ttl")(text(e)))?;
+        .map_err(|e| fail("ttl")(outbox_runtime::aws::error_line("UpdateTimeToLive", &e)))?;
     Ok(())
 }
 
@@ -406,7 +433,9 @@ pub async fn create_fifo_topic(
         .attributes("FifoTopic", "true")
         .send()
         .await
-        .map_err(|e| fail(format!("topic {name}"))(text(e)))?
+        .map_err(|e| {
+            fail(format!("topic {name}"))(outbox_runtime::aws::error_line("CreateTopic", &e))
+        })?
         .topic_arn
         .ok_or_else(|| fail(format!("topic {name}"))("no topic ARN".into()))?;
     let queue = create_queue(sdk, &format!("{name}-subscriber.fifo"), true).await?;
@@ -417,7 +446,9 @@ pub async fn create_fifo_topic(
         .attributes("RawMessageDelivery", "true")
         .send()
         .await
-        .map_err(|e| fail(format!("subscription {name}"))(text(e)))?;
+        .map_err(|e| {
+            fail(format!("subscription {name}"))(outbox_runtime::aws::error_line("Subscribe", &e))
+        })?;
     Ok((topic_arn, queue))
 }
 
@@ -426,8 +457,10 @@ pub async fn create_fifo_topic(
 pub async fn scan_all(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
-) -> Result<Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>, String>
-{
+) -> Result<
+    Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>,
+    outbox_runtime::aws::CallError,
+> {
     let mut pages = client
         .scan()
         .table_name(table)
@@ -436,7 +469,7 @@ pub async fn scan_all(
         .send();
     let mut items = Vec::new();
     while let Some(item) = pages.next().await {
-        items.push(item.map_err(|e| outbox_runtime::aws::error_line("Scan", &e))?);
+        items.push(item.map_err(|e| outbox_runtime::aws::CallError::of("Scan", &e))?);
     }
     Ok(items)
 }

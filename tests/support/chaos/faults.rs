@@ -394,10 +394,14 @@ impl Tagged {
 }
 
 impl Invoker for &Tagged {
-    async fn invoke(&self, event: StreamEvent) -> Result<DynamoDbEventResponse, String> {
-        let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+    async fn invoke(
+        &self,
+        event: StreamEvent,
+    ) -> Result<DynamoDbEventResponse, devkit::InvokeError> {
+        let payload =
+            serde_json::to_vec(&event).map_err(|e| devkit::InvokeError::Invalid(e.to_string()))?;
         let body = self.call(&payload).await.map_err(|e| e.to_string())?;
-        serde_json::from_slice(&body).map_err(|e| format!("invalid response: {e}"))
+        devkit::stream_response(&body)
     }
 }
 
@@ -489,9 +493,13 @@ impl Sandboxes {
 }
 
 impl Invoker for &Sandboxes {
-    async fn invoke(&self, event: StreamEvent) -> Result<DynamoDbEventResponse, String> {
-        let payload = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+    async fn invoke(
+        &self,
+        event: StreamEvent,
+    ) -> Result<DynamoDbEventResponse, devkit::InvokeError> {
+        let payload =
+            serde_json::to_vec(&event).map_err(|e| devkit::InvokeError::Invalid(e.to_string()))?;
         let body = self.call(&payload).await.map_err(|e| e.to_string())?;
-        serde_json::from_slice(&body).map_err(|e| format!("invalid response: {e}"))
+        devkit::stream_response(&body)
     }
 }

@@ -10,7 +10,7 @@ use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::LambdaEvent;
 use outbox_core::EventEnvelope;
 use outbox_runtime::publish::EventSink;
-use outbox_runtime::store::{DynamoStore, OutboxStore};
+use outbox_runtime::store::{DynamoStore, PublishStore, SweepStore};
 use publisher::Publisher;
 use serde_json::Value;
 use sweeper::{Response, SweepSettings, Sweeper};
@@ -20,13 +20,17 @@ use time::OffsetDateTime;
 
 const DAY: Duration = Duration::from_secs(86_400);
 
-fn publisher<S: EventSink, T: OutboxStore>(sink: S, store: T) -> Publisher<S, T> {
+fn publisher<S: EventSink, T: PublishStore>(sink: S, store: T) -> Publisher<S, T> {
     let mut publisher = Publisher::new(sink, store);
     publisher.retry = fast_retry();
     publisher
 }
 
-fn sweeper<S: EventSink, T: OutboxStore>(sink: S, store: T, stack: &Stack) -> Sweeper<S, T> {
+fn sweeper<S: EventSink, T: PublishStore + SweepStore>(
+    sink: S,
+    store: T,
+    stack: &Stack,
+) -> Sweeper<S, T> {
     let mut sweeper = Sweeper::new(sink, store, SweepSettings::from(&stack.config(&[])));
     sweeper.retry = fast_retry();
     sweeper

@@ -13,10 +13,7 @@ use outbox_core::EventEnvelope;
 use outbox_runtime::publish::eventbridge::EventBridgeSink;
 use outbox_runtime::publish::EventSink;
 use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::{
-    Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, DynamoStore, Marked, OutboxStore, Page,
-    PendingQuery, ShardStats, StoreError,
-};
+use outbox_runtime::store::{DeadLetter, DynamoStore, Marked, PublishStore, StoreError};
 use serde_json::Value;
 use sweeper::{Response, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
@@ -153,14 +150,14 @@ async fn a_sink_outage_loses_nothing_and_duplicates_stay_within_bounds() {
 }
 
 /// A store that "crashes" before deleting: the invocation dies after
-/// publishing.
+/// publishing. The publisher's role of the port only.
 struct CrashBeforeDelete {
     inner: DynamoStore,
     crashes_left: AtomicUsize,
     crashed: Arc<AtomicUsize>,
 }
 
-impl OutboxStore for CrashBeforeDelete {
+impl PublishStore for CrashBeforeDelete {
     async fn delete_published(&self, keys: &[ItemKey], deadline: &Deadline) -> Vec<ItemKey> {
         if self.crashes_left.load(Ordering::SeqCst) > 0 {
             self.crashes_left.fetch_sub(1, Ordering::SeqCst);
@@ -169,6 +166,7 @@ impl OutboxStore for CrashBeforeDelete {
         }
         self.inner.delete_published(keys, deadline).await
     }
+
     async fn dead_letter(
         &self,
         letter: DeadLetter<'_>,
@@ -176,6 +174,7 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<Marked, StoreError> {
         self.inner.dead_letter(letter, deadline).await
     }
+
     async fn record_failure(
         &self,
         key: &ItemKey,
@@ -189,6 +188,7 @@ impl OutboxStore for CrashBeforeDelete {
             .record_failure(key, attempts, next, error, claim, deadline)
             .await
     }
+
     async fn publishable(
         &self,
         keys: &[ItemKey],
@@ -196,31 +196,7 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<std::collections::HashSet<ItemKey>, StoreError> {
         self.inner.publishable(keys, deadline).await
     }
-    fn configured_shards(&self) -> u16 {
-        self.inner.configured_shards()
-    }
-    async fn shard_count(&self, deadline: &Deadline) -> Result<u16, StoreError> {
-        self.inner.shard_count(deadline).await
-    }
-    async fn pending_page(
-        &self,
-        query: &PendingQuery,
-        cursor: Option<Cursor>,
-        deadline: &Deadline,
-    ) -> Result<Page, StoreError> {
-        self.inner.pending_page(query, cursor, deadline).await
-    }
-    async fn shard_stats(
-        &self,
-        shard: u16,
-        limit: i32,
-        deadline: &Deadline,
-    ) -> Result<ShardStats, StoreError> {
-        self.inner.shard_stats(shard, limit, deadline).await
-    }
-    async fn older_pending(&self, key: &ItemKey, deadline: &Deadline) -> Result<bool, StoreError> {
-        self.inner.older_pending(key, deadline).await
-    }
+
     async fn claim_pending(
         &self,
         key: &ItemKey,
@@ -229,6 +205,7 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<outbox_runtime::store::Marked, StoreError> {
         self.inner.claim_pending(key, claim, deadline).await
     }
+
     async fn collection_below(
         &self,
         key: &ItemKey,
@@ -237,6 +214,7 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<outbox_runtime::store::CollectionRead, StoreError> {
         self.inner.collection_below(key, limit, deadline).await
     }
+
     async fn hold(
         &self,
         key: &ItemKey,
@@ -246,13 +224,7 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<outbox_runtime::store::Marked, StoreError> {
         self.inner.hold(key, behind, claim, deadline).await
     }
-    async fn make_due(
-        &self,
-        key: &ItemKey,
-        deadline: &Deadline,
-    ) -> Result<outbox_runtime::store::Marked, StoreError> {
-        self.inner.make_due(key, deadline).await
-    }
+
     async fn newer_pending(
         &self,
         key: &ItemKey,
@@ -260,24 +232,7 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<Vec<outbox_runtime::store::PendingItem>, StoreError> {
         self.inner.newer_pending(key, deadline).await
     }
-    async fn recorded_shards(&self, deadline: &Deadline) -> Result<u16, StoreError> {
-        self.inner.recorded_shards(deadline).await
-    }
-    async fn record_settings(
-        &self,
-        settings: &outbox_runtime::RecordedSettings,
-        deadline: &Deadline,
-    ) -> Result<(), StoreError> {
-        self.inner.record_settings(settings, deadline).await
-    }
-    async fn claim_dead_letter(
-        &self,
-        letter: &outbox_runtime::store::DeadLetterRecord,
-        claim: &outbox_runtime::store::Claim,
-        deadline: &Deadline,
-    ) -> Result<Option<outbox_core::OutboxItem>, StoreError> {
-        self.inner.claim_dead_letter(letter, claim, deadline).await
-    }
+
     async fn release_claim(
         &self,
         key: &ItemKey,
@@ -287,52 +242,13 @@ impl OutboxStore for CrashBeforeDelete {
     ) -> Result<Marked, StoreError> {
         self.inner.release_claim(key, claim, error, deadline).await
     }
-    async fn delete_claimed(
+
+    async fn record_settings(
         &self,
-        key: &ItemKey,
-        claim: &outbox_runtime::store::Claim,
+        settings: &outbox_runtime::RecordedSettings,
         deadline: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        self.inner.delete_claimed(key, claim, deadline).await
-    }
-    async fn recorded_settings(
-        &self,
-        deadline: &Deadline,
-    ) -> Result<Vec<outbox_runtime::RecordedSettings>, StoreError> {
-        self.inner.recorded_settings(deadline).await
-    }
-    async fn dead_letter_page(
-        &self,
-        shard: u16,
-        limit: i32,
-        cursor: Option<Cursor>,
-        deadline: &Deadline,
-    ) -> Result<DeadLetterPage, StoreError> {
-        self.inner
-            .dead_letter_page(shard, limit, cursor, deadline)
-            .await
-    }
-    async fn find_dead_letter(
-        &self,
-        shard: u16,
-        event_id: ulid::Ulid,
-        deadline: &Deadline,
-    ) -> Result<Option<DeadLetterRecord>, StoreError> {
-        self.inner.find_dead_letter(shard, event_id, deadline).await
-    }
-    async fn redrive(
-        &self,
-        letter: &DeadLetterRecord,
-        deadline: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        self.inner.redrive(letter, deadline).await
-    }
-    async fn discard(
-        &self,
-        letter: &DeadLetterRecord,
-        deadline: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        self.inner.discard(letter, deadline).await
+    ) -> Result<(), StoreError> {
+        self.inner.record_settings(settings, deadline).await
     }
 }
 

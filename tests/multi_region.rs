@@ -11,6 +11,7 @@
 //! `outboxctl adopt-region` runs in the other, and every one of those events
 //! is published once, with its original id, by the region that took them.
 
+use outbox_runtime::store::{PublishStore, SweepStore};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -19,7 +20,6 @@ use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use devkit::{MappingSettings, Pump, StreamCursor};
 use outbox_core::KeySchema;
-use outbox_runtime::store::OutboxStore;
 use serde_json::Value;
 use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
 use testkit::{drain_queue, root, unique};

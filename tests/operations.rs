@@ -3,11 +3,12 @@
 //! even when two operators race) and delivered with their original
 //! `eventId`; discarded; the status of a table; bad arguments.
 
+use outbox_runtime::store::{OperatorStore, PublishStore};
 use std::process::Command;
 use std::time::Duration;
 
 use outbox_runtime::store::DynamoStore;
-use outbox_runtime::store::{Marked, OutboxStore};
+use outbox_runtime::store::Marked;
 use outboxctl::{envelope_of, DeadLetterFilter as Filter, OpsError};
 use sweeper::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};

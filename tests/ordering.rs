@@ -7,13 +7,14 @@
 //! Each case that strict ordering fixes is run in relaxed mode too, where
 //! it shows the inversion that strict mode prevents.
 
+use outbox_runtime::store::{OperatorStore, PublishStore};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use outbox_core::keys;
 use outbox_core::OutboxItem;
 use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::{Claim, Marked, OutboxStore};
+use outbox_runtime::store::{Claim, Marked};
 use testkit::proxy::Fault;
 use testkit::rig::{scheduled, stream_event, Rig};
 

@@ -23,7 +23,7 @@ fn publisher<S: EventSink>(
     publisher
 }
 
-fn publisher_with<S: EventSink, T: outbox_runtime::store::OutboxStore>(
+fn publisher_with<S: EventSink, T: outbox_runtime::store::PublishStore>(
     sink: S,
     store: T,
 ) -> Publisher<S, T> {

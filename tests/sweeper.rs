@@ -2,6 +2,7 @@
 //! republishing through the real EventBridge adapter, persisted backoff,
 //! dead letters, lag metrics and read cost.
 
+use outbox_runtime::store::{PublishStore, SweepStore};
 use std::time::Duration;
 
 use lambda_runtime::LambdaEvent;
@@ -302,7 +303,7 @@ async fn a_sweep_past_its_deadline_starts_nothing() {
 /// publishes the older one first, the redriven one with the next sweep.
 #[tokio::test]
 async fn a_redriven_event_waits_behind_an_older_pending_event_of_its_aggregate() {
-    use outbox_runtime::store::{DeadLetter, OutboxStore};
+    use outbox_runtime::store::DeadLetter;
     let stack = Stack::with_bus().await;
     let aggregate = ulid::Ulid::new().to_string();
     let first = stack
@@ -531,7 +532,6 @@ async fn items_written_before_the_home_region_rule_keep_working() {
 /// ended with the page still due, nothing published.
 #[tokio::test]
 async fn a_page_of_handed_over_events_is_checked_at_once_and_published() {
-    use outbox_runtime::store::OutboxStore;
     let stack = Stack::with_bus().await;
     let store = stack.store();
     let now = OffsetDateTime::now_utc();

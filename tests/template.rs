@@ -261,7 +261,7 @@ async fn the_pattern_against_real_stream_records() {
     let a2 = stack
         .put_aggregate_event("held", 2, Duration::ZERO, 1, 8)
         .await;
-    outbox_runtime::store::OutboxStore::hold(
+    outbox_runtime::store::PublishStore::hold(
         &stack.store(),
         &a2.key(),
         &a1.sk,
@@ -464,7 +464,7 @@ async fn the_functions_run_with_the_templates_environment() {
         .await
         .expect("a scheduled sweep");
     let records =
-        outbox_runtime::store::OutboxStore::recorded_settings(&stack.store(), &far_deadline())
+        outbox_runtime::store::OperatorStore::recorded_settings(&stack.store(), &far_deadline())
             .await
             .expect("records");
     assert_eq!(records.len(), 2, "{records:?}");

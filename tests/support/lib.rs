@@ -39,7 +39,7 @@ use outbox_core::OutboxItem;
 use outbox_runtime::publish::eventbridge::EventBridgeSink;
 use outbox_runtime::publish::{EventSink, FailureKind, PublishFailure};
 use outbox_runtime::retry::{Deadline, RetryPolicy};
-use outbox_runtime::store::{DynamoStore, OutboxStore};
+use outbox_runtime::store::{DynamoStore, PublishStore};
 use outbox_runtime::Config;
 
 pub mod chaos;
@@ -338,14 +338,14 @@ pub fn fast_retry() -> RetryPolicy {
 }
 
 /// Invokes the publisher in-process, as the pump's function.
-pub struct InProcessPublisher<S: EventSink, T: OutboxStore> {
+pub struct InProcessPublisher<S: EventSink, T: PublishStore> {
     /// The publisher (its retry policy set to [`fast_retry`]).
     pub publisher: publisher::Publisher<S, T>,
     /// Every record the function was given, in order.
     pub seen: Mutex<Vec<aws_lambda_events::event::dynamodb::EventRecord>>,
 }
 
-impl<S: EventSink, T: OutboxStore> InProcessPublisher<S, T> {
+impl<S: EventSink, T: PublishStore> InProcessPublisher<S, T> {
     /// The publisher on `sink` and `store`, with [`fast_retry`].
     pub fn new(sink: S, store: T) -> Self {
         let mut publisher = publisher::Publisher::new(sink, store);
@@ -367,7 +367,7 @@ pub fn context() -> lambda_runtime::Context {
     context
 }
 
-impl<S: EventSink, T: OutboxStore> Invoker for InProcessPublisher<S, T> {
+impl<S: EventSink, T: PublishStore> Invoker for InProcessPublisher<S, T> {
     async fn invoke(
         &self,
         event: aws_lambda_events::event::dynamodb::Event,

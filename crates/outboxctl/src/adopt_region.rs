@@ -3,7 +3,8 @@
 //! docs/runbook.md "A region is lost").
 
 use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::{AdoptOutcome, AdoptedFrom, Adoption, DynamoStore, OutboxStore};
+use outbox_runtime::store::{AdoptOutcome, AdoptedFrom, Adoption, DynamoStore};
+use outbox_runtime::store::{OperatorStore, SweepStore};
 
 use aws_config::SdkConfig;
 

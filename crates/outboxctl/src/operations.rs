@@ -497,7 +497,7 @@ pub fn envelope_of(row: &DeadLetterRecord) -> Option<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use outbox_core::{EventEnvelope, OutboxItem};
-    use outbox_runtime::store::{DeadLetter, MemoryStore};
+    use outbox_runtime::store::{DeadLetter, MemoryStore, PublishStore};
     use serde_json::json;
 
     use super::*;

@@ -47,7 +47,7 @@ use outbox_runtime::metrics::{self, Unit};
 use outbox_runtime::publish::relay::{Entry, Mode, Relay};
 use outbox_runtime::publish::EventSink;
 use outbox_runtime::retry::{Deadline, RetryPolicy};
-use outbox_runtime::store::OutboxStore;
+use outbox_runtime::store::PublishStore;
 use outbox_runtime::Ordering;
 
 mod stream;
@@ -257,7 +257,7 @@ impl Report {
     }
 }
 
-impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
+impl<S: EventSink, T: PublishStore> Publisher<S, T> {
     /// A publisher with the default retry policy.
     pub fn new(sink: S, store: T) -> Self {
         Self {
@@ -362,7 +362,7 @@ impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
     }
 }
 
-impl<S: EventSink, T: OutboxStore> Publisher<S, T> {
+impl<S: EventSink, T: PublishStore> Publisher<S, T> {
     /// The check of a batch that may be a redelivery: one consistent
     /// batched read of its events' items; an event whose item this region
     /// may no longer publish becomes [`Entry::Settled`]. A read that fails
@@ -444,7 +444,7 @@ fn string_attribute<'i>(image: &'i serde_dynamo::Item, name: &str) -> Option<&'i
 }
 
 /// The Lambda handler.
-pub async fn handler<S: EventSink, T: OutboxStore>(
+pub async fn handler<S: EventSink, T: PublishStore>(
     publisher: &Publisher<S, T>,
     event: LambdaEvent<StreamEvent>,
 ) -> Result<DynamoDbEventResponse, Error> {

@@ -8,7 +8,8 @@
 //!   adapters behind the features `eventbridge` and `sns`, and
 //!   [`publish::relay`]: publishing and the handling of every outcome, for
 //!   the publisher, the sweeper and the operator's redrive alike).
-//! - [`store`]: the store port ([`store::OutboxStore`]) and its adapters:
+//! - [`store`]: the store port, by role ([`store::PublishStore`],
+//!   [`store::SweepStore`], [`store::OperatorStore`]), and its adapters:
 //!   DynamoDB, and in memory for tests (feature `testing`). Deletes, dead
 //!   letters, failure records, the pending and dead-letter indexes, the
 //!   shard high-water mark, the operator's redrives and discards.

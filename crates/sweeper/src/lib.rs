@@ -51,7 +51,9 @@ use outbox_core::{ItemKey, OutboxItem};
 use outbox_runtime::publish::relay::{Entry, Mode, Relay, RelayOutcome};
 use outbox_runtime::publish::EventSink;
 use outbox_runtime::retry::{Backoff, Deadline, RetryPolicy};
-use outbox_runtime::store::{Created, OutboxStore, PendingItem, PendingQuery, StoreError};
+use outbox_runtime::store::{
+    Created, PendingItem, PendingQuery, PublishStore, StoreError, SweepStore,
+};
 use outbox_runtime::{Config, Ordering};
 use report::log;
 pub use report::SweepReport;
@@ -154,7 +156,7 @@ pub(crate) fn millis(at: OffsetDateTime) -> u64 {
     (at.unix_timestamp_nanos() / 1_000_000).max(0) as u64
 }
 
-impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
+impl<S: EventSink, T: PublishStore + SweepStore> Sweeper<S, T> {
     /// A sweeper with the default retry policy.
     pub fn new(sink: S, store: T, settings: SweepSettings) -> Self {
         Self {
@@ -496,7 +498,7 @@ impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
     }
 }
 
-impl<S: EventSink, T: OutboxStore> Sweeper<S, T> {
+impl<S: EventSink, T: PublishStore + SweepStore> Sweeper<S, T> {
     /// Strict ordering: the parked aggregates: those with a dead letter
     /// (their later events wait), and those this run found held for longer
     /// than the sweep period (`report.long_held`). Reads the dead letters
@@ -590,7 +592,7 @@ pub enum Response {
 /// Errors alarm sees it) when a shard could not be read; an OnFailure batch
 /// reports each message whose window is not settled, so SQS redelivers it
 /// and, after `maxReceiveCount`, moves it to the dead-letter queue.
-pub async fn handler<S: EventSink, T: OutboxStore>(
+pub async fn handler<S: EventSink, T: PublishStore + SweepStore>(
     sweeper: &Sweeper<S, T>,
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<Response, Error> {

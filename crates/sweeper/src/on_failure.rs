@@ -7,7 +7,7 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use outbox_runtime::publish::EventSink;
 use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::OutboxStore;
+use outbox_runtime::store::{PublishStore, SweepStore};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
@@ -83,7 +83,7 @@ impl Window {
 }
 
 /// Redrives each OnFailure message's window, in order.
-pub async fn redrive_messages<S: EventSink, T: OutboxStore>(
+pub async fn redrive_messages<S: EventSink, T: PublishStore + SweepStore>(
     sweeper: &Sweeper<S, T>,
     event: &SqsEvent,
     deadline: &Deadline,

@@ -34,6 +34,7 @@ mod faults;
 mod verdict;
 mod workload;
 
+use outbox_runtime::store::SweepStore;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -308,7 +309,6 @@ async fn sample_backlog(
     every: Duration,
     sampling: Arc<std::sync::atomic::AtomicBool>,
 ) -> Vec<Sample> {
-    use outbox_runtime::store::OutboxStore;
     let mut samples = Vec::new();
     loop {
         // Read before the sample: the last sample follows the run's end.

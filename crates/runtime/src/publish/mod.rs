@@ -186,7 +186,7 @@ pub async fn connect(
 /// stack's key schema, home region, sink and ordering in the table. A
 /// failure is logged and does not stop the function: publishing matters
 /// more, and the operator's tool says when nothing is recorded.
-pub async fn record_settings<T: crate::store::OutboxStore>(
+pub async fn record_settings<T: crate::store::PublishStore>(
     store: &T,
     sdk: &aws_config::SdkConfig,
     function: &str,

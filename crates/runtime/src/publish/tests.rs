@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use super::relay::{Entry, Mode, Relay, RelayOutcome, RelayReport};
 use super::*;
 use crate::retry::{Backoff, Deadline, Jitter, RetryPolicy};
-use crate::store::{MemoryStore, OutboxStore, MAX_BATCH_WRITE};
+use crate::store::{MemoryStore, OperatorStore, PublishStore, SweepStore, MAX_BATCH_WRITE};
 use outbox_core::keys::ItemKey;
 use outbox_core::EventEnvelope;
 

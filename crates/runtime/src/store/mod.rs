@@ -1,12 +1,18 @@
 //! The outbox store: every read and write that the publisher, the sweeper
 //! and the operator commands make on outbox items, their two sparse indexes
-//! and the settings item. One port ([`OutboxStore`]) and its adapters.
+//! and the settings item. The port is split by the role that uses it
+//! ([`PublishStore`]: the relay; [`SweepStore`]: the scheduled sweep;
+//! [`OperatorStore`]: the operator's commands; [`OutboxStore`]: all three),
+//! with two adapters.
 //!
 //! # Layout
-//! - this file: the port and the types it speaks in.
-//! - `dynamo.rs`: [`DynamoStore`], the DynamoDB adapter.
-//! - `memory.rs`: [`MemoryStore`] (feature `testing`), one in-memory store
-//!   that the unit tests, benches and examples share.
+//! - this file: the three role traits and the types they speak in.
+//! - `dynamo/`: [`DynamoStore`], the DynamoDB adapter: `mod.rs` (the client,
+//!   calls, conditions, codecs), one file per role (`publish.rs`,
+//!   `sweep.rs`, `operator.rs`).
+//! - `memory/`: [`MemoryStore`] (feature `testing`), one in-memory store
+//!   that the unit tests, benches and examples share; `roles.rs` implements
+//!   the three roles.
 //!
 //! Every write is either a delete (harmless when the item is already gone)
 //! or an update conditioned on the item still existing in the state it
@@ -268,7 +274,7 @@ pub struct DeadLetterPage {
     pub next: Option<Cursor>,
 }
 
-/// What one guard read ([`OutboxStore::collection_below`]) saw of an item
+/// What one guard read ([`PublishStore::collection_below`]) saw of an item
 /// collection: the outbox sort keys at or below `top`, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CollectionRead {
@@ -314,9 +320,11 @@ impl CollectionRead {
     }
 }
 
-/// The port the publisher, the sweeper and the operator commands read and
-/// write outbox items through.
-pub trait OutboxStore: Send + Sync {
+/// What publishing needs (the relay, for the publisher, the sweeper and
+/// the operator's `--now`): deletes after publishing, dead letters, failed
+/// attempts, claims, the strict guard's reads and holds, the redelivery
+/// check, and the settings a function records at cold start.
+pub trait PublishStore: Send + Sync {
     /// Deletes the items of published events, in batches (a lone key in a
     /// call of its own), retrying unprocessed ones while `deadline` allows.
     /// Returns the keys it could not delete (they stay, and the sweeper
@@ -366,52 +374,6 @@ pub trait OutboxStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<std::collections::HashSet<ItemKey>, StoreError>> + Send;
 
-    /// The configured shard count (`OUTBOX_SHARDS`).
-    fn configured_shards(&self) -> u16;
-
-    /// How many shards to read: the configured count or the highest count
-    /// ever recorded, whichever is larger (and records the configured one).
-    fn shard_count(
-        &self,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<u16, StoreError>> + Send;
-
-    /// The highest shard count the writers and sweepers recorded, read
-    /// without writing (the operator's view); the configured count when
-    /// none is recorded.
-    fn recorded_shards(
-        &self,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<u16, StoreError>> + Send;
-
-    /// One page of a shard of the pending index, oldest first. Not-yet-due
-    /// items are returned too: they hold their aggregate's later events.
-    fn pending_page(
-        &self,
-        query: &PendingQuery,
-        cursor: Option<Cursor>,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<Page, StoreError>> + Send;
-
-    /// The oldest pending id of a shard and its counts (pending, dead
-    /// letters), each count stopping at `count_limit` items.
-    fn shard_stats(
-        &self,
-        shard: u16,
-        count_limit: i32,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<ShardStats, StoreError>> + Send;
-
-    /// Whether the item collection of `key` (its aggregate) holds a pending
-    /// outbox item older than it: one strongly consistent `Query` of the
-    /// collection's outbox keys older than `key`. A redriven event waits
-    /// behind it, so that its aggregate's events still go out oldest first.
-    fn older_pending(
-        &self,
-        key: &ItemKey,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
     /// Claims a pending event for one sweeper run before it publishes it:
     /// records `claim` on it, conditional on it still being pending and no
     /// live claim but `claim` itself (an SDK retry of a claim that was
@@ -459,16 +421,6 @@ pub trait OutboxStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
-    /// Releases a pending event an operator asked for (`outboxctl
-    /// release`): due now (`nextAttemptAt` now) and handed to the scheduled
-    /// sweep (`!<ulid>`), its attempts, error and hold kept. Conditional on
-    /// it still being pending and no live claim holding it.
-    fn make_due(
-        &self,
-        key: &ItemKey,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
-
     /// The pending events of `key`'s item collection newer than it, oldest
     /// first (one strongly consistent `Query`): what strict ordering
     /// releases once `key`'s event was published. Only the events this
@@ -481,23 +433,68 @@ pub trait OutboxStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Vec<PendingItem>, StoreError>> + Send;
 
+    /// Gives a claim up: the dead letter is as before, with `error` as its
+    /// reason when given. Conditional on the claim being `claim`'s.
+    fn release_claim(
+        &self,
+        key: &ItemKey,
+        claim: &Claim,
+        error: Option<&str>,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
     /// Records the settings a function runs with (one `UpdateItem` of its
     /// region's record, [`outbox_core::keys::stack_settings_key`]), for
-    /// [`OutboxStore::recorded_settings`].
+    /// [`OperatorStore::recorded_settings`].
     fn record_settings(
         &self,
         settings: &RecordedSettings,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
 
-    /// Every settings record in the table, of every region and function
-    /// (one consistent `Query`). Only the table's partition and sort key
-    /// names matter to it, so an operator's tool can read them before it
-    /// knows the rest of the schema.
-    fn recorded_settings(
+/// What the scheduled sweep reads and reports: the shard count, the pending
+/// index page by page, each shard's statistics, the older-event check of a
+/// redriven event, the dead letters, and the adoption of items written
+/// without a home region.
+pub trait SweepStore: Send + Sync {
+    /// The configured shard count (`OUTBOX_SHARDS`).
+    fn configured_shards(&self) -> u16;
+
+    /// How many shards to read: the configured count or the highest count
+    /// ever recorded, whichever is larger (and records the configured one).
+    fn shard_count(
         &self,
         deadline: &Deadline,
-    ) -> impl Future<Output = Result<Vec<RecordedSettings>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<u16, StoreError>> + Send;
+
+    /// One page of a shard of the pending index, oldest first. Not-yet-due
+    /// items are returned too: they hold their aggregate's later events.
+    fn pending_page(
+        &self,
+        query: &PendingQuery,
+        cursor: Option<Cursor>,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Page, StoreError>> + Send;
+
+    /// The oldest pending id of a shard and its counts (pending, dead
+    /// letters), each count stopping at `count_limit` items.
+    fn shard_stats(
+        &self,
+        shard: u16,
+        count_limit: i32,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<ShardStats, StoreError>> + Send;
+
+    /// Whether the item collection of `key` (its aggregate) holds a pending
+    /// outbox item older than it: one strongly consistent `Query` of the
+    /// collection's outbox keys older than `key`. A redriven event waits
+    /// behind it, so that its aggregate's events still go out oldest first.
+    fn older_pending(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// One page of a shard of the dead-letter index, oldest first.
     fn dead_letter_page(
@@ -507,6 +504,33 @@ pub trait OutboxStore: Send + Sync {
         cursor: Option<Cursor>,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<DeadLetterPage, StoreError>> + Send;
+
+    /// With a home region: moves the items of `shard` still under the keys
+    /// without a region (written before the rule) to this region's keys, so
+    /// that this region's sweep and statistics see them; their pending sort
+    /// keys stay, so they become due as they would have. Returns how many
+    /// moved. Without a home region (and in the in-memory store): nothing.
+    fn adopt_unregioned(
+        &self,
+        shard: u16,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<usize, StoreError>> + Send {
+        let _ = (shard, deadline);
+        async { Ok(0) }
+    }
+}
+
+/// What only the operator's commands do: find, redrive, claim and discard
+/// dead letters, make a parked aggregate due, and read the shard count and
+/// the stack settings recorded in the table.
+pub trait OperatorStore: Send + Sync {
+    /// The highest shard count the writers and sweepers recorded, read
+    /// without writing (the operator's view); the configured count when
+    /// none is recorded.
+    fn recorded_shards(
+        &self,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<u16, StoreError>> + Send;
 
     /// The dead letter of `event_id` in `shard`, if that shard holds it.
     fn find_dead_letter(
@@ -533,33 +557,14 @@ pub trait OutboxStore: Send + Sync {
     /// a dead letter that no live claim holds, and returns the item as it
     /// now is (`None` when it is gone or claimed by someone else). A
     /// claimed dead letter stays out of the pending index, so no publisher
-    /// or sweeper publishes it meanwhile, and [`OutboxStore::redrive`] and
-    /// [`OutboxStore::discard`] leave it alone until the claim expires.
+    /// or sweeper publishes it meanwhile, and [`OperatorStore::redrive`] and
+    /// [`OperatorStore::discard`] leave it alone until the claim expires.
     fn claim_dead_letter(
         &self,
         letter: &DeadLetterRecord,
         claim: &Claim,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Option<OutboxItem>, StoreError>> + Send;
-
-    /// Gives a claim up: the dead letter is as before, with `error` as its
-    /// reason when given. Conditional on the claim being `claim`'s.
-    fn release_claim(
-        &self,
-        key: &ItemKey,
-        claim: &Claim,
-        error: Option<&str>,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
-
-    /// Deletes a claimed dead letter whose event was published; conditional
-    /// on the claim being `claim`'s.
-    fn delete_claimed(
-        &self,
-        key: &ItemKey,
-        claim: &Claim,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
     /// Deletes a dead letter; conditional on it still being one.
     fn discard(
@@ -568,20 +573,31 @@ pub trait OutboxStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
-    /// With a home region: moves the items of `shard` still under the keys
-    /// without a region (written before the rule) to this region's keys, so
-    /// that this region's sweep and statistics see them; their pending sort
-    /// keys stay, so they become due as they would have. Returns how many
-    /// moved. Without a home region (and in the in-memory store): nothing.
-    fn adopt_unregioned(
+    /// Releases a pending event an operator asked for (`outboxctl
+    /// release`): due now (`nextAttemptAt` now) and handed to the scheduled
+    /// sweep (`!<ulid>`), its attempts, error and hold kept. Conditional on
+    /// it still being pending and no live claim holding it.
+    fn make_due(
         &self,
-        shard: u16,
+        key: &ItemKey,
         deadline: &Deadline,
-    ) -> impl Future<Output = Result<usize, StoreError>> + Send {
-        let _ = (shard, deadline);
-        async { Ok(0) }
-    }
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
+    /// Every settings record in the table, of every region and function
+    /// (one consistent `Query`). Only the table's partition and sort key
+    /// names matter to it, so an operator's tool can read them before it
+    /// knows the rest of the schema.
+    fn recorded_settings(
+        &self,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Vec<RecordedSettings>, StoreError>> + Send;
 }
+
+/// The whole port: what `outboxctl`'s operations, and any adapter, speak.
+/// Every type with the three roles has it.
+pub trait OutboxStore: PublishStore + SweepStore + OperatorStore {}
+
+impl<T: PublishStore + SweepStore + OperatorStore> OutboxStore for T {}
 
 /// Keeps stored error text short and printable.
 pub(crate) fn sanitize(text: &str) -> String {

@@ -1,0 +1,332 @@
+//! What becomes of each entry after its call: deletes in batches of 25,
+//! dead letters, failed attempts and their backoff, the operator's kept
+//! dead letters, the hand-over to the scheduled sweep, the report.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
+    /// Sweep mode: hands every event this run left pending on purpose
+    /// (behind an earlier event of its aggregate that failed, is backing
+    /// off or is held) to the scheduled sweep, unless it is already
+    /// (`!<ulid>`): marked held behind the nearest earlier event of its
+    /// aggregate in the run. So an OnFailure window is settled once each of
+    /// its events is published, dead-lettered or in the schedule's hands,
+    /// and none waits for the 24-hour threshold. A write that fails is a
+    /// store error (the window is then not settled).
+    pub(super) async fn hand_over(&self, entries: &[Entry], run: &mut Run) {
+        let held_by_guard: HashSet<usize> = run.held_entries.iter().map(|(i, _)| *i).collect();
+        for (i, entry) in entries.iter().enumerate() {
+            let Entry::Item(item) = entry else { continue };
+            if run.outcomes[i] != RelayOutcome::Deferred
+                || held_by_guard.contains(&i)
+                || run.claimed_elsewhere.contains(&i)
+                || item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk)
+            {
+                continue;
+            }
+            let behind = entries[..i]
+                .iter()
+                .rev()
+                .find_map(|e| match e {
+                    Entry::Item(earlier) if earlier.aggregate_id == item.aggregate_id => {
+                        Some(earlier.sk.clone())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| keys::OUTBOX_PREFIX.to_owned());
+            if let Err(e) = self
+                .store
+                .hold(&item.key(), &behind, run.claim_token(), &run.finish)
+                .await
+            {
+                tracing::error!(event_id = %item.event_id, error = %e, "could not hand a deferred event to the scheduled sweep");
+                run.store_errors += 1;
+            }
+        }
+    }
+
+    /// Deletes the full batches of [`MAX_BATCH_WRITE`] of what was published
+    /// and not yet deleted, before a store call that is not a send (a guard
+    /// read, a dead-letter or failure write): what is published is not left
+    /// waiting behind it.
+    pub(super) async fn delete_full_batches(&self, run: &mut Run) {
+        let full = (run.published.len() - run.deleted_upto) / MAX_BATCH_WRITE * MAX_BATCH_WRITE;
+        if full == 0 {
+            return;
+        }
+        let finish = run.finish;
+        let undeleted = self
+            .delete_at_once(
+                &run.published[run.deleted_upto..run.deleted_upto + full],
+                &finish,
+            )
+            .await;
+        run.deleted_upto += full;
+        run.undeleted.extend(undeleted);
+    }
+
+    /// Deletes everything published and not yet deleted.
+    pub(super) async fn delete_rest(&self, run: &mut Run) {
+        let finish = run.finish;
+        let undeleted = self
+            .delete_at_once(&run.published[run.deleted_upto..], &finish)
+            .await;
+        run.deleted_upto = run.published.len();
+        run.undeleted.extend(undeleted);
+    }
+
+    /// Deletes `keys`, its batches of [`MAX_BATCH_WRITE`] at once; returns
+    /// those not deleted.
+    pub(super) async fn delete_at_once(&self, keys: &[ItemKey], finish: &Deadline) -> Vec<ItemKey> {
+        futures::future::join_all(
+            keys.chunks(MAX_BATCH_WRITE)
+                .map(|chunk| self.store.delete_published(chunk, finish)),
+        )
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// An entry the sink refused as poison: dead-lettered; if even that
+    /// fails, left pending for the sweeper (its call-mates went out already:
+    /// reporting it would send them again on every retry).
+    pub(super) async fn sink_poison(
+        &self,
+        item: &OutboxItem,
+        failure: &PublishFailure,
+        run: &mut Run,
+        held: &mut HashSet<String>,
+    ) -> RelayOutcome {
+        let attempts = run.sweep().then(|| item.attempts.saturating_add(1));
+        match self
+            .dead_letter(
+                &item.key(),
+                Some(&item.aggregate_id),
+                &failure.to_string(),
+                attempts,
+                run.writes(),
+            )
+            .await
+        {
+            RelayOutcome::Failed(_) => {
+                tracing::error!(event_id = %item.event_id, "poison event left pending for the sweeper (dead-letter write failed)");
+                run.store_errors += 1;
+                // Its aggregate's later events in the run are held behind
+                // it, as behind a dead letter.
+                held.insert(item.aggregate_id.clone());
+                run.held_at
+                    .entry(item.aggregate_id.clone())
+                    .or_insert_with(|| item.sk.clone());
+                RelayOutcome::Deferred
+            }
+            other => other,
+        }
+    }
+
+    /// Deletes what was published and counts the outcomes.
+    /// A published event whose item could not be deleted is handed to the
+    /// scheduled sweep at once (`!<ulid>` pending key, due now, its
+    /// attempts unchanged): the next sweep publishes it again (same event
+    /// id) and deletes it, so that, in strict mode, its aggregate's later
+    /// events are not held behind it until it is stranded.
+    pub(super) async fn finish(&self, entries: &[Entry], run: &mut Run) -> RelayReport {
+        self.delete_rest(run).await;
+        let undeleted = std::mem::take(&mut run.undeleted);
+        let now = outbox_core::now_utc_millis().unix_timestamp();
+        for key in &undeleted {
+            if let (Mode::Operator, Some(claim)) = (run.mode, &run.claim) {
+                tracing::error!(key = %key, "republished dead letter not deleted; it stays a dead letter");
+                let reason = "published by redrive --now, but its item was not deleted: a later redrive sends it again";
+                if let Err(e) = self
+                    .store
+                    .release_claim(key, claim, Some(reason), &run.finish)
+                    .await
+                {
+                    tracing::error!(key = %key, error = %e, "could not release the claim (it lapses)");
+                    run.store_errors += 1;
+                }
+                continue;
+            }
+            tracing::error!(key = %key, "published event's outbox item not deleted; the next scheduled sweep republishes it");
+            let attempts = entries
+                .iter()
+                .find_map(|e| match e {
+                    Entry::Item(item) if item.key() == *key => Some(item.attempts),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            let handed = self
+                .store
+                .record_failure(
+                    key,
+                    attempts,
+                    now,
+                    "published, but its item was not deleted",
+                    run.claim_token(),
+                    &run.finish,
+                )
+                .await;
+            if let Err(e) = handed {
+                tracing::error!(key = %key, error = %e, "could not hand an undeleted event to the scheduled sweep");
+                run.store_errors += 1;
+            }
+        }
+        let outcomes = run.outcomes.clone();
+        let count = |f: fn(&RelayOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+        RelayReport {
+            published: run.published.len(),
+            dead_lettered: count(|o| *o == RelayOutcome::DeadLettered),
+            failed: count(|o| matches!(o, RelayOutcome::Failed(_))),
+            deferred: count(|o| *o == RelayOutcome::Deferred),
+            gone: count(|o| *o == RelayOutcome::Gone),
+            not_attempted: count(|o| *o == RelayOutcome::NotAttempted),
+            delete_failed: undeleted.len(),
+            store_errors: run.store_errors,
+            held: run.held_entries.len(),
+            released: 0,
+            collection_reads: run.collection_reads,
+            commit_to_publish_ms: std::mem::take(&mut run.latencies),
+            outcomes,
+        }
+    }
+
+    /// Sweep mode: whether `item` may be sent now (its aggregate is not
+    /// held and it is due). An item not due holds its aggregate.
+    pub(super) fn sendable(
+        &self,
+        item: &OutboxItem,
+        mode: Mode,
+        held: &mut HashSet<String>,
+    ) -> bool {
+        let Mode::Sweep { now, .. } = mode else {
+            return true;
+        };
+        if held.contains(&item.aggregate_id) {
+            return false;
+        }
+        if item
+            .next_attempt_at
+            .is_some_and(|at| at > now.unix_timestamp())
+        {
+            held.insert(item.aggregate_id.clone());
+            return false;
+        }
+        true
+    }
+
+    /// Operator mode: an event not published stays a dead letter: its claim
+    /// is released with the failure as its reason. A release that fails is a
+    /// store error (the claim lapses).
+    pub(super) async fn keep_dead_letter(
+        &self,
+        key: &ItemKey,
+        failure: PublishFailure,
+        run: &mut Run,
+    ) -> RelayOutcome {
+        tracing::warn!(key = %key, code = %failure.code, kind = ?failure.kind, "dead letter not republished; it stays a dead letter");
+        if let Some(claim) = &run.claim {
+            let reason = format!("redrive --now: {failure}");
+            if let Err(e) = self
+                .store
+                .release_claim(key, claim, Some(&reason), &run.finish)
+                .await
+            {
+                tracing::error!(key = %key, error = %e, "could not release the claim (it lapses)");
+                run.store_errors += 1;
+            }
+        }
+        RelayOutcome::Failed(failure)
+    }
+
+    pub(super) async fn dead_letter(
+        &self,
+        key: &ItemKey,
+        aggregate_id: Option<&str>,
+        reason: &str,
+        attempts: Option<u32>,
+        writes: Writes<'_>,
+    ) -> RelayOutcome {
+        let letter = DeadLetter {
+            key,
+            aggregate_id,
+            reason,
+            attempts,
+            claim: writes.claim,
+        };
+        match self.store.dead_letter(letter, writes.finish).await {
+            Ok(marked) => {
+                tracing::error!(key = %key, reason, outcome = ?marked, "outbox item dead-lettered");
+                RelayOutcome::DeadLettered
+            }
+            Err(e) => {
+                tracing::error!(key = %key, error = %e, "could not dead-letter an outbox item");
+                RelayOutcome::Failed(PublishFailure::new(
+                    FailureKind::Transient,
+                    "DeadLetterFailed",
+                    e.to_string(),
+                ))
+            }
+        }
+    }
+
+    /// Sweep mode: records a failed attempt (or dead-letters after the last
+    /// one). Returns the outcome and whether the write succeeded.
+    pub(super) async fn record_failure(
+        &self,
+        item: &OutboxItem,
+        failure: PublishFailure,
+        now: OffsetDateTime,
+        max_attempts: u32,
+        backoff: Backoff,
+        writes: Writes<'_>,
+    ) -> (RelayOutcome, bool) {
+        let attempts = item.attempts.saturating_add(1);
+        if attempts >= max_attempts {
+            let reason = format!("gave up after {attempts} attempts; last error {failure}");
+            let outcome = self
+                .dead_letter(
+                    &item.key(),
+                    Some(&item.aggregate_id),
+                    &reason,
+                    Some(attempts),
+                    writes,
+                )
+                .await;
+            let ok = outcome == RelayOutcome::DeadLettered;
+            return (
+                if ok {
+                    outcome
+                } else {
+                    RelayOutcome::Failed(failure)
+                },
+                ok,
+            );
+        }
+        let next = now + backoff.delay(attempts);
+        match self
+            .store
+            .record_failure(
+                &item.key(),
+                attempts,
+                next.unix_timestamp(),
+                &failure.to_string(),
+                writes.claim,
+                writes.finish,
+            )
+            .await
+        {
+            Ok(marked) => {
+                if marked == Marked::Gone {
+                    tracing::info!(event_id = %item.event_id, "item gone meanwhile (published by someone else)");
+                }
+                (RelayOutcome::Failed(failure), true)
+            }
+            Err(e) => {
+                tracing::error!(event_id = %item.event_id, error = %e, "could not record a failed attempt; the item stays due");
+                (RelayOutcome::Failed(failure), false)
+            }
+        }
+    }
+}

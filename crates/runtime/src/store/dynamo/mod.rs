@@ -1,0 +1,630 @@
+//! The DynamoDB adapter of the store port.
+
+mod operator;
+mod publish;
+mod sweep;
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, DeleteRequest, KeysAndAttributes, ReturnValuesOnConditionCheckFailure, Select,
+    WriteRequest,
+};
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use ulid::Ulid;
+
+use super::{
+    sanitize, AdoptOutcome, AdoptedFrom, Adoption, Claim, CollectionRead, Created, Cursor,
+    DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OperatorStore, Page, PendingItem,
+    PendingQuery, PublishStore, ShardStats, StoreError, SweepStore, MAX_BATCH_GET, MAX_BATCH_WRITE,
+};
+use crate::aws::{error_code, error_message};
+use crate::config::RecordedSettings;
+use crate::retry::{Deadline, RetryPolicy};
+use outbox_core::keys::{self, attr, ItemKey};
+use outbox_core::now_utc_millis;
+use outbox_core::OutboxItem;
+
+type Item = HashMap<String, AttributeValue>;
+
+/// The DynamoDB adapter.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+    shards: u16,
+    retry: RetryPolicy,
+    keys: keys::KeySchema,
+}
+
+impl DynamoStore {
+    /// The store of `table`, whose writers use `shards` shards.
+    pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>, shards: u16) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            shards,
+            retry: RetryPolicy::default(),
+            keys: keys::KeySchema::default(),
+        }
+    }
+
+    /// The same store, on a table with the key schema `schema`.
+    pub fn with_keys(mut self, schema: keys::KeySchema) -> Self {
+        self.keys = schema;
+        self
+    }
+
+    /// The table's key schema.
+    pub fn keys(&self) -> &keys::KeySchema {
+        &self.keys
+    }
+
+    /// Hands the items of `shard` under `from`'s keys (another region's,
+    /// or with `None` the keys without a region) over to this store's home
+    /// region: each pending item's pending-index partition key becomes
+    /// this region's, and with `due_now` its sort key the redriven `!<ulid>`
+    /// (the next scheduled sweep publishes it whatever its age); each dead
+    /// letter's dead-letter-index partition key becomes this region's (it
+    /// stays dead-lettered). `homeRegion` becomes this region. Each write is
+    /// conditional on the item still holding `from`'s key, so that an item
+    /// published and deleted meanwhile is never resurrected and a second
+    /// run finds nothing to do. `dry_run` reads and writes nothing.
+    ///
+    /// An error when this store has no home region.
+    pub async fn adopt(
+        &self,
+        from: Option<&str>,
+        shard: u16,
+        due_now: bool,
+        dry_run: bool,
+        deadline: &Deadline,
+    ) -> Result<Vec<Adoption>, StoreError> {
+        let Some(home) = self.keys.home_region.clone() else {
+            return Err(StoreError::new("adopt", "NoHomeRegion"));
+        };
+        let source = self.keys.clone().with_home_region(from.map(str::to_owned));
+        let mut adoptions = Vec::new();
+        for index in [AdoptedFrom::Pending, AdoptedFrom::DeadLetter] {
+            let (index_name, pk_name, old, new) = match index {
+                AdoptedFrom::Pending => (
+                    self.keys.pending_index.as_str(),
+                    self.keys.pending_partition_key.as_str(),
+                    source.pending_pk(shard),
+                    self.keys.pending_pk(shard),
+                ),
+                AdoptedFrom::DeadLetter => (
+                    self.keys.dead_letter_index.as_str(),
+                    self.keys.dead_letter_partition_key.as_str(),
+                    source.dead_pk(shard),
+                    self.keys.dead_pk(shard),
+                ),
+            };
+            let mut cursor = None;
+            loop {
+                let out = self
+                    .call(
+                        "adopt",
+                        deadline,
+                        self.client
+                            .query()
+                            .table_name(&self.table)
+                            .index_name(index_name)
+                            .key_condition_expression("#pk = :pk")
+                            .expression_attribute_names("#pk", pk_name)
+                            .expression_attribute_values(":pk", s(old.clone()))
+                            .set_exclusive_start_key(cursor.take())
+                            .send(),
+                    )
+                    .await
+                    .map_err(|e| e.into_store("adopt"))?;
+                for item in out.items() {
+                    let text = |name: &str| match item.get(name) {
+                        Some(AttributeValue::S(v)) => Some(v.clone()),
+                        _ => None,
+                    };
+                    let (Some(pk), Some(sk)) =
+                        (text(&self.keys.partition_key), text(&self.keys.sort_key))
+                    else {
+                        continue;
+                    };
+                    let key = ItemKey::new(pk, sk);
+                    let event_id = text(attr::EVENT_ID);
+                    let outcome = if dry_run {
+                        AdoptOutcome::WouldAdopt
+                    } else {
+                        let mut update = "SET #pk = :new, #home = :home".to_owned();
+                        let mut values = HashMap::from([
+                            (":new".to_owned(), s(new.clone())),
+                            (":old".to_owned(), s(old.clone())),
+                            (":home".to_owned(), s(home.clone())),
+                        ]);
+                        let mut names = vec![("#pk", pk_name), ("#home", attr::HOME_REGION)];
+                        let redriven = event_id
+                            .as_deref()
+                            .and_then(|id| Ulid::from_string(id).ok())
+                            .map(keys::redriven_sk);
+                        if let (AdoptedFrom::Pending, true, Some(redriven)) =
+                            (index, due_now, redriven)
+                        {
+                            update.push_str(", #psk = :psk");
+                            names.push(("#psk", self.keys.pending_sort_key.as_str()));
+                            values.insert(":psk".to_owned(), s(redriven));
+                        }
+                        match self
+                            .conditional_update(
+                                &key,
+                                (&update, "#pk = :old"),
+                                &names,
+                                values,
+                                "adopt",
+                                deadline,
+                            )
+                            .await?
+                        {
+                            Marked::Updated => AdoptOutcome::Adopted,
+                            Marked::Gone => AdoptOutcome::Gone,
+                        }
+                    };
+                    adoptions.push(Adoption {
+                        key,
+                        event_id,
+                        index,
+                        outcome,
+                    });
+                }
+                match out.last_evaluated_key() {
+                    Some(next) => cursor = Some(next.clone()),
+                    None => break,
+                }
+            }
+        }
+        Ok(adoptions)
+    }
+
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Sends one SDK request bounded by `deadline`. The SDK retries the
+    /// call itself (crate::aws); nothing here retries it again.
+    async fn call<T, E, Fut>(
+        &self,
+        operation: &'static str,
+        deadline: &Deadline,
+        call: Fut,
+    ) -> Result<T, Failed<E>>
+    where
+        Fut: Future<Output = Result<T, SdkError<E, aws_smithy_runtime_api::http::Response>>>,
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        match deadline.bound(call).await {
+            Some(Ok(out)) => Ok(out),
+            Some(Err(error)) => {
+                let code = error_code(&error);
+                Err(match error {
+                    SdkError::ServiceError(service) => Failed::Service(service.into_err(), code),
+                    other => {
+                        let mut e = StoreError::new(operation, code);
+                        e.message = error_message(&other);
+                        Failed::Store(e)
+                    }
+                })
+            }
+            None => Err(Failed::Store(StoreError::new(operation, "DeadlineReached"))),
+        }
+    }
+
+    /// An `UpdateItem` of `key`: (update, condition) expressions, their
+    /// attribute names and values.
+    async fn conditional_update(
+        &self,
+        key: &ItemKey,
+        (update, condition): (&str, &str),
+        names: &[(&str, &str)],
+        values: HashMap<String, AttributeValue>,
+        operation: &'static str,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let names: HashMap<String, String> = names
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let result = self
+            .call(
+                operation,
+                deadline,
+                self.client
+                    .update_item()
+                    .table_name(&self.table)
+                    .set_key(Some(self.keys.key(key)))
+                    .update_expression(update)
+                    .condition_expression(condition)
+                    .set_expression_attribute_names((!names.is_empty()).then_some(names))
+                    .set_expression_attribute_values((!values.is_empty()).then_some(values))
+                    .send(),
+            )
+            .await;
+        conditional(result, operation)
+    }
+
+    /// The outbox items of `key`'s item collection older than it, oldest
+    /// first, each with whether it is pending (in the pending index; a dead
+    /// letter is not): strongly consistent `Query`s of the collection's
+    /// keys (`SK BETWEEN OUTBOX# AND <key>`), no index read.
+    async fn older_outbox(
+        &self,
+        key: &ItemKey,
+        deadline: &Deadline,
+        operation: &'static str,
+    ) -> Result<Vec<(String, bool)>, StoreError> {
+        let mut older = Vec::new();
+        let mut cursor = None;
+        loop {
+            let out = self
+                .call(
+                    operation,
+                    deadline,
+                    self.client
+                        .query()
+                        .table_name(&self.table)
+                        .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                        .expression_attribute_names("#pk", self.keys.partition_key.as_str())
+                        .expression_attribute_names("#sk", self.keys.sort_key.as_str())
+                        .expression_attribute_names(
+                            "#ppk",
+                            self.keys.pending_partition_key.as_str(),
+                        )
+                        .expression_attribute_values(":pk", s(key.pk.clone()))
+                        .expression_attribute_values(":lo", s(self.keys.outbox_prefix.as_str()))
+                        .expression_attribute_values(":hi", s(key.sk.clone()))
+                        .projection_expression("#sk, #ppk")
+                        .consistent_read(true)
+                        .set_exclusive_start_key(cursor)
+                        .send(),
+                )
+                .await
+                .map_err(|e| e.into_store(operation))?;
+            older.extend(out.items().iter().filter_map(|item| {
+                let sk = item
+                    .get(self.keys.sort_key.as_str())
+                    .and_then(|v| v.as_s().ok())?;
+                (*sk != key.sk).then(|| {
+                    (
+                        sk.clone(),
+                        item.contains_key(self.keys.pending_partition_key.as_str()),
+                    )
+                })
+            }));
+            match out.last_evaluated_key() {
+                Some(next) => cursor = Some(next.clone()),
+                None => return Ok(older),
+            }
+        }
+    }
+
+    /// Sets `fields` on a pending outbox item and hands it to the scheduled
+    /// sweep: its pending sort key becomes `!<ulid>` (read by every scheduled
+    /// sweep, whatever the event's age) and a sweeper's claim on it is
+    /// cleared. Conditional on the item existing and still pending.
+    async fn hand_to_schedule(
+        &self,
+        key: &ItemKey,
+        fields: &[(&str, AttributeValue)],
+        handover: Handover<'_>,
+        operation: &'static str,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        let Some(event_id) = self.keys.event_id_from_sk(&key.sk) else {
+            return Err(StoreError::new(operation, "NotAnOutboxKey"));
+        };
+        let mut sets: Vec<String> = Vec::with_capacity(fields.len() + 2);
+        let mut values = HashMap::with_capacity(fields.len() + 4);
+        for (i, (name, value)) in fields.iter().enumerate() {
+            sets.push(format!("{name} = :v{i}"));
+            values.insert(format!(":v{i}"), value.clone());
+        }
+        if handover.held {
+            // `:clock`: the time `unclaimed_but` adds.
+            sets.push(format!(
+                "{since} = if_not_exists({since}, :clock)",
+                since = attr::HELD_SINCE
+            ));
+        }
+        sets.push(format!("{} = :sk", self.keys.pending_sort_key.as_str()));
+        values.insert(":sk".to_owned(), s(keys::redriven_sk(event_id)));
+        // A failure record ends a hold: the event was attempted (it passed
+        // its guard), so it is no longer held behind anything.
+        let unhold = if handover.unhold {
+            format!(", {}, {}", attr::HELD_BEHIND, attr::HELD_SINCE)
+        } else {
+            String::new()
+        };
+        let update = format!(
+            "SET {} REMOVE {}, {}{unhold}",
+            sets.join(", "),
+            attr::CLAIM_TOKEN,
+            attr::CLAIMED_UNTIL
+        );
+        let condition = format!(
+            "attribute_exists({}) AND attribute_exists({}) AND {}",
+            self.keys.partition_key.as_str(),
+            self.keys.pending_partition_key.as_str(),
+            unclaimed_but(handover.claim, &mut values)
+        );
+        self.conditional_update(key, (&update, &condition), &[], values, operation, deadline)
+            .await
+    }
+
+    /// Whether this region publishes the item (its `homeRegion` is this
+    /// store's, or it has none) and it is not a dead letter.
+    fn ours_to_publish(&self, item: &HashMap<String, AttributeValue>) -> bool {
+        let region = item.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
+        self.keys.publishes_region(region.map(String::as_str))
+            && !item.contains_key(attr::DEAD_LETTERED_AT)
+    }
+
+    /// The settings item (strongly consistent), if there is one.
+    async fn settings_item(
+        &self,
+        operation: &'static str,
+        deadline: &Deadline,
+    ) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
+        self.call(
+            operation,
+            deadline,
+            self.client
+                .get_item()
+                .table_name(&self.table)
+                .set_key(Some(self.keys.key(&keys::settings_key())))
+                .consistent_read(true)
+                .send(),
+        )
+        .await
+        .map(|out| out.item)
+        .map_err(|e| e.into_store(operation))
+    }
+
+    /// The first pending-index sort key of a shard (after `after`, when
+    /// given), one item read; and the items read.
+    async fn first_pending(
+        &self,
+        shard: u16,
+        after: Option<&str>,
+        deadline: &Deadline,
+    ) -> Result<(Option<String>, usize), StoreError> {
+        let mut request = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(self.keys.pending_index.as_str())
+            .key_condition_expression(if after.is_some() {
+                "#pk = :pk AND #sk > :after"
+            } else {
+                "#pk = :pk"
+            })
+            .expression_attribute_names("#pk", self.keys.pending_partition_key.as_str())
+            .expression_attribute_names("#sk", self.keys.pending_sort_key.as_str())
+            .expression_attribute_values(":pk", s(self.keys.pending_pk(shard)))
+            .projection_expression("#sk")
+            .scan_index_forward(true)
+            .limit(1);
+        if let Some(after) = after {
+            request = request.expression_attribute_values(":after", s(after));
+        }
+        let out = self
+            .call("oldest_pending", deadline, request.send())
+            .await
+            .map_err(|e| e.into_store("oldest_pending"))?;
+        let first = out
+            .items()
+            .first()
+            .and_then(|i| i.get(self.keys.pending_sort_key.as_str()))
+            .and_then(|v| v.as_s().ok())
+            .cloned();
+        Ok((first, out.scanned_count().max(0) as usize))
+    }
+
+    async fn count(
+        &self,
+        index: &str,
+        pk_name: &str,
+        pk_value: String,
+        limit: i32,
+        deadline: &Deadline,
+    ) -> Result<(usize, bool, usize), StoreError> {
+        let out = self
+            .call(
+                "count",
+                deadline,
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(index)
+                    .key_condition_expression("#pk = :pk")
+                    .expression_attribute_names("#pk", pk_name)
+                    .expression_attribute_values(":pk", AttributeValue::S(pk_value))
+                    .select(Select::Count)
+                    .limit(limit)
+                    .send(),
+            )
+            .await
+            .map_err(|e| e.into_store("count"))?;
+        let count = out.count().max(0) as usize;
+        let capped = out.last_evaluated_key().is_some() || count >= limit.max(0) as usize;
+        Ok((count, capped, out.scanned_count().max(0) as usize))
+    }
+
+    /// Deletes one published item (unconditional: a delete that finds
+    /// nothing is not an error); false when it failed or the deadline cut it.
+    async fn delete_one(&self, key: &ItemKey, deadline: &Deadline) -> bool {
+        let call = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(self.keys.key(key)))
+            .send();
+        match deadline.bound(call).await {
+            Some(Ok(_)) => true,
+            Some(Err(e)) => {
+                tracing::warn!(code = %error_code(&e), "DeleteItem failed");
+                false
+            }
+            None => {
+                tracing::warn!("DeleteItem cut by the deadline");
+                false
+            }
+        }
+    }
+}
+
+/// The outcome of a conditional write: [`Marked::Gone`] when its condition
+/// failed.
+fn conditional<T, E: ProvideErrorMetadata>(
+    result: Result<T, Failed<E>>,
+    operation: &'static str,
+) -> Result<Marked, StoreError> {
+    match result {
+        Ok(_) => Ok(Marked::Updated),
+        Err(Failed::Service(_, code)) if code == "ConditionalCheckFailedException" => {
+            Ok(Marked::Gone)
+        }
+        Err(other) => Err(other.into_store(operation)),
+    }
+}
+
+/// A failed call: the service's own error (to match on) or a store error.
+enum Failed<E> {
+    Service(E, String),
+    Store(StoreError),
+}
+
+impl<E: ProvideErrorMetadata> Failed<E> {
+    /// The store error, with the service's code and message.
+    fn into_store(self, operation: &'static str) -> StoreError {
+        match self {
+            Self::Service(error, code) => {
+                let mut e = StoreError::new(operation, code);
+                e.message = error.message().map(str::to_owned);
+                e
+            }
+            Self::Store(e) => e,
+        }
+    }
+}
+
+/// How an item is handed to the scheduled sweep.
+struct Handover<'a> {
+    /// The writer's own claim token, if it holds one.
+    claim: Option<&'a str>,
+    /// A hold: `heldSince` is recorded (kept when already there).
+    held: bool,
+    /// A failure record: `heldBehind` and `heldSince` are removed.
+    unhold: bool,
+}
+
+/// The condition that no live claim holds the item, but `claim`'s (the
+/// writer's own, when given): so a claim is cleared only by its owner, or
+/// once it lapsed. Adds `:clock` (epoch seconds) and `:mine`.
+fn unclaimed_but(claim: Option<&str>, values: &mut HashMap<String, AttributeValue>) -> String {
+    values.insert(":clock".to_owned(), n(now_utc_millis().unix_timestamp()));
+    let free = format!(
+        "attribute_not_exists({until}) OR {until} < :clock",
+        until = attr::CLAIMED_UNTIL
+    );
+    match claim {
+        Some(token) => {
+            values.insert(":mine".to_owned(), s(token));
+            format!("({free} OR {} = :mine)", attr::CLAIM_TOKEN)
+        }
+        None => format!("({free})"),
+    }
+}
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// Records `shards` as the shard count in use and returns the highest count
+/// ever recorded (at least `shards`). The settings item only ever grows: a
+/// conditional update that fails when a larger count is already there.
+/// The writer calls it at cold start and the sweeper on every run, so a
+/// lowered `OUTBOX_SHARDS` never hides the items of the higher shards.
+pub async fn record_shard_count(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    schema: &keys::KeySchema,
+    shards: u16,
+) -> Result<u16, StoreError> {
+    let result = client
+        .update_item()
+        .table_name(table)
+        .set_key(Some(schema.key(&keys::settings_key())))
+        .update_expression("SET #hw = :n")
+        .condition_expression("attribute_not_exists(#hw) OR #hw < :n")
+        .expression_attribute_names("#hw", attr::SHARDS_HIGH_WATER)
+        .expression_attribute_values(":n", n(shards))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await;
+    let recorded = match result {
+        Ok(_) => return Ok(shards),
+        Err(SdkError::ServiceError(e))
+            if matches!(e.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+        {
+            match e.err() {
+                UpdateItemError::ConditionalCheckFailedException(c) => c.item().cloned(),
+                _ => None,
+            }
+        }
+        Err(e) => return Err(StoreError::new("record_shard_count", error_code(&e))),
+    };
+    // DynamoDB returns the item that failed the condition (ALL_OLD); without
+    // it the mark is unknown, and guessing could hide shards.
+    let recorded = recorded.ok_or_else(|| StoreError::new("record_shard_count", "NoOldItem"))?;
+    let high_water = recorded
+        .get(attr::SHARDS_HIGH_WATER)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse::<u16>().ok())
+        .unwrap_or(shards);
+    Ok(high_water.max(shards))
+}
+
+/// A dead-letter index item as a [`DeadLetterRecord`].
+fn dead_letter_record(schema: &keys::KeySchema, item: &Item, shard: u16) -> DeadLetterRecord {
+    let text = |name: &str| {
+        item.get(name)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default()
+    };
+    DeadLetterRecord {
+        event_id: text(schema.dead_letter_sort_key.as_str()),
+        event_type: text(attr::EVENT_TYPE),
+        aggregate_id: text(attr::AGGREGATE_ID),
+        attempts: item
+            .get(attr::ATTEMPTS)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
+        reason: text(attr::DEAD_LETTER_REASON),
+        dead_lettered_at: text(attr::DEAD_LETTERED_AT),
+        key: ItemKey::new(
+            text(schema.partition_key.as_str()),
+            text(schema.sort_key.as_str()),
+        ),
+        shard,
+        envelope: item
+            .get(attr::ENVELOPE)
+            .and_then(|v| v.as_s().ok())
+            .cloned(),
+    }
+}

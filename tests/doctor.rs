@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{
 };
 use outbox_core::KeySchema;
 use outboxctl::{diagnose, Finding, Severity, SinkToCheck};
-use testkit::{outboxctl, unique, Stack};
+use testkit::{unique, Stack};
 
 fn problems(findings: &[Finding]) -> Vec<&'static str> {
     findings
@@ -120,7 +120,7 @@ async fn table(stack: &Stack, shape: Shape) -> String {
 async fn the_stacks_table_is_fit() {
     let stack = Stack::with_bus().await;
     let bus = stack.bus.as_ref().expect("bus").0.clone();
-    let (ok, out, err) = outboxctl(&["doctor", "--table", &stack.table, "--bus", &bus, "--json"]);
+    let (ok, out, err) = stack.operator().doctor(&["--bus", &bus, "--json"]);
     assert!(ok, "{out}\n{err}");
     let findings: Vec<serde_json::Value> = serde_json::from_str(&out).expect("JSON");
     let checks: Vec<&str> = findings
@@ -275,7 +275,7 @@ async fn each_broken_copy_is_a_problem_of_its_own_check() {
 
     // The CLI: exit 1, the finding and its fix on stdout, the count on stderr.
     let broken = table(&stack, Shape { ttl: None, ..FIT }).await;
-    let (ok, out, err) = outboxctl(&["doctor", "--table", &broken]);
+    let (ok, out, err) = testkit::Operator::new(&broken).doctor(&[]);
     assert!(!ok);
     assert!(out.contains("update-time-to-live"), "{out}");
     assert!(err.contains("1 problem"), "{err}");

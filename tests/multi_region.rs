@@ -416,27 +416,20 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
         .all(|i| i["homeRegion"].as_s().unwrap() == "eu-west-1"));
 
     // adopt-region in east: a dry run changes nothing...
+    let operator = testkit::Operator::new(&table).with_env(&[("HOME_REGION", "us-east-1")]);
     let adopt = |extra: &[&str]| {
-        let mut args = vec![
-            "adopt-region",
-            "--table",
-            &table,
-            "--from",
-            "eu-west-1",
-            "--json",
-        ];
+        let mut args = vec!["--from", "eu-west-1", "--json"];
         args.extend_from_slice(extra);
-        let (ok, out, err) = testkit::outboxctl_with(&args, &[("HOME_REGION", "us-east-1")]);
+        let (ok, out, err) = operator.adopt_region(&args);
         assert!(ok, "{err}");
         out.lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
             .collect::<Vec<Value>>()
     };
     // A region name that is not one: refused before anything is read.
-    let (ok, _, err) = testkit::outboxctl_with(
-        &["adopt-region", "--table", &table, "--from", "EU West"],
-        &[("HOME_REGION", "us-east-1")],
-    );
+    let (ok, _, err) = testkit::Operator::new(&table)
+        .with_env(&[("HOME_REGION", "us-east-1")])
+        .adopt_region(&["--from", "EU West"]);
     assert!(!ok && err.contains("--from \"EU West\""), "{err}");
     let dry = adopt(&["--dry-run"]);
     assert_eq!(dry.len(), 5, "four audit lines and the summary: {dry:?}");
@@ -494,12 +487,9 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     }
     assert_eq!(dead_here, 1, "the dead letter is this region's now");
     let letter_id = text(letter, "eventId");
-    let (ok, out, err) = testkit::outboxctl_with(
-        &[
-            "dead-letters",
-            "redrive",
-            "--table",
-            &table,
+    let (ok, out, err) = testkit::Operator::new(&table)
+        .with_env(&[("HOME_REGION", "us-east-1")])
+        .redrive(&[
             &letter_id,
             "--now",
             "--bus",
@@ -507,9 +497,7 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
             "--source",
             "outbox.orders",
             "--json",
-        ],
-        &[("HOME_REGION", "us-east-1")],
-    );
+        ]);
     assert!(ok, "{err}");
     assert!(out.contains("published"), "{out}");
 

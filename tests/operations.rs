@@ -173,7 +173,7 @@ async fn status_counts_pending_backing_off_and_dead_letters_per_shard() {
     let _ = fresh;
 
     // The same through the binary, as JSON.
-    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    let (ok, out, err) = stack.operator().status(&["--json"]);
     assert!(ok, "{err}");
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     for key in [
@@ -194,30 +194,19 @@ async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
     let id = event.event_id.to_string();
     let (bus, _) = stack.bus.clone().unwrap();
 
-    let (ok, out, err) = outboxctl(&["dead-letters", "list", "--table", &stack.table]);
+    let (ok, out, err) = stack.operator().list(&[]);
     assert!(ok, "{err}");
     assert!(out.contains(&id), "{out}");
-    let (ok, out, err) = outboxctl(&["dead-letters", "show", "--table", &stack.table, &id]);
+    let (ok, out, err) = stack.operator().show(&[&id]);
     assert!(ok, "{err}");
     assert!(out.contains("\"eventId\""), "{out}");
 
     // Dry run: nothing changes.
-    let (ok, out, _) = outboxctl(&[
-        "dead-letters",
-        "redrive",
-        "--table",
-        &stack.table,
-        &id,
-        "--dry-run",
-    ]);
+    let (ok, out, _) = stack.operator().redrive(&[&id, "--dry-run"]);
     assert!(ok && out.contains("would redrive"), "{out}");
     assert!(stack.outbox_items().await[0].dead_lettered_at.is_some());
 
-    let (ok, out, err) = outboxctl(&[
-        "dead-letters",
-        "redrive",
-        "--table",
-        &stack.table,
+    let (ok, out, err) = stack.operator().redrive(&[
         &id,
         "--now",
         "--bus",
@@ -236,18 +225,10 @@ async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
     assert!(stack.outbox_items().await.is_empty());
 
     // Again: no longer a dead letter, a clear error, nothing published.
-    let (ok, _, err) = outboxctl(&[
-        "dead-letters",
-        "redrive",
-        "--table",
-        &stack.table,
-        &id,
-        "--now",
-        "--bus",
-        &bus,
-        "--source",
-        "outbox.orders",
-    ]);
+    let (ok, _, err) =
+        stack
+            .operator()
+            .redrive(&[&id, "--now", "--bus", &bus, "--source", "outbox.orders"]);
     assert!(!ok);
     assert!(err.contains("no dead letter with event id"), "{err}");
     assert!(stack.drain_subscriber().await.is_empty());
@@ -490,7 +471,7 @@ async fn redriven_dead_letters_go_out_with_the_next_scheduled_sweep_whatever_the
     assert_eq!(report.dead_lettered, 3);
     let fresh = stack.put_event_aged(Duration::from_secs(60)).await;
 
-    let (ok, out, err) = outboxctl(&["dead-letters", "redrive", "--table", &stack.table, "--all"]);
+    let (ok, out, err) = stack.operator().redrive(&["--all"]);
     assert!(ok, "{err}");
     assert_eq!(out.matches("redriven").count(), 3, "{out}");
     assert!(out.contains("next scheduled sweep"), "{out}");
@@ -517,7 +498,7 @@ async fn redriven_dead_letters_go_out_with_the_next_scheduled_sweep_whatever_the
         left[0].event_id, fresh.event_id,
         "the fresh event stays pending"
     );
-    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    let (ok, out, err) = stack.operator().status(&["--json"]);
     assert!(ok, "{err}");
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
@@ -532,7 +513,7 @@ async fn redriven_dead_letters_go_out_with_the_next_scheduled_sweep_whatever_the
 /// local run, so nothing leaves this machine).
 #[tokio::test]
 async fn errors_carry_the_reason_in_one_readable_line() {
-    let (ok, _, err) = outboxctl(&["status", "--table", "no-such-table"]);
+    let (ok, _, err) = testkit::Operator::new("no-such-table").status(&[]);
     assert!(!ok);
     let line = err.trim();
     assert!(!line.contains('\n'), "{line}");
@@ -568,17 +549,11 @@ async fn a_republish_uses_the_settings_the_stack_recorded() {
     stack.forget_settings().await;
     let event = &dead_letters(&stack, 1).await[0];
     let id = event.event_id.to_string();
+    let operator = stack.operator();
     let redrive_now = |extra: &[&str]| {
-        let mut args = vec![
-            "dead-letters",
-            "redrive",
-            "--table",
-            &stack.table,
-            &id,
-            "--now",
-        ];
+        let mut args = vec![id.as_str(), "--now"];
         args.extend_from_slice(extra);
-        outboxctl(&args)
+        operator.redrive(&args)
     };
     let still_dead = || async {
         let items = stack.outbox_items().await;
@@ -653,15 +628,10 @@ async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
     let store = stack.store();
     // The stack's recorded settings give `--now` its bus and source.
 
-    let (ok, out, err) = outboxctl(&[
-        "dead-letters",
-        "redrive",
-        "--table",
-        &stack.table,
-        &picked.event_id.to_string(),
-        "--now",
-        "--json",
-    ]);
+    let (ok, out, err) =
+        stack
+            .operator()
+            .redrive(&[&picked.event_id.to_string(), "--now", "--json"]);
     assert!(ok, "{err}");
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(json["published"], 1, "{out}");
@@ -697,25 +667,11 @@ async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
         .unwrap();
     assert!(held.is_some(), "claimed");
     let id = other.event_id.to_string();
-    let (ok, out, _) = outboxctl(&[
-        "dead-letters",
-        "redrive",
-        "--table",
-        &stack.table,
-        &id,
-        "--now",
-    ]);
+    let (ok, out, _) = stack.operator().redrive(&[&id, "--now"]);
     assert!(ok && out.contains("skipped"), "{out}");
-    let (ok, out, _) = outboxctl(&["dead-letters", "redrive", "--table", &stack.table, &id]);
+    let (ok, out, _) = stack.operator().redrive(&[&id]);
     assert!(ok && out.contains("skipped"), "{out}");
-    let (ok, out, _) = outboxctl(&[
-        "dead-letters",
-        "discard",
-        "--table",
-        &stack.table,
-        &id,
-        "--yes",
-    ]);
+    let (ok, out, _) = stack.operator().discard(&[&id, "--yes"]);
     assert!(ok && out.contains("skipped"), "{out}");
     assert!(stack.drain_subscriber().await.is_empty());
     // Its holder gives it up; a publish that fails then exits non-zero and
@@ -755,14 +711,7 @@ async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
 
     // Issue #25 item 7: the audit line of a discard names the AWS caller
     // (sts:GetCallerIdentity's ARN) beside the OS user.
-    let (ok, _, err) = outboxctl(&[
-        "dead-letters",
-        "discard",
-        "--table",
-        &stack.table,
-        &id,
-        "--yes",
-    ]);
+    let (ok, _, err) = stack.operator().discard(&[&id, "--yes"]);
     assert!(ok, "{err}");
     let audit: serde_json::Value = err
         .lines()
@@ -802,27 +751,22 @@ async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
         .await
         .expect("pump");
 
-    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    let (ok, out, err) = stack.operator().status(&["--json"]);
     assert!(ok, "{err}");
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(status["deadLetters"], 1, "{out}");
     assert_eq!(status["settings"]["from"], "recorded", "{out}");
     assert_eq!(status["otherKeys"], serde_json::json!([]), "{out}");
-    let (ok, out, err) = outboxctl(&["dead-letters", "list", "--table", &stack.table, "--json"]);
+    let (ok, out, err) = stack.operator().list(&["--json"]);
     assert!(ok, "{err}");
     let listed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
     assert_eq!(listed.len(), 1, "{out}");
     // A window the mapping gave up on: republished to the recorded sink.
     let event = stack.put_event_aged(Duration::from_secs(30)).await;
     let queue = on_failure_queue(&stack).await;
-    let (ok, out, err) = outboxctl(&[
-        "redrive-on-failure",
-        "--queue",
-        &queue,
-        "--table",
-        &stack.table,
-        "--json",
-    ]);
+    let (ok, out, err) = stack
+        .operator()
+        .redrive_on_failure(&["--queue", &queue, "--json"]);
     assert!(ok, "{err}");
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(json["handled"], 1, "{out}");
@@ -835,7 +779,7 @@ async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
     assert_eq!(stack.outbox_raw().await.len(), 1, "the dead letter only");
 
     // The dead letter back to the pending index.
-    let (ok, out, err) = outboxctl(&["dead-letters", "redrive", "--table", &stack.table, "--all"]);
+    let (ok, out, err) = stack.operator().redrive(&["--all"]);
     assert!(ok && out.contains("redriven"), "{out} {err}");
     let items = stack.outbox_raw().await;
     assert!(
@@ -854,7 +798,7 @@ async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
     let mut attributes = old.to_attributes().unwrap();
     attributes.remove("envelope");
     stack.put_raw(stack.keys.to_table(attributes)).await;
-    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    let (ok, out, err) = stack.operator().status(&["--json"]);
     assert!(ok, "{err}");
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
     let age = status["oldestPendingAgeSeconds"].as_i64().unwrap_or(0);
@@ -900,7 +844,7 @@ async fn with_nothing_recorded_status_and_redrive_on_failure_do_not_guess() {
     let stack = Stack::with_bus().await;
     stack.forget_settings().await;
     stack.put_event_aged(Duration::from_secs(30)).await;
-    let (ok, out, err) = outboxctl(&["status", "--table", &stack.table, "--json"]);
+    let (ok, out, err) = stack.operator().status(&["--json"]);
     assert!(ok, "{err}");
     assert!(err.contains("no settings are recorded"), "{err}");
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -1012,12 +956,9 @@ async fn redrive_on_failure_honours_the_stacks_ordering() {
 /// `--json`.
 fn redrive_on_failure(stack: &Stack, queue: &str) -> (bool, String, String) {
     let (bus, _) = stack.bus.clone().expect("a stack with a bus");
-    outboxctl(&[
-        "redrive-on-failure",
+    stack.operator().redrive_on_failure(&[
         "--queue",
         queue,
-        "--table",
-        &stack.table,
         "--bus",
         &bus,
         "--source",

@@ -207,7 +207,7 @@ async fn a_dead_letter_parks_its_aggregate_until_redriven_or_discarded() {
         );
 
         // Releasing it would publish A2 and A3 before A1: refused.
-        let (ok, _, err) = testkit::outboxctl(&["release", "--table", &rig.stack.table, "a"]);
+        let (ok, _, err) = rig.stack.operator().release(&["a"]);
         assert!(!ok && err.contains("waits behind its dead letter"), "{err}");
 
         // A scheduled sweep publishes nothing while A1 is a dead letter,
@@ -533,7 +533,7 @@ async fn an_aggregate_held_past_the_sweep_period_is_parked_listed_and_released()
     assert!(rig.received("a").await.is_empty(), "A1 backs off, A2 waits");
 
     let table = rig.stack.table.clone();
-    let (ok, out, err) = testkit::outboxctl(&["status", "--table", &table, "--json"]);
+    let (ok, out, err) = testkit::Operator::new(&table).status(&["--json"]);
     assert!(ok, "{err}");
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
     let parked = &status["parked"];
@@ -543,10 +543,10 @@ async fn an_aggregate_held_past_the_sweep_period_is_parked_listed_and_released()
     assert_eq!(parked[0]["heldBehind"], a1.event_id.to_string());
     assert_eq!(parked[0]["deadLetter"], serde_json::Value::Null);
     assert!(parked[0]["heldSince"].is_string(), "{status}");
-    let (ok, out, _) = testkit::outboxctl(&["status", "--table", &table]);
+    let (ok, out, _) = testkit::Operator::new(&table).status(&[]);
     assert!(ok && out.contains("parked aggregate"), "{out}");
 
-    let (ok, out, err) = testkit::outboxctl(&["release", "--table", &table, "a", "--json"]);
+    let (ok, out, err) = testkit::Operator::new(&table).release(&["a", "--json"]);
     assert!(ok, "{err}");
     let released: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
@@ -561,7 +561,7 @@ async fn an_aggregate_held_past_the_sweep_period_is_parked_listed_and_released()
     rig.invoke(&sweeper, &scheduled()).await;
     assert_eq!(rig.received("a").await, vec![1, 2]);
     assert!(rig.stack.outbox_items().await.is_empty());
-    let (ok, _, err) = testkit::outboxctl(&["release", "--table", &table, "a"]);
+    let (ok, _, err) = testkit::Operator::new(&table).release(&["a"]);
     assert!(!ok && err.contains("is not parked"), "{err}");
 }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 use serde_yaml_ng::Value as Y;
 use testkit::lambda::LambdaFunction;
 use testkit::rig::scheduled;
-use testkit::{outboxctl, root, Stack};
+use testkit::{root, Stack};
 
 /// One outbox stack: its resources and its two functions.
 struct Outbox {
@@ -198,7 +198,7 @@ async fn two_stacks_in_one_account_see_only_their_own_dead_letters() {
 
     // `outboxctl status` of each table: the dead letter in stack one only.
     for (outbox, dead_letters) in [(&one, 1), (&two, 0)] {
-        let (ok, out, err) = outboxctl(&["status", "--table", &outbox.stack.table, "--json"]);
+        let (ok, out, err) = testkit::Operator::new(&outbox.stack.table).status(&["--json"]);
         assert!(ok, "{err}");
         let status: Value = serde_json::from_str(&out).expect("status JSON");
         assert_eq!(

@@ -45,10 +45,12 @@ use outbox_runtime::Config;
 pub mod chaos;
 pub mod contract;
 pub mod lambda;
+mod operator;
 pub mod proxy;
 pub mod rig;
 mod stack;
 
+pub use operator::{Operator, Said};
 pub use stack::Stack;
 
 /// A DynamoDB item, as the SDK holds it.

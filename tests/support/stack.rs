@@ -240,6 +240,12 @@ impl Stack {
         )
     }
 
+    /// The `outboxctl` binary pointed at this stack's table: a method per
+    /// command.
+    pub fn operator(&self) -> crate::Operator {
+        crate::Operator::new(&self.table)
+    }
+
     /// Every item in the table but the stack's settings records. The
     /// harness's own read, with a patient
     /// client: a page of a 20,000-order table on a loaded machine can take

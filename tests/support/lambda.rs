@@ -457,12 +457,10 @@ impl devkit::Invoker for &LambdaFunction {
         &self,
         event: aws_lambda_events::event::dynamodb::Event,
     ) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, devkit::InvokeError> {
-        let payload =
-            serde_json::to_vec(&event).map_err(|e| devkit::InvokeError::Invalid(e.to_string()))?;
-        let body = LambdaFunction::invoke(self, &payload)
-            .await
-            .map_err(|e| e.to_string())?;
-        devkit::stream_response(&body)
+        invoke_stream(&event, |payload| async move {
+            LambdaFunction::invoke(self, &payload).await
+        })
+        .await
     }
 }
 
@@ -533,4 +531,20 @@ pub fn passes_lambda_filter(line: &str, level: Option<&str>) -> bool {
         .and_then(|v| v["level"].as_str().and_then(rank))
         .unwrap_or(info);
     of_line >= threshold
+}
+
+/// A stream event's round trip through `call` (one function process's
+/// invoke): the payload, the call, the mapping's response read back.
+pub(crate) async fn invoke_stream<F, Fut>(
+    event: &aws_lambda_events::event::dynamodb::Event,
+    call: F,
+) -> Result<aws_lambda_events::event::streams::DynamoDbEventResponse, devkit::InvokeError>
+where
+    F: FnOnce(Vec<u8>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<u8>, FunctionError>>,
+{
+    let payload =
+        serde_json::to_vec(event).map_err(|e| devkit::InvokeError::Invalid(e.to_string()))?;
+    let body = call(payload).await.map_err(|e| e.to_string())?;
+    devkit::stream_response(&body)
 }

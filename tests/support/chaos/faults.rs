@@ -398,10 +398,8 @@ impl Invoker for &Tagged {
         &self,
         event: StreamEvent,
     ) -> Result<DynamoDbEventResponse, devkit::InvokeError> {
-        let payload =
-            serde_json::to_vec(&event).map_err(|e| devkit::InvokeError::Invalid(e.to_string()))?;
-        let body = self.call(&payload).await.map_err(|e| e.to_string())?;
-        devkit::stream_response(&body)
+        crate::lambda::invoke_stream(&event, |payload| async move { self.call(&payload).await })
+            .await
     }
 }
 
@@ -497,9 +495,7 @@ impl Invoker for &Sandboxes {
         &self,
         event: StreamEvent,
     ) -> Result<DynamoDbEventResponse, devkit::InvokeError> {
-        let payload =
-            serde_json::to_vec(&event).map_err(|e| devkit::InvokeError::Invalid(e.to_string()))?;
-        let body = self.call(&payload).await.map_err(|e| e.to_string())?;
-        devkit::stream_response(&body)
+        crate::lambda::invoke_stream(&event, |payload| async move { self.call(&payload).await })
+            .await
     }
 }

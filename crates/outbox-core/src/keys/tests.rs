@@ -1,0 +1,194 @@
+//! Unit tests of `crates/outbox-core/src/keys.rs`.
+
+use super::*;
+
+#[test]
+fn redriven_sort_keys_sort_before_every_event_and_among_themselves_by_age() {
+    let (old, new) = (
+        Ulid::from_parts(1, 0),
+        Ulid::from_parts(2_000_000_000_000, 5),
+    );
+    let (from, to) = redriven_range();
+    for id in [old, new] {
+        let sk = redriven_sk(id);
+        assert!(sk < Ulid::from_parts(0, 1).to_string());
+        assert!(from <= sk && sk <= to && is_redriven_sk(&sk));
+        assert_eq!(event_id_from_pending_sk(&sk), Some(id));
+        assert_eq!(event_id_from_pending_sk(&id.to_string()), Some(id));
+    }
+    assert!(redriven_sk(old) < redriven_sk(new));
+    assert!(!is_redriven_sk(&new.to_string()));
+}
+
+#[test]
+fn the_key_schema_defaults_to_the_design_card_and_validates_each_setting() {
+    let lookup = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    assert_eq!(
+        KeySchema::from_lookup(lookup(&[])).unwrap(),
+        KeySchema::default()
+    );
+    assert!(KeySchema::default().is_default());
+    let custom = KeySchema::from_lookup(lookup(&[
+        ("PARTITION_KEY", "pk"),
+        ("SORT_KEY", "sk"),
+        ("OUTBOX_PREFIX", "evt#"),
+        ("PENDING_INDEX", "outbox-pending"),
+        ("PENDING_INDEX_PARTITION_KEY", "opk"),
+    ]))
+    .unwrap();
+    let id = Ulid::from_parts(1, 2);
+    assert_eq!(custom.outbox_sk(id), format!("evt#{id}"));
+    assert_eq!(custom.event_id_from_sk(&custom.outbox_sk(id)), Some(id));
+    assert_eq!(custom.pending_pk(3), "evt#3");
+    assert_eq!(custom.absent(), "attribute_not_exists(pk)");
+    for (pairs, named) in [
+        (&[("PARTITION_KEY", "eventId")][..], "PARTITION_KEY"),
+        (&[("SORT_KEY", "PK")][..], "SORT_KEY"),
+        (&[("PENDING_INDEX", "a b")][..], "PENDING_INDEX"),
+        (&[("DEAD_LETTER_INDEX", "GSI1")][..], "DEAD_LETTER_INDEX"),
+        (&[("OUTBOX_PREFIX", "a!")][..], "OUTBOX_PREFIX"),
+        (&[("TTL_ATTRIBUTE", "GSI2SK")][..], "TTL_ATTRIBUTE"),
+    ] {
+        let pairs: &'static [(&'static str, &'static str)] = pairs;
+        let e = KeySchema::from_lookup(lookup(pairs)).unwrap_err();
+        assert!(e.to_string().contains(named), "{e}");
+    }
+}
+
+#[test]
+fn items_are_renamed_to_the_table_and_back() {
+    let schema = KeySchema {
+        partition_key: "pk".into(),
+        sort_key: "sk".into(),
+        pending_partition_key: "opk".into(),
+        ..KeySchema::default()
+    };
+    let item = HashMap::from([
+        (PK.to_owned(), AttributeValue::S("a".into())),
+        (SK.to_owned(), AttributeValue::S("b".into())),
+        (PENDING_PK.to_owned(), AttributeValue::S("c".into())),
+        (PENDING_SK.to_owned(), AttributeValue::S("d".into())),
+        (attr::EVENT_ID.to_owned(), AttributeValue::S("e".into())),
+    ]);
+    let table = schema.to_table(item.clone());
+    let mut names: Vec<&str> = table.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["GSI1SK", "eventId", "opk", "pk", "sk"]);
+    assert_eq!(schema.item_key(&table), Some(ItemKey::new("a", "b")));
+    assert_eq!(schema.from_table(table), item);
+}
+
+#[test]
+fn keys_follow_the_design_card() {
+    let id = Ulid::from_string("01J9ZQ7Y8X4M2N3P5Q6R7S8T9V").unwrap();
+    assert_eq!(outbox_sk(id), "OUTBOX#01J9ZQ7Y8X4M2N3P5Q6R7S8T9V");
+    let schema = KeySchema::default();
+    assert_eq!(schema.event_id_from_sk(&outbox_sk(id)), Some(id));
+    assert_eq!(schema.event_id_from_sk("META"), None);
+    assert_eq!(schema.event_id_from_sk("OUTBOX#not-a-ulid"), None);
+    assert!(is_outbox_sk("OUTBOX#x") && !is_outbox_sk("META"));
+}
+
+#[test]
+fn shard_is_stable_and_in_range() {
+    assert_eq!(shard_of("any", 1), 0);
+    let mut seen = [0u32; 8];
+    for _ in 0..8_000 {
+        let s = shard_of(&Ulid::new().to_string(), 8);
+        assert!(s < 8);
+        seen[s as usize] += 1;
+    }
+    // Every shard gets a fair share (uniform would be 1,000 each).
+    assert!(seen.iter().all(|n| *n > 700), "{seen:?}");
+}
+
+#[test]
+fn shard_of_a_known_id_never_changes() {
+    // Pinned values (FNV-1a 64, computed independently): changing the
+    // hash would move every pending item to another shard.
+    let id = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    assert_eq!(shard_of(id, 8), 0);
+    assert_eq!(shard_of(id, 7), 2);
+    assert_eq!(shard_of(id, 1000), 560);
+    assert_eq!(shard_of("order-42", 8), 4);
+}
+
+/// Issue #28: the home region, from `HOME_REGION` (not from
+/// `AWS_REGION`: the stacks set it explicitly); none with the rule
+/// off; a clear error naming the variable.
+#[test]
+fn the_home_region_comes_from_the_environment_and_decides_who_publishes() {
+    let schema = |vars: &[(&str, &str)]| {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        KeySchema::from_lookup(move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    };
+    assert_eq!(schema(&[]).unwrap().home_region, None);
+    assert_eq!(
+        schema(&[("AWS_REGION", "eu-west-1")]).unwrap().home_region,
+        None
+    );
+    let lambda = schema(&[("HOME_REGION", "eu-west-1")]).unwrap();
+    assert_eq!(lambda.home_region.as_deref(), Some("eu-west-1"));
+    assert!(lambda.is_default(), "the region is not a name");
+    let explicit = schema(&[("AWS_REGION", "eu-west-1"), ("HOME_REGION", "us-east-2")]);
+    assert_eq!(explicit.unwrap().home_region.as_deref(), Some("us-east-2"));
+    let off = schema(&[("HOME_REGION", "eu-west-1"), ("HOME_REGION_RULE", "off")]);
+    assert_eq!(off.unwrap().home_region, None);
+    for (vars, name) in [
+        (&[("HOME_REGION_RULE", "yes")][..], "HOME_REGION_RULE"),
+        (&[("HOME_REGION", "EU West")][..], "HOME_REGION"),
+    ] {
+        match schema(vars) {
+            Err(crate::error::ConfigError::Invalid { name: got, .. }) => assert_eq!(got, name),
+            other => panic!("{vars:?}: {other:?}"),
+        }
+    }
+
+    assert!(lambda.publishes_region(Some("eu-west-1")));
+    assert!(!lambda.publishes_region(Some("us-east-1")));
+    assert!(
+        lambda.publishes_region(None),
+        "items written before the rule"
+    );
+    let anywhere = KeySchema::default();
+    assert!(anywhere.publishes_region(Some("us-east-1")));
+
+    // The region is part of both indexes' keys.
+    assert_eq!(lambda.pending_pk(3), "OUTBOX#eu-west-1#3");
+    assert_eq!(lambda.dead_pk(3), "DEAD#eu-west-1#3");
+    assert_eq!(
+        lambda.clone().with_home_region(None).pending_pk(3),
+        "OUTBOX#3"
+    );
+    assert_eq!(anywhere.dead_pk(3), dead_pk(3));
+
+    // The filter: one pattern without a region, two with one.
+    assert_eq!(
+        anywhere.stream_filter_patterns(),
+        [anywhere.stream_filter_pattern()]
+    );
+    let patterns: Vec<serde_json::Value> = lambda
+        .stream_filter_patterns()
+        .iter()
+        .map(|p| serde_json::from_str(p).unwrap())
+        .collect();
+    assert_eq!(patterns.len(), 2);
+    assert_eq!(
+        patterns[0]["dynamodb"]["NewImage"][attr::HOME_REGION],
+        serde_json::json!({"S": ["eu-west-1"]})
+    );
+    assert_eq!(
+        patterns[1]["dynamodb"]["NewImage"][attr::HOME_REGION],
+        serde_json::json!({"S": [{"exists": false}]})
+    );
+}

@@ -8,16 +8,8 @@ use aws_sdk_dynamodb::types::{
     TimeToLiveSpecification,
 };
 use outbox_core::KeySchema;
-use outboxctl::{diagnose, Finding, Severity, SinkToCheck};
+use outboxctl::{diagnose, problems, SinkToCheck};
 use testkit::{unique, Stack};
-
-fn problems(findings: &[Finding]) -> Vec<&'static str> {
-    findings
-        .iter()
-        .filter(|f| f.severity == Severity::Problem)
-        .map(|f| f.check)
-        .collect()
-}
 
 /// A table like the stack's, but with one thing changed.
 struct Shape {

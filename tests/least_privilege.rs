@@ -29,7 +29,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use serde_yaml_ng::Value;
-use testkit::lambda::{binary, drain_queue_through, loopback_env, FunctionSpec, LambdaFunction};
+use testkit::lambda::{drain_queue_through, LambdaFunction};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{api_event, root, unique, Principal, Stack};
 
@@ -350,25 +350,9 @@ fn assert_exact(role: &str, function: &str, bindings: &Bindings, seen: &Grants) 
 /// A function binary whose every AWS call goes through `proxy`, with the
 /// environment the templates give it on `stack` and the variables `env`
 /// on top (each test names why).
-fn function(
-    name: &str,
-    stack: &Stack,
-    proxy: &FaultProxy,
-    env: &[(&str, String)],
-) -> LambdaFunction {
+fn function(name: &str, stack: &Stack, proxy: &FaultProxy, env: &[(&str, &str)]) -> LambdaFunction {
     let function = devkit::Function::of_binary(name).expect("a function of the stack");
-    LambdaFunction::new(FunctionSpec {
-        name: name.into(),
-        binary: binary(name).expect("function binary"),
-        env: loopback_env()
-            .into_iter()
-            .chain(devkit::endpoint_env_at(&proxy.endpoint))
-            .chain(stack.env(function, &[]))
-            .chain(env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())))
-            .collect(),
-        timeout: Duration::from_secs(60),
-        log: std::env::temp_dir().join(format!("{}-{name}.log", unique("lp"))),
-    })
+    stack.function_through(function, Some(&proxy.endpoint), &[], env)
 }
 
 /// The stream mapping (the local kit's emulator, with the template's
@@ -475,12 +459,7 @@ async fn the_publisher_role_grants_what_the_publisher_uses() {
     // payments and a version 2 behind the dead letter, each guarded by a
     // consistent read of its aggregate's collection (Query); the one
     // behind the dead letter is held (an UpdateItem).
-    let strict = function(
-        "publisher",
-        &stack,
-        &proxy,
-        &[("ORDERING", "strict".into())],
-    );
+    let strict = function("publisher", &stack, &proxy, &[("ORDERING", "strict")]);
     stack.pay_orders(&orders).await;
     stack
         .put_aggregate_event("poison", 2, Duration::ZERO, 0, 8)
@@ -552,10 +531,7 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
         "sweeper",
         &stack,
         &proxy,
-        &[
-            ("STRANDED_AFTER_SECONDS", "0".into()),
-            ("MAX_ATTEMPTS", "1".into()),
-        ],
+        &[("STRANDED_AFTER_SECONDS", "0"), ("MAX_ATTEMPTS", "1")],
     );
     proxy.inject(
         "PutEvents",
@@ -631,12 +607,7 @@ async fn the_sns_branch_grants_what_the_sns_sink_uses() {
     // Ordering's other value): its process's first batch is checked
     // against the table (BatchGetItem), which strict's guard read does
     // without.
-    let relaxed = function(
-        "publisher",
-        &stack,
-        &proxy,
-        &[("ORDERING", "relaxed".into())],
-    );
+    let relaxed = function("publisher", &stack, &proxy, &[("ORDERING", "relaxed")]);
     stack.put_poison("poison", Some("not json")).await;
     pump_through(&proxy, &stack, &relaxed, None).await;
     let publisher = function("publisher", &stack, &proxy, &[]);

@@ -374,22 +374,7 @@ async fn a_replay_from_the_archive_is_started_and_followed_to_its_end() {
     let stack = Stack::with_bus().await;
     let (bus, _) = stack.bus.clone().unwrap();
     let events = aws_sdk_eventbridge::Client::new(&stack.sdk);
-    let bus_arn = events
-        .describe_event_bus()
-        .name(&bus)
-        .send()
-        .await
-        .unwrap()
-        .arn
-        .unwrap();
-    let archive = testkit::unique("archive");
-    events
-        .create_archive()
-        .archive_name(&archive)
-        .event_source_arn(&bus_arn)
-        .send()
-        .await
-        .unwrap();
+    let archive = stack.archive_of_bus().await;
     let from = OffsetDateTime::now_utc() - time::Duration::minutes(1);
     let detail = serde_json::json!({"eventId": ulid::Ulid::new().to_string()}).to_string();
     events

@@ -391,22 +391,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
 
     // The stack's archive of the bus (for the rebuild below).
     let events = aws_sdk_eventbridge::Client::new(&stack.sdk);
-    let bus_arn = events
-        .describe_event_bus()
-        .name(&bus)
-        .send()
-        .await
-        .unwrap()
-        .arn
-        .unwrap();
-    let archive = unique("archive");
-    events
-        .create_archive()
-        .archive_name(&archive)
-        .event_source_arn(&bus_arn)
-        .send()
-        .await
-        .unwrap();
+    let archive = stack.archive_of_bus().await;
     let archived_from = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
 
     let (sink, _) = stack.eventbridge_sink();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use outbox_core::{EventEnvelope, OutboxItem};
 
-use crate::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
+use crate::lambda::LambdaFunction;
 use crate::proxy::FaultProxy;
 use crate::{unique, Stack};
 
@@ -52,22 +52,12 @@ impl Rig {
     /// parameter `Ordering=ordering`, the variables `extra` on top.
     pub fn function(&self, name: &str, ordering: &str, extra: &[(&str, &str)]) -> LambdaFunction {
         let function = devkit::Function::of_binary(name).expect("a function of the stack");
-        LambdaFunction::new(FunctionSpec {
-            name: name.into(),
-            binary: binary(name).expect("function binary"),
-            env: loopback_env()
-                .into_iter()
-                .chain(devkit::endpoint_env_at(&self.proxy.endpoint))
-                .chain(self.stack.env(function, &[("Ordering", ordering)]))
-                .chain(
-                    extra
-                        .iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-                )
-                .collect(),
-            timeout: Duration::from_secs(60),
-            log: std::env::temp_dir().join(format!("{}-{name}.log", unique("ordering"))),
-        })
+        self.stack.function_through(
+            function,
+            Some(&self.proxy.endpoint),
+            &[("Ordering", ordering)],
+            extra,
+        )
     }
 
     /// Event `version` of `aggregate`, written with `shards` shards.

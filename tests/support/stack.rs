@@ -157,7 +157,22 @@ impl Stack {
         parameters: &[(&str, &str)],
         extra: &[(&str, &str)],
     ) -> crate::lambda::LambdaFunction {
+        self.function_through(function, None, parameters, extra)
+    }
+
+    /// [`Stack::function`] with every AWS call of the process sent to
+    /// `endpoint` (a fault proxy's) when one is given.
+    pub fn function_through(
+        &self,
+        function: devkit::Function,
+        endpoint: Option<&str>,
+        parameters: &[(&str, &str)],
+        extra: &[(&str, &str)],
+    ) -> crate::lambda::LambdaFunction {
         let mut env: Vec<(String, String)> = crate::lambda::loopback_env();
+        if let Some(endpoint) = endpoint {
+            env.extend(devkit::endpoint_env_at(endpoint));
+        }
         env.extend(self.env(function, parameters));
         env.extend(
             extra
@@ -169,7 +184,11 @@ impl Stack {
             binary: crate::lambda::binary(function.binary()).expect("function binary"),
             env,
             timeout: Duration::from_secs(60),
-            log: std::env::temp_dir().join(format!("{}-{}.log", self.table, function.binary())),
+            log: std::env::temp_dir().join(format!(
+                "{}-{}.log",
+                crate::unique(&self.table),
+                function.binary()
+            )),
         })
     }
 
@@ -462,6 +481,34 @@ impl Stack {
             8,
         )
         .expect("outbox item");
+        self.put_item(item).await
+    }
+
+    /// An EventBridge archive of this stack's bus (every event); its name.
+    pub async fn archive_of_bus(&self) -> String {
+        let (bus, _) = self.bus.clone().expect("a stack with a bus");
+        let events = aws_sdk_eventbridge::Client::new(&self.sdk);
+        let bus_arn = events
+            .describe_event_bus()
+            .name(&bus)
+            .send()
+            .await
+            .expect("DescribeEventBus")
+            .arn
+            .expect("the bus's ARN");
+        let archive = crate::unique("archive");
+        events
+            .create_archive()
+            .archive_name(&archive)
+            .event_source_arn(&bus_arn)
+            .send()
+            .await
+            .expect("CreateArchive");
+        archive
+    }
+
+    /// Writes `item` under this stack's key names; returns it.
+    async fn put_item(&self, item: OutboxItem) -> OutboxItem {
         self.put_raw(
             self.keys
                 .to_table(item.to_attributes().expect("attributes")),
@@ -537,12 +584,7 @@ impl Stack {
             shards,
         )
         .expect("outbox item");
-        self.put_raw(
-            self.keys
-                .to_table(item.to_attributes().expect("attributes")),
-        )
-        .await;
-        item
+        self.put_item(item).await
     }
 
     /// The bus sink and the store of this stack, their clients going

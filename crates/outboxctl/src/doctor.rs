@@ -96,6 +96,15 @@ pub struct SinkToCheck {
     pub max_event_bytes: Option<usize>,
 }
 
+/// The checks whose finding is a problem (what makes `doctor` exit 1).
+pub fn problems(findings: &[Finding]) -> Vec<&'static str> {
+    findings
+        .iter()
+        .filter(|f| f.severity == Severity::Problem)
+        .map(|f| f.check)
+        .collect()
+}
+
 /// Every check, in order. Stops after `table` when there is no table.
 pub async fn diagnose(
     sdk: &SdkConfig,
@@ -565,11 +574,7 @@ async fn report(
         }
         println!("{out}");
     }
-    let problems = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Problem)
-        .count();
-    match problems {
+    match problems(&findings).len() {
         0 => Ok(()),
         n => Err(Error::Incomplete(format!(
             "{n} problem(s) found on {table_name}"

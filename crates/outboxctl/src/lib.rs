@@ -55,7 +55,7 @@ mod stack;
 mod status;
 
 pub use cli::{run, Cli};
-pub use doctor::{diagnose, Finding, Severity, SinkToCheck};
+pub use doctor::{diagnose, problems, Finding, Severity, SinkToCheck};
 pub use error::Error;
 pub use operations::{
     envelope_of, DeadLetterFilter, Operations, OpsError, ParkedAggregate, Released, ShardStatus,

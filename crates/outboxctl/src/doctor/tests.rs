@@ -59,14 +59,6 @@ fn good() -> aws_sdk_dynamodb::types::builders::TableDescriptionBuilder {
     table
 }
 
-fn problems(findings: &[Finding]) -> Vec<&'static str> {
-    findings
-        .iter()
-        .filter(|f| f.severity == Severity::Problem)
-        .map(|f| f.check)
-        .collect()
-}
-
 #[test]
 fn the_stacks_table_is_fit() {
     let findings = check_table(&KeySchema::default(), "t", &good().build());

@@ -5,7 +5,7 @@
 //! outboxctl status --table T [--json]
 //! outboxctl adopt-region --table T --from R [--dry-run] [--json]
 //! outboxctl dead-letters list|show|redrive|discard --table T …
-//! outboxctl redrive-on-failure --queue URL --table T (--bus B | --topic ARN)
+//! outboxctl redrive-on-failure --queue URL --table T [--bus B | --topic ARN]
 //! outboxctl replay --bus B --archive A --from T --to T [--rule R]
 //! outboxctl doctor --table T [--bus B | --topic ARN] [--max-event-bytes N]
 //! ```

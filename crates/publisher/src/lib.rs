@@ -4,7 +4,7 @@
 //!
 //! # Layout
 //! - [`Publisher`]: the dependencies (a sink and a store, both ports of
-//!   `outbox_core`) and [`Publisher::process`], the whole logic.
+//!   `outbox_runtime`: `publish::EventSink`, `store::PublishStore`) and [`Publisher::process`], the whole logic.
 //! - [`handler`]: the Lambda handler: a plain function of the dependencies
 //!   and the event, used by the binary and by tests.
 //! - [`Report`]: what one invocation did, logged and emitted as metrics.

@@ -12,11 +12,14 @@
 //!   [`store::SweepStore`], [`store::OperatorStore`]), and its adapters:
 //!   DynamoDB, and in memory for tests (feature `testing`). Deletes, dead
 //!   letters, failure records, the pending and dead-letter indexes, the
-//!   shard high-water mark, the operator's redrives and discards.
+//!   shard high-water mark, the operator's redrives and discards, and a
+//!   lost region's adoption (`store::DynamoStore::adopt`, for
+//!   `outboxctl adopt-region`).
 //! - `config.rs`: [`Config`] from the environment: the sink, the ordering,
 //!   the home-region rule (`HOME_REGION`, `HOME_REGION_RULE`), and
 //!   [`RecordedSettings`], the variables each function records at cold
-//!   start for `outboxctl`.
+//!   start for `outboxctl` (written by [`publish::record_settings`], read by
+//!   the store's `recorded_settings`).
 //! - [`retry`]: the one backoff type, the deadline that bounds every call,
 //!   the retry policy for what the SDK cannot see (unprocessed items, failed
 //!   entries); the codes worth retrying are `outbox_core::codes`.

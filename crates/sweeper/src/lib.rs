@@ -12,7 +12,8 @@
 //!
 //! # Layout
 //! - `lib.rs`: [`SweepSettings`], [`Sweeper`] (the dependencies: a sink and
-//!   a store, both ports of `outbox_core`) with [`Sweeper::sweep`] and
+//!   a store, both ports of `outbox_runtime`: `publish::EventSink`,
+//!   `store::PublishStore` + `store::SweepStore`) with [`Sweeper::sweep`] and
 //!   [`Sweeper::redrive`], and the Lambda [`handler`] with its `Trigger`
 //!   and [`Response`].
 //! - `on_failure.rs`: what an OnFailure message says ([`OnFailureMessage`]),

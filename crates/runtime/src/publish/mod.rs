@@ -1,5 +1,7 @@
 //! Publishing: the one module that turns outbox items into published events,
-//! used by both the publisher and the sweeper.
+//! used by the publisher, the sweeper and the operator's `redrive --now`;
+//! and [`record_settings`], the settings a function records at cold start
+//! for `outboxctl`.
 //!
 //! # Layout
 //! - [`EventSink`]: the port. One call publishes one batch already within
@@ -11,7 +13,8 @@
 //! - [`relay`]: the one place that publishes and handles what happened:
 //!   batching, in-call retries, deleting the published, dead-lettering the
 //!   poison, recording (or reporting) the failed, per-aggregate order. The
-//!   publisher and the sweeper differ only in its [`relay::Mode`].
+//!   publisher, the sweeper and the operator differ only in its
+//!   [`relay::Mode`].
 //! - [`classify`]: which failures are transient, which are the event's own
 //!   fault (poison) and which are neither.
 

@@ -8,8 +8,9 @@
 //! # Layout
 //! - this file: the three role traits and the types they speak in.
 //! - `dynamo/`: [`DynamoStore`], the DynamoDB adapter: `mod.rs` (the client,
-//!   calls, conditions, codecs), one file per role (`publish.rs`,
-//!   `sweep.rs`, `operator.rs`).
+//!   calls, conditions, codecs, and [`DynamoStore::adopt`], a lost region's
+//!   items handed over), one file per role (`publish.rs`, `sweep.rs`,
+//!   `operator.rs`).
 //! - `memory/`: [`MemoryStore`] (feature `testing`), one in-memory store
 //!   that the unit tests, benches and examples share; `roles.rs` implements
 //!   the three roles.

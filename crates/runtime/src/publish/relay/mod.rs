@@ -1,9 +1,20 @@
 //! The relay: publishes outbox entries through an [`EventSink`] and handles
-//! every outcome through a [`PublishStore`], in one place for the publisher
-//! and the sweeper. They differ only in the [`Mode`]: how far to go after a
-//! failure and what to do with it.
+//! every outcome through a [`PublishStore`], in one place for the publisher,
+//! the sweeper and the operator's `redrive --now`. They differ only in the
+//! [`Mode`]: how far to go after a failure and what to do with it.
 //!
-//! # Rules, for both modes
+//! # Layout
+//! - this file: the modes, the entries, the outcomes and the report, and
+//!   [`Relay::run`] / [`Relay::run_claimed`], the run itself.
+//! - `waves.rs`: which entries are settled alone, how waves and batches are
+//!   cut, the sweep's claims, the sends.
+//! - `guard.rs`: strict order: the guard reads, holds, and the events behind
+//!   what a sweep published.
+//! - `outcomes.rs`: deletes, dead letters, failed attempts and their
+//!   backoff, the operator's kept dead letters, the hand-over to the
+//!   scheduled sweep, the report.
+//!
+//! # Rules, for every mode
 //! - Entries are taken in order. A sink call carries at most
 //!   `max_entries` entries and `max_bytes` bytes, and **never two events of
 //!   one aggregate**: a later event of an aggregate goes out only after the

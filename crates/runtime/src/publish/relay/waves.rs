@@ -243,31 +243,32 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         }
         let mut stop = false;
         for (index, item, failure) in failures {
-            run.outcomes[index] = if matches!(run.mode, Mode::Operator) {
-                self.keep_dead_letter(&item.key(), failure, run).await
-            } else if failure.kind == FailureKind::Poison {
-                self.sink_poison(item, &failure, run, held).await
-            } else {
-                tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
-                held.insert(item.aggregate_id.clone());
-                match run.mode {
-                    Mode::Stream | Mode::Operator => {
-                        stop = true;
-                        RelayOutcome::Failed(failure)
+            run.outcomes[index] = match run.mode {
+                // The operator's dead letter stays one, whatever the failure.
+                Mode::Operator => self.keep_dead_letter(&item.key(), failure, run).await,
+                _ if failure.kind == FailureKind::Poison => {
+                    self.sink_poison(item, &failure, run, held).await
+                }
+                Mode::Stream => {
+                    tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
+                    held.insert(item.aggregate_id.clone());
+                    stop = true;
+                    RelayOutcome::Failed(failure)
+                }
+                Mode::Sweep {
+                    now,
+                    max_attempts,
+                    backoff,
+                } => {
+                    tracing::warn!(event_id = %item.event_id, code = %failure.code, kind = ?failure.kind, "event not published");
+                    held.insert(item.aggregate_id.clone());
+                    let (outcome, ok) = self
+                        .record_failure(item, failure, now, max_attempts, backoff, run.writes())
+                        .await;
+                    if !ok {
+                        run.store_errors += 1;
                     }
-                    Mode::Sweep {
-                        now,
-                        max_attempts,
-                        backoff,
-                    } => {
-                        let (outcome, ok) = self
-                            .record_failure(item, failure, now, max_attempts, backoff, run.writes())
-                            .await;
-                        if !ok {
-                            run.store_errors += 1;
-                        }
-                        outcome
-                    }
+                    outcome
                 }
             };
         }

@@ -179,22 +179,24 @@ TIMED := infra/local/timed.sh
 PARALLEL := $(MAKE) --no-print-directory --output-sync=target
 test:
 	@mkdir -p .local && rm -f .local/make-test-times.txt
-	# System packages first, one apt at a time; then the venvs and DynamoDB
-	# Local side by side (downloads, mostly).
+	# System packages first, one apt at a time.
 	$(ENSURE_VENV)
 	$(ENSURE_JAVA)
 	$(ENSURE_NPM)
-	$(TIMED) install $(PARALLEL) -j4 local venv-contract venv-infra
-	# Clippy and rustdoc beside the Python checks (the pins' resolution, the
-	# template checks) and with-local.sh's own test, which hardly use a
-	# second core.
-	$(TIMED) lint+pins+template $(PARALLEL) -j4 lint python-pins check-template check-local
+	# Clippy and rustdoc from the start, beside the downloads (the venvs,
+	# DynamoDB Local) and then the Python checks (the pins' resolution, the
+	# template checks) and with-local.sh's own test, which wait on pip,
+	# cfn-lint and checkov more than they use a core; make's prerequisites
+	# keep each check after its venv.
+	$(TIMED) install+lint+pins+template $(PARALLEL) -j5 lint local venv-contract venv-infra python-pins check-template check-local
 	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
 	$(TIMED) crates $(MAKE) --no-print-directory crates
-	$(TIMED) build-tests cargo test --workspace --locked --no-run
-	$(TIMED) tests $(WITH_LOCAL) bash -c '$(RUN_TESTS)'
+	# Every target, the benches too, so the next step only runs them.
+	$(TIMED) build-tests cargo test --workspace --locked --no-run --all-targets
+	# The tests, and the benches once in their quick mode beside them
+	# (infra/local/tests-and-benches.sh).
+	$(TIMED) tests+benches $(WITH_LOCAL) infra/local/tests-and-benches.sh bash -c '$(RUN_TESTS)'
 	$(TIMED) contract $(WITH_LOCAL) infra/contract/schemathesis.sh
-	$(TIMED) benches env BENCH_QUICK=1 $(WITH_LOCAL) cargo test --workspace --locked --benches
 	@echo "make test: seconds per step"; cat .local/make-test-times.txt
 
 # docs/reliability.md: the real binaries under wire faults and SIGKILLs, with

@@ -1,5 +1,6 @@
 //! The DynamoDB adapter of the store port.
 
+mod adopt;
 mod operator;
 mod publish;
 mod sweep;
@@ -7,6 +8,7 @@ mod sweep;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, DeleteRequest, KeysAndAttributes, ReturnValuesOnConditionCheckFailure, Select,
@@ -61,128 +63,6 @@ impl DynamoStore {
     /// The table's key schema.
     pub fn keys(&self) -> &keys::KeySchema {
         &self.keys
-    }
-
-    /// Hands the items of `shard` under `from`'s keys (another region's,
-    /// or with `None` the keys without a region) over to this store's home
-    /// region: each pending item's pending-index partition key becomes
-    /// this region's, and with `due_now` its sort key the redriven `!<ulid>`
-    /// (the next scheduled sweep publishes it whatever its age); each dead
-    /// letter's dead-letter-index partition key becomes this region's (it
-    /// stays dead-lettered). `homeRegion` becomes this region. Each write is
-    /// conditional on the item still holding `from`'s key, so that an item
-    /// published and deleted meanwhile is never resurrected and a second
-    /// run finds nothing to do. `dry_run` reads and writes nothing.
-    ///
-    /// An error when this store has no home region.
-    pub async fn adopt(
-        &self,
-        from: Option<&str>,
-        shard: u16,
-        due_now: bool,
-        dry_run: bool,
-        deadline: &Deadline,
-    ) -> Result<Vec<Adoption>, StoreError> {
-        let Some(home) = self.keys.home_region.clone() else {
-            return Err(StoreError::new("adopt", "NoHomeRegion"));
-        };
-        let source = self.keys.clone().with_home_region(from.map(str::to_owned));
-        let mut adoptions = Vec::new();
-        for index in [AdoptedFrom::Pending, AdoptedFrom::DeadLetter] {
-            let (index_name, pk_name, old, new) = match index {
-                AdoptedFrom::Pending => (
-                    self.keys.pending_index.as_str(),
-                    self.keys.pending_partition_key.as_str(),
-                    source.pending_pk(shard),
-                    self.keys.pending_pk(shard),
-                ),
-                AdoptedFrom::DeadLetter => (
-                    self.keys.dead_letter_index.as_str(),
-                    self.keys.dead_letter_partition_key.as_str(),
-                    source.dead_pk(shard),
-                    self.keys.dead_pk(shard),
-                ),
-            };
-            let mut cursor = None;
-            loop {
-                let out = self
-                    .call(
-                        "adopt",
-                        deadline,
-                        self.client
-                            .query()
-                            .table_name(&self.table)
-                            .index_name(index_name)
-                            .key_condition_expression("#pk = :pk")
-                            .expression_attribute_names("#pk", pk_name)
-                            .expression_attribute_values(":pk", s(old.clone()))
-                            .set_exclusive_start_key(cursor.take())
-                            .send(),
-                    )
-                    .await
-                    .map_err(|e| e.into_store("adopt"))?;
-                for item in out.items() {
-                    let text = |name: &str| match item.get(name) {
-                        Some(AttributeValue::S(v)) => Some(v.clone()),
-                        _ => None,
-                    };
-                    let (Some(pk), Some(sk)) =
-                        (text(&self.keys.partition_key), text(&self.keys.sort_key))
-                    else {
-                        continue;
-                    };
-                    let key = ItemKey::new(pk, sk);
-                    let event_id = text(attr::EVENT_ID);
-                    let outcome = if dry_run {
-                        AdoptOutcome::WouldAdopt
-                    } else {
-                        let mut update = "SET #pk = :new, #home = :home".to_owned();
-                        let mut values = HashMap::from([
-                            (":new".to_owned(), s(new.clone())),
-                            (":old".to_owned(), s(old.clone())),
-                            (":home".to_owned(), s(home.clone())),
-                        ]);
-                        let mut names = vec![("#pk", pk_name), ("#home", attr::HOME_REGION)];
-                        let redriven = event_id
-                            .as_deref()
-                            .and_then(|id| Ulid::from_string(id).ok())
-                            .map(keys::redriven_sk);
-                        if let (AdoptedFrom::Pending, true, Some(redriven)) =
-                            (index, due_now, redriven)
-                        {
-                            update.push_str(", #psk = :psk");
-                            names.push(("#psk", self.keys.pending_sort_key.as_str()));
-                            values.insert(":psk".to_owned(), s(redriven));
-                        }
-                        match self
-                            .conditional_update(
-                                &key,
-                                (&update, "#pk = :old"),
-                                &names,
-                                values,
-                                "adopt",
-                                deadline,
-                            )
-                            .await?
-                        {
-                            Marked::Updated => AdoptOutcome::Adopted,
-                            Marked::Gone => AdoptOutcome::Gone,
-                        }
-                    };
-                    adoptions.push(Adoption {
-                        key,
-                        event_id,
-                        index,
-                        outcome,
-                    });
-                }
-                match out.last_evaluated_key() {
-                    Some(next) => cursor = Some(next.clone()),
-                    None => break,
-                }
-            }
-        }
-        Ok(adoptions)
     }
 
     /// The table's name.
@@ -252,6 +132,25 @@ impl DynamoStore {
         conditional(result, operation)
     }
 
+    /// A strongly consistent `Query` of `pk`'s item collection from sort
+    /// key `lo` to `hi` (both included), with `#pk`, `#sk` and `#ppk` (the
+    /// pending index's partition key) named for the caller's projection or
+    /// filter: the range an event's older or newer outbox items are read
+    /// from.
+    fn collection_range(&self, pk: &str, lo: &str, hi: &str) -> QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+            .expression_attribute_names("#pk", self.keys.partition_key.as_str())
+            .expression_attribute_names("#sk", self.keys.sort_key.as_str())
+            .expression_attribute_names("#ppk", self.keys.pending_partition_key.as_str())
+            .expression_attribute_values(":pk", s(pk))
+            .expression_attribute_values(":lo", s(lo))
+            .expression_attribute_values(":hi", s(hi))
+            .consistent_read(true)
+    }
+
     /// The outbox items of `key`'s item collection older than it, oldest
     /// first, each with whether it is pending (in the pending index; a dead
     /// letter is not): strongly consistent `Query`s of the collection's
@@ -269,21 +168,8 @@ impl DynamoStore {
                 .call(
                     operation,
                     deadline,
-                    self.client
-                        .query()
-                        .table_name(&self.table)
-                        .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
-                        .expression_attribute_names("#pk", self.keys.partition_key.as_str())
-                        .expression_attribute_names("#sk", self.keys.sort_key.as_str())
-                        .expression_attribute_names(
-                            "#ppk",
-                            self.keys.pending_partition_key.as_str(),
-                        )
-                        .expression_attribute_values(":pk", s(key.pk.clone()))
-                        .expression_attribute_values(":lo", s(self.keys.outbox_prefix.as_str()))
-                        .expression_attribute_values(":hi", s(key.sk.clone()))
+                    self.collection_range(&key.pk, &self.keys.outbox_prefix, &key.sk)
                         .projection_expression("#sk, #ppk")
-                        .consistent_read(true)
                         .set_exclusive_start_key(cursor)
                         .send(),
                 )

@@ -340,21 +340,8 @@ impl PublishStore for DynamoStore {
                 .call(
                     "newer_pending",
                     deadline,
-                    self.client
-                        .query()
-                        .table_name(&self.table)
-                        .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                    self.collection_range(&key.pk, &key.sk, &self.keys.outbox_sk_end())
                         .filter_expression("attribute_exists(#ppk)")
-                        .expression_attribute_names("#pk", self.keys.partition_key.as_str())
-                        .expression_attribute_names("#sk", self.keys.sort_key.as_str())
-                        .expression_attribute_names(
-                            "#ppk",
-                            self.keys.pending_partition_key.as_str(),
-                        )
-                        .expression_attribute_values(":pk", s(key.pk.clone()))
-                        .expression_attribute_values(":lo", s(key.sk.clone()))
-                        .expression_attribute_values(":hi", s(self.keys.outbox_sk_end()))
-                        .consistent_read(true)
                         .set_exclusive_start_key(cursor)
                         .send(),
                 )

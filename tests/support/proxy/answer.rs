@@ -1,0 +1,379 @@
+//! How a call is answered under its fault: forwarded to the local API
+//! (whole, or with some entries of a sink call refused), refused with an
+//! error of the call's protocol, dropped, or answered as done without
+//! reaching the local API.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::classify::event_id;
+use super::{BoxError, Fault};
+
+/// Applies `fault` to the call; returns the answer and the event ids that
+/// reached the local API.
+pub(super) async fn apply(
+    upstream: &str,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    operation: &str,
+    fault: &Option<Fault>,
+    crash: &(dyn Fn() + Sync),
+    all: Vec<String>,
+) -> (Result<Response<Full<Bytes>>, BoxError>, Vec<String>) {
+    let json = parts.headers.contains_key("x-amz-target");
+    let delivered_if_ok = |result: Result<Response<Full<Bytes>>, BoxError>, ids: Vec<String>| {
+        let ok = result.as_ref().is_ok_and(|r| r.status().is_success());
+        (result, if ok { ids } else { Vec::new() })
+    };
+    match fault {
+        None | Some(Fault::Pass) => delivered_if_ok(forward(upstream, parts, body).await, all),
+        Some(Fault::Throttle) => (
+            Ok(error(json, StatusCode::BAD_REQUEST, "Throttling")),
+            Vec::new(),
+        ),
+        Some(Fault::ServerError) => (
+            Ok(error(
+                json,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalFailure",
+            )),
+            Vec::new(),
+        ),
+        Some(Fault::Refuse(code)) => (Ok(error(json, StatusCode::BAD_REQUEST, code)), Vec::new()),
+        Some(Fault::Status(status, code)) => (
+            Ok(error(
+                json,
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
+                code,
+            )),
+            Vec::new(),
+        ),
+        Some(Fault::Hang) => {
+            std::future::pending::<()>().await;
+            unreachable!()
+        }
+        Some(Fault::Reset) => (Err("injected connection reset".into()), Vec::new()),
+        Some(Fault::Late(after)) => {
+            let answer = delivered_if_ok(forward(upstream, parts, body).await, all);
+            tokio::time::sleep(*after).await;
+            answer
+        }
+        Some(Fault::Stub(after)) => {
+            tokio::time::sleep(*after).await;
+            (Ok(fake_success(operation, &body)), all)
+        }
+        Some(Fault::Crash { forward: false }) => {
+            crash();
+            (Err("injected crash".into()), Vec::new())
+        }
+        Some(Fault::Crash { forward: true }) => {
+            let (result, delivered) = delivered_if_ok(forward(upstream, parts, body).await, all);
+            crash();
+            drop(result);
+            (Err("injected crash".into()), delivered)
+        }
+        Some(Fault::FailEntries(positions)) if operation == "PublishBatch" => {
+            let mut delivered = Vec::new();
+            let result = partial_publish_batch(
+                upstream,
+                parts,
+                body,
+                "InternalError",
+                |i, _| positions.contains(&i),
+                &mut delivered,
+            )
+            .await;
+            (result, delivered)
+        }
+        Some(Fault::FailEntries(positions)) => {
+            let mut delivered = Vec::new();
+            let result = partial_put_events(
+                upstream,
+                parts,
+                body,
+                "InternalFailure",
+                |i, _| positions.contains(&i),
+                &mut delivered,
+            )
+            .await;
+            (result, delivered)
+        }
+        Some(Fault::RefuseEntries { containing, code }) if operation == "PublishBatch" => {
+            let mut delivered = Vec::new();
+            let result = partial_publish_batch(
+                upstream,
+                parts,
+                body,
+                code,
+                |_, message| {
+                    containing
+                        .iter()
+                        .any(|text| message.contains(text.as_str()))
+                },
+                &mut delivered,
+            )
+            .await;
+            (result, delivered)
+        }
+        Some(Fault::RefuseEntries { containing, code }) => {
+            let mut delivered = Vec::new();
+            let result = partial_put_events(
+                upstream,
+                parts,
+                body,
+                code,
+                |_, entry| {
+                    let detail = entry["Detail"].as_str().unwrap_or("");
+                    containing.iter().any(|text| detail.contains(text.as_str()))
+                },
+                &mut delivered,
+            )
+            .await;
+            (result, delivered)
+        }
+    }
+}
+
+/// A success answer for a call that was never forwarded
+/// ([`Sabotage`](super::Sabotage)).
+pub(super) fn fake_success(operation: &str, body: &[u8]) -> Response<Full<Bytes>> {
+    let (content_type, text) = match operation {
+        "PutEvents" => {
+            let entries = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v["Entries"].as_array().map(Vec::len))
+                .unwrap_or(0);
+            let answers: Vec<serde_json::Value> = (0..entries)
+                .map(|i| serde_json::json!({"EventId": format!("sabotaged-{i}")}))
+                .collect();
+            (
+                "application/x-amz-json-1.1",
+                serde_json::json!({"FailedEntryCount": 0, "Entries": answers}).to_string(),
+            )
+        }
+        "PublishBatch" => {
+            let members: String = form_urlencoded::parse(body)
+                .filter(|(k, _)| k.ends_with(".Id"))
+                .map(|(_, id)| {
+                    format!("<member><Id>{id}</Id><MessageId>sabotaged-{id}</MessageId><SequenceNumber>1</SequenceNumber></member>")
+                })
+                .collect();
+            (
+                "text/xml",
+                format!("<PublishBatchResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><PublishBatchResult><Successful>{members}</Successful><Failed></Failed></PublishBatchResult><ResponseMetadata><RequestId>sabotaged</RequestId></ResponseMetadata></PublishBatchResponse>"),
+            )
+        }
+        "BatchWriteItem" => (
+            "application/x-amz-json-1.0",
+            r#"{"UnprocessedItems":{}}"#.to_owned(),
+        ),
+        _ => ("application/x-amz-json-1.0", "{}".to_owned()),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+fn error(json: bool, status: StatusCode, code: &str) -> Response<Full<Bytes>> {
+    let (content_type, body) = if json {
+        let code = if code == "Throttling" {
+            "ThrottlingException"
+        } else {
+            code
+        };
+        (
+            "application/x-amz-json-1.1",
+            format!(r#"{{"__type":"{code}","message":"injected by the fault proxy"}}"#),
+        )
+    } else {
+        (
+            "text/xml",
+            format!(
+                "<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>injected by the fault proxy</Message></Error><RequestId>fault-proxy</RequestId></ErrorResponse>"
+            ),
+        )
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+async fn forward(
+    upstream: &str,
+    mut parts: hyper::http::request::Parts,
+    body: Bytes,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let stream = TcpStream::connect(upstream).await?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    parts.headers.remove(TRANSFER_ENCODING);
+    parts.headers.insert(CONTENT_LENGTH, body.len().into());
+    let response = sender
+        .send_request(Request::from_parts(parts, Full::new(body)))
+        .await?;
+    let (mut parts, body) = response.into_parts();
+    let body = body.collect().await?.to_bytes();
+    parts.headers.remove(TRANSFER_ENCODING);
+    parts.headers.insert(CONTENT_LENGTH, body.len().into());
+    Ok(Response::from_parts(parts, Full::new(body)))
+}
+
+/// Forwards the `PutEvents` entries that `refuse` spares and answers for all
+/// of them, the refused ones failed with `code`, in request order.
+async fn partial_put_events(
+    upstream: &str,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    code: &str,
+    refuse: impl Fn(usize, &serde_json::Value) -> bool,
+    delivered: &mut Vec<String>,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let mut request: serde_json::Value = serde_json::from_slice(&body)?;
+    let entries = request["Entries"].as_array().cloned().unwrap_or_default();
+    let refused: Vec<bool> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| refuse(i, e))
+        .collect();
+    let kept: Vec<serde_json::Value> = entries
+        .iter()
+        .zip(&refused)
+        .filter(|(_, r)| !**r)
+        .map(|(e, _)| e.clone())
+        .collect();
+    let mut answers: Vec<serde_json::Value> = Vec::new();
+    if !kept.is_empty() {
+        let ids: Vec<String> = kept
+            .iter()
+            .filter_map(|e| e["Detail"].as_str().and_then(event_id))
+            .collect();
+        request["Entries"] = serde_json::Value::Array(kept);
+        let forwarded = forward(upstream, parts, Bytes::from(request.to_string())).await?;
+        if !forwarded.status().is_success() {
+            return Ok(forwarded);
+        }
+        *delivered = ids;
+        let body = forwarded.into_body().collect().await?.to_bytes();
+        let answer: serde_json::Value = serde_json::from_slice(&body)?;
+        answers = answer["Entries"].as_array().cloned().unwrap_or_default();
+    }
+    let mut answers = answers.into_iter();
+    let mut failed = 0;
+    let merged: Vec<serde_json::Value> = refused
+        .iter()
+        .map(|r| {
+            if *r {
+                failed += 1;
+                serde_json::json!({"ErrorCode": code, "ErrorMessage": "injected by the fault proxy"})
+            } else {
+                answers.next().unwrap_or_default()
+            }
+        })
+        .collect();
+    let body = serde_json::json!({"FailedEntryCount": failed, "Entries": merged}).to_string();
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/x-amz-json-1.1"),
+    );
+    Ok(response)
+}
+
+/// Forwards the SNS `PublishBatch` members whose `Message` `refuse` spares
+/// (renumbered) and answers for all of them: the refused ones in `Failed`
+/// with `code`. The query protocol: a form body, an XML answer.
+async fn partial_publish_batch(
+    upstream: &str,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    code: &str,
+    refuse: impl Fn(usize, &str) -> bool,
+    delivered: &mut Vec<String>,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    const PREFIX: &str = "PublishBatchRequestEntries.member.";
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+    let mut members: std::collections::BTreeMap<usize, Vec<(String, String)>> = Default::default();
+    let mut others = Vec::new();
+    for (key, value) in pairs {
+        let member = key
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(n, field)| n.parse::<usize>().ok().map(|n| (n, field.to_owned())));
+        match member {
+            Some((n, field)) => members.entry(n).or_default().push((field, value)),
+            None => others.push((key, value)),
+        }
+    }
+    let field = |member: &[(String, String)], name: &str| {
+        member
+            .iter()
+            .find(|(f, _)| f == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let (refused, kept): (Vec<_>, Vec<_>) = members
+        .into_values()
+        .enumerate()
+        .partition(|(i, member)| refuse(*i, &field(member, "Message")));
+    let refused: Vec<_> = refused.into_iter().map(|(_, m)| m).collect();
+    let kept: Vec<_> = kept.into_iter().map(|(_, m)| m).collect();
+    let mut successful = String::new();
+    if !kept.is_empty() {
+        // The serializer is not Send: finish it before the next await.
+        let form = {
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            for (key, value) in &others {
+                form.append_pair(key, value);
+            }
+            for (i, member) in kept.iter().enumerate() {
+                for (name, value) in member {
+                    form.append_pair(&format!("{PREFIX}{}.{name}", i + 1), value);
+                }
+            }
+            form.finish()
+        };
+        let ids: Vec<String> = kept
+            .iter()
+            .filter_map(|member| event_id(&field(member, "Message")))
+            .collect();
+        let forwarded = forward(upstream, parts, Bytes::from(form)).await?;
+        if !forwarded.status().is_success() {
+            return Ok(forwarded);
+        }
+        *delivered = ids;
+        let bytes = forwarded.into_body().collect().await?.to_bytes();
+        let xml = String::from_utf8_lossy(&bytes).into_owned();
+        if let (Some(start), Some(end)) = (xml.find("<Successful>"), xml.find("</Successful>")) {
+            successful = xml[start + "<Successful>".len()..end].to_owned();
+        }
+    }
+    let failed: String = refused
+        .iter()
+        .map(|member| {
+            format!(
+                "<member><Id>{}</Id><Code>{code}</Code><Message>injected by the fault proxy</Message><SenderFault>{}</SenderFault></member>",
+                field(member, "Id"),
+                // The caller's fault for the codes SNS uses for a bad entry.
+                code.starts_with("Invalid") || code.starts_with("Validation")
+            )
+        })
+        .collect();
+    let body = format!(
+        "<PublishBatchResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><PublishBatchResult><Successful>{successful}</Successful><Failed>{failed}</Failed></PublishBatchResult><ResponseMetadata><RequestId>fault-proxy</RequestId></ResponseMetadata></PublishBatchResponse>"
+    );
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+    Ok(response)
+}

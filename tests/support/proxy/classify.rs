@@ -1,0 +1,239 @@
+//! What a request is: its operation (`X-Amz-Target` or the query
+//! protocol's `Action`), the IAM actions and resources that authorize it,
+//! the subject the chooser is asked about, and the event ids it carries
+//! (the entries of a sink call, the outbox items a delete removes).
+
+/// The operation of a request: `X-Amz-Target` for the JSON protocols,
+/// `Action` of the form body for the query protocol (SNS).
+pub(super) fn operation(request: &hyper::http::request::Parts, body: &[u8]) -> String {
+    if let Some(target) = request
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+    {
+        return target.rsplit('.').next().unwrap_or(target).to_owned();
+    }
+    form_urlencoded::parse(body)
+        .find(|(k, _)| k == "Action")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| "Unknown".to_owned())
+}
+
+/// The IAM action that authorizes a call: the service prefix from the
+/// target (or the SigV4 scope) and the operation, with the few operations
+/// IAM authorizes under another name.
+fn iam_action(request: &hyper::http::request::Parts, operation: &str) -> String {
+    let target = request
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let scope = request
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').nth(3))
+        .unwrap_or("");
+    let service = if target.starts_with("DynamoDB") {
+        "dynamodb"
+    } else if target.starts_with("AWSEvents") {
+        "events"
+    } else if target.starts_with("AmazonSQS") {
+        "sqs"
+    } else {
+        scope
+    };
+    let operation = match (service, operation) {
+        ("sns", "PublishBatch") => "Publish",
+        (_, op) => op,
+    };
+    format!("{service}:{operation}")
+}
+
+/// The IAM actions that authorize a call and the resource each applies to,
+/// read from the request: a `TransactWriteItems` is authorized by the
+/// action of each of its items (`Put`, `Update`, `Delete`,
+/// `ConditionCheck`) on that item's table, a `TransactGetItems` by
+/// `GetItem`; any other call by [`iam_action`]. Resources are named as
+/// [`resource_names`] says.
+pub(super) fn iam_requests(
+    request: &hyper::http::request::Parts,
+    operation: &str,
+    body: &[u8],
+    last_stream: &mut Option<String>,
+) -> Vec<(String, String)> {
+    let json = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default();
+    let action = iam_action(request, operation);
+    let table = |name: &serde_json::Value| format!("table/{}", name.as_str().unwrap_or("?"));
+    let stream_of = |arn: &str| {
+        // arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
+        arn.split_once(":table/")
+            .map(|(_, rest)| format!("table/{}/stream", rest.split('/').next().unwrap_or("?")))
+            .unwrap_or_else(|| "?".to_owned())
+    };
+    match (action.split(':').next().unwrap_or(""), operation) {
+        ("dynamodb", "TransactWriteItems" | "TransactGetItems") => json["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| {
+                let (kind, inner) = item.as_object()?.iter().next()?;
+                let action = match kind.as_str() {
+                    "Put" => "PutItem",
+                    "Update" => "UpdateItem",
+                    "Delete" => "DeleteItem",
+                    "ConditionCheck" => "ConditionCheckItem",
+                    "Get" => "GetItem",
+                    other => other,
+                };
+                Some((format!("dynamodb:{action}"), table(&inner["TableName"])))
+            })
+            .collect(),
+        ("dynamodb", "BatchWriteItem" | "BatchGetItem") => json["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flat_map(|tables| tables.keys())
+            .map(|name| (action.clone(), format!("table/{name}")))
+            .collect(),
+        ("dynamodb", "Query" | "Scan") => {
+            let mut resource = table(&json["TableName"]);
+            if let Some(index) = json["IndexName"].as_str() {
+                resource = format!("{resource}/index/{index}");
+            }
+            vec![(action, resource)]
+        }
+        ("dynamodb", "DescribeStream" | "GetShardIterator") => {
+            let stream = stream_of(json["StreamArn"].as_str().unwrap_or(""));
+            *last_stream = Some(stream.clone());
+            vec![(action, stream)]
+        }
+        // A shard iterator is opaque: the stream whose iterator was taken.
+        ("dynamodb", "GetRecords") => {
+            vec![(
+                action,
+                last_stream.clone().unwrap_or_else(|| "?".to_owned()),
+            )]
+        }
+        ("dynamodb", "ListStreams") => {
+            vec![(action, format!("{}/stream", table(&json["TableName"])))]
+        }
+        ("dynamodb", _) => vec![(action, table(&json["TableName"]))],
+        ("events", "PutEvents") => {
+            let mut buses: Vec<(String, String)> = json["Entries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| {
+                    (
+                        action.clone(),
+                        bus(e["EventBusName"].as_str().unwrap_or("default")),
+                    )
+                })
+                .collect();
+            buses.dedup();
+            buses
+        }
+        ("events", _) => vec![(action, bus(json["Name"].as_str().unwrap_or("default")))],
+        ("sqs", _) => vec![(
+            action,
+            format!(
+                "queue/{}",
+                json["QueueUrl"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("?")
+            ),
+        )],
+        ("sns", _) => {
+            let topic = form_urlencoded::parse(body)
+                .find(|(k, _)| k == "TopicArn")
+                .map(|(_, v)| v.rsplit(':').next().unwrap_or("?").to_owned())
+                .unwrap_or_else(|| "?".to_owned());
+            vec![(action, format!("topic/{topic}"))]
+        }
+        _ => vec![(action, "*".to_owned())],
+    }
+}
+
+/// An event bus by name or ARN, as `event-bus/<name>`.
+fn bus(name_or_arn: &str) -> String {
+    let name = name_or_arn
+        .rsplit_once("event-bus/")
+        .map_or(name_or_arn, |(_, name)| name);
+    format!("event-bus/{name}")
+}
+
+/// What the chooser is asked about: the operation, or for a write of the
+/// settings item (`PK=OUTBOX_SETTINGS`, made once per cold start)
+/// `UpdateItem(settings)`, so that a chaos schedule's `UpdateItem` faults,
+/// meant for the dead-letter and backoff writes, are not spent on it.
+pub(super) fn subject(operation: &str, body: &[u8]) -> String {
+    let settings = operation == "UpdateItem"
+        && serde_json::from_slice::<serde_json::Value>(body)
+            .is_ok_and(|b| b["Key"]["PK"]["S"] == outbox_core::keys::SETTINGS_PK);
+    if settings {
+        format!("{operation}(settings)")
+    } else {
+        operation.to_owned()
+    }
+}
+
+pub(super) fn is_sink_call(operation: &str) -> bool {
+    matches!(operation, "PutEvents" | "PublishBatch")
+}
+
+/// The `eventId` of an entry's `Detail` (or an SNS `Message`): the envelope.
+pub(super) fn event_id(text: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()?
+        .get("eventId")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The event ids of the outbox items a `BatchWriteItem` or `DeleteItem`
+/// deletes (their sort keys, `OUTBOX#<id>`).
+pub(super) fn deleted_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
+    let Ok(request) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let sk = |key: &serde_json::Value| {
+        key["SK"]["S"]
+            .as_str()
+            .and_then(|sk| sk.strip_prefix("OUTBOX#"))
+            .map(str::to_owned)
+    };
+    match operation {
+        "BatchWriteItem" => request["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flat_map(|tables| tables.values())
+            .filter_map(|writes| writes.as_array())
+            .flatten()
+            .filter_map(|write| sk(&write["DeleteRequest"]["Key"]))
+            .collect(),
+        "DeleteItem" => sk(&request["Key"]).into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The event ids a sink call carries, in request order.
+pub(super) fn sink_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
+    match operation {
+        "PutEvents" => serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v["Entries"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| e["Detail"].as_str().and_then(event_id))
+            .collect(),
+        "PublishBatch" => form_urlencoded::parse(body)
+            .filter(|(k, _)| k.ends_with(".Message"))
+            .filter_map(|(_, v)| event_id(&v))
+            .collect(),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,173 @@
+//! The server loop: every connection served on its own task, each call
+//! classified, recorded, given its fault and answered, and sent on to the
+//! local server of its service ([`Upstreams`]).
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use super::answer::{apply, fake_success};
+use super::classify::{
+    deleted_event_ids, iam_requests, is_sink_call, operation, sink_event_ids, subject,
+};
+use super::state::{fault_for, State};
+use super::{BoxError, Call, Fault, Sabotage};
+
+/// Where calls go on to, by service.
+#[derive(Clone)]
+pub(super) struct Upstreams {
+    dynamodb: String,
+    streams: String,
+    others: String,
+}
+
+impl Upstreams {
+    /// The local servers: DynamoDB Local (`AWS_ENDPOINT_URL_DYNAMODB`,
+    /// `..._STREAMS`) and moto (`AWS_ENDPOINT_URL`).
+    pub(super) fn local() -> Self {
+        let host = |url: String| {
+            url.trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_owned()
+        };
+        Self {
+            others: host(devkit::endpoint().expect("a loopback AWS_ENDPOINT_URL")),
+            dynamodb: host(devkit::dynamodb_endpoint().expect("a loopback DynamoDB endpoint")),
+            streams: host(devkit::streams_endpoint().expect("a loopback streams endpoint")),
+        }
+    }
+
+    /// The server of a request's service (its `X-Amz-Target` prefix).
+    fn of(&self, request: &hyper::http::request::Parts) -> &str {
+        let target = request
+            .headers
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if target.starts_with("DynamoDBStreams_") {
+            &self.streams
+        } else if target.starts_with("DynamoDB_") {
+            &self.dynamodb
+        } else {
+            &self.others
+        }
+    }
+}
+
+/// Accepts connections on `listener` until it fails, each served on its
+/// own task.
+pub(super) async fn serve(listener: TcpListener, shared: Arc<Mutex<State>>, upstream: Upstreams) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let state = shared.clone();
+        let upstream = upstream.clone();
+        tokio::spawn(async move {
+            let service =
+                service_fn(move |request| handle(state.clone(), upstream.clone(), request));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// One call, as hyper hands it over.
+async fn handle(
+    state: Arc<Mutex<State>>,
+    upstream: Upstreams,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await?.to_bytes();
+    // Finished in its own task: a client that gives up (an attempt timeout)
+    // drops this future, but a call that reached the local API must still
+    // be journaled, as it took effect.
+    let (result, entry) = tokio::spawn(handle_call(state.clone(), upstream, parts, body)).await?;
+    if let Some(entry) = entry {
+        if let Some(call) = state.lock().unwrap().journal.get_mut(entry) {
+            call.answered = true;
+        }
+    }
+    result
+}
+
+/// One call: recorded, given its fault, answered and journaled; the
+/// answer and the call's journal entry, if it has one.
+async fn handle_call(
+    state: Arc<Mutex<State>>,
+    upstreams: Upstreams,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+) -> (Result<Response<Full<Bytes>>, BoxError>, Option<usize>) {
+    let upstream = upstreams.of(&parts).to_owned();
+    let operation = operation(&parts, &body);
+    {
+        let mut state = state.lock().unwrap();
+        let mut last_stream = state.last_stream.take();
+        let requests = iam_requests(&parts, &operation, &body, &mut last_stream);
+        state.last_stream = last_stream;
+        state.actions.extend(requests);
+    }
+    let (tag, fault) = fault_for(&state, &operation, &subject(&operation, &body));
+    let deletes = deleted_event_ids(&operation, &body);
+    let journal = |fault: &Option<Fault>, reached: Vec<String>| {
+        if is_sink_call(&operation)
+            || !deletes.is_empty()
+            || fault.as_ref().is_some_and(|f| *f != Fault::Pass)
+        {
+            let (delivered, deleted) = if is_sink_call(&operation) {
+                (reached, Vec::new())
+            } else {
+                (Vec::new(), reached)
+            };
+            let mut state = state.lock().unwrap();
+            state.journal.push(Call {
+                tag,
+                operation: operation.clone(),
+                fault: fault.clone(),
+                delivered,
+                deletes: deletes.clone(),
+                deleted,
+                at: std::time::SystemTime::now(),
+                answered: false,
+            });
+            Some(state.journal.len() - 1)
+        } else {
+            None
+        }
+    };
+    let crash = || {
+        let hook = state.lock().unwrap().crash.clone();
+        if let Some(hook) = hook {
+            hook();
+        }
+    };
+    let all = if is_sink_call(&operation) {
+        sink_event_ids(&operation, &body)
+    } else {
+        deletes.clone()
+    };
+    if fault == Some(Fault::Hang) {
+        // Journaled now: the call never ends.
+        let _ = journal(&fault, Vec::new());
+    }
+    let sabotage = state.lock().unwrap().sabotage;
+    let sabotaged = match sabotage {
+        Some(Sabotage::DropDeletes) => !deletes.is_empty(),
+        Some(Sabotage::SwallowSinkCalls) => is_sink_call(&operation),
+        None => false,
+    };
+    if sabotaged && fault.as_ref().is_none_or(|f| *f == Fault::Pass) {
+        // Answered as done; nothing reached the local API.
+        let entry = journal(&None, Vec::new());
+        return (Ok(fake_success(&operation, &body)), entry);
+    }
+    let (result, delivered) = apply(&upstream, parts, body, &operation, &fault, &crash, all).await;
+    let entry = journal(&fault, delivered);
+    (result, entry)
+}

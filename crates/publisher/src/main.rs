@@ -2,16 +2,12 @@
 //! to the handler. The sink's target is verified once, at cold start.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_runtime::{aws, publish, telemetry, Config};
+use outbox_runtime::publish;
 use publisher::{handler, Publisher};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init_logging();
-    let config = Config::from_env()?;
-    let sdk = aws::load().await;
-    let (sink, store) = publish::connect(&config, &sdk).await?;
-    publish::record_settings(&store, &sdk, "publisher").await;
+    let (config, sink, store) = publish::cold_start("publisher").await?;
     let mut publisher = Publisher::new(sink, store);
     publisher.ordering = config.ordering;
     publisher.send_concurrency = config.send_concurrency;

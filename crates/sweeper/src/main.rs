@@ -2,16 +2,12 @@
 //! the DynamoDB store to the handler; the sink is verified at cold start.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_runtime::{aws, publish, telemetry, Config};
+use outbox_runtime::publish;
 use sweeper::{handler, SweepSettings, Sweeper};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init_logging();
-    let config = Config::from_env()?;
-    let sdk = aws::load().await;
-    let (sink, store) = publish::connect(&config, &sdk).await?;
-    publish::record_settings(&store, &sdk, "sweeper").await;
+    let (config, sink, store) = publish::cold_start("sweeper").await?;
     let sweeper = Sweeper::new(sink, store, SweepSettings::from(&config));
     let sweeper = &sweeper;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

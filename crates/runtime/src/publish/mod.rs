@@ -1,7 +1,8 @@
 //! Publishing: the one module that turns outbox items into published events,
 //! used by the publisher, the sweeper and the operator's `redrive --now`;
-//! and [`record_settings`], the settings a function records at cold start
-//! for `outboxctl`.
+//! and the publishing functions' cold start (`cold_start`: the
+//! configuration, the verified sink, the store, and [`record_settings`], the
+//! settings a function records for `outboxctl`).
 //!
 //! # Layout
 //! - [`EventSink`]: the port. One call publishes one batch already within
@@ -181,6 +182,34 @@ pub async fn connect(
     )
     .with_keys(config.keys.clone());
     Ok((sink, store))
+}
+
+/// Why a publishing function could not start.
+#[cfg(feature = "sinks")]
+#[derive(Debug, thiserror::Error)]
+pub enum ColdStartError {
+    /// A setting is missing or invalid.
+    #[error(transparent)]
+    Config(#[from] outbox_core::ConfigError),
+    /// The sink's target does not answer as configured.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+}
+
+/// A publishing function's cold start, for the publisher's and the
+/// sweeper's `main`: JSON logs, [`Config`] from the environment, the SDK
+/// configuration, [`connect`] (the sink verified), and the settings
+/// recorded for the operator's tool ([`record_settings`]) as `function`.
+#[cfg(feature = "sinks")]
+pub async fn cold_start(
+    function: &str,
+) -> Result<(Config, AnySink, crate::store::DynamoStore), ColdStartError> {
+    crate::telemetry::init_logging();
+    let config = Config::from_env()?;
+    let sdk = crate::aws::load().await;
+    let (sink, store) = connect(&config, &sdk).await?;
+    record_settings(&store, &sdk, function).await;
+    Ok((config, sink, store))
 }
 
 /// Records, at cold start, the settings this function runs with (every

@@ -8,8 +8,9 @@ other failure stands.
    states in prose because JSON Schema cannot: a line total (quantity ×
    unitPriceCents) or the order total above 9007199254740991. Only a
    `400 invalid_field` whose `field` is `items[N]` or `totalCents` (the
-   writer's answer for exactly those rules, tested in tests/writer_api.rs)
-   is dropped; a 400 on any single field of a valid request still fails.
+   writer's answer for exactly those rules, tested in
+   tests/writer_api/errors.rs) is dropped; a 400 on any single field of a
+   valid request still fails.
 
 cargo lambda watch (the local Lambda emulator the writer runs under) answers
 500 text/plain by itself, without invoking the function, for requests it
@@ -18,7 +19,7 @@ a body with a text content type (application/json) that is not UTF-8. Those
 answers, and only those, are not the writer's: such a failure is dropped
 (the summary counts it under "Filtered"). The writer's own answers to such
 requests (400 invalid_idempotency_key, 400 invalid_json) are tested in
-tests/writer_api.rs through lambda_http. Every other failure stands.
+tests/writer_api/errors.rs through lambda_http. Every other failure stands.
 """
 import json
 import re

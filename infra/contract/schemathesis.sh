@@ -14,7 +14,7 @@
 #
 # cargo lambda watch has no authorizer: the writer runs with
 # WRITER_LOCAL_CALLER (which the template never sets); the owner rule and
-# the 401 are tested in tests/writer_api.rs.
+# the 401 are tested in tests/writer_api/callers.rs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"

@@ -1,0 +1,221 @@
+//! `outboxctl status` of a table, and the tools on a stack as the
+//! templates deploy it: they find its own keys and recorded settings, and
+//! do not guess when nothing is recorded.
+
+use std::time::Duration;
+
+use testkit::proxy::FaultProxy;
+use testkit::{far_deadline, Stack};
+use time::OffsetDateTime;
+
+use super::{failing_sweeper, on_failure_queue, redrive_on_failure, DAY};
+
+#[tokio::test]
+async fn status_counts_pending_backing_off_and_dead_letters_per_shard() {
+    let stack = Stack::with_bus().await;
+    let mut events = Vec::new();
+    for _ in 0..6 {
+        events.push(stack.put_event_aged(DAY * 2).await);
+    }
+    let fresh = stack.put_event_aged(Duration::from_secs(30)).await;
+    let proxy = FaultProxy::start().await;
+    // MAX_ATTEMPTS 2: one failed sweep leaves the six backing off.
+    let sweeper = failing_sweeper(&stack, &proxy, 2).await;
+    let now = OffsetDateTime::now_utc();
+    let report = sweeper.sweep(now, &far_deadline()).await;
+    assert_eq!(report.failed, 6);
+    stack.put_poison("poisoned", Some("not json")).await;
+    // The poison is older than the cutoff only if aged; dead-letter it by a
+    // sweep that takes everything.
+    let mut everything = sweeper;
+    everything.settings.stranded_after = Duration::ZERO;
+    everything
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+
+    let status = stack
+        .operations()
+        .status(OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    assert_eq!(status.dead_letters, 1);
+    assert_eq!(status.pending, 7, "six backing off and the fresh one");
+    assert!(status.backing_off >= 6, "{status:?}");
+    assert!(status.next_attempt_due.is_some());
+    let age = status.oldest_pending_age_seconds.unwrap();
+    assert!((2 * 86_400..2 * 86_400 + 600).contains(&age), "{age}");
+    assert_eq!(status.shards.len(), 8);
+    assert!(
+        status.shards.iter().filter(|s| s.pending > 0).count() >= 2,
+        "several shards hold pending items"
+    );
+    assert_eq!(
+        status.shards.iter().map(|s| s.pending).sum::<usize>(),
+        status.pending
+    );
+    let _ = fresh;
+
+    // The same through the binary, as JSON.
+    let (ok, out, err) = stack.operator().status(&["--json"]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for key in [
+        "pending",
+        "oldestPendingAgeSeconds",
+        "deadLetters",
+        "shards",
+    ] {
+        assert!(json.get(key).is_some(), "{key} in {out}");
+    }
+    assert_eq!(json["deadLetters"], 1);
+}
+
+/// Issue #38 item 2, through the real binaries on a stack as the templates
+/// deploy it (the region's keys), with no variable exported to `outboxctl`:
+/// the publisher dead-letters a poison event and records the stack's
+/// settings; `status` and `dead-letters list` find the dead letter,
+/// `redrive` puts it back, and `redrive-on-failure` republishes a window
+/// to the recorded sink. On the default table and on one with other key
+/// names.
+async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
+    stack.add_bus().await;
+    assert!(
+        stack.keys.home_region.is_some(),
+        "the templates' default writes the region's keys"
+    );
+    let exported: Vec<&str> = outbox_runtime::VARIABLES
+        .iter()
+        .copied()
+        .filter(|v| std::env::var(v).is_ok())
+        .collect();
+    assert!(exported.is_empty(), "exported to outboxctl: {exported:?}");
+    stack.put_poison("poison", Some("not json")).await;
+    let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
+    let publisher = stack.function(devkit::Function::Publisher, &[], &[]);
+    stack
+        .pump(&publisher, Some(&failures))
+        .run_until_idle()
+        .await
+        .expect("pump");
+
+    let (ok, out, err) = stack.operator().status(&["--json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["deadLetters"], 1, "{out}");
+    assert_eq!(status["settings"]["from"], "recorded", "{out}");
+    assert_eq!(status["otherKeys"], serde_json::json!([]), "{out}");
+    let (ok, out, err) = stack.operator().list(&["--json"]);
+    assert!(ok, "{err}");
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed.len(), 1, "{out}");
+    // A window the mapping gave up on: republished to the recorded sink.
+    let event = stack.put_event_aged(Duration::from_secs(30)).await;
+    let queue = on_failure_queue(&stack).await;
+    let (ok, out, err) = stack
+        .operator()
+        .redrive_on_failure(&["--queue", &queue, "--json"]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["handled"], 1, "{out}");
+    let delivered = stack.drain_subscriber().await;
+    let ids: Vec<&str> = delivered
+        .iter()
+        .filter_map(|m| m["detail"]["eventId"].as_str())
+        .collect();
+    assert_eq!(ids, vec![event.event_id.to_string()]);
+    assert_eq!(stack.outbox_raw().await.len(), 1, "the dead letter only");
+
+    // The dead letter back to the pending index.
+    let (ok, out, err) = stack.operator().redrive(&["--all"]);
+    assert!(ok && out.contains("redriven"), "{out} {err}");
+    let items = stack.outbox_raw().await;
+    assert!(
+        items.len() == 1 && !items[0].contains_key(outbox_core::keys::attr::DEAD_LETTERED_AT),
+        "pending again: {items:?}"
+    );
+
+    // An undecodable pending item two days old, of the redriven poison's
+    // aggregate (so in its shard, where the redriven item sorts first in
+    // the index whatever its age): `status` reads its age from its sort key
+    // with the table's own `OUTBOX_PREFIX` (a free key function once read
+    // the default prefix only, and on a table with another prefix the age
+    // was lost), and the oldest is the oldest by creation, not the index's
+    // first (it once was, and said 13 s).
+    let old = stack.put_aggregate_event("poison", 1, DAY * 2, 0, 8).await;
+    let mut attributes = old.to_attributes().unwrap();
+    attributes.remove("envelope");
+    stack.put_raw(stack.keys.to_table(attributes)).await;
+    let (ok, out, err) = stack.operator().status(&["--json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let age = status["oldestPendingAgeSeconds"].as_i64().unwrap_or(0);
+    assert!((2 * 86_400..2 * 86_400 + 600).contains(&age), "{out}");
+}
+
+#[tokio::test]
+async fn operator_tools_find_the_stacks_own_keys_on_the_default_table() {
+    operator_tools_find_the_stacks_own_keys(Stack::new().await).await;
+}
+
+#[tokio::test]
+async fn operator_tools_find_the_stacks_own_keys_on_a_table_with_other_names() {
+    let schema = outbox_core::KeySchema::from_lookup(|k| {
+        Some(
+            match k {
+                "PARTITION_KEY" => "pk",
+                "SORT_KEY" => "sk",
+                "OUTBOX_PREFIX" => "evt#",
+                "PENDING_INDEX" => "OutboxPending",
+                "PENDING_INDEX_PARTITION_KEY" => "opk",
+                "PENDING_INDEX_SORT_KEY" => "osk",
+                "DEAD_LETTER_INDEX" => "OutboxDead",
+                "DEAD_LETTER_INDEX_PARTITION_KEY" => "dpk",
+                "DEAD_LETTER_INDEX_SORT_KEY" => "dsk",
+                "TTL_ATTRIBUTE" => "ttl",
+                _ => return None,
+            }
+            .to_owned(),
+        )
+    })
+    .unwrap();
+    operator_tools_find_the_stacks_own_keys(Stack::with_schema(&schema, &[]).await).await;
+}
+
+/// Issue #38 item 2: with nothing recorded in the table (no function of
+/// the stack has run), `status` says the settings are this environment's
+/// and counts the outbox items under the region's keys apart, instead of
+/// printing 0; `redrive-on-failure` keeps a message whose window it finds
+/// empty, says why, and exits non-zero.
+#[tokio::test]
+async fn with_nothing_recorded_status_and_redrive_on_failure_do_not_guess() {
+    let stack = Stack::with_bus().await;
+    stack.forget_settings().await;
+    stack.put_event_aged(Duration::from_secs(30)).await;
+    let (ok, out, err) = stack.operator().status(&["--json"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("no settings are recorded"), "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["settings"]["from"], "environment", "{out}");
+    assert_eq!(status["pending"], 0, "{out}");
+    assert_eq!(
+        status["otherKeys"],
+        serde_json::json!([{"homeRegion": devkit::REGION, "pending": 1, "deadLetters": 0}]),
+        "{out}"
+    );
+
+    let queue = on_failure_queue(&stack).await;
+    let (ok, out, err) = redrive_on_failure(&stack, &queue);
+    assert!(!ok, "{out}");
+    assert!(err.contains("keys may not be the stack's"), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (json["handled"].as_u64(), json["kept"].as_u64()),
+        (Some(0), Some(1)),
+        "{out}"
+    );
+    assert_eq!(
+        stack.outbox_items().await.len(),
+        1,
+        "the event is still there"
+    );
+}

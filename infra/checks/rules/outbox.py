@@ -301,12 +301,10 @@ class OnFailureQueueFeedsTheSweeper(CloudFormationLintRule):
             for props in readers:
                 if "ReportBatchItemFailures" not in (props.get("FunctionResponseTypes") or []):
                     matches.append(RuleMatch(["Resources", queue], f"{queue}: the sweeper's SQS mapping must report partial batch failures"))
-            redrive = resources.get(queue, {}).get("Properties", {}).get("RedrivePolicy", {})
-            dlq = _ref_name(redrive.get("deadLetterTargetArn"))
-            if not dlq:
-                matches.append(RuleMatch(["Resources", queue], f"{queue}: needs a redrive policy to a dead-letter queue"))
-            elif dlq not in alarmed:
-                matches.append(RuleMatch(["Resources", dlq], f"{dlq}: the OnFailure dead-letter queue needs an alarm"))
+            matches.extend(_dead_letter_queue_matches(
+                queue, resources.get(queue, {}).get("Properties", {}), alarmed,
+                f"{queue}: needs a redrive policy to a dead-letter queue",
+                "the OnFailure dead-letter queue needs an alarm"))
         return matches
 
 
@@ -402,12 +400,23 @@ class SqsConsumersReportAndDeadLetter(CloudFormationLintRule):
             visibility = queue_props.get("VisibilityTimeout", 30)
             if isinstance(timeout, int) and isinstance(visibility, int) and visibility < 6 * timeout:
                 matches.append(RuleMatch(["Resources", queue], f"{queue}: VisibilityTimeout ({visibility}) must be at least six times the function's timeout ({timeout})"))
-            dlq = _ref_name(queue_props.get("RedrivePolicy", {}).get("deadLetterTargetArn"))
-            if not dlq:
-                matches.append(RuleMatch(["Resources", queue], f"{queue}: an SQS-triggered queue needs a redrive policy to a dead-letter queue"))
-            elif dlq not in alarmed:
-                matches.append(RuleMatch(["Resources", dlq], f"{dlq}: the dead-letter queue of {queue} needs an alarm"))
+            matches.extend(_dead_letter_queue_matches(
+                queue, queue_props, alarmed,
+                f"{queue}: an SQS-triggered queue needs a redrive policy to a dead-letter queue",
+                f"the dead-letter queue of {queue} needs an alarm"))
         return matches
+
+
+def _dead_letter_queue_matches(queue, queue_props, alarmed, no_redrive, no_alarm):
+    """A queue's redrive policy to a dead-letter queue, and that queue's
+    alarm: the match `no_redrive` on the queue without one, `no_alarm` on a
+    dead-letter queue no alarm reads."""
+    dlq = _ref_name(queue_props.get("RedrivePolicy", {}).get("deadLetterTargetArn"))
+    if not dlq:
+        return [RuleMatch(["Resources", queue], no_redrive)]
+    if dlq not in alarmed:
+        return [RuleMatch(["Resources", dlq], f"{dlq}: {no_alarm}")]
+    return []
 
 
 def _alarm_metrics(props):

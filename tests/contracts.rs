@@ -91,30 +91,9 @@ fn sample_events_validate_and_broken_ones_do_not() {
 /// template.yaml as JSON; a short-form intrinsic (`!Ref X`) becomes its
 /// long form (`{"Ref": "X"}`, `{"Fn::GetAtt": …}`).
 fn template() -> Value {
-    fn json(value: serde_yaml_ng::Value) -> Value {
-        use serde_yaml_ng::Value as Y;
-        match value {
-            Y::Tagged(tagged) => {
-                let tag = tagged.tag.to_string();
-                let name = tag.trim_start_matches('!');
-                let key = if name == "Ref" {
-                    name.to_owned()
-                } else {
-                    format!("Fn::{name}")
-                };
-                serde_json::json!({ key: json(tagged.value) })
-            }
-            Y::Mapping(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| (k.as_str().unwrap_or_default().to_owned(), json(v)))
-                    .collect(),
-            ),
-            Y::Sequence(items) => Value::Array(items.into_iter().map(json).collect()),
-            other => serde_json::to_value(other).unwrap(),
-        }
-    }
-    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
-    json(serde_yaml_ng::from_str(&text).unwrap())
+    devkit::template::to_json(
+        &devkit::template::read(&root().join(devkit::EXAMPLE_TEMPLATE)).unwrap(),
+    )
 }
 
 /// Field paths of an EventBridge pattern's `detail`: nested objects are

@@ -14,8 +14,7 @@ use serde_json::Value;
 use testkit::root;
 
 fn template() -> serde_yaml_ng::Value {
-    let text = std::fs::read_to_string(root().join(devkit::OUTBOX_TEMPLATE)).expect("template");
-    serde_yaml_ng::from_str(&text).expect("template YAML")
+    devkit::template::read(&root().join(devkit::OUTBOX_TEMPLATE)).expect("template")
 }
 
 /// The widgets' JSON, from the resource's `!Sub` strings: a quoted

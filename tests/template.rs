@@ -66,21 +66,9 @@ fn the_pattern_is_the_default_key_schemas() {
 #[test]
 fn the_stack_builds_its_filter_from_the_key_schema_parameters() {
     use serde_yaml_ng::Value as Y;
-    let text = std::fs::read_to_string(root().join(devkit::OUTBOX_TEMPLATE)).unwrap();
-    let doc: Y = serde_yaml_ng::from_str(&text).unwrap();
+    let doc: Y = devkit::template::read(&root().join(devkit::OUTBOX_TEMPLATE)).unwrap();
     let variables = &doc["Globals"]["Function"]["Environment"]["Variables"];
-    let settings = [
-        "PARTITION_KEY",
-        "SORT_KEY",
-        "OUTBOX_PREFIX",
-        "PENDING_INDEX",
-        "PENDING_INDEX_PARTITION_KEY",
-        "PENDING_INDEX_SORT_KEY",
-        "DEAD_LETTER_INDEX",
-        "DEAD_LETTER_INDEX_PARTITION_KEY",
-        "DEAD_LETTER_INDEX_SORT_KEY",
-        "TTL_ATTRIBUTE",
-    ];
+    let settings = outbox_core::KeySchema::VARIABLES;
     // Each setting is `!Ref <Parameter>`.
     let parameter = |setting: &str| -> String {
         match &variables[setting] {
@@ -333,9 +321,7 @@ async fn the_pattern_against_real_stream_records() {
 #[test]
 fn the_example_nests_the_reusable_stack_and_keeps_its_outputs() {
     use serde_yaml_ng::Value as Y;
-    let read = |path: &str| -> Y {
-        serde_yaml_ng::from_str(&std::fs::read_to_string(root().join(path)).unwrap()).unwrap()
-    };
+    let read = |path: &str| -> Y { devkit::template::read(&root().join(path)).unwrap() };
     let example = read("template.yaml");
     let outbox = read(devkit::OUTBOX_TEMPLATE);
     let application = &example["Resources"]["Outbox"];
@@ -412,8 +398,7 @@ fn the_example_nests_the_reusable_stack_and_keeps_its_outputs() {
 /// The variable names a template sets for `function` (Globals and the
 /// function's own), read from the YAML as written: whatever their values.
 fn variables_written(template: &str, function: &str) -> Vec<String> {
-    let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&std::fs::read_to_string(root().join(template)).unwrap()).unwrap();
+    let doc = devkit::template::read(&root().join(template)).unwrap();
     let names = |v: &serde_yaml_ng::Value| -> Vec<String> {
         v.as_mapping()
             .map(|m| {

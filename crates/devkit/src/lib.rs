@@ -13,9 +13,12 @@
 //!   ([`StreamCursor`]).
 //! - `filter.rs`: Lambda event filtering, the mapping's `FilterCriteria`
 //!   ([`FilterCriteria`]).
-//! - `template.rs`: the templates read and evaluated ([`Resolved`]: `Ref`,
-//!   `Fn::If`, `Fn::Sub`, conditions, pseudo parameters), and the
-//!   mapping's settings read from `infra/outbox.yaml` ([`MappingSettings`]).
+//! - `template.rs`: the templates' one reader ([`template::read`],
+//!   [`template::parse`], [`template::to_json`]), for this crate and the
+//!   tests; `template/resolve.rs`: the templates evaluated ([`Resolved`]:
+//!   `Ref`, `Fn::If`, `Fn::Sub`, conditions, pseudo parameters);
+//!   `template/mapping.rs`: the mapping's settings read from
+//!   `infra/outbox.yaml` ([`MappingSettings`]).
 //! - `deployment.rs`: one resolved configuration for every local run: the
 //!   environment the templates give each function at their defaults on a
 //!   local stack ([`LocalDeployment`], [`Function`]), the region's keys
@@ -39,7 +42,7 @@ mod pump;
 mod sqs;
 mod stack;
 mod stream;
-mod template;
+pub mod template;
 
 pub use deployment::{Function, LocalDeployment, LocalSink};
 pub use filter::{FilterCriteria, PatternError};

@@ -72,7 +72,8 @@ impl SinkSettings {
 /// [`outbox_core::keys::KeySchema`]'s, the stack's name and the log filter (and
 /// the two Lambda sets from the templates' `LoggingConfig`). The publisher
 /// and the sweeper record those they are given ([`RecordedSettings`]); the
-/// templates set no other.
+/// templates set no other. (The key schema's are listed in the core,
+/// `KeySchema::VARIABLES`, and again here: a test checks each is here.)
 pub const VARIABLES: &[&str] = &[
     "TABLE_NAME",
     "EVENT_SOURCE",
@@ -541,5 +542,15 @@ mod tests {
                 topic_arn: "arn:x".into()
             }
         );
+    }
+
+    /// The key schema's variables, listed once in the core
+    /// (`KeySchema::VARIABLES`), are each one of [`VARIABLES`]: a name the
+    /// schema adds is recorded.
+    #[test]
+    fn the_key_schemas_variables_are_recorded() {
+        for name in outbox_core::keys::KeySchema::VARIABLES {
+            assert!(VARIABLES.contains(&name), "{name} is not in VARIABLES");
+        }
     }
 }

@@ -101,34 +101,29 @@ const ITEM_ATTRIBUTES: [&str; 20] = [
 ];
 
 impl KeySchema {
+    /// The variables the names are read from ([`KeySchema::from_lookup`])
+    /// and written as ([`KeySchema::variables`]), one per name, in the
+    /// order of the table above (the home region's two are not names).
+    pub const VARIABLES: [&'static str; 10] = [
+        "PARTITION_KEY",
+        "SORT_KEY",
+        "OUTBOX_PREFIX",
+        "PENDING_INDEX",
+        "PENDING_INDEX_PARTITION_KEY",
+        "PENDING_INDEX_SORT_KEY",
+        "DEAD_LETTER_INDEX",
+        "DEAD_LETTER_INDEX_PARTITION_KEY",
+        "DEAD_LETTER_INDEX_SORT_KEY",
+        "TTL_ATTRIBUTE",
+    ];
+
     /// The schema from environment variables (table above); unset or
     /// empty ones keep their defaults.
     pub fn from_lookup(
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, crate::error::ConfigError> {
         let mut schema = Self::default();
-        let fields: [(&'static str, &mut String); 10] = [
-            ("PARTITION_KEY", &mut schema.partition_key),
-            ("SORT_KEY", &mut schema.sort_key),
-            ("OUTBOX_PREFIX", &mut schema.outbox_prefix),
-            ("PENDING_INDEX", &mut schema.pending_index),
-            (
-                "PENDING_INDEX_PARTITION_KEY",
-                &mut schema.pending_partition_key,
-            ),
-            ("PENDING_INDEX_SORT_KEY", &mut schema.pending_sort_key),
-            ("DEAD_LETTER_INDEX", &mut schema.dead_letter_index),
-            (
-                "DEAD_LETTER_INDEX_PARTITION_KEY",
-                &mut schema.dead_letter_partition_key,
-            ),
-            (
-                "DEAD_LETTER_INDEX_SORT_KEY",
-                &mut schema.dead_letter_sort_key,
-            ),
-            ("TTL_ATTRIBUTE", &mut schema.ttl_attribute),
-        ];
-        for (name, field) in fields {
+        for (name, field) in Self::VARIABLES.into_iter().zip(schema.names_mut()) {
             if let Some(value) = lookup(name).filter(|v| !v.trim().is_empty()) {
                 *field = value;
             }
@@ -172,26 +167,42 @@ impl KeySchema {
     /// The schema as the variables [`KeySchema::from_lookup`] reads (the
     /// names only; the home region is the stack's).
     pub fn variables(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("PARTITION_KEY", self.partition_key.clone()),
-            ("SORT_KEY", self.sort_key.clone()),
-            ("OUTBOX_PREFIX", self.outbox_prefix.clone()),
-            ("PENDING_INDEX", self.pending_index.clone()),
-            (
-                "PENDING_INDEX_PARTITION_KEY",
-                self.pending_partition_key.clone(),
-            ),
-            ("PENDING_INDEX_SORT_KEY", self.pending_sort_key.clone()),
-            ("DEAD_LETTER_INDEX", self.dead_letter_index.clone()),
-            (
-                "DEAD_LETTER_INDEX_PARTITION_KEY",
-                self.dead_letter_partition_key.clone(),
-            ),
-            (
-                "DEAD_LETTER_INDEX_SORT_KEY",
-                self.dead_letter_sort_key.clone(),
-            ),
-            ("TTL_ATTRIBUTE", self.ttl_attribute.clone()),
+        Self::VARIABLES
+            .into_iter()
+            .zip(self.names())
+            .map(|(name, value)| (name, value.clone()))
+            .collect()
+    }
+
+    /// The names, in the order of [`KeySchema::VARIABLES`].
+    fn names(&self) -> [&String; 10] {
+        [
+            &self.partition_key,
+            &self.sort_key,
+            &self.outbox_prefix,
+            &self.pending_index,
+            &self.pending_partition_key,
+            &self.pending_sort_key,
+            &self.dead_letter_index,
+            &self.dead_letter_partition_key,
+            &self.dead_letter_sort_key,
+            &self.ttl_attribute,
+        ]
+    }
+
+    /// The names to set, in the order of [`KeySchema::VARIABLES`].
+    fn names_mut(&mut self) -> [&mut String; 10] {
+        [
+            &mut self.partition_key,
+            &mut self.sort_key,
+            &mut self.outbox_prefix,
+            &mut self.pending_index,
+            &mut self.pending_partition_key,
+            &mut self.pending_sort_key,
+            &mut self.dead_letter_index,
+            &mut self.dead_letter_partition_key,
+            &mut self.dead_letter_sort_key,
+            &mut self.ttl_attribute,
         ]
     }
 

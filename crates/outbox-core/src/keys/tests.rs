@@ -192,3 +192,39 @@ fn the_home_region_comes_from_the_environment_and_decides_who_publishes() {
         serde_json::json!({"S": [{"exists": false}]})
     );
 }
+
+/// Each of `KeySchema::VARIABLES` sets its own name (the table of
+/// `KeySchema`'s doc), and `variables()` gives each back under it.
+#[test]
+fn each_key_schema_variable_sets_its_own_name() {
+    let given: Vec<(&'static str, String)> = KeySchema::VARIABLES
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (*name, format!("name-{i}")))
+        .collect();
+    let value = |name: &str| {
+        given
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let schema = KeySchema::from_lookup(value).unwrap();
+    for (field, name) in [
+        (&schema.partition_key, "PARTITION_KEY"),
+        (&schema.sort_key, "SORT_KEY"),
+        (&schema.outbox_prefix, "OUTBOX_PREFIX"),
+        (&schema.pending_index, "PENDING_INDEX"),
+        (&schema.pending_partition_key, "PENDING_INDEX_PARTITION_KEY"),
+        (&schema.pending_sort_key, "PENDING_INDEX_SORT_KEY"),
+        (&schema.dead_letter_index, "DEAD_LETTER_INDEX"),
+        (
+            &schema.dead_letter_partition_key,
+            "DEAD_LETTER_INDEX_PARTITION_KEY",
+        ),
+        (&schema.dead_letter_sort_key, "DEAD_LETTER_INDEX_SORT_KEY"),
+        (&schema.ttl_attribute, "TTL_ATTRIBUTE"),
+    ] {
+        assert_eq!(Some(field.clone()), value(name), "{name}");
+    }
+    assert_eq!(schema.variables(), given);
+}

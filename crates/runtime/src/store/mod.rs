@@ -10,9 +10,9 @@
 //! - `types.rs`: the types they speak in ([`StoreError`], [`PendingItem`],
 //!   [`DeadLetterRecord`], [`CollectionRead`], …).
 //! - `dynamo/`: [`DynamoStore`], the DynamoDB adapter: `mod.rs` (the client,
-//!   calls, conditions, codecs, and [`DynamoStore::adopt`], a lost region's
-//!   items handed over), one file per role (`publish.rs`, `sweep.rs`,
-//!   `operator.rs`).
+//!   calls, conditions, codecs, the item-collection range reads), one file
+//!   per role (`publish.rs`, `sweep.rs`, `operator.rs`), and `adopt.rs`
+//!   ([`DynamoStore::adopt`], a lost region's items handed over).
 //! - `memory/`: [`MemoryStore`] (feature `testing`), one in-memory store
 //!   that the unit tests, benches and examples share; `roles.rs` implements
 //!   the three roles.

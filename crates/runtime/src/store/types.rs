@@ -243,7 +243,7 @@ pub struct DeadLetterPage {
     pub next: Option<Cursor>,
 }
 
-/// What one guard read ([`PublishStore::collection_below`]) saw of an item
+/// What one guard read ([`super::PublishStore::collection_below`]) saw of an item
 /// collection: the outbox sort keys at or below `top`, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CollectionRead {

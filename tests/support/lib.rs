@@ -125,35 +125,14 @@ impl Intercept for CallCounter {
     }
 }
 
-/// Receives every message from a queue until it stays empty, deleting them.
+/// Receives every message from a queue until it stays empty, deleting them
+/// ([`devkit::receive_until_empty`]); each as [`message_value`] gives it.
 pub async fn drain_queue(sdk: &SdkConfig, queue_url: &str) -> Vec<serde_json::Value> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let mut bodies = Vec::new();
-    let mut empty_polls = 0;
-    while empty_polls < 2 {
-        let out = sqs
-            .receive_message()
-            .queue_url(queue_url)
-            .max_number_of_messages(10)
-            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-            .wait_time_seconds(0)
-            .send()
-            .await
-            .expect("receive");
-        let messages = out.messages.unwrap_or_default();
-        if messages.is_empty() {
-            empty_polls += 1;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        }
-        for m in messages {
-            let value = message_value(&m);
-            bodies.push(value);
-            outbox_runtime::queue::delete_message(&sqs, queue_url, &m)
-                .await
-                .expect("delete message");
-        }
-    }
+    devkit::receive_until_empty(&sqs, queue_url, || false, |m| bodies.push(message_value(m)))
+        .await
+        .expect("receive and delete every message");
     bodies
 }
 

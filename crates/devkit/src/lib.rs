@@ -27,8 +27,9 @@
 //!   lanes per shard at a `ParallelizationFactor` above 1.
 //! - `sqs.rs`: Lambda's SQS event source mapping: batches of queue
 //!   messages as the function gets them, settled by its partial batch
-//!   response ([`drain_queue`]; the batch primitives are
-//!   `outbox_runtime::queue`'s).
+//!   response ([`drain_queue`]); and the loop that receives and deletes a
+//!   queue's every message until it answers empty ([`receive_until_empty`]).
+//!   The batch primitives of both are `outbox_runtime::queue`'s.
 //! - `invoke.rs`: invoking a function under `cargo lambda watch` on
 //!   loopback ([`HttpInvoker`]).
 //! - `main.rs`: the `devkit` command (provision, env, items, pump,
@@ -52,7 +53,7 @@ pub use local::{
     sdk_config_at, sdk_config_in_region, streams_endpoint, LocalError, REGION,
 };
 pub use pump::{on_failure_message, Invoker, OnFailure, Pump, PumpError, PumpStats};
-pub use sqs::{drain_queue, DrainStats};
+pub use sqs::{drain_queue, receive_until_empty, DrainStats};
 pub use stack::{
     create_bus, create_fifo_topic, create_queue, create_queue_with, create_read_model,
     create_read_model_table, create_table, create_table_streaming, create_table_with,

@@ -336,28 +336,18 @@ async fn deliver(
 /// than the local queues' visibility timeouts).
 const DELIVER_PATIENCE_SECONDS: u64 = 35;
 
+/// Prints each message of a subscriber (or OnFailure) queue and deletes
+/// it, until the queue answers empty ([`devkit::receive_until_empty`]).
 async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), Error> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
-    let mut total = 0;
     let mut distinct = HashSet::new();
-    let mut empty = 0;
-    while empty < 2 {
-        let out = sqs
-            .receive_message()
-            .queue_url(queue_url)
-            .max_number_of_messages(10)
-            .send()
-            .await
-            .map_err(|e| outbox_runtime::aws::error_line("ReceiveMessage", &e))?;
-        let messages = out.messages.unwrap_or_default();
-        if messages.is_empty() {
-            empty += 1;
-            continue;
-        }
-        for m in messages {
+    let total = devkit::receive_until_empty(
+        &sqs,
+        queue_url,
+        || false,
+        |m| {
             let body: serde_json::Value =
                 serde_json::from_str(m.body().unwrap_or("{}")).unwrap_or_default();
-            total += 1;
             if let Some(info) = body.get("DDBStreamBatchInfo") {
                 println!(
                     "  OnFailure  {}  batch of {} from {} ({})",
@@ -382,11 +372,9 @@ async fn receive(sdk: &aws_config::SdkConfig, queue_url: &str) -> Result<(), Err
                     }
                 );
             }
-            outbox_runtime::queue::delete_message(&sqs, queue_url, &m)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-    }
+        },
+    )
+    .await?;
     println!("received={total} distinct={}", distinct.len());
     Ok(())
 }

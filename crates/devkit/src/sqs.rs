@@ -1,10 +1,16 @@
-//! Lambda's SQS event source mapping, emulated: the one receive loop of
-//! the local kit (the projector's queue, the OnFailure queue), on the SQS
-//! batch primitives of `outbox_runtime::queue`.
+//! The local kit's two receive loops, on the SQS batch primitives of
+//! `outbox_runtime::queue`: Lambda's SQS event source mapping, emulated
+//! ([`drain_queue`]: the projector's queue, the OnFailure queue), and a
+//! reader that takes every message off a queue ([`receive_until_empty`]:
+//! a subscriber's queue, read by the tests, the chaos run and `devkit
+//! receive`).
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use outbox_runtime::aws::CallError;
-use outbox_runtime::queue::{batch_event, queue_depth, receive_batch, settle_batch};
+use outbox_runtime::queue::{
+    batch_event, delete_batch, queue_depth, receive_batch, receive_batch_with_attributes,
+    settle_batch,
+};
 
 /// What [`drain_queue`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -61,5 +67,46 @@ where
         stats.deleted += deleted;
         stats.reported += kept;
         idle_since = std::time::Instant::now();
+    }
+}
+
+/// Receives every message of a queue and deletes it, until the queue is
+/// empty: `each` sees each message (every system attribute included,
+/// `SentTimestamp` say) in the order received, then its batch is deleted
+/// with one `DeleteMessageBatch`. While `keep_reading()` is true, the
+/// receives long-poll 1 s and an empty answer counts for nothing (the
+/// producers are still at work); after, they short-poll, and two empty
+/// answers in a row end the loop (a short poll may answer empty while
+/// messages remain). Returns how many messages it received.
+pub async fn receive_until_empty(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    keep_reading: impl Fn() -> bool,
+    mut each: impl FnMut(&aws_sdk_sqs::types::Message),
+) -> Result<usize, CallError> {
+    let mut received = 0;
+    let mut empty = 0;
+    loop {
+        let reading = keep_reading();
+        let messages =
+            receive_batch_with_attributes(sqs, queue_url, if reading { 1 } else { 0 }).await?;
+        if messages.is_empty() {
+            if reading {
+                empty = 0;
+                continue;
+            }
+            empty += 1;
+            if empty >= 2 {
+                return Ok(received);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        }
+        empty = 0;
+        received += messages.len();
+        for m in &messages {
+            each(m);
+        }
+        delete_batch(sqs, queue_url, &messages).await?;
     }
 }

@@ -1,7 +1,9 @@
 //! SQS batches as Lambda's SQS event source mapping handles them: receive
 //! a batch, hand it over as an `SqsEvent`, delete what was not reported
 //! (`outboxctl redrive-on-failure` against a real queue, and `devkit`'s
-//! local mapping emulator, whose receive loop is `devkit::drain_queue`).
+//! local mapping emulator, whose receive loop is `devkit::drain_queue`);
+//! and the batches of `devkit::receive_until_empty`, which takes every
+//! message off a queue.
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 
@@ -19,10 +21,35 @@ pub async fn receive_batch(
     queue_url: &str,
     wait_seconds: i32,
 ) -> Result<Vec<aws_sdk_sqs::types::Message>, CallError> {
-    sqs.receive_message()
+    receive(sqs, queue_url, wait_seconds, false).await
+}
+
+/// [`receive_batch`], each message with every system attribute
+/// (`SentTimestamp`, `ApproximateReceiveCount`, …).
+pub async fn receive_batch_with_attributes(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    wait_seconds: i32,
+) -> Result<Vec<aws_sdk_sqs::types::Message>, CallError> {
+    receive(sqs, queue_url, wait_seconds, true).await
+}
+
+async fn receive(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    wait_seconds: i32,
+    attributes: bool,
+) -> Result<Vec<aws_sdk_sqs::types::Message>, CallError> {
+    let mut request = sqs
+        .receive_message()
         .queue_url(queue_url)
         .max_number_of_messages(MAX_BATCH)
-        .wait_time_seconds(wait_seconds)
+        .wait_time_seconds(wait_seconds);
+    if attributes {
+        request = request
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All);
+    }
+    request
         .send()
         .await
         .map(|out| out.messages.unwrap_or_default())
@@ -81,6 +108,54 @@ pub async fn delete_message(
         .await
         .map_err(|e| CallError::of("DeleteMessage", &e))?;
     Ok(true)
+}
+
+/// Deletes received messages (one batch, at most [`MAX_BATCH`]) with one
+/// `DeleteMessageBatch`; returns how many it deleted (a message without a
+/// receipt handle is skipped). An entry the queue refuses fails the call,
+/// as a failed `DeleteMessage` does.
+pub async fn delete_batch(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    messages: &[aws_sdk_sqs::types::Message],
+) -> Result<usize, CallError> {
+    use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
+    const OPERATION: &str = "DeleteMessageBatch";
+    let mut entries = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let Some(handle) = m.receipt_handle() else {
+            continue;
+        };
+        let entry = DeleteMessageBatchRequestEntry::builder()
+            .id(i.to_string())
+            .receipt_handle(handle)
+            .build()
+            .map_err(|e| CallError {
+                operation: OPERATION.to_owned(),
+                code: "ConstructionFailure".to_owned(),
+                message: Some(e.to_string()),
+            })?;
+        entries.push(entry);
+    }
+    if entries.is_empty() {
+        return Ok(0);
+    }
+    let count = entries.len();
+    let out = sqs
+        .delete_message_batch()
+        .queue_url(queue_url)
+        .set_entries(Some(entries))
+        .send()
+        .await
+        .map_err(|e| CallError::of(OPERATION, &e))?;
+    if let Some(failed) = out.failed.first() {
+        return Err(CallError {
+            operation: OPERATION.to_owned(),
+            code: failed.code.clone(),
+            message: failed.message.clone(),
+        });
+    }
+    Ok(count)
 }
 
 /// The queue's visible and in-flight message counts (approximate, as SQS

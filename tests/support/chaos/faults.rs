@@ -393,16 +393,6 @@ impl Tagged {
     }
 }
 
-impl Invoker for &Tagged {
-    async fn invoke(
-        &self,
-        event: StreamEvent,
-    ) -> Result<DynamoDbEventResponse, devkit::InvokeError> {
-        crate::lambda::invoke_stream(&event, |payload| async move { self.call(&payload).await })
-            .await
-    }
-}
-
 /// The execution environments of one function that Lambda runs at once: at
 /// a `ParallelizationFactor` of N, up to N invocations for the lanes of one
 /// stream shard. A [`LambdaFunction`] serves one invocation at a time, and a
@@ -490,12 +480,23 @@ impl Sandboxes {
     }
 }
 
-impl Invoker for &Sandboxes {
-    async fn invoke(
-        &self,
-        event: StreamEvent,
-    ) -> Result<DynamoDbEventResponse, devkit::InvokeError> {
-        crate::lambda::invoke_stream(&event, |payload| async move { self.call(&payload).await })
-            .await
-    }
+/// The stream mapping's [`Invoker`] for a type with `async fn call(&self,
+/// payload: &[u8]) -> Result<Vec<u8>, FunctionError>`: the event's round
+/// trip through one call ([`crate::lambda::invoke_stream`]).
+macro_rules! invoke_through_call {
+    ($($function:ty),+) => {$(
+        impl Invoker for &$function {
+            async fn invoke(
+                &self,
+                event: StreamEvent,
+            ) -> Result<DynamoDbEventResponse, devkit::InvokeError> {
+                crate::lambda::invoke_stream(&event, |payload| async move {
+                    self.call(&payload).await
+                })
+                .await
+            }
+        }
+    )+};
 }
+
+invoke_through_call!(Tagged, Sandboxes);

@@ -7,10 +7,22 @@
 //! - `mod.rs`: [`ChaosConfig`] and [`run`], which wires the parts together.
 //! - `faults.rs`: the seeded fault schedule of each proxy, fault labels and
 //!   their severity, and the tagging of each invocation on its proxy.
+//! - `functions.rs`: the writers, the publisher's sandboxes (one per lane)
+//!   and the sweeper, each process behind its own proxy on its schedule.
 //! - `workload.rs`: the orders created and paid through the writer, as API
 //!   clients with an `Idempotency-Key` would.
-//! - `verdict.rs`: [`Verdict`], judged from the subscriber queue, the table
-//!   and the proxies' journals.
+//! - `passes.rs`: the pump's passes, the scheduled sweeps, the OnFailure
+//!   queue fed to the sweeper, and the final sweeps.
+//! - `timeline.rs`: the backlog sampled over the run, the sink outages,
+//!   the phases, written for the plots.
+//! - `delivery.rs`: the subscriber queue read all along, its messages in
+//!   delivery order ([`in_delivery_order`]) and their [`inversions`].
+//! - `table.rs`: what the run reads back from the table (orders, pending
+//!   outbox items).
+//! - `verdict.rs`: [`Verdict`], what breaks a promise, and its tables.
+//! - `judge.rs`: the verdict judged from the subscriber queue, the table
+//!   and the writers' answers; `attribution.rs`: each duplicate attributed
+//!   from the proxies' journals.
 //!
 //! What each does:
 //! - [`ChaosConfig`]: seed, size, sink and fault rate of one run.
@@ -30,25 +42,32 @@
 //! The writers run concurrently, so the stream's order (which event sits
 //! where in a batch) is up to the scheduler.
 
+mod attribution;
+mod delivery;
 mod faults;
+mod functions;
+mod judge;
+mod passes;
+mod table;
+mod timeline;
 mod verdict;
 mod workload;
 
-use outbox_runtime::store::SweepStore;
-use std::collections::HashSet;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use crate::lambda::{binary, FunctionSpec, LambdaFunction};
-use crate::proxy::{Call, Fault, FaultProxy, Sabotage};
+use crate::lambda::binary;
+use crate::proxy::{Call, Sabotage};
 use crate::Stack;
 
-use faults::{label, Sandboxes, Schedule, Tagged};
-pub use verdict::{in_delivery_order, inversions, FaultRow, Verdict};
-use verdict::{judge, order_versions, pending_outbox, recovery};
+use delivery::read_subscriber;
+pub use delivery::{in_delivery_order, inversions};
+use faults::{Schedule, Tagged};
+use judge::{judge, judge_writes, recovery};
+use passes::{deliver_on_failure, drain, sweep_until_settled};
+use timeline::{sample_backlog, sink_outages, write_timeline, Phase};
+pub use verdict::{FaultRow, Verdict};
 use workload::workload;
 
 /// The sink a run publishes to.
@@ -140,227 +159,6 @@ impl ChaosConfig {
     }
 }
 
-/// Feeds the OnFailure queue to the sweeper the way an SQS mapping does;
-/// returns how many messages it handled.
-async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) -> usize {
-    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
-    let mut handled = 0;
-    for _ in 0..20 {
-        let Ok(messages) = outbox_runtime::queue::receive_batch(&sqs, queue_url, 0).await else {
-            break;
-        };
-        if messages.is_empty() {
-            break;
-        }
-        let event = outbox_runtime::queue::batch_event(&messages);
-        let payload = serde_json::to_vec(&event).unwrap_or_default();
-        let failed: HashSet<String> = match sweeper.call(&payload).await {
-            Ok(body) => serde_json::from_slice::<Value>(&body)
-                .ok()
-                .and_then(|v| v["batchItemFailures"].as_array().cloned())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
-                .collect(),
-            Err(_) => messages
-                .iter()
-                .filter_map(|m| m.message_id.clone())
-                .collect(),
-        };
-        for m in &messages {
-            if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
-                // Back after the visibility timeout, as in SQS.
-                if let Some(handle) = m.receipt_handle() {
-                    let _ = sqs
-                        .change_message_visibility()
-                        .queue_url(queue_url)
-                        .receipt_handle(handle)
-                        .visibility_timeout(0)
-                        .send()
-                        .await;
-                }
-                continue;
-            }
-            if outbox_runtime::queue::delete_message(&sqs, queue_url, m)
-                .await
-                .unwrap_or(false)
-            {
-                handled += 1;
-            }
-        }
-    }
-    handled
-}
-
-/// `name`'s binary behind `proxy`; `sandbox` numbers its log when the
-/// function runs in several sandboxes at once.
-fn function(
-    config: &ChaosConfig,
-    name: &str,
-    sandbox: Option<usize>,
-    binary_path: &std::path::Path,
-    proxy: &FaultProxy,
-    env: &[(String, String)],
-) -> LambdaFunction {
-    let mut all = crate::lambda::loopback_env();
-    all.extend(env.iter().cloned());
-    // Every service through the proxy (it routes DynamoDB and its streams
-    // to DynamoDB Local, the rest to moto).
-    all.extend(devkit::endpoint_env_at(&proxy.endpoint));
-    LambdaFunction::new(FunctionSpec {
-        name: name.to_owned(),
-        binary: binary_path.to_owned(),
-        env: all,
-        timeout: config.timeout,
-        log: config.log_dir.join(match sandbox {
-            None => format!("{}-{}-{name}.log", config.seed, config.sink.name()),
-            Some(n) => format!("{}-{}-{name}-{n}.log", config.seed, config.sink.name()),
-        }),
-    })
-}
-
-/// Passes of the pump, each followed by a scheduled sweep (when `sweep`)
-/// and the OnFailure queue fed to the sweeper, until a pass reads nothing
-/// new; returns the OnFailure messages handled.
-async fn drain(
-    pump: &mut devkit::Pump<&Sandboxes>,
-    sweeper: &Tagged,
-    stack: &Stack,
-    on_failure: &str,
-    scheduled: &[u8],
-    sweep: bool,
-) -> Result<usize, String> {
-    let mut handled = 0;
-    for pass in 0.. {
-        let read = pump.pass().await.map_err(|e| e.to_string())?;
-        if sweep {
-            let _ = sweeper.call(scheduled).await;
-        }
-        handled += deliver_on_failure(stack, on_failure, sweeper).await;
-        if read == 0 && pass > 0 {
-            break;
-        }
-    }
-    Ok(handled)
-}
-
-/// Receives and deletes the subscriber's messages until `reading` turns
-/// false and the queue answers empty twice; every message, in arrival order.
-async fn read_subscriber(
-    sqs: aws_sdk_sqs::Client,
-    queue_url: String,
-    reading: Arc<std::sync::atomic::AtomicBool>,
-) -> Result<Vec<Value>, String> {
-    use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
-    let mut messages = Vec::new();
-    let mut empty = 0;
-    loop {
-        let done = !reading.load(Ordering::SeqCst);
-        let received = sqs
-            .receive_message()
-            .queue_url(&queue_url)
-            .max_number_of_messages(10)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .wait_time_seconds(if done { 0 } else { 1 })
-            .send()
-            .await
-            .map_err(|e| outbox_runtime::aws::error_line("ReceiveMessage", &e))?
-            .messages
-            .unwrap_or_default();
-        if received.is_empty() {
-            empty = if done { empty + 1 } else { 0 };
-            if empty >= 2 {
-                return Ok(messages);
-            }
-            continue;
-        }
-        empty = 0;
-        let mut entries = Vec::new();
-        for (i, m) in received.iter().enumerate() {
-            messages.push(crate::message_value(m));
-            if let Some(handle) = m.receipt_handle() {
-                entries.push(
-                    DeleteMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(handle)
-                        .build()
-                        .map_err(|e| e.to_string())?,
-                );
-            }
-        }
-        sqs.delete_message_batch()
-            .queue_url(&queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| outbox_runtime::aws::error_line("DeleteMessageBatch", &e))?;
-    }
-}
-
-/// One backlog sample: seconds since the run started, pending outbox
-/// items, the oldest pending event's age in seconds.
-type Sample = (f64, usize, f64);
-
-/// Samples the pending index (every shard: count and oldest id) until
-/// `sampling` turns false.
-async fn sample_backlog(
-    store: outbox_runtime::store::DynamoStore,
-    started: Instant,
-    every: Duration,
-    sampling: Arc<std::sync::atomic::AtomicBool>,
-) -> Vec<Sample> {
-    let mut samples = Vec::new();
-    loop {
-        // Read before the sample: the last sample follows the run's end.
-        let last = !sampling.load(Ordering::SeqCst);
-        let mut pending = 0;
-        let mut oldest: Option<ulid::Ulid> = None;
-        for shard in 0..outbox_runtime::DEFAULT_OUTBOX_SHARDS {
-            if let Ok(stats) = store
-                .shard_stats(shard, 10_000_000, &crate::far_deadline())
-                .await
-            {
-                pending += stats.pending;
-                oldest = match (oldest, stats.oldest) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-        }
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let age = oldest.map_or(0.0, |id| {
-            now_ms.saturating_sub(id.timestamp_ms()) as f64 / 1000.0
-        });
-        samples.push((started.elapsed().as_secs_f64(), pending, age));
-        if last {
-            break;
-        }
-        // Sleep in short steps, so the end of the run is sampled at once.
-        let until = Instant::now() + every;
-        while Instant::now() < until && sampling.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    samples
-}
-
-/// Writes the backlog samples and the phases for `infra/local/plot_backlog.py`.
-fn write_timeline(config: &ChaosConfig, samples: &[Sample], timeline: &[(String, f64, f64)]) {
-    let run = format!("{}-{}", config.seed, config.sink.name());
-    let mut backlog = String::from("seconds,pending,oldest_age_seconds\n");
-    for (seconds, pending, age) in samples {
-        backlog.push_str(&format!("{seconds:.1},{pending},{age:.1}\n"));
-    }
-    let mut phases = String::from("name,start,end\n");
-    for (name, start, end) in timeline {
-        phases.push_str(&format!("\"{name}\",{start:.1},{end:.1}\n"));
-    }
-    let _ = std::fs::write(config.log_dir.join(format!("backlog-{run}.csv")), backlog);
-    let _ = std::fs::write(config.log_dir.join(format!("phases-{run}.csv")), phases);
-}
-
 /// One chaos run. `Err` only when the harness itself cannot run.
 pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let started = Instant::now();
@@ -427,29 +225,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     };
 
     // Writers: each its own proxy (a crash kills the writer that called).
-    let mut writers = Vec::new();
-    for w in 0..config.writers {
-        let proxy = Arc::new(FaultProxy::start().await);
-        let schedule = Mutex::new(
-            Schedule::new(
-                config.seed.wrapping_add(1000 + w as u64),
-                config.writer_fault_rate,
-            )
-            .scripted_writer(),
-        );
-        proxy.set_chooser(Box::new(move |op, _| {
-            schedule.lock().ok()?.choose_writer(op)
-        }));
-        let f = function(
-            config,
-            &format!("writer{w}"),
-            None,
-            &binaries.0,
-            &proxy,
-            &env_of(devkit::Function::Writer),
-        );
-        writers.push(Tagged::new(f, proxy));
-    }
+    let writers = functions::writers(config, &binaries.0, &env_of(devkit::Function::Writer)).await;
     for (i, _) in (0..config.poison).enumerate() {
         stack
             .put_poison(&format!("poison-{}-{i}", config.seed), Some("not json"))
@@ -457,7 +233,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     }
     // The subscriber's queue, read all along (a short queue keeps the local
     // SQS fast on big runs).
-    let reading = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let reading = Arc::new(AtomicBool::new(true));
     let reader = tokio::spawn(read_subscriber(
         aws_sdk_sqs::Client::new(&stack.sdk),
         subscriber.queue_url.clone(),
@@ -465,10 +241,10 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     ));
     let mut phases = Vec::new();
     let mut mark = Instant::now();
-    let mut timeline: Vec<(String, f64, f64)> = Vec::new();
+    let mut timeline: Vec<Phase> = Vec::new();
     let at = |instant: Instant| instant.duration_since(started).as_secs_f64();
     // The backlog over the run, sampled from the pending index.
-    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampling = Arc::new(AtomicBool::new(true));
     let sampler = tokio::spawn(sample_backlog(
         stack.store(),
         started,
@@ -511,57 +287,21 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         hangs: config.hangs,
         ..publisher_schedule
     }));
-    // One publisher sandbox per lane (a sandbox serves one invocation at a
-    // time; Lambda runs the lanes in environments of their own), each
-    // behind its own proxy, all on one fault schedule and one tag count.
-    let publisher_env = env_of(devkit::Function::Publisher);
-    let tags = Arc::new(std::sync::atomic::AtomicU64::new(1));
-    let mut sandboxes = Vec::new();
-    for lane in 0..lanes {
-        let proxy = Arc::new(FaultProxy::start().await);
-        let schedule = publisher_schedule.clone();
-        proxy.set_chooser(Box::new(move |op, tag| {
-            schedule.lock().ok()?.choose_publishing(op, tag, false)
-        }));
-        if let Some(sabotage) = config.sabotage {
-            proxy.sabotage(sabotage);
-        }
-        let f = function(
-            config,
-            "publisher",
-            (lanes > 1).then_some(lane),
-            &binaries.1,
-            &proxy,
-            &publisher_env,
-        );
-        sandboxes.push(Tagged::counting(f, proxy, tags.clone()));
-    }
-    let publisher = Sandboxes::new(sandboxes);
-    let sweeper_proxy = Arc::new(FaultProxy::start().await);
-    let schedule = Mutex::new(sweeper_schedule);
-    if let Some(sabotage) = config.sabotage {
-        sweeper_proxy.sabotage(sabotage);
-    }
-    sweeper_proxy.set_chooser(Box::new(move |op, tag| {
-        schedule.lock().ok()?.choose_publishing(op, tag, true)
-    }));
-    // The sweeper runs between the pump's passes, never alongside one, so
-    // it takes every pending item at once (STRANDED_AFTER_SECONDS=0): those
-    // whose delete failed, whose dead-letter write failed, or that the
-    // mapping gave up on. (Deployed, it waits for the stream's retention.)
-    let mut sweeper_env = env_of(devkit::Function::Sweeper);
-    sweeper_env.push(("STRANDED_AFTER_SECONDS".into(), "0".into()));
-    let sweeper = Tagged::new(
-        function(
-            config,
-            "sweeper",
-            None,
-            &binaries.2,
-            &sweeper_proxy,
-            &sweeper_env,
-        ),
-        sweeper_proxy.clone(),
-    );
+    let publisher = functions::publishers(
+        config,
+        lanes,
+        &binaries.1,
+        &env_of(devkit::Function::Publisher),
+        &publisher_schedule,
+    )
+    .await;
+    let sweeper = functions::sweeper(
+        config,
+        &binaries.2,
+        &env_of(devkit::Function::Sweeper),
+        sweeper_schedule,
+    )
+    .await;
 
     // Drain the stream under faults, sweeping between passes.
     let scheduled = crate::sample("sweeper-scheduled.json").into_bytes();
@@ -630,40 +370,12 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     for sandbox in &publisher.all {
         sandbox.proxy.heal();
     }
-    sweeper_proxy.heal();
+    sweeper.proxy.heal();
     pump.run_until_idle().await.map_err(|e| e.to_string())?;
     let pump_stats = pump.stats.clone();
     drop(pump);
     on_failure_messages += deliver_on_failure(&stack, &on_failure, &sweeper).await;
-    // Sweeps until nothing is pending, as long as they make progress: at
-    // 20,000 orders one sweep clears a few hundred items, so a fixed count
-    // of sweeps ended the run with items still pending (551 of them, all
-    // going down sweep by sweep). Three sweeps in a row without progress
-    // end it; whatever is left then is the verdict's. A sweep without
-    // progress is followed by a wait until every pending item is eligible
-    // again, as the schedule's next run would be: an item claimed by a
-    // sweeper that was killed stays the sweeper's until the claim expires
-    // (the function's timeout plus 10 s), and one backing off until its
-    // next attempt. Without the wait, the three sweeps fell inside one
-    // such claim and the run ended with 6 items pending.
-    let mut left = pending_outbox(&stack).await;
-    let mut stalled = 0;
-    while left.count > 0 && stalled < 3 {
-        let _ = sweeper.call(&scheduled).await;
-        let now = pending_outbox(&stack).await;
-        let progress = now.count < left.count;
-        stalled = if progress { 0 } else { stalled + 1 };
-        left = now;
-        if left.count > 0 {
-            let mut pause = Duration::from_millis(1_100);
-            if !progress {
-                let wait = left.eligible_at.map_or(0, |at| at - unix_now() + 1);
-                let wait = Duration::from_secs(wait.clamp(0, 120) as u64);
-                pause = pause.max(wait);
-            }
-            tokio::time::sleep(pause).await;
-        }
-    }
+    sweep_until_settled(&stack, &sweeper, &scheduled).await;
 
     phases.push(("heal, drain, final sweep", mark.elapsed()));
     timeline.push((
@@ -673,27 +385,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     ));
     sampling.store(false, Ordering::SeqCst);
     let samples = sampler.await.unwrap_or_default();
-    // The sink outages, from the publisher's journal: runs of calls whose
-    // entries were all refused.
-    let run_start = std::time::SystemTime::now() - started.elapsed();
-    let since =
-        |t: std::time::SystemTime| t.duration_since(run_start).map_or(0.0, |d| d.as_secs_f64());
-    let mut outage: Option<(f64, f64)> = None;
-    for call in publisher.journal() {
-        let refused = matches!(call.fault, Some(Fault::RefuseEntries { .. }));
-        match (&mut outage, refused) {
-            (Some((_, end)), true) => *end = since(call.at),
-            (None, true) => outage = Some((since(call.at), since(call.at))),
-            (Some((start, end)), false) => {
-                timeline.push(("sink outage".into(), *start, *end));
-                outage = None;
-            }
-            (None, false) => {}
-        }
-    }
-    if let Some((start, end)) = outage {
-        timeline.push(("sink outage".into(), start, end));
-    }
+    // The sink outages, from the publisher's journal.
+    timeline.extend(sink_outages(&publisher.journal(), started));
     write_timeline(config, &samples, &timeline);
     reading.store(false, Ordering::SeqCst);
     let messages = reader.await.map_err(|e| e.to_string())??;
@@ -712,38 +405,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     verdict.expected_kinds = expected_kinds;
     verdict.orders = written;
     verdict.expect_on_failure = config.outage_beyond_retries;
-    for call in writer_faults.iter().filter(|c| c.fault.is_some()) {
-        let fault = call.fault.as_ref().unwrap_or(&Fault::Pass);
-        verdict
-            .faults
-            .entry(label("writer", &call.operation, fault))
-            .or_default()
-            .injected += 1;
-    }
-    // What the API acknowledged must be in the table, and the table holds
-    // no order the API did not acknowledge (a retried create that wrote a
-    // second order, say).
-    let versions = order_versions(&stack).await;
-    let created: HashSet<&str> = requested
-        .acknowledged
-        .iter()
-        .filter(|(_, v)| *v == 1)
-        .map(|(o, _)| o.as_str())
-        .collect();
-    for order in versions.keys().filter(|o| !created.contains(o.as_str())) {
-        verdict.orders_unacknowledged += 1;
-        verdict
-            .examples
-            .push(format!("in the table, never acknowledged: {order}"));
-    }
-    for (order, version) in &requested.acknowledged {
-        if versions.get(order).copied().unwrap_or(0) < *version {
-            verdict.unacknowledged_writes += 1;
-            verdict.examples.push(format!(
-                "acknowledged but not in the table: {order} v{version}"
-            ));
-        }
-    }
+    judge_writes(&mut verdict, &stack, &requested, &writer_faults).await;
     verdict.writer_retries = requested.retries;
     verdict.publisher_invocations = publisher.tag() - 1;
     verdict.publisher_errors = publisher.errors();
@@ -776,11 +438,4 @@ async fn cleanup(stack: &Stack, subscriber: &str, on_failure: &str) {
     for queue in [subscriber, on_failure] {
         let _ = sqs.delete_queue().queue_url(queue).send().await;
     }
-}
-
-/// Now, in Unix seconds (the unit of `claimedUntil` and `nextAttemptAt`).
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }

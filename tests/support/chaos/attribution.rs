@@ -1,0 +1,338 @@
+//! How a chaos run's duplicates are explained (docs/reliability.md, "How
+//! each duplicate is explained"): every extra delivery of an event needs a
+//! cause in the proxies' journals (an injected fault, a lost answer, a
+//! failed invocation, a redelivery, a sweep's race) that could have
+//! produced it, and each fault kind is charged with its duplicates against
+//! the events it exposed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::SystemTime;
+
+use crate::lambda::FunctionError;
+use crate::proxy::{Call, Fault};
+
+use super::faults::{label, severity, Tagged};
+use super::verdict::Verdict;
+
+/// Fills the verdict's fault table from `functions`' journals: each fault
+/// injected, the events its invocation exposed, and the duplicates among
+/// `deliveries` (event id → messages received) it explains; what nothing
+/// explains counts as unexplained.
+pub(super) fn attribute(
+    verdict: &mut Verdict,
+    functions: &[&Tagged],
+    deliveries: &HashMap<String, usize>,
+) {
+    // Attribution (docs/reliability.md, "How each duplicate is
+    // explained"): every extra delivery needs a cause, in the journals, that
+    // could have produced it; one cause explains one extra delivery of an
+    // event at most.
+    let journals: Vec<Vec<Call>> = functions.iter().map(|f| f.proxy.journal()).collect();
+    let history = Histories {
+        names: functions.iter().map(|f| f.function.name()).collect(),
+        errors: functions
+            .iter()
+            .map(|f| f.errors.lock().unwrap().clone())
+            .collect(),
+        started: functions
+            .iter()
+            .map(|f| f.started.lock().unwrap().clone())
+            .collect(),
+        reported: functions
+            .iter()
+            .map(|f| f.reported.lock().unwrap().clone())
+            .collect(),
+        out_of_time: functions.iter().map(|f| out_of_time(f)).collect(),
+        journals,
+    };
+    let mut forwards: HashMap<&str, Vec<Forward>> = HashMap::new();
+    for (function, journal) in history.journals.iter().enumerate() {
+        for (index, call) in journal.iter().enumerate() {
+            for id in &call.delivered {
+                forwards.entry(id.as_str()).or_default().push(Forward {
+                    function,
+                    tag: call.tag,
+                    index,
+                    at: call.at,
+                });
+            }
+        }
+    }
+    // Faults injected, and the events their invocation had sent by then
+    // (the most they can duplicate).
+    for (function, journal) in history.journals.iter().enumerate() {
+        for (index, call) in journal.iter().enumerate() {
+            let Some(fault) = &call.fault else { continue };
+            if *fault == Fault::Pass {
+                continue;
+            }
+            let row = verdict
+                .faults
+                .entry(history.kind_of(function, call))
+                .or_default();
+            row.injected += 1;
+            row.exposed += history.sent(function, call.tag, Some(index));
+        }
+    }
+    let mut used: HashSet<(Cause, String)> = HashSet::new();
+    let mut counted: HashSet<Cause> = HashSet::new();
+    for (id, n) in deliveries {
+        let extra = n - 1;
+        if extra == 0 {
+            continue;
+        }
+        let mut list = forwards.remove(id.as_str()).unwrap_or_default();
+        list.sort_by_key(|f| f.at);
+        let mut explained = 0;
+        for pair in list.windows(2) {
+            let Some(cause) = history.explain(id, &pair[0], &pair[1]) else {
+                continue;
+            };
+            if !used.insert((cause.clone(), id.clone())) {
+                continue;
+            }
+            let row = verdict.faults.entry(cause.kind.clone()).or_default();
+            if cause.fault_call.is_none() && counted.insert(cause.clone()) {
+                // A cause that is not an injected fault (a lost answer, a
+                // failed invocation, an overlap): counted once, with the
+                // events its invocation had sent.
+                row.injected += 1;
+                row.exposed += history.sent(cause.function, cause.tag, cause.upto);
+            }
+            row.duplicates += 1;
+            explained += 1;
+        }
+        if explained < extra {
+            verdict.unexplained += extra - explained;
+            let path: Vec<String> = list
+                .iter()
+                .map(|f| format!("{}#{}", history.names[f.function], f.tag))
+                .collect();
+            verdict.examples.push(format!(
+                "unexplained: {id} delivered {n}×, forwarded by {path:?}"
+            ));
+        }
+    }
+}
+
+/// One forward of an event to the sink: the call that carried it.
+struct Forward {
+    function: usize,
+    tag: u64,
+    index: usize,
+    at: SystemTime,
+}
+
+/// What explains one extra delivery: a kind (the tables' row) and the
+/// instance (the function, its invocation and, for an injected fault, the
+/// call that got it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Cause {
+    kind: String,
+    function: usize,
+    tag: u64,
+    /// The faulted call, for an injected fault.
+    fault_call: Option<usize>,
+    /// The last call whose events it exposes (`None`: the whole invocation).
+    upto: Option<usize>,
+}
+
+/// The functions' journals, errors, start times and reported failures.
+struct Histories<'a> {
+    names: Vec<&'a str>,
+    journals: Vec<Vec<Call>>,
+    errors: Vec<BTreeMap<u64, FunctionError>>,
+    started: Vec<BTreeMap<u64, SystemTime>>,
+    reported: Vec<BTreeSet<u64>>,
+    /// Invocations that ran to their own deadline (the Lambda deadline less
+    /// the function's margin): what was left then was left undone.
+    out_of_time: Vec<BTreeSet<u64>>,
+}
+
+/// The invocations of `function` that ended at or after the deadline it
+/// keeps to (the Lambda deadline less its `DEADLINE_MARGIN`).
+fn out_of_time(function: &Tagged) -> BTreeSet<u64> {
+    let margin = match function.function.name() {
+        "publisher" => publisher::DEADLINE_MARGIN,
+        "sweeper" => sweeper::DEADLINE_MARGIN,
+        _ => return BTreeSet::new(),
+    };
+    function
+        .ends
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, (deadline, end))| *end + margin >= *deadline)
+        .map(|(tag, _)| *tag)
+        .collect()
+}
+
+impl Histories<'_> {
+    fn kind_of(&self, function: usize, call: &Call) -> String {
+        label(
+            self.names[function],
+            &call.operation,
+            call.fault.as_ref().unwrap_or(&Fault::Pass),
+        )
+    }
+
+    /// Events the invocation `tag` sent, up to call `upto` (all: `None`).
+    fn sent(&self, function: usize, tag: u64, upto: Option<usize>) -> usize {
+        self.journals[function]
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| c.tag == tag && upto.is_none_or(|u| *i <= u))
+            .map(|(_, c)| c.delivered.len())
+            .sum()
+    }
+
+    fn fault(&self, function: usize, index: usize) -> Cause {
+        let call = &self.journals[function][index];
+        Cause {
+            kind: self.kind_of(function, call),
+            function,
+            tag: call.tag,
+            fault_call: Some(index),
+            upto: Some(index),
+        }
+    }
+
+    fn other(&self, kind: String, function: usize, tag: u64, upto: Option<usize>) -> Cause {
+        Cause {
+            kind,
+            function,
+            tag,
+            fault_call: None,
+            upto,
+        }
+    }
+
+    /// Why `event`, forwarded by `first`, was forwarded again by `next`;
+    /// `None` when nothing in the journals could have caused it.
+    fn explain(&self, event: &str, first: &Forward, next: &Forward) -> Option<Cause> {
+        let (f, tag) = (first.function, first.tag);
+        let journal = &self.journals[f];
+        let name = self.names[f];
+        let later = || {
+            journal
+                .iter()
+                .enumerate()
+                .skip(first.index + 1)
+                .filter(move |(_, c)| c.tag == tag)
+        };
+        let faulted = |c: &Call| c.fault.as_ref().is_some_and(|x| *x != Fault::Pass);
+        // 1. The sink call took effect and its caller never heard (an
+        //    attempt timeout, the deadline, a SIGKILL after the call): the
+        //    call is sent again, or its records come back.
+        let call = &journal[first.index];
+        if !call.answered {
+            return Some(if faulted(call) {
+                self.fault(f, first.index)
+            } else {
+                self.other(
+                    format!(
+                        "{name}: sink answer lost (the caller's timeout or deadline came first)"
+                    ),
+                    f,
+                    tag,
+                    Some(first.index),
+                )
+            });
+        }
+        let deleted = later().find(|(_, c)| c.deleted.iter().any(|d| d == event));
+        let Some((_, delete)) = deleted else {
+            // The item was never deleted by that invocation: something
+            // after the sink call stopped it.
+            // 2. A SIGKILL later in the invocation.
+            if let Some((i, _)) =
+                later().find(|(_, c)| matches!(c.fault, Some(Fault::Crash { .. })))
+            {
+                return Some(self.fault(f, i));
+            }
+            // 3. The delete of this very item failed (its faults outlasted
+            //    the SDK's retries, or it hung).
+            if let Some((i, _)) =
+                later().find(|(_, c)| faulted(c) && c.deletes.iter().any(|d| d == event))
+            {
+                return Some(self.fault(f, i));
+            }
+            // 4. The invocation ran to its deadline before this delete took
+            //    effect: the delete was cut, or never started (the
+            //    functions stop at their deadline and leave the rest to
+            //    the sweeper).
+            // 5. The invocation failed before its deletes (a call that hung
+            //    past the deadline, a function error).
+            // Either way a hung call is named when there is one.
+            let stopped = match self.errors[f].get(&tag) {
+                Some(error) => Some(format!(
+                    "{name}: invocation failed before its deletes ({})",
+                    error.kind()
+                )),
+                None if self.out_of_time[f].contains(&tag) => {
+                    Some(format!("{name}: deadline reached before its deletes"))
+                }
+                None => None,
+            };
+            if let Some(kind) = stopped {
+                let hang = journal
+                    .iter()
+                    .position(|c| c.tag == tag && c.fault == Some(Fault::Hang));
+                return Some(match hang {
+                    Some(i) => self.fault(f, i),
+                    None => self.other(kind, f, tag, None),
+                });
+            }
+            return None;
+        };
+        // The item was deleted after it was published: the next forward
+        // came from something that did not need the item.
+        let next_name = self.names[next.function];
+        // 6. Lambda delivered the record again: the invocation reported a
+        //    record at or before it as failed, or failed as a whole.
+        if name == "publisher"
+            && next_name == "publisher"
+            && next.tag > tag
+            && (self.reported[f].contains(&tag) || self.errors[f].contains_key(&tag))
+        {
+            let reason = journal
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.tag == tag && faulted(c))
+                .max_by_key(|(_, c)| c.fault.as_ref().map_or(0, severity))
+                .map(|(_, c)| self.kind_of(f, c))
+                .unwrap_or_else(|| "a reported failure".to_owned());
+            return Some(self.other(
+                format!("publisher: batch delivered again after {reason}"),
+                f,
+                tag,
+                None,
+            ));
+        }
+        // 7. The sweeper published it before the stream delivered its
+        //    insert (STRANDED_AFTER_SECONDS=0 in this run): the mapping
+        //    delivers every record, whatever the table holds.
+        if name == "sweeper" && next_name == "publisher" {
+            return Some(self.other(
+                "sweeper published ahead of the stream (STRANDED_AFTER_SECONDS=0)".to_owned(),
+                f,
+                tag,
+                None,
+            ));
+        }
+        // 8. The sweep that sent it again had started (and read its page)
+        //    before the delete reached the table.
+        if next_name == "sweeper"
+            && self.started[next.function]
+                .get(&next.tag)
+                .is_some_and(|start| *start < delete.at)
+        {
+            return Some(self.other(
+                "sweeper read the item before its delete reached the table".to_owned(),
+                next.function,
+                next.tag,
+                None,
+            ));
+        }
+        None
+    }
+}

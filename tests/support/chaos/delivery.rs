@@ -1,0 +1,101 @@
+//! What the subscriber received: its queue, read all along a run; the
+//! messages in the order the sink delivered them; the per-aggregate
+//! inversions among them; and the event each message carries.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::SinkKind;
+
+/// Receives and deletes the subscriber's messages until `reading` turns
+/// false and the queue answers empty twice ([`devkit::receive_until_empty`]);
+/// every message, in arrival order.
+pub(super) async fn read_subscriber(
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    reading: Arc<AtomicBool>,
+) -> Result<Vec<Value>, String> {
+    let mut messages = Vec::new();
+    devkit::receive_until_empty(
+        &sqs,
+        &queue_url,
+        || reading.load(Ordering::SeqCst),
+        |m| messages.push(crate::message_value(m)),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(messages)
+}
+
+/// An event as the subscriber received it.
+pub(super) struct Received {
+    pub(super) event_id: String,
+    pub(super) aggregate: String,
+    pub(super) version: u64,
+}
+
+/// When the queue accepted `message` (its `SentTimestamp`, ms).
+fn sent_at(message: &Value) -> Option<u64> {
+    message["__sqs"]["SentTimestamp"].as_str()?.parse().ok()
+}
+
+/// The subscriber's messages (as received) in the order the sink delivered
+/// them: the FIFO queue's own (it keeps each group's order). EventBridge's
+/// is a standard queue, which promises none, so its messages are put in
+/// the order the bus's rule sent them to it (`SentTimestamp`, in ms, set as
+/// moto's rule delivers within `PutEvents`; equal times keep the order
+/// received, which for moto's queue is the order sent). Strict ordering
+/// sends an aggregate's next event only after the call that carried the one
+/// before it has returned. `Err` for a message without its time.
+pub fn in_delivery_order(sink: SinkKind, mut messages: Vec<Value>) -> Result<Vec<Value>, String> {
+    if sink == SinkKind::EventBridge {
+        if let Some(m) = messages.iter().find(|m| sent_at(m).is_none()) {
+            return Err(format!("a message without its SentTimestamp: {m}"));
+        }
+        messages.sort_by_key(sent_at);
+    }
+    Ok(messages)
+}
+
+/// Per aggregate, each first delivery of a version below one already
+/// delivered, in the order of `messages` (duplicates are not judged: a
+/// duplicate comes after the event it repeats); one line each.
+pub fn inversions(sink: SinkKind, messages: &[Value]) -> Vec<String> {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut highest: HashMap<String, u64> = HashMap::new();
+    let mut out = Vec::new();
+    for r in messages.iter().filter_map(|m| received(sink, m)) {
+        if !seen.insert(r.event_id.clone()) {
+            continue;
+        }
+        let top = highest.entry(r.aggregate.clone()).or_default();
+        if r.version < *top {
+            out.push(format!(
+                "inversion: {} v{} first delivered after v{} ({})",
+                r.aggregate, r.version, *top, r.event_id
+            ));
+        }
+        *top = (*top).max(r.version);
+    }
+    out
+}
+
+/// The event `message` carries; `None` when it carries none.
+pub(super) fn received(sink: SinkKind, message: &Value) -> Option<Received> {
+    let envelope = match sink {
+        SinkKind::EventBridge => message.get("detail")?.clone(),
+        SinkKind::SnsFifo => {
+            let mut body = message.clone();
+            body.as_object_mut()?.remove("__sqs");
+            body
+        }
+    };
+    Some(Received {
+        event_id: envelope["eventId"].as_str()?.to_owned(),
+        aggregate: envelope["aggregateId"].as_str()?.to_owned(),
+        version: envelope["aggregateVersion"].as_u64()?,
+    })
+}

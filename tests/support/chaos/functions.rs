@@ -1,0 +1,125 @@
+//! The functions of a chaos run: the real `writer`, `publisher` and
+//! `sweeper` binaries under a local Lambda Runtime API, each process behind
+//! its own fault proxy, on its seeded fault schedule.
+
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use crate::lambda::{FunctionSpec, LambdaFunction};
+use crate::proxy::FaultProxy;
+
+use super::faults::{Sandboxes, Schedule, Tagged};
+use super::ChaosConfig;
+
+/// `name`'s binary behind `proxy`; `sandbox` numbers its log when the
+/// function runs in several sandboxes at once.
+fn function(
+    config: &ChaosConfig,
+    name: &str,
+    sandbox: Option<usize>,
+    binary_path: &Path,
+    proxy: &FaultProxy,
+    env: &[(String, String)],
+) -> LambdaFunction {
+    let mut all = crate::lambda::loopback_env();
+    all.extend(env.iter().cloned());
+    // Every service through the proxy (it routes DynamoDB and its streams
+    // to DynamoDB Local, the rest to moto).
+    all.extend(devkit::endpoint_env_at(&proxy.endpoint));
+    LambdaFunction::new(FunctionSpec {
+        name: name.to_owned(),
+        binary: binary_path.to_owned(),
+        env: all,
+        timeout: config.timeout,
+        log: config.log_dir.join(match sandbox {
+            None => format!("{}-{}-{name}.log", config.seed, config.sink.name()),
+            Some(n) => format!("{}-{}-{name}-{n}.log", config.seed, config.sink.name()),
+        }),
+    })
+}
+
+/// The writers, `config.writers` of them: each its own proxy (a crash
+/// kills the writer that called), on a writer schedule of its own.
+pub(super) async fn writers(
+    config: &ChaosConfig,
+    binary: &Path,
+    env: &[(String, String)],
+) -> Vec<Tagged> {
+    let mut writers = Vec::new();
+    for w in 0..config.writers {
+        let proxy = Arc::new(FaultProxy::start().await);
+        let schedule = Mutex::new(
+            Schedule::new(
+                config.seed.wrapping_add(1000 + w as u64),
+                config.writer_fault_rate,
+            )
+            .scripted_writer(),
+        );
+        proxy.set_chooser(Box::new(move |op, _| {
+            schedule.lock().ok()?.choose_writer(op)
+        }));
+        let f = function(config, &format!("writer{w}"), None, binary, &proxy, env);
+        writers.push(Tagged::new(f, proxy));
+    }
+    writers
+}
+
+/// One publisher sandbox per lane (a sandbox serves one invocation at a
+/// time; Lambda runs the lanes in environments of their own), each behind
+/// its own proxy, all on one fault `schedule` and one tag count.
+pub(super) async fn publishers(
+    config: &ChaosConfig,
+    lanes: usize,
+    binary: &Path,
+    env: &[(String, String)],
+    schedule: &Arc<Mutex<Schedule>>,
+) -> Sandboxes {
+    let tags = Arc::new(AtomicU64::new(1));
+    let mut sandboxes = Vec::new();
+    for lane in 0..lanes {
+        let proxy = Arc::new(FaultProxy::start().await);
+        let schedule = schedule.clone();
+        proxy.set_chooser(Box::new(move |op, tag| {
+            schedule.lock().ok()?.choose_publishing(op, tag, false)
+        }));
+        if let Some(sabotage) = config.sabotage {
+            proxy.sabotage(sabotage);
+        }
+        let f = function(
+            config,
+            "publisher",
+            (lanes > 1).then_some(lane),
+            binary,
+            &proxy,
+            env,
+        );
+        sandboxes.push(Tagged::counting(f, proxy, tags.clone()));
+    }
+    Sandboxes::new(sandboxes)
+}
+
+/// The sweeper, behind its proxy on `schedule`.
+pub(super) async fn sweeper(
+    config: &ChaosConfig,
+    binary: &Path,
+    env: &[(String, String)],
+    schedule: Schedule,
+) -> Tagged {
+    let proxy = Arc::new(FaultProxy::start().await);
+    let schedule = Mutex::new(schedule);
+    if let Some(sabotage) = config.sabotage {
+        proxy.sabotage(sabotage);
+    }
+    proxy.set_chooser(Box::new(move |op, tag| {
+        schedule.lock().ok()?.choose_publishing(op, tag, true)
+    }));
+    // The sweeper runs between the pump's passes, never alongside one, so
+    // it takes every pending item at once (STRANDED_AFTER_SECONDS=0): those
+    // whose delete failed, whose dead-letter write failed, or that the
+    // mapping gave up on. (Deployed, it waits for the stream's retention.)
+    let mut env = env.to_vec();
+    env.push(("STRANDED_AFTER_SECONDS".into(), "0".into()));
+    let f = function(config, "sweeper", None, binary, &proxy, &env);
+    Tagged::new(f, proxy)
+}

@@ -1,0 +1,194 @@
+//! Judging a chaos run: its [`Verdict`] computed from the table, the
+//! subscriber's messages and the proxies' journals (never from the
+//! functions' logs), the writers' acknowledgements checked against the
+//! table, and the recovery after the sink outage.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use outbox_core::keys::attr as keys;
+use serde_json::Value;
+
+use crate::proxy::{Call, Fault};
+use crate::Stack;
+
+use super::attribution::attribute;
+use super::delivery::{in_delivery_order, inversions, received};
+use super::faults::{label, Tagged};
+use super::table::{attr, is_outbox, order_versions, pending_state};
+use super::verdict::Verdict;
+use super::workload::Outcome;
+use super::ChaosConfig;
+
+/// The verdict, from the table and the subscriber queue's `messages` (in
+/// arrival order); duplicates are
+/// attributed from the proxies' journals.
+pub(super) async fn judge(
+    config: &ChaosConfig,
+    stack: &Stack,
+    messages: Vec<Value>,
+    functions: &[&Tagged],
+) -> Result<Verdict, String> {
+    let mut verdict = Verdict {
+        seed: config.seed,
+        sink: config.sink.name(),
+        orders: config.orders,
+        poison: config.poison,
+        ..Verdict::default()
+    };
+    // Committed: every version of every order in the table.
+    let items = stack.items().await;
+    let mut committed: HashSet<(String, u64)> = HashSet::new();
+    for item in &items {
+        if attr(item, "SK") == Some("META")
+            && attr(item, "PK").is_some_and(|p| p.starts_with("ORDER#"))
+        {
+            let id = attr(item, "PK")
+                .unwrap_or("")
+                .trim_start_matches("ORDER#")
+                .to_owned();
+            let version: u64 = attr(item, "version")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            for v in 1..=version {
+                committed.insert((id.clone(), v));
+            }
+        }
+        if is_outbox(item) {
+            if item.contains_key(keys::DEAD_LETTERED_AT) {
+                verdict.dead_letters += 1;
+                if attr(item, keys::DEAD_LETTER_REASON).is_none_or(|r| r.is_empty()) {
+                    verdict.dead_letters_without_reason += 1;
+                }
+            } else {
+                verdict.left_pending += 1;
+                verdict
+                    .examples
+                    .push(format!("left pending: {}", pending_state(item)));
+            }
+        }
+    }
+    verdict.committed = committed.len();
+    // The operator's view agrees with the table: `outboxctl dead-letters
+    // list` finds every dead letter the functions made.
+    let listed = stack
+        .operations()
+        .dead_letters(&outboxctl::DeadLetterFilter::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    verdict.dead_letters_unlisted = verdict.dead_letters.saturating_sub(listed.len());
+
+    // Delivered, in the order the sink delivered them.
+    let messages = in_delivery_order(config.sink, messages)?;
+    let inverted = inversions(config.sink, &messages);
+    verdict.inversions = inverted.len();
+    verdict.examples.extend(inverted);
+    let mut deliveries: HashMap<String, usize> = HashMap::new();
+    let mut ids_of: HashMap<(String, u64), HashSet<String>> = HashMap::new();
+    for message in &messages {
+        let Some(r) = received(config.sink, message) else {
+            verdict.ghosts += 1;
+            verdict.examples.push(format!(
+                "not an event: {}",
+                message.to_string().chars().take(300).collect::<String>()
+            ));
+            continue;
+        };
+        verdict.deliveries += 1;
+        *deliveries.entry(r.event_id.clone()).or_default() += 1;
+        ids_of
+            .entry((r.aggregate.clone(), r.version))
+            .or_default()
+            .insert(r.event_id.clone());
+    }
+    verdict.delivered_distinct = deliveries.len();
+    verdict.lost = committed
+        .iter()
+        .filter(|k| !ids_of.contains_key(*k))
+        .count();
+    for (key, ids) in &ids_of {
+        if !committed.contains(key) {
+            verdict.ghosts += 1;
+            verdict.examples.push(format!("ghost: {key:?} {ids:?}"));
+        }
+    }
+    for key in committed
+        .iter()
+        .filter(|k| !ids_of.contains_key(*k))
+        .take(5)
+    {
+        verdict.examples.push(format!("lost: {key:?}"));
+    }
+    verdict.identity_changes = ids_of.values().filter(|ids| ids.len() > 1).count();
+    verdict.duplicates = deliveries.values().map(|n| n - 1).sum();
+
+    attribute(&mut verdict, functions, &deliveries);
+    Ok(verdict)
+}
+
+/// The writers' part of the verdict: the faults injected into their calls
+/// (`writer_faults`, their proxies' journals), and what the API answered
+/// (`requested`) against the table: what it acknowledged must be there,
+/// and the table holds no order it did not acknowledge (a retried create
+/// that wrote a second order, say).
+pub(super) async fn judge_writes(
+    verdict: &mut Verdict,
+    stack: &Stack,
+    requested: &Outcome,
+    writer_faults: &[Call],
+) {
+    for call in writer_faults.iter().filter(|c| c.fault.is_some()) {
+        let fault = call.fault.as_ref().unwrap_or(&Fault::Pass);
+        verdict
+            .faults
+            .entry(label("writer", &call.operation, fault))
+            .or_default()
+            .injected += 1;
+    }
+    let versions = order_versions(stack).await;
+    let created: HashSet<&str> = requested
+        .acknowledged
+        .iter()
+        .filter(|(_, v)| *v == 1)
+        .map(|(o, _)| o.as_str())
+        .collect();
+    for order in versions.keys().filter(|o| !created.contains(o.as_str())) {
+        verdict.orders_unacknowledged += 1;
+        verdict
+            .examples
+            .push(format!("in the table, never acknowledged: {order}"));
+    }
+    for (order, version) in &requested.acknowledged {
+        if versions.get(order).copied().unwrap_or(0) < *version {
+            verdict.unacknowledged_writes += 1;
+            verdict.examples.push(format!(
+                "acknowledged but not in the table: {order} v{version}"
+            ));
+        }
+    }
+}
+
+/// From the end of the outage (the first publisher call after it) to the
+/// last first delivery of an event created before that moment.
+pub(super) fn recovery(journal: &[Call], healed_tag: u64, _verdict: &Verdict) -> Option<Duration> {
+    let healed = journal.iter().find(|c| c.tag >= healed_tag)?.at;
+    let healed_ms = healed
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .ok()?
+        .as_millis() as u64;
+    let mut seen = HashSet::new();
+    let mut last = None;
+    for call in journal {
+        for id in &call.delivered {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let created = ulid::Ulid::from_string(id).ok()?.timestamp_ms();
+            if created <= healed_ms && call.at >= healed {
+                last = Some(call.at);
+            }
+        }
+    }
+    last.and_then(|l| l.duration_since(healed).ok())
+        .or(Some(Duration::ZERO))
+}

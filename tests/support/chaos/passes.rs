@@ -1,0 +1,129 @@
+//! The passes of a chaos run: the pump's passes over the stream, each
+//! followed by a scheduled sweep and the OnFailure queue fed to the sweeper
+//! as an SQS mapping would, and the final sweeps until nothing is pending.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::Stack;
+
+use super::faults::{Sandboxes, Tagged};
+use super::table::pending_outbox;
+
+/// Feeds the OnFailure queue to the sweeper the way an SQS mapping does;
+/// returns how many messages it handled.
+pub(super) async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) -> usize {
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let mut handled = 0;
+    for _ in 0..20 {
+        let Ok(messages) = outbox_runtime::queue::receive_batch(&sqs, queue_url, 0).await else {
+            break;
+        };
+        if messages.is_empty() {
+            break;
+        }
+        let event = outbox_runtime::queue::batch_event(&messages);
+        let payload = serde_json::to_vec(&event).unwrap_or_default();
+        let failed: HashSet<String> = match sweeper.call(&payload).await {
+            Ok(body) => serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| v["batchItemFailures"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
+                .collect(),
+            Err(_) => messages
+                .iter()
+                .filter_map(|m| m.message_id.clone())
+                .collect(),
+        };
+        for m in &messages {
+            if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
+                // Back after the visibility timeout, as in SQS.
+                if let Some(handle) = m.receipt_handle() {
+                    let _ = sqs
+                        .change_message_visibility()
+                        .queue_url(queue_url)
+                        .receipt_handle(handle)
+                        .visibility_timeout(0)
+                        .send()
+                        .await;
+                }
+                continue;
+            }
+            if outbox_runtime::queue::delete_message(&sqs, queue_url, m)
+                .await
+                .unwrap_or(false)
+            {
+                handled += 1;
+            }
+        }
+    }
+    handled
+}
+
+/// Passes of the pump, each followed by a scheduled sweep (when `sweep`)
+/// and the OnFailure queue fed to the sweeper, until a pass reads nothing
+/// new; returns the OnFailure messages handled.
+pub(super) async fn drain(
+    pump: &mut devkit::Pump<&Sandboxes>,
+    sweeper: &Tagged,
+    stack: &Stack,
+    on_failure: &str,
+    scheduled: &[u8],
+    sweep: bool,
+) -> Result<usize, String> {
+    let mut handled = 0;
+    for pass in 0.. {
+        let read = pump.pass().await.map_err(|e| e.to_string())?;
+        if sweep {
+            let _ = sweeper.call(scheduled).await;
+        }
+        handled += deliver_on_failure(stack, on_failure, sweeper).await;
+        if read == 0 && pass > 0 {
+            break;
+        }
+    }
+    Ok(handled)
+}
+
+/// Sweeps until nothing is pending, as long as they make progress: at
+/// 20,000 orders one sweep clears a few hundred items, so a fixed count
+/// of sweeps ended the run with items still pending (551 of them, all
+/// going down sweep by sweep). Three sweeps in a row without progress
+/// end it; whatever is left then is the verdict's. A sweep without
+/// progress is followed by a wait until every pending item is eligible
+/// again, as the schedule's next run would be: an item claimed by a
+/// sweeper that was killed stays the sweeper's until the claim expires
+/// (the function's timeout plus 10 s), and one backing off until its
+/// next attempt. Without the wait, the three sweeps fell inside one
+/// such claim and the run ended with 6 items pending.
+pub(super) async fn sweep_until_settled(stack: &Stack, sweeper: &Tagged, scheduled: &[u8]) {
+    let mut left = pending_outbox(stack).await;
+    let mut stalled = 0;
+    while left.count > 0 && stalled < 3 {
+        let _ = sweeper.call(scheduled).await;
+        let now = pending_outbox(stack).await;
+        let progress = now.count < left.count;
+        stalled = if progress { 0 } else { stalled + 1 };
+        left = now;
+        if left.count > 0 {
+            let mut pause = Duration::from_millis(1_100);
+            if !progress {
+                let wait = left.eligible_at.map_or(0, |at| at - unix_now() + 1);
+                let wait = Duration::from_secs(wait.clamp(0, 120) as u64);
+                pause = pause.max(wait);
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+}
+
+/// Now, in Unix seconds (the unit of `claimedUntil` and `nextAttemptAt`).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}

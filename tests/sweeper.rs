@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lambda_runtime::LambdaEvent;
 use outbox_core::OutboxItem;
-use outbox_runtime::publish::{EntryOutcome, EventSink, SinkError};
+use outbox_runtime::publish::{EventSink, FakeSink};
 use outbox_runtime::store::DynamoStore;
 use sweeper::{handler, Response, SweepReport, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
@@ -123,44 +123,26 @@ async fn failures_are_counted_and_backed_off_then_dead_lettered() {
     assert_eq!(report.dead_letter_count, 1);
 }
 
-/// A sink that lets the publisher "win the race": it deletes the item (as the
-/// publisher would after publishing it) before failing the sweeper's attempt.
-struct PublisherWinsRace {
-    ddb: aws_sdk_dynamodb::Client,
-    table: String,
-}
-
-impl EventSink for PublisherWinsRace {
-    fn max_entries(&self) -> usize {
-        10
-    }
-    fn max_bytes(&self) -> usize {
-        256 * 1024
-    }
-    fn entry_size(&self, item: &OutboxItem) -> usize {
-        item.envelope.len()
-    }
-    async fn publish_batch(
-        &self,
-        items: &[&OutboxItem],
-        _max_sends: u32,
-        sends: &outbox_runtime::aws::SendCounter,
-    ) -> Vec<EntryOutcome> {
-        sends.record();
-        for item in items {
-            self.ddb
-                .delete_item()
-                .table_name(&self.table)
-                .set_key(Some(item.key().to_attributes()))
-                .send()
-                .await
-                .unwrap();
-        }
-        items.iter().map(|_| Err(throttled())).collect()
-    }
-    async fn verify(&self) -> Result<(), SinkError> {
-        Ok(())
-    }
+/// A sink that lets the publisher "win the race": it deletes the items (as
+/// the publisher would after publishing them) before failing the sweeper's
+/// attempt, every entry throttled.
+fn publisher_wins_race(stack: &Stack) -> FakeSink {
+    let (ddb, table) = (stack.ddb.clone(), stack.table.clone());
+    FakeSink::new()
+        .fail_all(throttled())
+        .before_answer(move |items| {
+            let (ddb, table) = (ddb.clone(), table.clone());
+            Box::pin(async move {
+                for item in items {
+                    ddb.delete_item()
+                        .table_name(&table)
+                        .set_key(Some(item.key().to_attributes()))
+                        .send()
+                        .await
+                        .unwrap();
+                }
+            })
+        })
 }
 
 #[tokio::test]
@@ -168,15 +150,11 @@ async fn a_concurrent_publisher_delete_is_never_undone() {
     let stack = Stack::new().await;
     stack.put_event_aged(DAY * 2).await;
     stack.put_event_aged(DAY * 3).await;
-    let sink = PublisherWinsRace {
-        ddb: stack.ddb.clone(),
-        table: stack.table.clone(),
-    };
     // With max attempts 1 the sweeper would dead-letter; with 12 it records
     // a failure. Neither may bring the deleted items back.
     for max in [12, 1] {
         let report = sweep(
-            &sweeper(sink_clone(&sink), &stack, max),
+            &sweeper(publisher_wins_race(&stack), &stack, max),
             OffsetDateTime::now_utc(),
         )
         .await;
@@ -186,13 +164,6 @@ async fn a_concurrent_publisher_delete_is_never_undone() {
             "nothing resurrected (max attempts {max})"
         );
         stack.put_event_aged(DAY * 2).await;
-    }
-}
-
-fn sink_clone(sink: &PublisherWinsRace) -> PublisherWinsRace {
-    PublisherWinsRace {
-        ddb: sink.ddb.clone(),
-        table: sink.table.clone(),
     }
 }
 

@@ -7,7 +7,9 @@
 //! - [`publish`]: the one publishing module (sink port, EventBridge and SNS
 //!   adapters behind the features `eventbridge` and `sns`, and
 //!   [`publish::relay`]: publishing and the handling of every outcome, for
-//!   the publisher, the sweeper and the operator's redrive alike).
+//!   the publisher, the sweeper and the operator's redrive alike), and
+//!   `publish/fake.rs`: [`publish::FakeSink`], the one configurable sink of
+//!   tests and benches (feature `testing`).
 //! - [`store`]: the store port, by role ([`store::PublishStore`],
 //!   [`store::SweepStore`], [`store::OperatorStore`]), and its adapters:
 //!   DynamoDB, and in memory for tests (feature `testing`). Deletes, dead

@@ -7,7 +7,7 @@
 use aws_sdk_eventbridge::config::{BehaviorVersion, Region};
 use outbox_core::{EventEnvelope, OutboxItem};
 use outbox_runtime::publish::eventbridge::EventBridgeSink;
-use outbox_runtime::publish::{EntryOutcome, EventSink, SinkError};
+use outbox_runtime::publish::FakeSink;
 use outbox_runtime::retry::Deadline;
 use outbox_runtime::store::MemoryStore;
 use publisher::{Publisher, StreamEvent};
@@ -60,45 +60,31 @@ pub(crate) fn eventbridge_sink() -> EventBridgeSink {
     )
 }
 
-/// EventBridge's limits and entry sizes, answering every call at once.
-pub(crate) struct InstantSink(pub(crate) EventBridgeSink);
-
-impl EventSink for InstantSink {
-    fn max_entries(&self) -> usize {
-        self.0.max_entries()
-    }
-    fn max_bytes(&self) -> usize {
-        self.0.max_bytes()
-    }
-    fn entry_size(&self, item: &OutboxItem) -> usize {
-        self.0.entry_size(item)
-    }
-    async fn publish_batch(
-        &self,
-        items: &[&OutboxItem],
-        _max_sends: u32,
-        sends: &outbox_runtime::aws::SendCounter,
-    ) -> Vec<EntryOutcome> {
-        sends.record();
-        // Build the real request entries (the CPU the real sink spends).
-        let entries: Vec<_> = items.iter().map(|item| self.0.entry(item)).collect();
-        std::hint::black_box(entries);
-        items.iter().map(|_| Ok(())).collect()
-    }
-    async fn verify(&self) -> Result<(), SinkError> {
-        Ok(())
-    }
+/// EventBridge's limits and entry sizes, answering every call at once
+/// after building the real request entries (the CPU the real sink spends).
+pub(crate) fn instant_sink() -> FakeSink {
+    let real = eventbridge_sink();
+    FakeSink::like(real.clone())
+        .quiet()
+        .before_answer(move |items| {
+            std::hint::black_box(
+                items
+                    .iter()
+                    .map(|item| real.entry(item))
+                    .collect::<Vec<_>>(),
+            );
+            Box::pin(std::future::ready(()))
+        })
 }
 
 /// A publisher at the template's defaults whose sink and store answer at
 /// once, and the single-threaded runtime it runs on.
-pub(crate) fn instant_publisher() -> (tokio::runtime::Runtime, Publisher<InstantSink, MemoryStore>)
-{
+pub(crate) fn instant_publisher() -> (tokio::runtime::Runtime, Publisher<FakeSink, MemoryStore>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .expect("runtime");
-    let publisher = Publisher::new(InstantSink(eventbridge_sink()), MemoryStore::quiet(8));
+    let publisher = Publisher::new(instant_sink(), MemoryStore::quiet(8));
     (runtime, publisher)
 }
 
@@ -106,7 +92,7 @@ pub(crate) fn instant_publisher() -> (tokio::runtime::Runtime, Publisher<Instant
 /// work. Returns the events published.
 pub(crate) fn invoke(
     runtime: &tokio::runtime::Runtime,
-    publisher: &Publisher<InstantSink, MemoryStore>,
+    publisher: &Publisher<FakeSink, MemoryStore>,
     json: &str,
 ) -> usize {
     let event: StreamEvent = runtime_decode(json);

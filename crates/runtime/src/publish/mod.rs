@@ -18,9 +18,15 @@
 //!   [`relay::Mode`].
 //! - [`classify`]: which failures are transient, which are the event's own
 //!   fault (poison) and which are neither.
+//! - `fake.rs`: [`FakeSink`] (feature `testing`), the one configurable sink
+//!   of the unit tests, benches and tests of other crates.
+//! - `tests/`: the relay's logic tests against [`FakeSink`] and the memory
+//!   store, by concern.
 
 #[cfg(feature = "eventbridge")]
 pub mod eventbridge;
+#[cfg(any(test, feature = "testing"))]
+mod fake;
 pub mod relay;
 #[cfg(feature = "sns")]
 pub mod sns;
@@ -35,6 +41,9 @@ use aws_smithy_types::{error::metadata::ProvideErrorMetadata, retry::ProvideErro
 #[cfg(feature = "sinks")]
 use crate::config::{Config, SinkConfig};
 use outbox_core::OutboxItem;
+
+#[cfg(any(test, feature = "testing"))]
+pub use fake::FakeSink;
 
 /// What kind of failure an entry met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,68 @@
+//! What a sweep run does that a stream run does not: it goes on past a
+//! failure and holds the failed aggregate, holds an aggregate whose event
+//! is not due, and leaves what another run claimed.
+
+use super::*;
+
+#[tokio::test]
+async fn a_sweep_goes_on_and_holds_the_failed_aggregate() {
+    // Three aggregates, round robin: E0 (o0) fails for good.
+    let sink = FakeSink::new().fail("E0", FailureKind::Rejected, 100);
+    let store = MemoryStore::default();
+    let entries: Vec<Entry> = items_of(9, 3).into_iter().map(Entry::Item).collect();
+    let report = run(&sink, &store, &entries, sweep_mode()).await;
+    let out = &report.outcomes;
+    assert!(matches!(out[0], RelayOutcome::Failed(_)));
+    // o0's later events are held; o1 and o2 go on.
+    for i in [3, 6] {
+        assert_eq!(out[i], RelayOutcome::Deferred, "E{i}");
+    }
+    for i in [1, 2, 4, 5, 7, 8] {
+        assert_eq!(out[i], RelayOutcome::Published, "E{i}");
+    }
+    assert_eq!(store.log().failures.len(), 1, "the attempt is recorded");
+    assert!(sink
+        .calls()
+        .iter()
+        .flatten()
+        .all(|t| t != "E3" && t != "E6"));
+}
+
+#[tokio::test]
+async fn an_item_not_due_holds_its_aggregate() {
+    let sink = FakeSink::new();
+    let mut all = items_of(4, 2);
+    all[0].next_attempt_at = Some(OffsetDateTime::now_utc().unix_timestamp() + 600);
+    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
+    let report = run(&sink, &MemoryStore::default(), &entries, sweep_mode()).await;
+    assert_eq!(
+        report.outcomes,
+        vec![
+            RelayOutcome::Deferred,
+            RelayOutcome::Published,
+            RelayOutcome::Deferred,
+            RelayOutcome::Published
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_sweep_leaves_an_event_another_run_claimed() {
+    let (sink, store) = (FakeSink::new(), MemoryStore::default());
+    let all = items_of(2, 2);
+    for item in &all {
+        store.insert(item.clone());
+    }
+    let other = crate::store::Claim::new(Duration::from_secs(60));
+    store
+        .claim_pending(&all[0].key(), &other, &far())
+        .await
+        .unwrap();
+    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
+    let report = run(&sink, &store, &entries, sweep_mode()).await;
+    assert_eq!(
+        report.outcomes,
+        vec![RelayOutcome::Deferred, RelayOutcome::Published]
+    );
+    assert_eq!(published_types(&sink), ["E1"]);
+}

@@ -159,7 +159,7 @@ endif
 sam-build-check: venv venv-infra
 	cargo fetch --locked
 	source infra/checks/env.sh && $(SAM_CHECK_ENV) CARGO_NET_OFFLINE=true offline .venv-infra/bin/sam build \
-	  --parameter-overrides Architecture=x86_64 --build-dir .local/sam-build-check
+	  --no-cached --parameter-overrides Architecture=x86_64 --build-dir .local/sam-build-check
 	@ls -l .local/sam-build-check/*/bootstrap .local/sam-build-check/Outbox/*/bootstrap
 
 # The tests: with cargo-nextest when installed (several tests at once, each
@@ -189,13 +189,13 @@ test:
 	# cfn-lint and checkov more than they use a core; make's prerequisites
 	# keep each check after its venv.
 	$(TIMED) install+lint+pins+template $(PARALLEL) -j5 lint local venv-contract venv-infra python-pins check-template check-local
-	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
 	$(TIMED) crates $(MAKE) --no-print-directory crates
 	# Every target, the benches too, so the next step only runs them.
 	$(TIMED) build-tests cargo test --workspace --locked --no-run --all-targets
-	# The tests, and the benches once in their quick mode beside them
-	# (infra/local/tests-and-benches.sh).
-	$(TIMED) tests+benches $(WITH_LOCAL) infra/local/tests-and-benches.sh bash -c '$(RUN_TESTS)'
+	# The tests, then the benches once in their quick mode, each on fresh
+	# local servers; `make sam-build-check` beside them at the idle CPU
+	# priority (infra/local/tests-and-benches.sh).
+	$(TIMED) tests+benches+sam-build-check infra/local/tests-and-benches.sh bash -c '$(RUN_TESTS)'
 	$(TIMED) contract $(WITH_LOCAL) infra/contract/schemathesis.sh
 	@echo "make test: seconds per step"; cat .local/make-test-times.txt
 

@@ -133,10 +133,9 @@ impl DynamoStore {
     }
 
     /// A strongly consistent `Query` of `pk`'s item collection from sort
-    /// key `lo` to `hi` (both included), with `#pk`, `#sk` and `#ppk` (the
-    /// pending index's partition key) named for the caller's projection or
-    /// filter: the range an event's older or newer outbox items are read
-    /// from.
+    /// key `lo` to `hi` (both included), `#sk` named for the caller's
+    /// projection: the range an event's older or newer outbox items are
+    /// read from.
     fn collection_range(&self, pk: &str, lo: &str, hi: &str) -> QueryFluentBuilder {
         self.client
             .query()
@@ -144,7 +143,6 @@ impl DynamoStore {
             .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
             .expression_attribute_names("#pk", self.keys.partition_key.as_str())
             .expression_attribute_names("#sk", self.keys.sort_key.as_str())
-            .expression_attribute_names("#ppk", self.keys.pending_partition_key.as_str())
             .expression_attribute_values(":pk", s(pk))
             .expression_attribute_values(":lo", s(lo))
             .expression_attribute_values(":hi", s(hi))
@@ -170,6 +168,10 @@ impl DynamoStore {
                     deadline,
                     self.collection_range(&key.pk, &self.keys.outbox_prefix, &key.sk)
                         .projection_expression("#sk, #ppk")
+                        .expression_attribute_names(
+                            "#ppk",
+                            self.keys.pending_partition_key.as_str(),
+                        )
                         .set_exclusive_start_key(cursor)
                         .send(),
                 )

@@ -268,21 +268,12 @@ impl PublishStore for DynamoStore {
             .call(
                 "collection_below",
                 deadline,
-                self.client
-                    .query()
-                    .table_name(&self.table)
-                    .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
-                    .expression_attribute_names("#pk", self.keys.partition_key.as_str())
-                    .expression_attribute_names("#sk", self.keys.sort_key.as_str())
-                    .expression_attribute_values(":pk", s(key.pk.clone()))
-                    .expression_attribute_values(":lo", s(self.keys.outbox_prefix.as_str()))
-                    .expression_attribute_values(":hi", s(key.sk.clone()))
+                self.collection_range(&key.pk, &self.keys.outbox_prefix, &key.sk)
                     .projection_expression("#sk, #home, #dead")
                     .expression_attribute_names("#home", attr::HOME_REGION)
                     .expression_attribute_names("#dead", attr::DEAD_LETTERED_AT)
                     .scan_index_forward(false)
                     .limit(limit.max(1))
-                    .consistent_read(true)
                     .send(),
             )
             .await
@@ -342,6 +333,10 @@ impl PublishStore for DynamoStore {
                     deadline,
                     self.collection_range(&key.pk, &key.sk, &self.keys.outbox_sk_end())
                         .filter_expression("attribute_exists(#ppk)")
+                        .expression_attribute_names(
+                            "#ppk",
+                            self.keys.pending_partition_key.as_str(),
+                        )
                         .set_exclusive_start_key(cursor)
                         .send(),
                 )

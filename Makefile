@@ -189,14 +189,13 @@ test:
 	# cfn-lint and checkov more than they use a core; make's prerequisites
 	# keep each check after its venv.
 	$(TIMED) install+lint+pins+template $(PARALLEL) -j5 lint local venv-contract venv-infra python-pins check-template check-local
+	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
 	$(TIMED) crates $(MAKE) --no-print-directory crates
-	# Every target, the benches too, so the next step only runs them.
+	# Every target, the benches too, so that the benches step only runs them.
 	$(TIMED) build-tests cargo test --workspace --locked --no-run --all-targets
-	# The tests, then the benches once in their quick mode, each on fresh
-	# local servers; `make sam-build-check` beside them at the idle CPU
-	# priority (infra/local/tests-and-benches.sh).
-	$(TIMED) tests+benches+sam-build-check infra/local/tests-and-benches.sh bash -c '$(RUN_TESTS)'
+	$(TIMED) tests $(WITH_LOCAL) bash -c '$(RUN_TESTS)'
 	$(TIMED) contract $(WITH_LOCAL) infra/contract/schemathesis.sh
+	$(TIMED) benches $(WITH_LOCAL) infra/local/run-benches.sh
 	@echo "make test: seconds per step"; cat .local/make-test-times.txt
 
 # docs/reliability.md: the real binaries under wire faults and SIGKILLs, with

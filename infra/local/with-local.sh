@@ -80,7 +80,8 @@ pids+=("moto:$!")
 # The launcher binds DynamoDB Local to 127.0.0.1 (its command line cannot);
 # telemetry off both ways, as it would otherwise call out.
 start_dynamodb() { # port heap log
-  DDB_LOCAL_TELEMETRY=0 "$java" -Xmx"$2" \
+  # shellcheck disable=SC2086 # the options are words
+  DDB_LOCAL_TELEMETRY=0 "$java" -Xmx"$2" ${DYNAMODB_LOCAL_JAVA_OPTS-} \
     -cp "$ddb_lib/DynamoDBLocal.jar:$ddb_lib/DynamoDBLocal_lib/*" \
     -Djava.library.path="$ddb_lib/DynamoDBLocal_lib" \
     "$ddb_dir/LoopbackDynamoDBLocal.java" \

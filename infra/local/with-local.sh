@@ -16,7 +16,8 @@
 # AWS_EC2_METADATA_DISABLED=true, and no profile or config files, so no
 # credential provider can reach beyond this machine. MOTO_PORT and
 # DYNAMODB_PORT choose the ports (default: free ones), JAVA the Java runtime
-# (default: `java` on the PATH). LOCAL_SERVER_LOG_DIR
+# (default: `java` on the PATH), DYNAMODB_LOCAL_JAVA_OPTS its options (see
+# start_dynamodb). LOCAL_SERVER_LOG_DIR
 # keeps the servers' logs and peak memory (VmHWM) in that directory.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -80,8 +81,13 @@ pids+=("moto:$!")
 # The launcher binds DynamoDB Local to 127.0.0.1 (its command line cannot);
 # telemetry off both ways, as it would otherwise call out.
 start_dynamodb() { # port heap log
-  # shellcheck disable=SC2086 # the options are words
-  DDB_LOCAL_TELEMETRY=0 "$java" -Xmx"$2" ${DYNAMODB_LOCAL_JAVA_OPTS-} \
+  # The JVM's options (DYNAMODB_LOCAL_JAVA_OPTS, words): by default C1 only
+  # and the serial collector. A test run keeps DynamoDB Local for minutes on
+  # two cores, where the C2 compiler's and G1's threads cost more CPU than
+  # they win back: measured on 40 tests (ordering, operations, sweeper),
+  # its CPU went from 46 s to 28 s and the tests' time from 125 s to 115 s.
+  # shellcheck disable=SC2086
+  DDB_LOCAL_TELEMETRY=0 "$java" -Xmx"$2" ${DYNAMODB_LOCAL_JAVA_OPTS--XX:TieredStopAtLevel=1 -XX:+UseSerialGC} \
     -cp "$ddb_lib/DynamoDBLocal.jar:$ddb_lib/DynamoDBLocal_lib/*" \
     -Djava.library.path="$ddb_lib/DynamoDBLocal_lib" \
     "$ddb_dir/LoopbackDynamoDBLocal.java" \

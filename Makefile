@@ -179,16 +179,17 @@ TIMED := infra/local/timed.sh
 PARALLEL := $(MAKE) --no-print-directory --output-sync=target
 test:
 	@mkdir -p .local && rm -f .local/make-test-times.txt
-	# System packages first, one apt at a time.
+	# System packages first, one apt at a time; then the venvs and DynamoDB
+	# Local side by side (downloads, mostly).
 	$(ENSURE_VENV)
 	$(ENSURE_JAVA)
 	$(ENSURE_NPM)
-	# Clippy and rustdoc from the start, beside the downloads (the venvs,
-	# DynamoDB Local) and then the Python checks (the pins' resolution, the
-	# template checks) and with-local.sh's own test, which wait on pip,
-	# cfn-lint and checkov more than they use a core; make's prerequisites
-	# keep each check after its venv.
-	$(TIMED) install+lint+pins+template $(PARALLEL) -j5 lint local venv-contract venv-infra python-pins check-template check-local
+	$(TIMED) install $(PARALLEL) -j4 local venv-contract venv-infra
+	# Clippy and rustdoc beside the Python checks (the pins' resolution, the
+	# template checks) and with-local.sh's own test. (Clippy beside the
+	# installs too was slower: 491 s for both steps against 78 + 289; the
+	# machine's two cores are busy either way.)
+	$(TIMED) lint+pins+template $(PARALLEL) -j4 lint python-pins check-template check-local
 	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
 	$(TIMED) crates $(MAKE) --no-print-directory crates
 	# Every target, the benches too, so that the benches step only runs them.

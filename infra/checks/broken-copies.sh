@@ -5,10 +5,13 @@
 # projector are) breaks one setting where outbox bugs live, and the checks must reject it with
 # exactly the findings the copy declares: the rule it targets first (its id
 # and a fragment of its message), then any other rule that guards the same
-# setting. A copy fails this script when it passes, when a declared finding
-# is missing, or when anything else is reported (another rule, a warning
-# such as an unused parameter, a translation error): a copy can never pass
-# on some other failure.
+# setting (ours, cfn-lint's or the serverless rules'). A copy fails this
+# script when it passes, when a declared finding is missing, or when
+# anything else is reported: a finding of any linter the checks run
+# (cfn-lint's E/W/I ids, among them its parse and transform errors, the
+# serverless rules' ES/WS/IS ids, ours E91xx), or any other output line
+# (a translation error, a tool's warning): a copy can never pass on some
+# other failure.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -37,14 +40,23 @@ expect() {
     failed=$((failed + 1))
     return
   fi
-  local findings problems=""
-  findings=$(grep -E '^[EWI][0-9]+ ' "$work/$name.log" || true)
+  local findings others problems=""
+  # Every finding of every linter check-template.sh --rules-only runs (cfn-lint
+  # with the serverless rules and ours, default format): a line `ID message`
+  # (E0000, W2001, ES1001, WS1003, E9101…), then its `file:line:column`.
+  findings=$(grep -E '^[A-Z]+[0-9]+ ' "$work/$name.log" || true)
+  # Anything else in the log but the script's progress lines and the
+  # findings' locations: a translation error, a tool's warning, a message
+  # on more than one line.
+  others=$(grep -vE '^([A-Z]+[0-9]+ |check-template: |/.*:[0-9]+:[0-9]+$|$)' "$work/$name.log" || true)
   # Every declared finding is reported...
   local IFS=';'
   for want in $expected; do
-    local rule=${want%% *} text=${want#* }
-    grep -F -- "$rule " <<<"$findings" | grep -qF -- "$text" \
-      || problems+=" missing [$want];"
+    local rule=${want%% *} text=${want#* } seen=false
+    while IFS= read -r line; do
+      if [[ $line == "$rule "* && $line == *"$text"* ]]; then seen=true; fi
+    done <<<"$findings"
+    $seen || problems+=" missing [$want];"
   done
   # ...and nothing else is.
   while IFS= read -r line; do
@@ -56,6 +68,9 @@ expect() {
     done
     $known || problems+=" unexpected [$line];"
   done <<<"$findings"
+  if [ -n "$others" ]; then
+    problems+=" unexpected output [$(head -n 3 <<<"$others" | tr '\n' ' ')];"
+  fi
   if [ -z "$findings" ]; then
     problems+=" no rule finding (rejected for another reason: $(tail -n 3 "$work/$name.log" | tr '\n' ' '))"
   fi
@@ -69,6 +84,14 @@ expect() {
 }
 
 # E9101: the publisher's stream mapping (infra/outbox.yaml).
+# No mapping at all: the publisher's Events go, and with them the parameters
+# only the mapping reads (cfn-lint would report them unused, W2001).
+expect no-stream-mapping 'E9101 no DynamoDB stream mapping for the publisher' \
+  '/^  PublisherFunction:/,/^  SweeperFunction:/ { /^      Events:/,/Destination: !GetAtt PublisherFailureQueue.Arn/d }' \
+  '/^  PublisherBatchSize:/,/MaxValue: 10000/d' \
+  '/^  PublisherBatchingWindowSeconds:/,/MaxValue: 300/d' \
+  '/^  PublisherParallelizationFactor:/,/Raise it when IteratorAge grows/d' \
+  '/^  PublisherMaximumRetryAttempts:/,/Description: Retries of a failing batch/d'
 expect starting-position-latest 'E9101 StartingPosition must be TRIM_HORIZON' \
   "$mapping s/StartingPosition: TRIM_HORIZON/StartingPosition: LATEST/"
 expect no-partial-batch-response 'E9101 FunctionResponseTypes must include ReportBatchItemFailures' \
@@ -86,7 +109,9 @@ expect record-age-unset 'E9101 MaximumRecordAgeInSeconds must be set;E9103 Maxim
   "$mapping { /MaximumRecordAgeInSeconds: !Ref StrandedAfterSeconds/d }"
 expect record-age-below-a-minute 'E9101 MaximumRecordAgeInSeconds must be bounded' \
   '/^  StrandedAfterSeconds:/,/MaxValue/ s/MinValue: 60/MinValue: 30/'
-expect no-on-failure-destination 'E9101 an OnFailure destination is required' \
+# cfn-lint-serverless's ES1001 guards the same setting (stream mappings keep
+# it; translate.py exempts SQS mappings only).
+expect no-on-failure-destination 'E9101 an OnFailure destination is required;ES1001 Lambda event source mapping PublisherFunctionOutboxStream should have a DestinationConfig.OnFailure.Destination' \
   "$mapping { /DestinationConfig:/,/Destination: !GetAtt PublisherFailureQueue.Arn/d }"
 expect filter-matches-remove 'E9101 filter pattern must be' \
   's/"envelope":{"S":\[{"exists":true}\]},//'
@@ -106,12 +131,29 @@ expect filter-home-region-admits-every-region 'E9101 the two home-region pattern
 # catches the same copy.
 expect filter-on-event-name "E9105 filter key 'eventName';E9101 filter pattern must be" \
   's/- Pattern: !Sub .{"dynamodb"/- Pattern: !Sub '"'"'{"eventName":["INSERT"],"dynamodb"/'
+# No FilterCriteria: every write of the table reaches the publisher.
+expect filter-missing 'E9101 FilterCriteria must only let outbox INSERTs through' \
+  "$mapping { /^            FilterCriteria:/,/- !Ref AWS::NoValue/d }"
+# A typo that leaves this region's pattern not JSON (a brace short); what
+# the rule can read is then the other home-region pattern alone, which it
+# reports too.
+expect filter-not-json 'E9101 a filter pattern is not JSON;E9101 the two home-region patterns together' \
+  's/"homeRegion":{"S":\["${AWS::Region}"\]}}}}/"homeRegion":{"S":["${AWS::Region}"]}}}/'
 # E9103: one threshold for the mapping and the sweeper.
 expect stranded-threshold-disagrees 'E9103 STRANDED_AFTER_SECONDS (3600) and MaximumRecordAgeInSeconds' \
   's/STRANDED_AFTER_SECONDS: !Ref StrandedAfterSeconds/STRANDED_AFTER_SECONDS: "3600"/'
+# No sweeper: no function sets STRANDED_AFTER_SECONDS. E9104 knows the
+# sweeper by that variable, so it finds the OnFailure queue unread too.
+expect sweeper-without-stranded-threshold 'E9103 no function sets STRANDED_AFTER_SECONDS (the sweeper);E9104 PublisherFailureQueue: the OnFailure queue must be an event source of the sweeper' \
+  '/^          STRANDED_AFTER_SECONDS: !Ref StrandedAfterSeconds$/d'
 # E9104: the OnFailure queue feeds the sweeper.
 expect on-failure-not-swept 'E9104 the OnFailure queue must be an event source of the sweeper' \
   '/        OnFailureQueue:/,/              MaximumConcurrency: 2/d'
+# The OnFailure queue without a redrive policy: E9104 (the OnFailure
+# queue), E9107 (an SQS-triggered queue, the sweeper's) and cfn-lint-serverless's
+# ES6000 (every queue but a dead-letter queue) all guard that setting.
+expect on-failure-no-redrive-policy 'E9104 PublisherFailureQueue: needs a redrive policy to a dead-letter queue;E9107 PublisherFailureQueue: an SQS-triggered queue needs a redrive policy;ES6000 SQS Queue PublisherFailureQueue should have a RedrivePolicy property' \
+  '/^  PublisherFailureQueue:/,/maxReceiveCount: 10/ { /RedrivePolicy:/d; /deadLetterTargetArn: !GetAtt OnFailureDeadLetterQueue.Arn/d; /maxReceiveCount: 10/d }'
 # E9104 and E9107 both guard the OnFailure dead-letter queue's alarm.
 expect on-failure-dlq-unalarmed 'E9104 the OnFailure dead-letter queue needs an alarm;E9107 the dead-letter queue of PublisherFailureQueue needs an alarm' \
   's/Value: !GetAtt OnFailureDeadLetterQueue.QueueName/Value: !GetAtt PublisherFailureQueue.QueueName/'
@@ -130,21 +172,30 @@ expect alarm-without-stack-dimension 'E9108 DeadLetterAlarm: an alarm on a Dynam
   '/^  DeadLetterAlarm:/,/AlarmActions:/ { /- { Name: Stack, Value: /d }'
 expect functions-without-stack-name 'E9108 PublisherFunction: STACK_NAME must be set;E9108 SweeperFunction: STACK_NAME must be set' \
   '/^        STACK_NAME: /d'
-# E9102 in the reusable stack: the sweeper's table grant.
-expect wildcard-action-sweeper 'E9102 wildcard action dynamodb:*' \
+# E9102 in the reusable stack: the sweeper's table grant (cfn-lint-serverless's
+# WS1003, stars in a Lambda role's actions, guards the same setting).
+expect wildcard-action-sweeper 'E9102 SweeperRole: wildcard action dynamodb:*;WS1003 IAM Role SweeperRole with Lambda as principal has policy actions with stars' \
   '0,/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/ s/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/Action: [dynamodb:*]/'
+# The publisher's table grant as NotAction: every other action allowed.
+expect not-action-publisher 'E9102 PublisherRole: NotAction grants everything else' \
+  's/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem, dynamodb:Query, dynamodb:BatchGetItem\]/NotAction: [dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem, dynamodb:Query, dynamodb:BatchGetItem]/'
 # The orders example (template.yaml): the writer's and the projector's.
 target=$root/template.yaml
-# E9102: least privilege.
-expect wildcard-action 'E9102 wildcard action dynamodb:*' \
+# E9102: least privilege (WS1003 guards the same setting, as above).
+expect wildcard-action 'E9102 WriterRole: wildcard action dynamodb:*;WS1003 IAM Role WriterRole with Lambda as principal has policy actions with stars' \
   's/Action: \[dynamodb:GetItem, /Action: [dynamodb:*, /'
+# A managed policy on the writer's role (AWSLambdaBasicExecutionRole: logs
+# on every log group).
+expect managed-policy-writer 'E9102 WriterRole: managed policies are broader than the function needs' \
+  '/^  WriterRole:/,/^    Properties:/ s|^    Properties:$|&\n      ManagedPolicyArns: [!Sub "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"]|'
 # E9107, each branch: partial batch responses, visibility timeout, a redrive
 # policy, an alarmed dead-letter queue.
 expect projector-no-partial-batch 'E9107 ProjectorFunctionQueue: an SQS mapping must report partial batch failures' \
   '/Queue: !GetAtt ProjectorQueue.Arn/,/MaximumConcurrency: 10/ s/FunctionResponseTypes: \[ReportBatchItemFailures\]/FunctionResponseTypes: []/'
 expect projector-short-visibility 'E9107 VisibilityTimeout (30) must be at least six times' \
   's/      VisibilityTimeout: 180$/      VisibilityTimeout: 30/'
-expect projector-no-redrive-policy 'E9107 ProjectorQueue: an SQS-triggered queue needs a redrive policy' \
+# cfn-lint-serverless's ES6000 guards the same setting.
+expect projector-no-redrive-policy 'E9107 ProjectorQueue: an SQS-triggered queue needs a redrive policy;ES6000 SQS Queue ProjectorQueue should have a RedrivePolicy property' \
   '/      VisibilityTimeout: 180$/,/maxReceiveCount: 5/ { /RedrivePolicy:/d; /deadLetterTargetArn: !GetAtt ProjectorDeadLetterQueue.Arn/d; /maxReceiveCount: 5/d }'
 # E9108: the projector's lag alarm on another stack's name.
 expect projection-lag-alarm-other-stack "E9108 ProjectionLagAlarm: the Stack dimension must be the functions' STACK_NAME" \

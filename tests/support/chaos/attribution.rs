@@ -45,6 +45,15 @@ pub(super) fn attribute(
         out_of_time: functions.iter().map(|f| out_of_time(f)).collect(),
         journals,
     };
+    attribute_from(verdict, &history, deliveries);
+}
+
+/// [`attribute`] on the journals and records of `history`.
+fn attribute_from(
+    verdict: &mut Verdict,
+    history: &Histories<'_>,
+    deliveries: &HashMap<String, usize>,
+) {
     let mut forwards: HashMap<&str, Vec<Forward>> = HashMap::new();
     for (function, journal) in history.journals.iter().enumerate() {
         for (index, call) in journal.iter().enumerate() {
@@ -76,21 +85,35 @@ pub(super) fn attribute(
     }
     let mut used: HashSet<(Cause, String)> = HashSet::new();
     let mut counted: HashSet<Cause> = HashSet::new();
-    for (id, n) in deliveries {
-        let extra = n - 1;
-        if extra == 0 {
+    // Pair by pair: every forward after an event's first needs a cause of
+    // its own, delivered or not (an SNS FIFO topic drops a resend within
+    // its deduplication window, and an unexplained resend must not hide
+    // behind a dropped one); every delivery after the first needs a forward.
+    let mut events: Vec<String> = deliveries.keys().cloned().collect();
+    for id in forwards.keys() {
+        if !deliveries.contains_key(*id) {
+            events.push((*id).to_owned());
+        }
+    }
+    events.sort();
+    for id in &events {
+        let n = deliveries.get(id).copied().unwrap_or(0);
+        let extra = n.saturating_sub(1);
+        let mut list = forwards.remove(id.as_str()).unwrap_or_default();
+        if extra == 0 && list.len() < 2 {
             continue;
         }
-        let mut list = forwards.remove(id.as_str()).unwrap_or_default();
         list.sort_by_key(|f| f.at);
         let mut explained = 0;
+        let mut unexplained = 0;
         for pair in list.windows(2) {
-            let Some(cause) = history.explain(id, &pair[0], &pair[1]) else {
+            let cause = history
+                .explain(id, &pair[0], &pair[1])
+                .filter(|cause| used.insert((cause.clone(), id.clone())));
+            let Some(cause) = cause else {
+                unexplained += 1;
                 continue;
             };
-            if !used.insert((cause.clone(), id.clone())) {
-                continue;
-            }
             let row = verdict.faults.entry(cause.kind.clone()).or_default();
             if cause.fault_call.is_none() && counted.insert(cause.clone()) {
                 // A cause that is not an injected fault (a lost answer, a
@@ -99,11 +122,17 @@ pub(super) fn attribute(
                 row.injected += 1;
                 row.exposed += history.sent(cause.function, cause.tag, cause.upto);
             }
-            row.duplicates += 1;
+            // The table charges the deliveries: a resend the sink dropped
+            // is explained but repeats nothing.
+            if explained < extra {
+                row.duplicates += 1;
+            }
             explained += 1;
         }
-        if explained < extra {
-            verdict.unexplained += extra - explained;
+        // A delivery beyond the forwards (none explains it).
+        let unforwarded = extra.saturating_sub(list.len().saturating_sub(1));
+        if unexplained + unforwarded > 0 {
+            verdict.unexplained += unexplained + unforwarded;
             let path: Vec<String> = list
                 .iter()
                 .map(|f| format!("{}#{}", history.names[f.function], f.tag))
@@ -239,6 +268,13 @@ impl Histories<'_> {
                 )
             });
         }
+        // Every other cause ends the first invocation's part: the resend
+        // must come from another invocation. An invocation that sends an
+        // event again after an answered call is never the design's (a
+        // failed entry is not delivered, so its retry is no resend).
+        if self.names[next.function] == name && next.tag == tag {
+            return None;
+        }
         let deleted = later().find(|(_, c)| c.deleted.iter().any(|d| d == event));
         let Some((_, delete)) = deleted else {
             // The item was never deleted by that invocation: something
@@ -336,3 +372,6 @@ impl Histories<'_> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests;

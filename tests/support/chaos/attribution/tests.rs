@@ -71,22 +71,27 @@ fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
     verdict
 }
 
-/// A sweeper that sends one event twice in one invocation, its first call
-/// answered: no cause explains it, though its invocation started before
-/// the delete (the second sweep's rule needs another invocation).
-#[test]
-fn a_second_send_in_one_sweeper_invocation_is_unexplained() {
-    let sweeper = Function {
+/// A sweeper invocation that sends one event twice, its first call
+/// answered or not, then deletes it.
+fn sweeper_sending_twice(first_answered: bool) -> Function {
+    Function {
         name: "sweeper",
         journal: vec![
-            send(1, 10, &["e1"], true),
+            send(1, 10, &["e1"], first_answered),
             send(1, 20, &["e1"], true),
             delete(1, 30, &["e1"]),
         ],
         started: vec![(1, 0)],
         reported: vec![],
-    };
-    let verdict = judge(vec![sweeper], &[("e1", 2)]);
+    }
+}
+
+/// A second send in one sweeper invocation, its first call answered: no
+/// cause explains it, though the invocation started before the delete
+/// (the second sweep's rule needs another invocation).
+#[test]
+fn a_second_send_in_one_sweeper_invocation_is_unexplained() {
+    let verdict = judge(vec![sweeper_sending_twice(true)], &[("e1", 2)]);
     assert_eq!(verdict.unexplained, 1, "{:?}", verdict.examples);
 }
 
@@ -94,17 +99,7 @@ fn a_second_send_in_one_sweeper_invocation_is_unexplained() {
 /// again): explained by the lost answer.
 #[test]
 fn a_resend_after_a_lost_answer_is_explained() {
-    let sweeper = Function {
-        name: "sweeper",
-        journal: vec![
-            send(1, 10, &["e1"], false),
-            send(1, 20, &["e1"], true),
-            delete(1, 30, &["e1"]),
-        ],
-        started: vec![(1, 0)],
-        reported: vec![],
-    };
-    let verdict = judge(vec![sweeper], &[("e1", 2)]);
+    let verdict = judge(vec![sweeper_sending_twice(false)], &[("e1", 2)]);
     assert_eq!(verdict.unexplained, 0, "{:?}", verdict.examples);
 }
 

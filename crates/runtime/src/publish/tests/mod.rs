@@ -80,26 +80,16 @@ async fn run_until(
     mode: Mode,
     deadline: &Deadline,
 ) -> RelayReport {
-    run_ordered(
+    run_with(
         sink,
         store,
         entries,
         mode,
         deadline,
         crate::Ordering::Relaxed,
+        1,
     )
     .await
-}
-
-async fn run_ordered(
-    sink: &FakeSink,
-    store: &MemoryStore,
-    entries: &[Entry],
-    mode: Mode,
-    deadline: &Deadline,
-    ordering: crate::Ordering,
-) -> RelayReport {
-    run_with(sink, store, entries, mode, deadline, ordering, 1).await
 }
 
 /// A relay run with `concurrency` sink calls in flight at once.
@@ -141,7 +131,16 @@ async fn strict(
     entries: &[Entry],
     mode: Mode,
 ) -> RelayReport {
-    run_ordered(sink, store, entries, mode, &far(), crate::Ordering::Strict).await
+    run_with(
+        sink,
+        store,
+        entries,
+        mode,
+        &far(),
+        crate::Ordering::Strict,
+        1,
+    )
+    .await
 }
 
 /// Event `v` of aggregate `aggregate` (`<aggregate>-v<v>` as its type).

@@ -81,13 +81,10 @@ pids+=("moto:$!")
 # The launcher binds DynamoDB Local to 127.0.0.1 (its command line cannot);
 # telemetry off both ways, as it would otherwise call out.
 start_dynamodb() { # port heap log
-  # The JVM's options (DYNAMODB_LOCAL_JAVA_OPTS, words): by default C1 only
-  # and the serial collector. A test run keeps DynamoDB Local for minutes on
-  # two cores, where the C2 compiler's and G1's threads cost more CPU than
-  # they win back: measured on 40 tests (ordering, operations, sweeper),
-  # its CPU went from 46 s to 28 s and the tests' time from 125 s to 115 s.
+  # DYNAMODB_LOCAL_JAVA_OPTS: the JVM's options, words (`make test` sets
+  # its own; none by default).
   # shellcheck disable=SC2086
-  DDB_LOCAL_TELEMETRY=0 "$java" -Xmx"$2" ${DYNAMODB_LOCAL_JAVA_OPTS--XX:TieredStopAtLevel=1 -XX:+UseSerialGC} \
+  DDB_LOCAL_TELEMETRY=0 "$java" -Xmx"$2" ${DYNAMODB_LOCAL_JAVA_OPTS-} \
     -cp "$ddb_lib/DynamoDBLocal.jar:$ddb_lib/DynamoDBLocal_lib/*" \
     -Djava.library.path="$ddb_lib/DynamoDBLocal_lib" \
     "$ddb_dir/LoopbackDynamoDBLocal.java" \

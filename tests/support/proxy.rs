@@ -136,7 +136,8 @@ pub struct Call {
     pub deletes: Vec<String>,
     /// Those whose delete reached the local API.
     pub deleted: Vec<String>,
-    /// When it arrived.
+    /// When it was journaled: once its upstream answered (or it was
+    /// answered without one), so a slow call can stand after a later one.
     pub at: std::time::SystemTime,
     /// Whether the caller was still there for the answer (false: it gave
     /// up, by an attempt timeout or its deadline, after the call took

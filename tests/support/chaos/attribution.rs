@@ -272,8 +272,26 @@ impl Histories<'_> {
         // must come from another invocation. An invocation that sends an
         // event again after an answered call is never the design's (a
         // failed entry is not delivered, so its retry is no resend).
+        // The journal stamps a call when it took effect, so an SDK resend
+        // can stand before the slow original it repeats: a pair in one
+        // invocation is explained by whichever of its two calls lost its
+        // answer.
         if self.names[next.function] == name && next.tag == tag {
-            return None;
+            let resend = &self.journals[next.function][next.index];
+            return (!resend.answered).then(|| {
+                if faulted(resend) {
+                    self.fault(next.function, next.index)
+                } else {
+                    self.other(
+                        format!(
+                            "{name}: sink answer lost (the caller's timeout or deadline came first)"
+                        ),
+                        next.function,
+                        tag,
+                        Some(next.index),
+                    )
+                }
+            });
         }
         let deleted = later().find(|(_, c)| c.deleted.iter().any(|d| d == event));
         let Some((_, delete)) = deleted else {

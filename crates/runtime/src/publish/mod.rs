@@ -195,7 +195,7 @@ pub async fn connect(
 
 /// Why a publishing function could not start.
 #[cfg(feature = "sinks")]
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum ColdStartError {
     /// A setting is missing or invalid.
     #[error(transparent)]
@@ -203,6 +203,18 @@ pub enum ColdStartError {
     /// The sink's target does not answer as configured.
     #[error(transparent)]
     Sink(#[from] SinkError),
+}
+
+/// As the inner error: `main` returning it prints `Error: {:?}`, and the
+/// function's init log reads as before the wrapper.
+#[cfg(feature = "sinks")]
+impl std::fmt::Debug for ColdStartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Config(e) => std::fmt::Debug::fmt(e, f),
+            Self::Sink(e) => std::fmt::Debug::fmt(e, f),
+        }
+    }
 }
 
 /// A publishing function's cold start, for the publisher's and the

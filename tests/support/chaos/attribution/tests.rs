@@ -103,6 +103,25 @@ fn a_resend_after_a_lost_answer_is_explained() {
     assert_eq!(verdict.unexplained, 0, "{:?}", verdict.examples);
 }
 
+/// The original call took effect after its resend (a slow upstream: the
+/// journal stamps a call when it took effect): the unanswered one explains
+/// the pair whichever comes first.
+#[test]
+fn a_resend_stamped_before_its_slow_original_is_explained() {
+    let sweeper = Function {
+        name: "sweeper",
+        journal: vec![
+            send(1, 10, &["e1"], true),
+            send(1, 20, &["e1"], false),
+            delete(1, 30, &["e1"]),
+        ],
+        started: vec![(1, 0)],
+        reported: vec![],
+    };
+    let verdict = judge(vec![sweeper], &[("e1", 2)]);
+    assert_eq!(verdict.unexplained, 0, "{:?}", verdict.examples);
+}
+
 /// A second sweep that read its page before the first one's delete reached
 /// the table explains its resend; one that started after it does not.
 #[test]

@@ -181,7 +181,7 @@ PARALLEL := $(MAKE) --no-print-directory --output-sync=target
 # collector. A test run keeps it for minutes on two cores, where the C2
 # compiler's and G1's threads cost more CPU than they win back: on 40 tests
 # (ordering, operations, sweeper) its CPU went from 46 s to 28 s and the
-# tests' time from 125 s to 115 s. The demo, the benches and the chaos runs
+# tests' time from 125 s to 115 s. `make demo`, `make bench` and `make chaos`
 # keep the JVM's defaults (their figures are measured with them).
 test: export DYNAMODB_LOCAL_JAVA_OPTS ?= -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 test:

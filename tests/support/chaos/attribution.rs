@@ -89,17 +89,15 @@ fn attribute_from(
     // its own, delivered or not (an SNS FIFO topic drops a resend within
     // its deduplication window, and an unexplained resend must not hide
     // behind a dropped one); every delivery after the first needs a forward.
-    let mut events: Vec<String> = deliveries.keys().cloned().collect();
-    for id in forwards.keys() {
-        if !deliveries.contains_key(*id) {
-            events.push((*id).to_owned());
-        }
-    }
-    events.sort();
-    for id in &events {
+    let events: BTreeSet<&str> = deliveries
+        .keys()
+        .map(String::as_str)
+        .chain(forwards.keys().copied())
+        .collect();
+    for id in events {
         let n = deliveries.get(id).copied().unwrap_or(0);
         let extra = n.saturating_sub(1);
-        let mut list = forwards.remove(id.as_str()).unwrap_or_default();
+        let mut list = forwards.remove(id).unwrap_or_default();
         if extra == 0 && list.len() < 2 {
             continue;
         }
@@ -109,7 +107,7 @@ fn attribute_from(
         for pair in list.windows(2) {
             let cause = history
                 .explain(id, &pair[0], &pair[1])
-                .filter(|cause| used.insert((cause.clone(), id.clone())));
+                .filter(|cause| used.insert((cause.clone(), id.to_owned())));
             let Some(cause) = cause else {
                 unexplained += 1;
                 continue;

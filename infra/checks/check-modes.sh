@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every template check (check-template.sh: sam validate, cfn-lint with
 # the serverless and outbox rules, the offline translation, checkov) on both
-# templates as deployed in each sink mode. The defaults are EventBridge; the
+# templates at their defaults and as deployed in each sink mode, all in one
+# check-template.sh run (each tool starts once). The defaults are EventBridge; the
 # copies' parameter defaults select an SNS topic: for the orders example
 # (template.yaml) one it creates, standard and FIFO; for the reusable stack
 # (infra/outbox.yaml) an existing FIFO topic's ARN instead of a bus.
@@ -19,6 +20,7 @@ sed -e "$sns" -e "$fifo" -e "$limit" "$root/template.yaml" >"$work/sns-fifo.yaml
 mkdir -p "$work/infra"
 cp "$root/infra/outbox.yaml" "$work/infra/outbox.yaml"
 sed -e "$topic" -e "$limit" "$root/infra/outbox.yaml" >"$work/infra/outbox-sns-fifo.yaml"
+templates=("$root/infra/outbox.yaml" "$root/template.yaml")
 for mode in sns sns-fifo infra/outbox-sns-fifo; do
   original=$root/template.yaml
   [[ $mode == infra/* ]] && original=$root/infra/outbox.yaml
@@ -26,6 +28,6 @@ for mode in sns sns-fifo infra/outbox-sns-fifo; do
     echo "check-modes: the $mode edit changed nothing (fix the sed expression)" >&2
     exit 1
   fi
-  echo "check-modes: $mode"
-  "$root/infra/checks/check-template.sh" "$work/$mode.yaml"
+  templates+=("$work/$mode.yaml")
 done
+"$root/infra/checks/check-template.sh" "${templates[@]}"

@@ -4,9 +4,15 @@ cfn-lint no longer expands SAM resources, so a wrong StartingPosition inside
 an AWS::Serverless::Function event passes it. The translated template has the
 real AWS::Lambda::EventSourceMapping, which our rules and cfn-lint then check.
 
-usage: translate.py TEMPLATE OUT.json
+usage: translate.py TEMPLATE OUT.json [TEMPLATE OUT.json ...]
+
+Several templates translate in one process (the broken copies' check runs
+dozens). A template that does not translate is reported on one line,
+`translate.py: TEMPLATE: message`, no JSON is written for it, the others are
+still translated, and the exit status is 1.
 """
 import json
+import logging
 import os
 import sys
 
@@ -14,6 +20,11 @@ import sys
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
+# The translator records metrics it never publishes here, and says so when
+# they are collected: one line per template after the first.
+logging.getLogger("samtranslator.metrics.metrics").setLevel(logging.ERROR)
+
+from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
@@ -26,7 +37,7 @@ class NoManagedPolicies:
         return {}
 
 
-def main(template_path, out_path):
+def translate(template_path, out_path):
     with open(template_path) as f:
         template = yaml_parse(f.read())
     # What `sam package` does: local code becomes an S3 object, and a local
@@ -69,5 +80,23 @@ def ignore_destination_rule_on_sqs_mappings(template):
             config.setdefault("ignore_checks", []).append("ES1001")
 
 
+def main(args):
+    if not args or len(args) % 2:
+        sys.exit("usage: translate.py TEMPLATE OUT.json [TEMPLATE OUT.json ...]")
+    failed = False
+    for template_path, out_path in zip(args[::2], args[1::2]):
+        try:
+            translate(template_path, out_path)
+        except InvalidDocumentException as e:
+            failed = True
+            causes = "; ".join(c.message for c in e.causes) or e.message
+            print(f"translate.py: {template_path}: {causes}", file=sys.stderr)
+        except Exception as e:  # a YAML error, a template the translator trips on
+            failed = True
+            text = " ".join(str(e).split())
+            print(f"translate.py: {template_path}: {type(e).__name__}: {text}", file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1:])

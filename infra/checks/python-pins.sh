@@ -22,6 +22,9 @@ if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# One venv for every pair: a dry run installs nothing (--ignore-installed:
+# each pair is resolved on its own, as into an empty venv).
+"$python" -m venv "$work/venv"
 n=0
 for pair in \
   "infra/local/requirements.txt infra/local/constraints.txt" \
@@ -32,8 +35,7 @@ for pair in \
   set -- $pair
   n=$((n + 1))
   (
-    "$python" -m venv "$work/venv-$n"
-    if "$work/venv-$n/bin/pip" install --dry-run --ignore-installed --quiet --disable-pip-version-check \
+    if "$work/venv/bin/pip" install --dry-run --ignore-installed --quiet --disable-pip-version-check \
       -r "$root/$1" -c "$root/$2" >"$work/log-$n" 2>&1; then
       echo "ok - $1 with $2 resolves on Python $version"
     else

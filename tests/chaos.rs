@@ -1,14 +1,15 @@
 //! The chaos run (see `testkit::chaos` and `docs/reliability.md`).
 //!
 //! `make test` runs the small run on each sink (every fault kind, an outage
-//! that outlasts the mapping's retries) and the two sabotage runs, whose
+//! that outlasts the mapping's retries) and the five sabotage runs, whose
 //! verdict must fail for the right reason. `make chaos` runs [`chaos`] (ignored
 //! here): `CHAOS_SEED` (one seed, or a comma-separated list; default
 //! 1,2,3), `CHAOS_ORDERS` (default 100), `CHAOS_SINKS` (default both),
 //! `CHAOS_WRITERS` (concurrent writers, default 4; 1 replays a seed exactly),
 //! `CHAOS_PARALLELIZATION` (the mapping's `ParallelizationFactor`, default 2)
-//! and `CHAOS_ORDERING` (`auto`, the template's default: strict on SNS FIFO,
-//! relaxed on EventBridge; or `strict`, `relaxed`),
+//! and `CHAOS_ORDERING` (`strict` by default, so that order is judged on
+//! every sink; `auto`, the template's default: strict on SNS FIFO, relaxed
+//! on EventBridge; or `relaxed`),
 //! printing the verdict tables and writing each run's to
 //! `target/chaos/run-<seed>-<sink>.md` (`infra/local/chaos.sh`, which `make
 //! chaos` runs, runs them all on one pair of local servers and assembles
@@ -132,7 +133,7 @@ fn inversions_on_eventbridge_are_judged_in_the_order_sent() {
     assert!(!inverted(verdict("relaxed")));
 }
 
-/// A sabotaged run: what its verdict says is wrong.
+/// A sabotaged run on EventBridge: what its verdict says is wrong.
 async fn sabotaged(sabotage: Sabotage) -> Vec<String> {
     // Scripted faults only (every kind once), no long outage: the verdict
     // must fail for the sabotage, whatever else happens.
@@ -142,6 +143,26 @@ async fn sabotaged(sabotage: Sabotage) -> Vec<String> {
     config.writer_fault_rate = 0.0;
     config.outage_beyond_retries = false;
     config.sabotage = Some(sabotage);
+    run_sabotaged(config).await
+}
+
+/// A sabotaged run with no fault at all (no script, no outage, no hang),
+/// for a sabotage that needs none to show: what its verdict says is wrong.
+async fn sabotaged_without_faults(sabotage: Sabotage, sink: SinkKind) -> Vec<String> {
+    let mut config = ChaosConfig::small(11, sink);
+    config.orders = 8;
+    config.poison = 0;
+    config.fault_rate = 0.0;
+    config.writer_fault_rate = 0.0;
+    config.scripted = false;
+    config.outage_invocations = 0;
+    config.outage_beyond_retries = false;
+    config.hangs = 0;
+    config.sabotage = Some(sabotage);
+    run_sabotaged(config).await
+}
+
+async fn run_sabotaged(config: ChaosConfig) -> Vec<String> {
     let verdict = run(&config).await.expect("chaos harness");
     println!("{}\n{}", Verdict::HEADER, verdict.row());
     verdict.failures()
@@ -168,6 +189,49 @@ async fn the_verdict_fails_when_sink_calls_are_swallowed() {
     let failures = sabotaged(Sabotage::SwallowSinkCalls).await;
     assert!(
         failures.iter().any(|f| f.ends_with("events lost")),
+        "{failures:#?}"
+    );
+}
+
+/// The verdict can fail: a sweeper invocation that sends an event twice,
+/// both calls answered, has no cause for its second send (a resend in one
+/// invocation is explained only by a call whose answer was lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_verdict_fails_when_a_sweep_sends_an_event_twice() {
+    let failures = sabotaged(Sabotage::SendTwice).await;
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.ends_with("unexplained duplicates")),
+        "{failures:#?}"
+    );
+}
+
+/// The verdict can fail: a publisher answer that reports a record its
+/// invocation published (the batch's first) is counted, though the
+/// redelivered batch's check keeps it from sending anything twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_verdict_fails_when_the_publisher_reports_records_it_published() {
+    let failures =
+        sabotaged_without_faults(Sabotage::ReportFirstRecord, SinkKind::EventBridge).await;
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.ends_with("reported a record their invocation had published")),
+        "{failures:#?}"
+    );
+}
+
+/// The verdict can fail: a sink call acknowledged before it is forwarded
+/// lets an aggregate's next event overtake its first, on the SNS FIFO
+/// topic with strict ordering (its default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_verdict_fails_when_an_aggregate_is_reordered() {
+    let failures = sabotaged_without_faults(Sabotage::AcknowledgeEarly, SinkKind::SnsFifo).await;
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.ends_with("per-aggregate inversions with strict ordering")),
         "{failures:#?}"
     );
 }
@@ -208,11 +272,12 @@ async fn chaos() {
                 .unwrap_or_else(|_| panic!("CHAOS_PARALLELIZATION: 1 to 10, not {s:?}"))
         })
         .unwrap_or(2);
-    // The template's `Ordering` (auto: strict on SNS FIFO, relaxed on
-    // EventBridge), or strict or relaxed on every sink.
+    // Strict on every sink by default (order is judged on both); `auto`
+    // is the template's `Ordering` (strict on SNS FIFO, relaxed on
+    // EventBridge).
     let ordering = match std::env::var("CHAOS_ORDERING").as_deref() {
-        Err(_) | Ok("auto") => None,
-        Ok("strict") => Some(Ordering::Strict),
+        Ok("auto") => None,
+        Err(_) | Ok("strict") => Some(Ordering::Strict),
         Ok("relaxed") => Some(Ordering::Relaxed),
         Ok(other) => panic!("CHAOS_ORDERING: auto, strict or relaxed, not {other:?}"),
     };

@@ -6,8 +6,9 @@
 # 1,2,3), CHAOS_SINKS (default eventbridge,sns-fifo), CHAOS_ORDERS (default
 # 100), CHAOS_WRITERS (default 4; 1 replays a seed exactly),
 # CHAOS_PARALLELIZATION (the mapping's ParallelizationFactor, default 2),
-# CHAOS_ORDERING (auto, the template's default: strict on SNS FIFO, relaxed
-# on EventBridge; or strict, relaxed), CHAOS_KEEP=1
+# CHAOS_ORDERING (strict by default, on every sink: order is judged on
+# both; auto, the template's default, is strict on SNS FIFO and relaxed on
+# EventBridge; or relaxed), CHAOS_KEEP=1
 # (add this invocation's runs to the ones already in target/chaos, so one
 # sink at a time can make a single report; the report lists each command).
 set -euo pipefail
@@ -24,6 +25,12 @@ fi
 # Build under the same environment the runs use (no rebuild between runs).
 infra/local/with-local.sh cargo test --locked --test integration --no-run
 infra/local/with-local.sh cargo build --locked --bin writer --bin publisher --bin sweeper
+# The commit the runs' binaries are built at (each command line of the
+# report names it; the report says what changed since, when it is not HEAD).
+built=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if git status --porcelain 2>/dev/null | grep -v '^??' | grep -q ' crates/\| tests/'; then
+  built="$built with uncommitted changes"
+fi
 
 status=0
 started=$(date +%s)
@@ -32,7 +39,7 @@ LOCAL_SERVER_LABEL="seeds $seeds, $sinks" LOCAL_SERVER_LOG_DIR=$out infra/local/
   status=0
   for seed in ${seeds//,/ }; do
     for sink in ${sinks//,/ }; do
-      echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders, ORDERING ${CHAOS_ORDERING:-auto}, ParallelizationFactor ${CHAOS_PARALLELIZATION:-2}" >&2
+      echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders, ORDERING ${CHAOS_ORDERING:-strict}, ParallelizationFactor ${CHAOS_PARALLELIZATION:-2}" >&2
       CHAOS_SEED=$seed CHAOS_SINKS=$sink \
         cargo test --locked --test integration -- --ignored --exact chaos::chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
         || { status=1; echo "chaos: seed $seed $sink FAILED (see $out/log-$seed-$sink.txt)" >&2; }
@@ -41,7 +48,7 @@ LOCAL_SERVER_LABEL="seeds $seeds, $sinks" LOCAL_SERVER_LOG_DIR=$out infra/local/
   exit $status' || status=1
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} CHAOS_PARALLELIZATION=${CHAOS_PARALLELIZATION:-2} CHAOS_ORDERING=${CHAOS_ORDERING:-auto} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s" >>"$out/commands.txt"
+echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} CHAOS_PARALLELIZATION=${CHAOS_PARALLELIZATION:-2} CHAOS_ORDERING=${CHAOS_ORDERING:-strict} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s, binaries built at \`$built\`" >>"$out/commands.txt"
 # Uncommitted changes, other than this script's own outputs (another run's
 # report, when two runs share one report).
 dirty=$(git status --porcelain 2>/dev/null | grep -v '^??' | grep -qv ' docs/chaos/\| docs/reliability.md' && echo " (with uncommitted changes)" || true)
@@ -50,6 +57,15 @@ dirty=$(git status --porcelain 2>/dev/null | grep -v '^??' | grep -qv ' docs/cha
   echo
   echo "Written by \`make chaos\` (infra/local/chaos.sh) at commit \`$commit\`$dirty; nothing here is typed by hand."
   echo
+  # Each command's binaries, against the commit the report is written at.
+  grep -o 'binaries built at `[^`]*`' "$out/commands.txt" | sort -u | while read -r line; do
+    at=${line#binaries built at \`}; at=${at%\`}; at=${at%% *}
+    if [ "$at" != "$commit" ]; then
+      since=$(git diff --shortstat "$at" HEAD -- crates tests 2>/dev/null | sed 's/^ *//')
+      echo "Runs built at \`$at\` are not of \`$commit\`; changed since in crates/ and tests/: ${since:-nothing}."
+      echo
+    fi
+  done
   sed 's/$/  /' "$out/commands.txt"
   echo
   # Totals, computed from the rows.

@@ -117,6 +117,30 @@ pub enum Sabotage {
     DropDeletes,
     /// Sink calls are answered as published and never forwarded.
     SwallowSinkCalls,
+    /// Each sink call is forwarded twice, both answered: a sender that
+    /// sends an event twice in one invocation (the sweeper's proxy only).
+    SendTwice,
+    /// A sink call carrying an aggregate's first event is answered as
+    /// published at once and forwarded 3 s later: the aggregate's next
+    /// event, sent on that answer, overtakes it (a sender that reorders an
+    /// aggregate).
+    AcknowledgeEarly,
+    /// Not on the wire: the first answer to each batch reports the batch's
+    /// first record failed, whatever the invocation published (the harness
+    /// rewrites the answer the mapping gets; Lambda then delivers the whole
+    /// batch again).
+    ReportFirstRecord,
+}
+
+impl Sabotage {
+    /// Whether the sabotage applies to `function`'s proxy.
+    pub fn applies_to(self, function: &str) -> bool {
+        match self {
+            Self::SendTwice => function == "sweeper",
+            Self::ReportFirstRecord => function == "publisher",
+            Self::DropDeletes | Self::SwallowSinkCalls | Self::AcknowledgeEarly => true,
+        }
+    }
 }
 
 /// One call in the journal: every sink call (`PutEvents`, `PublishBatch`),
@@ -198,6 +222,14 @@ impl FaultProxy {
         state.chooser = None;
     }
 
+    /// Waits until no call answered ahead of its forward is left to
+    /// forward ([`Sabotage::AcknowledgeEarly`]).
+    pub async fn settled(&self) {
+        while self.state.lock().unwrap().delayed > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// How many calls of `operation` reached the proxy.
     pub fn seen(&self, operation: &str) -> usize {
         let state = self.state.lock().unwrap();
@@ -251,6 +283,11 @@ impl FaultProxy {
     /// Sabotages the wire from now on (see [`Sabotage`]).
     pub fn sabotage(&self, sabotage: Sabotage) {
         self.state.lock().unwrap().sabotage = Some(sabotage);
+    }
+
+    /// The sabotage set on this proxy, if any.
+    pub fn sabotaged(&self) -> Option<Sabotage> {
+        self.state.lock().unwrap().sabotage
     }
 
     /// What [`Fault::Crash`] calls: kills the caller's process.

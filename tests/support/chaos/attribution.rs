@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use crate::lambda::FunctionError;
 use crate::proxy::{Call, Fault};
 
-use super::faults::{label, severity, Tagged};
+use super::faults::{label, severity, Batch, Tagged};
 use super::verdict::Verdict;
 
 /// Fills the verdict's fault table from `functions`' journals: each fault
@@ -38,14 +38,43 @@ pub(super) fn attribute(
             .iter()
             .map(|f| f.started.lock().unwrap().clone())
             .collect(),
-        reported: functions
+        batches: functions
             .iter()
-            .map(|f| f.reported.lock().unwrap().clone())
+            .map(|f| f.batches.lock().unwrap().clone())
             .collect(),
         out_of_time: functions.iter().map(|f| out_of_time(f)).collect(),
         journals,
     };
     attribute_from(verdict, &history, deliveries);
+    misreported(verdict, &history);
+}
+
+/// Every publisher answer that reported a failed record must name a record
+/// its invocation had not published (Lambda delivers the reported record
+/// and every one after it again): an answer naming a record whose event an
+/// answered sink call of that invocation carried is counted, with an
+/// example.
+fn misreported(verdict: &mut Verdict, history: &Histories<'_>) {
+    for (f, batches) in history.batches.iter().enumerate() {
+        for (tag, batch) in batches {
+            let Some(q) = batch.reported_at() else {
+                continue;
+            };
+            let Some(event) = batch.records[q].1.as_deref() else {
+                continue;
+            };
+            let published = history.journals[f]
+                .iter()
+                .any(|c| c.tag == *tag && c.answered && c.delivered.iter().any(|d| d == event));
+            if published {
+                verdict.misreported += 1;
+                verdict.examples.push(format!(
+                    "misreported: {}#{tag} reported record {q} ({event}) failed, which it had published",
+                    history.names[f]
+                ));
+            }
+        }
+    }
 }
 
 /// [`attribute`] on the journals and records of `history`.
@@ -164,13 +193,14 @@ struct Cause {
     upto: Option<usize>,
 }
 
-/// The functions' journals, errors, start times and reported failures.
+/// The functions' journals, errors, start times, and the publisher's
+/// batches with the record each answer reported failed.
 struct Histories<'a> {
     names: Vec<&'a str>,
     journals: Vec<Vec<Call>>,
     errors: Vec<BTreeMap<u64, FunctionError>>,
     started: Vec<BTreeMap<u64, SystemTime>>,
-    reported: Vec<BTreeSet<u64>>,
+    batches: Vec<BTreeMap<u64, Batch>>,
     /// Invocations that ran to their own deadline (the Lambda deadline less
     /// the function's margin): what was left then was left undone.
     out_of_time: Vec<BTreeSet<u64>>,
@@ -211,6 +241,14 @@ impl Histories<'_> {
             .filter(|(i, c)| c.tag == tag && upto.is_none_or(|u| *i <= u))
             .map(|(_, c)| c.delivered.len())
             .sum()
+    }
+
+    /// Whether the answer of invocation `tag` of `function` reported
+    /// `event`'s record, or one before it in the batch, as failed.
+    fn redelivers(&self, function: usize, tag: u64, event: &str) -> bool {
+        self.batches[function].get(&tag).is_some_and(|batch| {
+            matches!((batch.reported_at(), batch.position(event)), (Some(q), Some(p)) if q <= p)
+        })
     }
 
     fn fault(&self, function: usize, index: usize) -> Cause {
@@ -308,21 +346,23 @@ impl Histories<'_> {
             {
                 return Some(self.fault(f, i));
             }
-            // 4. The invocation ran to its deadline before this delete took
-            //    effect: the delete was cut, or never started (the
-            //    functions stop at their deadline and leave the rest to
-            //    the sweeper).
+            // 4. The invocation ran to its deadline, and its own journal
+            //    shows the deadline cut a call after the send: a call of
+            //    that invocation, with no fault, that was never answered
+            //    (the functions stop at their deadline and leave the rest
+            //    to the sweeper). Running late alone explains nothing.
             // 5. The invocation failed before its deletes (a call that hung
             //    past the deadline, a function error).
             // Either way a hung call is named when there is one.
+            let cut = || later().any(|(_, c)| !c.answered && !faulted(c));
             let stopped = match self.errors[f].get(&tag) {
                 Some(error) => Some(format!(
                     "{name}: invocation failed before its deletes ({})",
                     error.kind()
                 )),
-                None if self.out_of_time[f].contains(&tag) => {
-                    Some(format!("{name}: deadline reached before its deletes"))
-                }
+                None if self.out_of_time[f].contains(&tag) && cut() => Some(format!(
+                    "{name}: the deadline cut a call before its deletes"
+                )),
                 None => None,
             };
             if let Some(kind) = stopped {
@@ -339,12 +379,17 @@ impl Histories<'_> {
         // The item was deleted after it was published: the next forward
         // came from something that did not need the item.
         let next_name = self.names[next.function];
-        // 6. Lambda delivered the record again: the invocation reported a
-        //    record at or before it as failed, or failed as a whole.
+        // 6. Lambda delivered the record again: the invocation reported
+        //    this record, or one before it in its batch, as failed (or
+        //    failed as a whole), and the redelivered batch went to another
+        //    sandbox, whose check had not seen it (the sandbox that
+        //    deleted the item checks a batch it has seen and finds it
+        //    gone; a restarted one checks its first batch).
         if name == "publisher"
             && next_name == "publisher"
             && next.tag > tag
-            && (self.reported[f].contains(&tag) || self.errors[f].contains_key(&tag))
+            && next.function != f
+            && (self.errors[f].contains_key(&tag) || self.redelivers(f, tag, event))
         {
             let reason = journal
                 .iter()

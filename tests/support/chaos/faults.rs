@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
-use aws_lambda_events::event::streams::DynamoDbEventResponse;
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use devkit::Invoker;
 
 use crate::lambda::{FunctionError, LambdaFunction};
-use crate::proxy::{Fault, FaultProxy};
+use crate::proxy::{Fault, FaultProxy, Sabotage};
 
 /// A fault kind, as the tables name it.
 pub(super) fn label(function: &str, operation: &str, fault: &Fault) -> String {
@@ -327,9 +327,13 @@ pub(super) struct Tagged {
     pub(super) errors: Mutex<BTreeMap<u64, FunctionError>>,
     /// When each invocation started (tag → time).
     pub(super) started: Mutex<BTreeMap<u64, std::time::SystemTime>>,
-    /// Invocations whose answer reported failed records
-    /// (`batchItemFailures`): Lambda delivers those records again.
-    pub(super) reported: Mutex<std::collections::BTreeSet<u64>>,
+    /// The stream batch each publisher invocation was given, and the
+    /// record its answer reported failed (`batchItemFailures`): Lambda
+    /// delivers that record and every one after it again (tag → batch).
+    pub(super) batches: Mutex<BTreeMap<u64, Batch>>,
+    /// [`Sabotage::ReportFirstRecord`]: the batches (by their first
+    /// sequence number) whose answer it rewrote, once each.
+    rewritten: Mutex<std::collections::HashSet<String>>,
     /// Each invocation's deadline and when its answer (or failure) came
     /// (tag → (deadline, end)).
     pub(super) ends: Mutex<BTreeMap<u64, (std::time::SystemTime, std::time::SystemTime)>>,
@@ -356,7 +360,8 @@ impl Tagged {
             next_tag,
             errors: Mutex::default(),
             started: Mutex::default(),
-            reported: Mutex::default(),
+            batches: Mutex::default(),
+            rewritten: Mutex::default(),
             ends: Mutex::default(),
         }
     }
@@ -371,25 +376,98 @@ impl Tagged {
             .lock()
             .unwrap()
             .insert(tag, std::time::SystemTime::now());
+        let batch = Batch::of(payload);
         self.proxy.set_tag(tag);
-        let outcome = self.function.invoke(payload).await;
+        let mut outcome = self.function.invoke(payload).await;
         self.ends.lock().unwrap().insert(
             tag,
             (self.function.last_deadline(), std::time::SystemTime::now()),
         );
-        match &outcome {
+        match &mut outcome {
             Err(e) => {
                 self.errors.lock().unwrap().insert(tag, e.clone());
             }
             Ok(body) => {
-                let reported = serde_json::from_slice::<DynamoDbEventResponse>(body)
-                    .is_ok_and(|r| !r.batch_item_failures.is_empty());
-                if reported {
-                    self.reported.lock().unwrap().insert(tag);
+                if let Some(mut batch) = batch {
+                    let answer = serde_json::from_slice::<DynamoDbEventResponse>(body).ok();
+                    batch.reported = answer
+                        .as_ref()
+                        .and_then(|a| a.batch_item_failures.first())
+                        .and_then(|f| f.item_identifier.clone());
+                    let first = batch.records.first().map(|(s, _)| s.clone());
+                    let sabotage = self.proxy.sabotaged() == Some(Sabotage::ReportFirstRecord)
+                        && first.is_some_and(|s| self.rewritten.lock().unwrap().insert(s));
+                    if sabotage {
+                        if let Some(rewritten) = batch.report_first(answer) {
+                            *body = rewritten;
+                        }
+                    }
+                    self.batches.lock().unwrap().insert(tag, batch);
                 }
             }
         }
         outcome
+    }
+}
+
+/// One publisher invocation's stream batch: its records in order (sequence
+/// number, and the event id of an outbox record) and the record its answer
+/// reported failed.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Batch {
+    pub(super) records: Vec<(String, Option<String>)>,
+    pub(super) reported: Option<String>,
+}
+
+impl Batch {
+    /// The batch of a stream event (`None` for any other payload).
+    fn of(payload: &[u8]) -> Option<Self> {
+        let event = serde_json::from_slice::<StreamEvent>(payload).ok()?;
+        let records: Vec<(String, Option<String>)> = event
+            .records
+            .iter()
+            .filter_map(|r| {
+                let sequence = r.change.sequence_number.clone()?;
+                let id = match r.change.keys.get("SK") {
+                    Some(serde_dynamo::AttributeValue::S(sk)) => {
+                        sk.strip_prefix("OUTBOX#").map(str::to_owned)
+                    }
+                    _ => None,
+                };
+                Some((sequence, id))
+            })
+            .collect();
+        (!records.is_empty()).then_some(Self {
+            records,
+            reported: None,
+        })
+    }
+
+    /// Position of the reported record in the batch.
+    pub(super) fn reported_at(&self) -> Option<usize> {
+        let reported = self.reported.as_deref()?;
+        self.records.iter().position(|(s, _)| s == reported)
+    }
+
+    /// Position of `event`'s record in the batch.
+    pub(super) fn position(&self, event: &str) -> Option<usize> {
+        self.records
+            .iter()
+            .position(|(_, id)| id.as_deref() == Some(event))
+    }
+
+    /// [`Sabotage::ReportFirstRecord`]: the answer reports the batch's
+    /// first record failed, whatever it reported (the mapping then
+    /// delivers the whole batch again), as a publisher reporting records
+    /// it had published would.
+    fn report_first(&mut self, answer: Option<DynamoDbEventResponse>) -> Option<Vec<u8>> {
+        let mut answer = answer?;
+        let first = self.records.first()?.0.clone();
+        let mut failure = DynamoDbBatchItemFailure::default();
+        failure.item_identifier = Some(first.clone());
+        answer.batch_item_failures = vec![failure];
+        self.reported = Some(first);
+        serde_json::to_vec(&answer).ok()
     }
 }
 

@@ -49,13 +49,15 @@ pub(super) async fn writers(
     let mut writers = Vec::new();
     for w in 0..config.writers {
         let proxy = Arc::new(FaultProxy::start().await);
-        let schedule = Mutex::new(
-            Schedule::new(
-                config.seed.wrapping_add(1000 + w as u64),
-                config.writer_fault_rate,
-            )
-            .scripted_writer(),
+        let schedule = Schedule::new(
+            config.seed.wrapping_add(1000 + w as u64),
+            config.writer_fault_rate,
         );
+        let schedule = Mutex::new(if config.scripted {
+            schedule.scripted_writer()
+        } else {
+            schedule
+        });
         proxy.set_chooser(Box::new(move |op, _| {
             schedule.lock().ok()?.choose_writer(op)
         }));
@@ -83,7 +85,7 @@ pub(super) async fn publishers(
         proxy.set_chooser(Box::new(move |op, tag| {
             schedule.lock().ok()?.choose_publishing(op, tag, false)
         }));
-        if let Some(sabotage) = config.sabotage {
+        if let Some(sabotage) = config.sabotage.filter(|s| s.applies_to("publisher")) {
             proxy.sabotage(sabotage);
         }
         let f = function(
@@ -108,7 +110,7 @@ pub(super) async fn sweeper(
 ) -> Tagged {
     let proxy = Arc::new(FaultProxy::start().await);
     let schedule = Mutex::new(schedule);
-    if let Some(sabotage) = config.sabotage {
+    if let Some(sabotage) = config.sabotage.filter(|s| s.applies_to("sweeper")) {
         proxy.sabotage(sabotage);
     }
     proxy.set_chooser(Box::new(move |op, tag| {

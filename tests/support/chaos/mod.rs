@@ -119,6 +119,9 @@ pub struct ChaosConfig {
     pub sabotage: Option<Sabotage>,
     /// Calls that hang until the deadline (each costs a timeout).
     pub hangs: u32,
+    /// Every fault kind once, early, on each function (the small runs);
+    /// off, only `fault_rate`'s faults (a sabotage run that needs none).
+    pub scripted: bool,
     /// The functions' timeout (the template's are longer; a hang costs this).
     pub timeout: Duration,
     /// Where the functions' logs go, and the backlog samples
@@ -150,6 +153,7 @@ impl ChaosConfig {
             outage_beyond_retries: true,
             sabotage: None,
             hangs: 1,
+            scripted: true,
             timeout: Duration::from_secs(6),
             log_dir: crate::root().join("target").join("chaos"),
             sample_every: Duration::from_secs(1),
@@ -271,11 +275,17 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     // as many again per lane, so that each lane meets about as many.
     let outage_invocations = config.outage_invocations * lanes as u64;
     let retries = mapping.maximum_retry_attempts.max(0) as u64;
-    let publisher_schedule =
-        Schedule::new(config.seed.wrapping_add(1), config.fault_rate).scripted(false);
-    let sweeper_schedule =
-        Schedule::new(config.seed.wrapping_add(2), config.fault_rate).scripted(true);
-    let writer_kinds = Schedule::new(0, 0.0).scripted_writer().kinds("writer");
+    let publisher_schedule = Schedule::new(config.seed.wrapping_add(1), config.fault_rate);
+    let sweeper_schedule = Schedule::new(config.seed.wrapping_add(2), config.fault_rate);
+    let (publisher_schedule, sweeper_schedule, writer_kinds) = if config.scripted {
+        (
+            publisher_schedule.scripted(false),
+            sweeper_schedule.scripted(true),
+            Schedule::new(0, 0.0).scripted_writer().kinds("writer"),
+        )
+    } else {
+        (publisher_schedule, sweeper_schedule, Vec::new())
+    };
     let expected_kinds: Vec<String> = publisher_schedule
         .kinds("publisher")
         .into_iter()
@@ -372,10 +382,15 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     }
     sweeper.proxy.heal();
     pump.run_until_idle().await.map_err(|e| e.to_string())?;
+    for sandbox in &publisher.all {
+        sandbox.proxy.settled().await;
+    }
+    sweeper.proxy.settled().await;
     let pump_stats = pump.stats.clone();
     drop(pump);
     on_failure_messages += deliver_on_failure(&stack, &on_failure, &sweeper).await;
     sweep_until_settled(&stack, &sweeper, &scheduled).await;
+    sweeper.proxy.settled().await;
 
     phases.push(("heal, drain, final sweep", mark.elapsed()));
     timeline.push((

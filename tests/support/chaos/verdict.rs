@@ -43,6 +43,9 @@ pub struct Verdict {
     pub duplicates: usize,
     /// Duplicates no fault in the journals explains.
     pub unexplained: usize,
+    /// Publisher answers that reported a failed record their invocation
+    /// had published (Lambda then delivers it again).
+    pub misreported: usize,
     /// Outbox items still pending at the end.
     pub left_pending: usize,
     /// Outbox items dead-lettered at the end.
@@ -134,6 +137,13 @@ impl Verdict {
         check(
             self.unexplained == 0,
             format!("{} unexplained duplicates", self.unexplained),
+        );
+        check(
+            self.misreported == 0,
+            format!(
+                "{} publisher answers reported a record their invocation had published",
+                self.misreported
+            ),
         );
         check(
             self.left_pending == 0,

@@ -220,20 +220,41 @@ pub(super) fn deleted_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
     }
 }
 
-/// The event ids a sink call carries, in request order.
-pub(super) fn sink_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
-    match operation {
+/// The envelopes a sink call carries (each entry's `Detail`, or each SNS
+/// `Message`), in request order.
+fn sink_envelopes(operation: &str, body: &[u8]) -> Vec<serde_json::Value> {
+    let texts: Vec<String> = match operation {
         "PutEvents" => serde_json::from_slice::<serde_json::Value>(body)
             .ok()
             .and_then(|v| v["Entries"].as_array().cloned())
             .unwrap_or_default()
             .iter()
-            .filter_map(|e| e["Detail"].as_str().and_then(event_id))
+            .filter_map(|e| e["Detail"].as_str().map(str::to_owned))
             .collect(),
         "PublishBatch" => form_urlencoded::parse(body)
             .filter(|(k, _)| k.ends_with(".Message"))
-            .filter_map(|(_, v)| event_id(&v))
+            .map(|(_, v)| v.into_owned())
             .collect(),
         _ => Vec::new(),
-    }
+    };
+    texts
+        .iter()
+        .filter_map(|t| serde_json::from_str(t).ok())
+        .collect()
+}
+
+/// The event ids a sink call carries, in request order.
+pub(super) fn sink_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
+    sink_envelopes(operation, body)
+        .iter()
+        .filter_map(|e| e["eventId"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Whether a sink call carries an aggregate's first event
+/// (`aggregateVersion` 1).
+pub(super) fn carries_a_first_event(operation: &str, body: &[u8]) -> bool {
+    sink_envelopes(operation, body)
+        .iter()
+        .any(|e| e["aggregateVersion"].as_u64() == Some(1))
 }

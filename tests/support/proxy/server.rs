@@ -14,7 +14,8 @@ use tokio::net::TcpListener;
 
 use super::answer::{apply, fake_success};
 use super::classify::{
-    deleted_event_ids, iam_requests, is_sink_call, operation, sink_event_ids, subject,
+    carries_a_first_event, deleted_event_ids, iam_requests, is_sink_call, operation,
+    sink_event_ids, subject,
 };
 use super::state::{fault_for, State};
 use super::{BoxError, Call, Fault, Sabotage};
@@ -157,15 +158,68 @@ async fn handle_call(
         let _ = journal(&fault, Vec::new());
     }
     let sabotage = state.lock().unwrap().sabotage;
-    let sabotaged = match sabotage {
-        Some(Sabotage::DropDeletes) => !deletes.is_empty(),
-        Some(Sabotage::SwallowSinkCalls) => is_sink_call(&operation),
-        None => false,
-    };
-    if sabotaged && fault.as_ref().is_none_or(|f| *f == Fault::Pass) {
-        // Answered as done; nothing reached the local API.
-        let entry = journal(&None, Vec::new());
-        return (Ok(fake_success(&operation, &body)), entry);
+    let unfaulted = fault.as_ref().is_none_or(|f| *f == Fault::Pass);
+    match sabotage {
+        Some(Sabotage::DropDeletes | Sabotage::SwallowSinkCalls) if unfaulted => {
+            let dropped = if sabotage == Some(Sabotage::DropDeletes) {
+                !deletes.is_empty()
+            } else {
+                is_sink_call(&operation)
+            };
+            if dropped {
+                // Answered as done; nothing reached the local API.
+                let entry = journal(&None, Vec::new());
+                return (Ok(fake_success(&operation, &body)), entry);
+            }
+        }
+        Some(Sabotage::SendTwice) if unfaulted && is_sink_call(&operation) => {
+            // The first of the two sends, answered to nobody but journaled
+            // as answered: the same invocation sent the call twice.
+            let (_, delivered) = apply(
+                &upstream,
+                parts.clone(),
+                body.clone(),
+                &operation,
+                &fault,
+                &crash,
+                all.clone(),
+            )
+            .await;
+            if let Some(entry) = journal(&fault, delivered) {
+                if let Some(call) = state.lock().unwrap().journal.get_mut(entry) {
+                    call.answered = true;
+                }
+            }
+        }
+        Some(Sabotage::AcknowledgeEarly)
+            if unfaulted
+                && is_sink_call(&operation)
+                && carries_a_first_event(&operation, &body) =>
+        {
+            // Answered as published now, forwarded (and journaled) later.
+            let answer = fake_success(&operation, &body);
+            let state = state.clone();
+            state.lock().unwrap().delayed += 1;
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                let (_, delivered) =
+                    apply(&upstream, parts, body, &operation, &fault, &|| {}, all).await;
+                let mut state = state.lock().unwrap();
+                state.journal.push(Call {
+                    tag,
+                    operation,
+                    fault,
+                    delivered,
+                    deletes: Vec::new(),
+                    deleted: Vec::new(),
+                    at: std::time::SystemTime::now(),
+                    answered: true,
+                });
+                state.delayed -= 1;
+            });
+            return (Ok(answer), None);
+        }
+        _ => {}
     }
     let (result, delivered) = apply(&upstream, parts, body, &operation, &fault, &crash, all).await;
     let entry = journal(&fault, delivered);

@@ -35,6 +35,8 @@ pub(super) struct State {
     /// names only an opaque iterator).
     pub(super) last_stream: Option<String>,
     pub(super) sabotage: Option<Sabotage>,
+    /// Calls answered and not forwarded yet ([`Sabotage::AcknowledgeEarly`]).
+    pub(super) delayed: usize,
 }
 
 /// Records a call of `operation` as seen and gives its fault: the first

@@ -39,12 +39,29 @@ fn delete(tag: u64, ms: u64, events: &[&str]) -> Call {
     }
 }
 
-/// One function's journal and the times its invocations started.
+/// One function's journal, the times its invocations started and its
+/// stream batches (tag → batch).
 struct Function {
     name: &'static str,
     journal: Vec<Call>,
     started: Vec<(u64, u64)>,
-    reported: Vec<u64>,
+    batches: Vec<(u64, Batch)>,
+    /// Invocations that ran to their deadline.
+    late: Vec<u64>,
+}
+
+/// A batch of `events`' records (sequence numbers `s1`, `s2`…), its answer
+/// reporting the record at `reported` failed.
+fn batch(events: &[&str], reported: Option<usize>) -> Batch {
+    let records: Vec<(String, Option<String>)> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (format!("s{}", i + 1), Some(e.to_string())))
+        .collect();
+    Batch {
+        reported: reported.map(|i| records[i].0.clone()),
+        records,
+    }
 }
 
 fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
@@ -55,11 +72,14 @@ fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
             .iter()
             .map(|f| f.started.iter().map(|(tag, ms)| (*tag, at(*ms))).collect())
             .collect(),
-        reported: functions
+        batches: functions
             .iter()
-            .map(|f| f.reported.iter().copied().collect::<BTreeSet<u64>>())
+            .map(|f| f.batches.iter().cloned().collect())
             .collect(),
-        out_of_time: functions.iter().map(|_| BTreeSet::new()).collect(),
+        out_of_time: functions
+            .iter()
+            .map(|f| f.late.iter().copied().collect::<BTreeSet<u64>>())
+            .collect(),
         journals: functions.into_iter().map(|f| f.journal).collect(),
     };
     let deliveries: HashMap<String, usize> = deliveries
@@ -68,6 +88,7 @@ fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
         .collect();
     let mut verdict = Verdict::default();
     attribute_from(&mut verdict, &history, &deliveries);
+    misreported(&mut verdict, &history);
     verdict
 }
 
@@ -82,7 +103,8 @@ fn sweeper_sending_twice(first_answered: bool) -> Function {
             delete(1, 30, &["e1"]),
         ],
         started: vec![(1, 0)],
-        reported: vec![],
+        batches: vec![],
+        late: vec![],
     }
 }
 
@@ -116,7 +138,8 @@ fn a_resend_stamped_before_its_slow_original_is_explained() {
             delete(1, 30, &["e1"]),
         ],
         started: vec![(1, 0)],
-        reported: vec![],
+        batches: vec![],
+        late: vec![],
     };
     let verdict = judge(vec![sweeper], &[("e1", 2)]);
     assert_eq!(verdict.unexplained, 0, "{:?}", verdict.examples);
@@ -134,7 +157,8 @@ fn a_second_sweep_explains_a_resend_only_when_it_read_before_the_delete() {
             send(2, 60, &["e1"], true),
         ],
         started: vec![(1, 0), (2, second_started)],
-        reported: vec![],
+        batches: vec![],
+        late: vec![],
     };
     assert_eq!(judge(vec![sweeps(40)], &[("e1", 2)]).unexplained, 0);
     assert_eq!(judge(vec![sweeps(55)], &[("e1", 2)]).unexplained, 1);
@@ -153,33 +177,113 @@ fn an_unexplained_resend_cannot_hide_behind_one_the_sink_dropped() {
             delete(1, 30, &["e1"]),
         ],
         started: vec![(1, 0)],
-        reported: vec![],
+        batches: vec![],
+        late: vec![],
     };
     let sweeper = Function {
         name: "sweeper",
         journal: vec![send(1, 80, &["e1"], true)],
         started: vec![(1, 70)],
-        reported: vec![],
+        batches: vec![],
+        late: vec![],
     };
     let verdict = judge(vec![publisher, sweeper], &[("e1", 2)]);
     assert_eq!(verdict.unexplained, 1, "{:?}", verdict.examples);
 }
 
-/// A batch delivered again after its invocation reported a failure
-/// explains the later invocation's resend; without a report or an error,
-/// nothing does.
-#[test]
-fn a_redelivered_batch_needs_a_reported_failure_or_an_error() {
-    let publisher = |reported: Vec<u64>| Function {
+/// Two publisher sandboxes: the first's invocation 1 publishes `e0` and
+/// `e1` and deletes them, reporting the record at `reported` failed; the
+/// redelivered batch's invocation 2 sends `e1` again, in the other sandbox
+/// or in the same one.
+fn redelivered(reported: Option<usize>, same_sandbox: bool) -> Verdict {
+    let first = Function {
         name: "publisher",
         journal: vec![
-            send(1, 10, &["e1"], true),
-            delete(1, 20, &["e1"]),
-            send(2, 40, &["e1"], true),
+            send(1, 10, &["e0", "e1"], true),
+            delete(1, 20, &["e0", "e1"]),
         ],
-        started: vec![(1, 0), (2, 30)],
-        reported,
+        started: vec![(1, 0)],
+        batches: vec![(1, batch(&["e0", "e1", "e2"], reported))],
+        late: vec![],
     };
-    assert_eq!(judge(vec![publisher(vec![1])], &[("e1", 2)]).unexplained, 0);
-    assert_eq!(judge(vec![publisher(vec![])], &[("e1", 2)]).unexplained, 1);
+    let resend = send(2, 40, &["e1"], true);
+    let functions = if same_sandbox {
+        let mut first = first;
+        first.journal.push(resend);
+        first.started.push((2, 30));
+        vec![first]
+    } else {
+        let second = Function {
+            name: "publisher",
+            journal: vec![resend],
+            started: vec![(2, 30)],
+            batches: vec![],
+            late: vec![],
+        };
+        vec![first, second]
+    };
+    judge(functions, &[("e0", 1), ("e1", 2)])
+}
+
+/// A batch delivered again explains a resend only for a record at or
+/// after the one the answer reported, and only in another sandbox (the one
+/// that deleted the items checks a batch it has seen again); with no
+/// report or error, nothing does.
+#[test]
+fn a_redelivered_batch_explains_a_resend_from_the_reported_record_in_another_sandbox() {
+    // Reported e1's own record (published beside the failure that made
+    // the answer name it: the misreport check below judges that).
+    assert_eq!(redelivered(Some(1), false).unexplained, 0);
+    // Reported e0's: every record from it comes back.
+    assert_eq!(redelivered(Some(0), false).unexplained, 0);
+    // Reported e2's: e1 does not come back.
+    assert_eq!(redelivered(Some(2), false).unexplained, 1);
+    // No report.
+    assert_eq!(redelivered(None, false).unexplained, 1);
+    // The same sandbox checks the batch it has seen and finds e1 gone.
+    assert_eq!(redelivered(Some(0), true).unexplained, 1);
+}
+
+/// An answer must report a record its invocation had not published: e2
+/// (never sent) is right; e0, which an answered call carried, is counted.
+#[test]
+fn an_answer_reporting_a_published_record_is_misreported() {
+    assert_eq!(redelivered(Some(2), false).misreported, 0);
+    assert_eq!(redelivered(None, false).misreported, 0);
+    let verdict = redelivered(Some(0), false);
+    assert_eq!(verdict.misreported, 1, "{:?}", verdict.examples);
+}
+
+/// A sweep that ran to its deadline explains an event it left undeleted
+/// only when its journal shows the deadline cut a call (its delete, here,
+/// never answered); running late alone, or a cut call in a sweep that kept
+/// its time, explains nothing.
+#[test]
+fn the_deadline_explains_an_undeleted_event_only_when_it_cut_a_call() {
+    let sweeps = |cut: bool, late: bool| {
+        let mut journal = vec![send(1, 10, &["e1"], true)];
+        if cut {
+            let mut delete = delete(1, 20, &["e1"]);
+            delete.deleted.clear();
+            delete.answered = false;
+            journal.push(delete);
+        }
+        journal.push(send(2, 60, &["e1"], true));
+        Function {
+            name: "sweeper",
+            journal,
+            started: vec![(1, 0), (2, 50)],
+            batches: vec![],
+            late: if late { vec![1] } else { vec![] },
+        }
+    };
+    assert_eq!(judge(vec![sweeps(true, true)], &[("e1", 2)]).unexplained, 0);
+    assert_eq!(
+        judge(vec![sweeps(false, true)], &[("e1", 2)]).unexplained,
+        1
+    );
+    assert_eq!(
+        judge(vec![sweeps(true, false)], &[("e1", 2)]).unexplained,
+        1
+    );
 }

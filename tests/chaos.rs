@@ -1,7 +1,7 @@
 //! The chaos run (see `testkit::chaos` and `docs/reliability.md`).
 //!
 //! `make test` runs the small run on each sink (every fault kind, an outage
-//! that outlasts the mapping's retries) and the five sabotage runs, whose
+//! that outlasts the mapping's retries) and the six sabotage runs, whose
 //! verdict must fail for the right reason. `make chaos` runs [`chaos`] (ignored
 //! here): `CHAOS_SEED` (one seed, or a comma-separated list; default
 //! 1,2,3), `CHAOS_ORDERS` (default 100), `CHAOS_SINKS` (default both),
@@ -232,6 +232,31 @@ async fn the_verdict_fails_when_an_aggregate_is_reordered() {
         failures
             .iter()
             .any(|f| f.ends_with("per-aggregate inversions with strict ordering")),
+        "{failures:#?}"
+    );
+}
+
+/// The verdict can fail: an OnFailure handler that does nothing (the
+/// sweeper's invocations by the OnFailure queue answered as handled without
+/// running) leaves the given-up batches' events to nobody: the scheduled
+/// sweeps wait a day for stranded items, as deployed. Only the outage that
+/// outlasts the mapping's retries, no other fault.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_verdict_fails_when_the_on_failure_handler_does_nothing() {
+    let mut config = ChaosConfig::small(11, SinkKind::EventBridge);
+    config.orders = 8;
+    config.poison = 0;
+    config.fault_rate = 0.0;
+    config.writer_fault_rate = 0.0;
+    config.scripted = false;
+    config.outage_invocations = 0;
+    config.hangs = 0;
+    config.sabotage = Some(Sabotage::IgnoreOnFailure);
+    let failures = run_sabotaged(config).await;
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.ends_with("events of given-up batches not published by the OnFailure path")),
         "{failures:#?}"
     );
 }

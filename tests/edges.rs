@@ -155,6 +155,9 @@ async fn an_entry_is_sent_at_most_four_times_per_invocation() {
 
 /// Item 10: two OnFailure messages whose windows overlap, delivered at the
 /// same moment to two sweeper sandboxes: every event reaches the sink once.
+/// A window that met the other sandbox's claims is reported (#43: the
+/// claimer may die with them), so its message comes back after the
+/// visibility timeout and then finds the events gone.
 #[tokio::test]
 async fn overlapping_windows_in_two_sandboxes_publish_each_event_once() {
     let rig = Rig::new().await;
@@ -172,7 +175,7 @@ async fn overlapping_windows_in_two_sandboxes_publish_each_event_once() {
         testkit::lambda::drain_queue_through(&sqs, &q1, &first),
         testkit::lambda::drain_queue_through(&sqs, &q2, &second)
     );
-    assert_eq!((a.reported, b.reported), (0, 0));
+    assert!(a.reported <= 1 && b.reported <= 1, "{a:?} {b:?}");
     let sent: Vec<String> = rig
         .proxy
         .journal()

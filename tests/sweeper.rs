@@ -400,8 +400,10 @@ async fn an_on_failure_window_settles_when_its_items_are_published_or_handed_ove
 
 /// #26 item 10: two OnFailure windows that overlap, redriven at the same
 /// moment by two sweeper invocations: each event is published once (each
-/// run claims an event before publishing it; the loser leaves it), and both
-/// windows settle.
+/// run claims an event before publishing it; the loser leaves it). A window
+/// that met the other run's claims is not settled (#43: that run may die
+/// with them), so its message comes back, and the redrive then finds the
+/// events gone and settles.
 #[tokio::test]
 async fn overlapping_windows_redriven_at_once_publish_each_event_once() {
     let stack = Stack::with_bus().await;
@@ -424,13 +426,54 @@ async fn overlapping_windows_redriven_at_once_publish_each_event_once() {
         second.redrive(window(60, 120), now, &deadline)
     );
     assert_eq!(a.republished + b.republished, 30, "{a:?} {b:?}");
-    assert!(a.settled() && b.settled(), "{a:?} {b:?}");
+    // Each settled only if it met none of the other's claims.
+    assert_eq!(a.settled(), a.claimed_elsewhere == 0, "{a:?}");
+    assert_eq!(b.settled(), b.claimed_elsewhere == 0, "{b:?}");
+    let again = first.redrive(window(120, 120), now, &deadline).await;
+    assert!(again.settled() && again.republished == 0, "{again:?}");
     let delivered = stack.drain_subscriber().await;
     let ids: std::collections::HashSet<String> = delivered
         .iter()
         .map(|m| m["detail"]["eventId"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!((delivered.len(), ids.len()), (30, 30));
+    assert!(stack.outbox_items().await.is_empty());
+}
+
+/// #43: a sweeper invocation that claimed a window's event and died leaves
+/// it pending and claimed. A redrive meanwhile leaves it to the claim and
+/// is not settled (its OnFailure message stays in the queue, where only
+/// the 24-hour sweep would find the event); once the claim lapses, the
+/// message's next delivery publishes it.
+#[tokio::test]
+async fn a_window_whose_event_a_dead_run_claimed_is_redriven_once_the_claim_lapses() {
+    let stack = Stack::with_bus().await;
+    let event = stack
+        .put_aggregate_event("a", 1, Duration::ZERO, 0, 8)
+        .await;
+    let dead = outbox_runtime::store::Claim::new(Duration::from_secs(1));
+    stack
+        .store()
+        .claim_pending(&event.key(), &dead, &far_deadline())
+        .await
+        .unwrap();
+    let (sink, _) = stack.eventbridge_sink();
+    let sweeper = sweeper(sink, &stack, 8);
+    let now = OffsetDateTime::now_utc();
+    let window = sweeper::Window {
+        from: now - Duration::from_secs(60),
+        to: now + Duration::from_secs(60),
+    };
+    let report = sweeper.redrive(window, now, &far_deadline()).await;
+    assert_eq!((report.republished, report.claimed_elsewhere), (0, 1));
+    assert!(!report.settled(), "{report:?}");
+    // Past the claim (epoch seconds), as the message's next delivery is.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let report = sweeper
+        .redrive(window, OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert_eq!(report.republished, 1, "{report:?}");
+    assert!(report.settled(), "{report:?}");
     assert!(stack.outbox_items().await.is_empty());
 }
 

@@ -130,13 +130,17 @@ pub enum Sabotage {
     /// rewrites the answer the mapping gets; Lambda then delivers the whole
     /// batch again).
     ReportFirstRecord,
+    /// Not on the wire: every invocation of the sweeper by the OnFailure
+    /// queue's mapping is answered as handled without running it (an
+    /// OnFailure handler that does nothing).
+    IgnoreOnFailure,
 }
 
 impl Sabotage {
     /// Whether the sabotage applies to `function`'s proxy.
     pub fn applies_to(self, function: &str) -> bool {
         match self {
-            Self::SendTwice => function == "sweeper",
+            Self::SendTwice | Self::IgnoreOnFailure => function == "sweeper",
             Self::ReportFirstRecord => function == "publisher",
             Self::DropDeletes | Self::SwallowSinkCalls | Self::AcknowledgeEarly => true,
         }

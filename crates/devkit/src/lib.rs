@@ -52,7 +52,7 @@ pub use local::{
     dynamodb_endpoint, endpoint, endpoint_env, endpoint_env_at, is_loopback, sdk_config,
     sdk_config_at, sdk_config_in_region, streams_endpoint, LocalError, REGION,
 };
-pub use pump::{on_failure_message, Invoker, OnFailure, Pump, PumpError, PumpStats};
+pub use pump::{on_failure_message, GivenUp, Invoker, OnFailure, Pump, PumpError, PumpStats};
 pub use sqs::{drain_queue, receive_until_empty, DrainStats};
 pub use stack::{
     create_bus, create_fifo_topic, create_queue, create_queue_with, create_read_model,

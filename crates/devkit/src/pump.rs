@@ -100,6 +100,18 @@ pub struct PumpStats {
     pub on_failure_messages: usize,
     /// Records given up past the retry or age bounds.
     pub records_discarded: usize,
+    /// Each batch given up (sent to the OnFailure destination, or dropped
+    /// without one), in order: when, and its records' sequence numbers.
+    pub given_up: Vec<GivenUp>,
+}
+
+/// One batch the pump gave up on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenUp {
+    /// When the pump gave it up.
+    pub at: std::time::SystemTime,
+    /// Its records' sequence numbers, in stream order.
+    pub sequence_numbers: Vec<String>,
 }
 
 /// One lane of a shard: the records of the items that hash to it, in
@@ -448,6 +460,13 @@ impl<I: Invoker> Pump<I> {
         state.limit = None;
         self.stats.records_discarded += batch.len();
         self.stats.on_failure_messages += 1;
+        self.stats.given_up.push(GivenUp {
+            at: std::time::SystemTime::now(),
+            sequence_numbers: batch
+                .iter()
+                .filter_map(|r| r.change.sequence_number.clone())
+                .collect(),
+        });
         let Some(target) = &self.on_failure else {
             return Ok(());
         };

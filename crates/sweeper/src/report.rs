@@ -46,6 +46,9 @@ pub struct SweepReport {
     pub shard_errors: usize,
     /// Whether the run stopped early for the deadline.
     pub stopped_early: bool,
+    /// Items another run had claimed (or that went meanwhile): left to
+    /// that run, which may have died with the claim.
+    pub claimed_elsewhere: usize,
     /// Whether every shard's statistics were read: only then are the
     /// statistics emitted (all or nothing).
     pub stats_read: bool,
@@ -90,6 +93,7 @@ impl SweepReport {
         self.queries += other.queries;
         self.shard_errors += other.shard_errors;
         self.stopped_early |= other.stopped_early;
+        self.claimed_elsewhere += other.claimed_elsewhere;
         self.held += other.held;
         self.released += other.released;
         self.long_held.extend(other.long_held);
@@ -103,6 +107,7 @@ impl SweepReport {
         self.deferred += relayed.deferred;
         self.shard_errors += relayed.store_errors;
         self.stopped_early |= relayed.not_attempted > 0;
+        self.claimed_elsewhere += relayed.claimed_elsewhere;
         self.held += relayed.held;
         self.released += relayed.released;
         self.queries += relayed.collection_reads;
@@ -114,10 +119,15 @@ impl SweepReport {
     /// dead-lettered, or deliberately left to the scheduled sweep (a failed
     /// attempt recorded with its backoff, an event behind one that failed,
     /// backs off or is held: each handed over with its `!<ulid>` key). Not
-    /// settled: a read or a bookkeeping write failed, or the deadline cut
-    /// the run.
+    /// settled: a read or a bookkeeping write failed, the deadline cut the
+    /// run, or an item was claimed by another run. A claiming run that dies
+    /// leaves its items pending and claimed, and only the 24-hour
+    /// threshold's sweep would take them: so an OnFailure message whose
+    /// window meets a claim stays in its queue and comes back after the
+    /// visibility timeout (six times the sweeper's timeout at least, E9107),
+    /// when the claim (the run's timeout plus 10 s) has lapsed.
     pub fn settled(&self) -> bool {
-        self.shard_errors == 0 && !self.stopped_early
+        self.shard_errors == 0 && !self.stopped_early && self.claimed_elsewhere == 0
     }
 
     /// The EMF document of this run (with the first 100 latencies).

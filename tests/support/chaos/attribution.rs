@@ -43,6 +43,7 @@ pub(super) fn attribute(
             .map(|f| f.batches.lock().unwrap().clone())
             .collect(),
         out_of_time: functions.iter().map(|f| out_of_time(f)).collect(),
+        delete_deadlines: functions.iter().map(|f| delete_deadlines(f)).collect(),
         journals,
     };
     attribute_from(verdict, &history, deliveries);
@@ -167,6 +168,26 @@ fn attribute_from(
             verdict.examples.push(format!(
                 "unexplained: {id} delivered {n}×, forwarded by {path:?}"
             ));
+            if std::env::var("CHAOS_DEBUG").is_ok() {
+                for fwd in &list {
+                    let f = fwd.function;
+                    let ended = history.out_of_time[f].contains(&fwd.tag);
+                    let err = history.errors[f].get(&fwd.tag).map(|e| e.kind());
+                    eprintln!(
+                        "DEBUG {id} {}#{} late={ended} error={err:?}",
+                        history.names[f], fwd.tag
+                    );
+                    for c in history.journals[f].iter().filter(|c| c.tag == fwd.tag) {
+                        eprintln!(
+                            "DEBUG   {:?} {} fault={:?} answered={} carries={} deletes={} deleted={}",
+                            c.at, c.operation, c.fault, c.answered,
+                            c.delivered.iter().any(|d| d == id),
+                            c.deletes.iter().any(|d| d == id),
+                            c.deleted.iter().any(|d| d == id),
+                        );
+                    }
+                }
+            }
         }
     }
 }
@@ -204,6 +225,32 @@ struct Histories<'a> {
     /// Invocations that ran to their own deadline (the Lambda deadline less
     /// the function's margin): what was left then was left undone.
     out_of_time: Vec<BTreeSet<u64>>,
+    /// Each invocation's last moment to start a delete (its work deadline
+    /// plus the relay's `FINISH_GRACE`).
+    delete_deadlines: Vec<BTreeMap<u64, SystemTime>>,
+}
+
+/// When each invocation of `function` could last start a delete: the
+/// Lambda deadline less the function's margin, plus the relay's grace for
+/// deletes.
+fn delete_deadlines(function: &Tagged) -> BTreeMap<u64, SystemTime> {
+    let margin = match function.function.name() {
+        "publisher" => publisher::DEADLINE_MARGIN,
+        "sweeper" => sweeper::DEADLINE_MARGIN,
+        _ => return BTreeMap::new(),
+    };
+    function
+        .ends
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(tag, (deadline, _))| {
+            (
+                *tag,
+                *deadline - margin + outbox_runtime::publish::relay::FINISH_GRACE,
+            )
+        })
+        .collect()
 }
 
 /// The invocations of `function` that ended at or after the deadline it
@@ -354,7 +401,16 @@ impl Histories<'_> {
             // 5. The invocation failed before its deletes (a call that hung
             //    past the deadline, a function error).
             // Either way a hung call is named when there is one.
-            let cut = || later().any(|(_, c)| !c.answered && !faulted(c));
+            // Or the invocation's last call from the send on took effect
+            // after the last moment a delete could start: the relay starts
+            // none then.
+            let cut = || {
+                let latest = later().map(|(_, c)| c.at).fold(first.at, SystemTime::max);
+                later().any(|(_, c)| !c.answered && !faulted(c))
+                    || self.delete_deadlines[f]
+                        .get(&tag)
+                        .is_some_and(|last| latest >= *last)
+            };
             let stopped = match self.errors[f].get(&tag) {
                 Some(error) => Some(format!(
                     "{name}: invocation failed before its deletes ({})",
@@ -406,11 +462,11 @@ impl Histories<'_> {
             ));
         }
         // 7. The sweeper published it before the stream delivered its
-        //    insert (STRANDED_AFTER_SECONDS=0 in this run): the mapping
+        //    insert (an event handed to it: held, or a failed delete): the mapping
         //    delivers every record, whatever the table holds.
         if name == "sweeper" && next_name == "publisher" {
             return Some(self.other(
-                "sweeper published ahead of the stream (STRANDED_AFTER_SECONDS=0)".to_owned(),
+                "sweeper published ahead of the stream".to_owned(),
                 f,
                 tag,
                 None,

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use devkit::Invoker;
 
@@ -377,6 +378,15 @@ impl Tagged {
             .unwrap()
             .insert(tag, std::time::SystemTime::now());
         let batch = Batch::of(payload);
+        let sqs = serde_json::from_slice::<SqsEvent>(payload).is_ok_and(|e| {
+            !e.records.is_empty()
+                && e.records
+                    .iter()
+                    .all(|r| r.event_source.as_deref() == Some("aws:sqs"))
+        });
+        if sqs && self.proxy.sabotaged() == Some(Sabotage::IgnoreOnFailure) {
+            return Ok(br#"{"batchItemFailures":[]}"#.to_vec());
+        }
         self.proxy.set_tag(tag);
         let mut outcome = self.function.invoke(payload).await;
         self.ends.lock().unwrap().insert(

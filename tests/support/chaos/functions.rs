@@ -116,12 +116,10 @@ pub(super) async fn sweeper(
     proxy.set_chooser(Box::new(move |op, tag| {
         schedule.lock().ok()?.choose_publishing(op, tag, true)
     }));
-    // The sweeper runs between the pump's passes, never alongside one, so
-    // it takes every pending item at once (STRANDED_AFTER_SECONDS=0): those
-    // whose delete failed, whose dead-letter write failed, or that the
-    // mapping gave up on. (Deployed, it waits for the stream's retention.)
-    let mut env = env.to_vec();
-    env.push(("STRANDED_AFTER_SECONDS".into(), "0".into()));
-    let f = function(config, "sweeper", None, binary, &proxy, &env);
+    // The template's STRANDED_AFTER_SECONDS (a day, far above the run):
+    // the scheduled sweeps publish only what was handed to them (a failed
+    // delete, a held event, a backoff), and what the mapping gave up on is
+    // the OnFailure path's alone (the verdict checks it published it).
+    let f = function(config, "sweeper", None, binary, &proxy, env);
     Tagged::new(f, proxy)
 }

@@ -20,6 +20,76 @@ use super::verdict::Verdict;
 use super::workload::Outcome;
 use super::ChaosConfig;
 
+/// OnFailure handled means handled: every event of a batch the mapping gave
+/// up on (`given_up`) that had not gone out before the give-up must first
+/// go out in an invocation of the sweeper by the OnFailure queue, or in a
+/// scheduled sweep (which, with the template's day-long
+/// `STRANDED_AFTER_SECONDS`, takes only events handed to it: by the
+/// OnFailure path's or the publisher's hand-over), or end dead-lettered;
+/// never left for the day-long threshold. Counts the events that did not into
+/// `verdict.on_failure_missed`, with examples. A batch's events are known
+/// by its records' sequence numbers, from the publisher's batches (the
+/// mapping gives up on a batch after invoking it).
+pub(super) async fn judge_on_failure(
+    verdict: &mut Verdict,
+    stack: &Stack,
+    functions: &[&Tagged],
+    given_up: &[devkit::GivenUp],
+) {
+    verdict.on_failure_given_up = given_up.len();
+    let mut ids: HashMap<String, String> = HashMap::new();
+    for function in functions {
+        for batch in function.batches.lock().unwrap().values() {
+            for (sequence, id) in &batch.records {
+                if let Some(id) = id {
+                    ids.insert(sequence.clone(), id.clone());
+                }
+            }
+        }
+    }
+    // Each event's first forward: when, and by which invocation.
+    let mut first: HashMap<String, (SystemTime, usize, u64)> = HashMap::new();
+    for (f, function) in functions.iter().enumerate() {
+        for call in function.proxy.journal() {
+            for id in call.delivered {
+                let entry = first.entry(id).or_insert((call.at, f, call.tag));
+                if call.at < entry.0 {
+                    *entry = (call.at, f, call.tag);
+                }
+            }
+        }
+    }
+    let dead: HashSet<String> = stack
+        .items()
+        .await
+        .iter()
+        .filter(|i| is_outbox(i) && i.contains_key(keys::DEAD_LETTERED_AT))
+        .filter_map(|i| {
+            attr(i, "SK")
+                .and_then(|sk| sk.strip_prefix("OUTBOX#"))
+                .map(str::to_owned)
+        })
+        .collect();
+    for window in given_up {
+        for sequence in &window.sequence_numbers {
+            let Some(id) = ids.get(sequence) else {
+                continue;
+            };
+            let by = match first.get(id) {
+                Some((at, _, _)) if *at < window.at => continue,
+                Some((_, f, _)) if functions[*f].function.name() == "sweeper" => continue,
+                Some((_, f, tag)) => format!("{}#{tag}", functions[*f].function.name()),
+                None if dead.contains(id) => continue,
+                None => "nothing".to_owned(),
+            };
+            verdict.on_failure_missed += 1;
+            verdict.examples.push(format!(
+                "OnFailure: {id} of a given-up batch was first sent by {by}"
+            ));
+        }
+    }
+}
+
 /// The verdict, from the table and the subscriber queue's `messages` (in
 /// arrival order); duplicates are
 /// attributed from the proxies' journals.

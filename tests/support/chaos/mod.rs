@@ -64,8 +64,8 @@ use crate::Stack;
 use delivery::read_subscriber;
 pub use delivery::{in_delivery_order, inversions};
 use faults::{Schedule, Tagged};
-use judge::{judge, judge_writes, recovery};
-use passes::{deliver_on_failure, drain, sweep_until_settled};
+use judge::{judge, judge_on_failure, judge_writes, recovery};
+use passes::{drain, drain_on_failure, sweep_until_settled};
 use timeline::{sample_backlog, sink_outages, write_timeline, Phase};
 pub use verdict::{FaultRow, Verdict};
 use workload::workload;
@@ -316,9 +316,21 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     // Drain the stream under faults, sweeping between passes.
     let scheduled = crate::sample("sweeper-scheduled.json").into_bytes();
     let mut on_failure_messages = 0;
+    // A failed OnFailure message's visibility timeout: past the claim of a
+    // sweeper run that died (its timeout plus the claim's 10 s margin).
+    // Deployed it is six times the timeout at least (E9107).
+    let retry_after = config.timeout + Duration::from_secs(11);
     let mut pump = stack.pump(&publisher, Some(&on_failure));
-    on_failure_messages +=
-        drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled, true).await?;
+    on_failure_messages += drain(
+        &mut pump,
+        &sweeper,
+        &stack,
+        &on_failure,
+        &scheduled,
+        true,
+        retry_after,
+    )
+    .await?;
     timeline.push(("drain under faults".into(), at(mark), at(Instant::now())));
     // Coverage: which scripted publisher faults get their call depends on
     // how the publisher and the sweeper race for the events (a sweep that
@@ -344,8 +356,16 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         let more = written..written + TOP_UP_ORDERS;
         written = more.end;
         requested = requested.merge(workload(config, &writers, more).await);
-        on_failure_messages +=
-            drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled, false).await?;
+        on_failure_messages += drain(
+            &mut pump,
+            &sweeper,
+            &stack,
+            &on_failure,
+            &scheduled,
+            false,
+            retry_after,
+        )
+        .await?;
         timeline.push((
             "coverage wave, no sweeps".into(),
             at(wave),
@@ -362,8 +382,16 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             schedule.outage = Some((from, from + (retries + 2) * lanes as u64));
         }
         requested = requested.merge(workload(config, &writers, first_wave..config.orders).await);
-        on_failure_messages +=
-            drain(&mut pump, &sweeper, &stack, &on_failure, &scheduled, true).await?;
+        on_failure_messages += drain(
+            &mut pump,
+            &sweeper,
+            &stack,
+            &on_failure,
+            &scheduled,
+            true,
+            retry_after,
+        )
+        .await?;
         timeline.push((
             "second wave, outage beyond the retries".into(),
             at(wave),
@@ -388,7 +416,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     sweeper.proxy.settled().await;
     let pump_stats = pump.stats.clone();
     drop(pump);
-    on_failure_messages += deliver_on_failure(&stack, &on_failure, &sweeper).await;
+    on_failure_messages += drain_on_failure(&stack, &on_failure, &sweeper, retry_after).await;
     sweep_until_settled(&stack, &sweeper, &scheduled).await;
     sweeper.proxy.settled().await;
 
@@ -428,7 +456,9 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     verdict.sweeper_errors = sweeper.errors.lock().unwrap().len();
     verdict.cold_starts =
         publisher.cold_starts() + sweeper.function.cold_starts.load(Ordering::SeqCst);
-    verdict.on_failure_messages = on_failure_messages.max(pump_stats.on_failure_messages);
+    // Handled by the sweeper, against what the mapping gave up.
+    verdict.on_failure_messages = on_failure_messages;
+    judge_on_failure(&mut verdict, &stack, &functions, &pump_stats.given_up).await;
     verdict.recovery = recovery(
         &publisher.journal(),
         outage_start + outage_invocations,

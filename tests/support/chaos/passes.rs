@@ -12,9 +12,16 @@ use crate::Stack;
 use super::faults::{Sandboxes, Tagged};
 use super::table::pending_outbox;
 
-/// Feeds the OnFailure queue to the sweeper the way an SQS mapping does;
+/// Feeds the OnFailure queue to the sweeper the way an SQS mapping does: a
+/// message the sweeper failed comes back after `retry_after` (its
+/// visibility timeout: longer than a dead sweeper's claim, as deployed);
 /// returns how many messages it handled.
-pub(super) async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: &Tagged) -> usize {
+pub(super) async fn deliver_on_failure(
+    stack: &Stack,
+    queue_url: &str,
+    sweeper: &Tagged,
+    retry_after: Duration,
+) -> usize {
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let mut handled = 0;
     for _ in 0..20 {
@@ -47,7 +54,7 @@ pub(super) async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: 
                         .change_message_visibility()
                         .queue_url(queue_url)
                         .receipt_handle(handle)
-                        .visibility_timeout(0)
+                        .visibility_timeout(retry_after.as_secs() as i32)
                         .send()
                         .await;
                 }
@@ -64,6 +71,41 @@ pub(super) async fn deliver_on_failure(stack: &Stack, queue_url: &str, sweeper: 
     handled
 }
 
+/// [`deliver_on_failure`] until the queue is empty, waiting for the
+/// messages that failed to come back (at most four rounds); returns how
+/// many messages it handled.
+pub(super) async fn drain_on_failure(
+    stack: &Stack,
+    queue_url: &str,
+    sweeper: &Tagged,
+    retry_after: Duration,
+) -> usize {
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let mut handled = 0;
+    for _ in 0..4 {
+        handled += deliver_on_failure(stack, queue_url, sweeper, retry_after).await;
+        let in_flight = sqs
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .ok()
+            .and_then(|a| {
+                a.attributes()?
+                    .get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)?
+                    .parse::<u32>()
+                    .ok()
+            })
+            .unwrap_or(0);
+        if in_flight == 0 {
+            break;
+        }
+        tokio::time::sleep(retry_after + Duration::from_secs(1)).await;
+    }
+    handled
+}
+
 /// Passes of the pump, each followed by a scheduled sweep (when `sweep`)
 /// and the OnFailure queue fed to the sweeper, until a pass reads nothing
 /// new; returns the OnFailure messages handled.
@@ -74,6 +116,7 @@ pub(super) async fn drain(
     on_failure: &str,
     scheduled: &[u8],
     sweep: bool,
+    retry_after: Duration,
 ) -> Result<usize, String> {
     let mut handled = 0;
     for pass in 0.. {
@@ -81,7 +124,7 @@ pub(super) async fn drain(
         if sweep {
             let _ = sweeper.call(scheduled).await;
         }
-        handled += deliver_on_failure(stack, on_failure, sweeper).await;
+        handled += deliver_on_failure(stack, on_failure, sweeper, retry_after).await;
         if read == 0 && pass > 0 {
             break;
         }

@@ -91,6 +91,12 @@ pub struct Verdict {
     pub cold_starts: u64,
     /// OnFailure messages the sweeper handled.
     pub on_failure_messages: usize,
+    /// Batches the mapping gave up on (each an OnFailure message).
+    pub on_failure_given_up: usize,
+    /// Events of given-up batches, not out before the give-up, that the
+    /// sweeper never sent (its OnFailure path, or a scheduled sweep taking
+    /// a hand-over) and that were not dead-lettered.
+    pub on_failure_missed: usize,
     /// The run's outage outlasted the mapping's retries: the OnFailure
     /// path must have run.
     pub expect_on_failure: bool,
@@ -204,8 +210,22 @@ impl Verdict {
             ),
         );
         check(
-            !self.expect_on_failure || self.on_failure_messages > 0,
-            "the outage outlasted the mapping's retries, yet no OnFailure message".into(),
+            !self.expect_on_failure || self.on_failure_given_up > 0,
+            "the outage outlasted the mapping's retries, yet no batch was given up".into(),
+        );
+        check(
+            self.on_failure_messages >= self.on_failure_given_up,
+            format!(
+                "{} batches given up, {} OnFailure messages handled by the sweeper",
+                self.on_failure_given_up, self.on_failure_messages
+            ),
+        );
+        check(
+            self.on_failure_missed == 0,
+            format!(
+                "{} events of given-up batches not published by the OnFailure path",
+                self.on_failure_missed
+            ),
         );
         for kind in &self.expected_kinds {
             check(

@@ -76,6 +76,7 @@ fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
             .iter()
             .map(|f| f.batches.iter().cloned().collect())
             .collect(),
+        delete_deadlines: functions.iter().map(|_| BTreeMap::new()).collect(),
         out_of_time: functions
             .iter()
             .map(|f| f.late.iter().copied().collect::<BTreeSet<u64>>())

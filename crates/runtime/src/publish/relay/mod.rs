@@ -114,7 +114,7 @@ use outbox_core::OutboxItem;
 
 /// Extra time, past the work deadline, for the deletes and bookkeeping
 /// writes that must follow work already done.
-pub(crate) const FINISH_GRACE: Duration = Duration::from_secs(2);
+pub const FINISH_GRACE: Duration = Duration::from_secs(2);
 
 /// How long a sweeper's claim on an event outlives the run's deadline (its
 /// deletes included): a claim whose run died lapses soon after.
@@ -246,6 +246,9 @@ pub struct RelayReport {
     pub deferred: usize,
     /// Entries not tried.
     pub not_attempted: usize,
+    /// Sweep mode: entries this run could not claim (another run's live
+    /// claim, or gone meanwhile): left to that run.
+    pub claimed_elsewhere: usize,
     /// Published events whose item could not be deleted: published again
     /// later by the sweeper (same event id).
     pub delete_failed: usize,
@@ -280,6 +283,7 @@ impl RelayReport {
         self.delete_failed += round.delete_failed;
         self.store_errors += round.store_errors;
         self.gone += round.gone;
+        self.claimed_elsewhere += round.claimed_elsewhere;
         self.held += round.held;
         self.collection_reads += round.collection_reads;
         self.commit_to_publish_ms.extend(round.commit_to_publish_ms);

@@ -182,6 +182,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             deferred: count(|o| *o == RelayOutcome::Deferred),
             gone: count(|o| *o == RelayOutcome::Gone),
             not_attempted: count(|o| *o == RelayOutcome::NotAttempted),
+            claimed_elsewhere: run.claimed_elsewhere.len(),
             delete_failed: undeleted.len(),
             store_errors: run.store_errors,
             held: run.held_entries.len(),

@@ -64,5 +64,6 @@ async fn a_sweep_leaves_an_event_another_run_claimed() {
         report.outcomes,
         vec![RelayOutcome::Deferred, RelayOutcome::Published]
     );
+    assert_eq!(report.claimed_elsewhere, 1);
     assert_eq!(published_types(&sink), ["E1"]);
 }

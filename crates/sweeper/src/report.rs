@@ -125,7 +125,7 @@ impl SweepReport {
     /// threshold's sweep would take them: so an OnFailure message whose
     /// window meets a claim stays in its queue and comes back after the
     /// visibility timeout (six times the sweeper's timeout at least, E9107),
-    /// when the claim (the run's timeout plus 10 s) has lapsed.
+    /// when the claim (the run's deadline plus 12 s at most) has lapsed.
     pub fn settled(&self) -> bool {
         self.shard_errors == 0 && !self.stopped_early && self.claimed_elsewhere == 0
     }

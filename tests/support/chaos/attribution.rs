@@ -230,25 +230,31 @@ struct Histories<'a> {
     delete_deadlines: Vec<BTreeMap<u64, SystemTime>>,
 }
 
-/// When each invocation of `function` could last start a delete: the
-/// Lambda deadline less the function's margin, plus the relay's grace for
-/// deletes.
+/// When each invocation of `function` could last start a delete, as
+/// `outbox_runtime::retry::Deadline` computes it: the work deadline (the
+/// Lambda deadline less the function's margin, at most a quarter of the
+/// time the invocation had) plus the relay's grace for deletes, never past
+/// 200 ms before the Lambda deadline.
 fn delete_deadlines(function: &Tagged) -> BTreeMap<u64, SystemTime> {
     let margin = match function.function.name() {
         "publisher" => publisher::DEADLINE_MARGIN,
         "sweeper" => sweeper::DEADLINE_MARGIN,
         _ => return BTreeMap::new(),
     };
+    let started = function.started.lock().unwrap().clone();
     function
         .ends
         .lock()
         .unwrap()
         .iter()
-        .map(|(tag, (deadline, _))| {
-            (
+        .filter_map(|(tag, (deadline, _))| {
+            let left = deadline.duration_since(*started.get(tag)?).ok()?;
+            let work = *deadline - margin.min(left / 4);
+            let hard = *deadline - std::time::Duration::from_millis(200);
+            Some((
                 *tag,
-                *deadline - margin + outbox_runtime::publish::relay::FINISH_GRACE,
-            )
+                (work + outbox_runtime::publish::relay::FINISH_GRACE).min(hard),
+            ))
         })
         .collect()
 }
@@ -261,12 +267,21 @@ fn out_of_time(function: &Tagged) -> BTreeSet<u64> {
         "sweeper" => sweeper::DEADLINE_MARGIN,
         _ => return BTreeSet::new(),
     };
+    // The margin is at most a quarter of the time the invocation had
+    // (`outbox_runtime::retry::Deadline`).
+    let started = function.started.lock().unwrap().clone();
     function
         .ends
         .lock()
         .unwrap()
         .iter()
-        .filter(|(_, (deadline, end))| *end + margin >= *deadline)
+        .filter(|(tag, (deadline, end))| {
+            let left = started
+                .get(tag)
+                .and_then(|s| deadline.duration_since(*s).ok())
+                .unwrap_or_default();
+            *end + margin.min(left / 4) >= *deadline
+        })
         .map(|(tag, _)| *tag)
         .collect()
 }

@@ -317,9 +317,10 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let scheduled = crate::sample("sweeper-scheduled.json").into_bytes();
     let mut on_failure_messages = 0;
     // A failed OnFailure message's visibility timeout: past the claim of a
-    // sweeper run that died (its timeout plus the claim's 10 s margin).
-    // Deployed it is six times the timeout at least (E9107).
-    let retry_after = config.timeout + Duration::from_secs(11);
+    // sweeper run that died (its deadline plus the relay's 2 s grace and
+    // the claim's 10 s margin, in whole seconds). Deployed it is six times
+    // the timeout at least (E9107).
+    let retry_after = config.timeout + Duration::from_secs(13);
     let mut pump = stack.pump(&publisher, Some(&on_failure));
     on_failure_messages += drain(
         &mut pump,

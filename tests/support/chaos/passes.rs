@@ -72,7 +72,7 @@ pub(super) async fn deliver_on_failure(
 }
 
 /// [`deliver_on_failure`] until the queue is empty, waiting for the
-/// messages that failed to come back (at most four rounds); returns how
+/// messages that failed to come back (at most five deliveries); returns how
 /// many messages it handled.
 pub(super) async fn drain_on_failure(
     stack: &Stack,
@@ -82,8 +82,11 @@ pub(super) async fn drain_on_failure(
 ) -> usize {
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let mut handled = 0;
-    for _ in 0..4 {
+    for round in 0..5 {
         handled += deliver_on_failure(stack, queue_url, sweeper, retry_after).await;
+        if round == 4 {
+            break;
+        }
         let in_flight = sqs
             .get_queue_attributes()
             .queue_url(queue_url)

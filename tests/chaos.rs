@@ -162,6 +162,14 @@ async fn sabotaged_without_faults(sabotage: Sabotage, sink: SinkKind) -> Vec<Str
     run_sabotaged(config).await
 }
 
+/// Asserts that a sabotaged run's verdict names `reason` among its failures.
+fn fails_with(failures: Vec<String>, reason: &str) {
+    assert!(
+        failures.iter().any(|f| f.ends_with(reason)),
+        "expected a failure ending in {reason:?}: {failures:#?}"
+    );
+}
+
 async fn run_sabotaged(config: ChaosConfig) -> Vec<String> {
     let verdict = run(&config).await.expect("chaos harness");
     println!("{}\n{}", Verdict::HEADER, verdict.row());
@@ -173,12 +181,9 @@ async fn run_sabotaged(config: ChaosConfig) -> Vec<String> {
 /// and no cause in the journals explains those duplicates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_deletes_are_silently_dropped() {
-    let failures = sabotaged(Sabotage::DropDeletes).await;
-    assert!(
-        failures
-            .iter()
-            .any(|f| f.ends_with("unexplained duplicates")),
-        "{failures:#?}"
+    fails_with(
+        sabotaged(Sabotage::DropDeletes).await,
+        "unexplained duplicates",
     );
 }
 
@@ -186,11 +191,7 @@ async fn the_verdict_fails_when_deletes_are_silently_dropped() {
 /// forwarded lose their events (the publisher deletes them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_sink_calls_are_swallowed() {
-    let failures = sabotaged(Sabotage::SwallowSinkCalls).await;
-    assert!(
-        failures.iter().any(|f| f.ends_with("events lost")),
-        "{failures:#?}"
-    );
+    fails_with(sabotaged(Sabotage::SwallowSinkCalls).await, "events lost");
 }
 
 /// The verdict can fail: a sweeper invocation that sends an event twice,
@@ -198,12 +199,9 @@ async fn the_verdict_fails_when_sink_calls_are_swallowed() {
 /// invocation is explained only by a call whose answer was lost).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_a_sweep_sends_an_event_twice() {
-    let failures = sabotaged(Sabotage::SendTwice).await;
-    assert!(
-        failures
-            .iter()
-            .any(|f| f.ends_with("unexplained duplicates")),
-        "{failures:#?}"
+    fails_with(
+        sabotaged(Sabotage::SendTwice).await,
+        "unexplained duplicates",
     );
 }
 
@@ -212,13 +210,9 @@ async fn the_verdict_fails_when_a_sweep_sends_an_event_twice() {
 /// redelivered batch's check keeps it from sending anything twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_the_publisher_reports_records_it_published() {
-    let failures =
-        sabotaged_without_faults(Sabotage::ReportFirstRecord, SinkKind::EventBridge).await;
-    assert!(
-        failures
-            .iter()
-            .any(|f| f.ends_with("reported a record their invocation had published")),
-        "{failures:#?}"
+    fails_with(
+        sabotaged_without_faults(Sabotage::ReportFirstRecord, SinkKind::EventBridge).await,
+        "reported a record their invocation had published",
     );
 }
 
@@ -227,12 +221,9 @@ async fn the_verdict_fails_when_the_publisher_reports_records_it_published() {
 /// topic with strict ordering (its default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_an_aggregate_is_reordered() {
-    let failures = sabotaged_without_faults(Sabotage::AcknowledgeEarly, SinkKind::SnsFifo).await;
-    assert!(
-        failures
-            .iter()
-            .any(|f| f.ends_with("per-aggregate inversions with strict ordering")),
-        "{failures:#?}"
+    fails_with(
+        sabotaged_without_faults(Sabotage::AcknowledgeEarly, SinkKind::SnsFifo).await,
+        "per-aggregate inversions with strict ordering",
     );
 }
 
@@ -252,12 +243,9 @@ async fn the_verdict_fails_when_the_on_failure_handler_does_nothing() {
     config.outage_invocations = 0;
     config.hangs = 0;
     config.sabotage = Some(Sabotage::IgnoreOnFailure);
-    let failures = run_sabotaged(config).await;
-    assert!(
-        failures
-            .iter()
-            .any(|f| f.ends_with("events of given-up batches not published by the OnFailure path")),
-        "{failures:#?}"
+    fails_with(
+        run_sabotaged(config).await,
+        "events of given-up batches not published by the OnFailure path",
     );
 }
 

@@ -230,16 +230,15 @@ struct Histories<'a> {
     delete_deadlines: Vec<BTreeMap<u64, SystemTime>>,
 }
 
-/// When each invocation of `function` could last start a delete, as
-/// `outbox_runtime::retry::Deadline` computes it: the work deadline (the
-/// Lambda deadline less the function's margin, at most a quarter of the
-/// time the invocation had) plus the relay's grace for deletes, never past
-/// 200 ms before the Lambda deadline.
-fn delete_deadlines(function: &Tagged) -> BTreeMap<u64, SystemTime> {
+/// Each invocation of `function` (tag → Lambda deadline, work deadline,
+/// end), the work deadline as `outbox_runtime::retry::Deadline` computes
+/// it: the Lambda deadline less the function's `DEADLINE_MARGIN`, at most
+/// a quarter of the time the invocation had.
+fn deadlines(function: &Tagged) -> Vec<(u64, SystemTime, SystemTime, SystemTime)> {
     let margin = match function.function.name() {
         "publisher" => publisher::DEADLINE_MARGIN,
         "sweeper" => sweeper::DEADLINE_MARGIN,
-        _ => return BTreeMap::new(),
+        _ => return Vec::new(),
     };
     let started = function.started.lock().unwrap().clone();
     function
@@ -247,42 +246,36 @@ fn delete_deadlines(function: &Tagged) -> BTreeMap<u64, SystemTime> {
         .lock()
         .unwrap()
         .iter()
-        .filter_map(|(tag, (deadline, _))| {
+        .filter_map(|(tag, (deadline, end))| {
             let left = deadline.duration_since(*started.get(tag)?).ok()?;
-            let work = *deadline - margin.min(left / 4);
-            let hard = *deadline - std::time::Duration::from_millis(200);
-            Some((
-                *tag,
-                (work + outbox_runtime::publish::relay::FINISH_GRACE).min(hard),
-            ))
+            Some((*tag, *deadline, *deadline - margin.min(left / 4), *end))
         })
         .collect()
 }
 
-/// The invocations of `function` that ended at or after the deadline it
-/// keeps to (the Lambda deadline less its `DEADLINE_MARGIN`).
-fn out_of_time(function: &Tagged) -> BTreeSet<u64> {
-    let margin = match function.function.name() {
-        "publisher" => publisher::DEADLINE_MARGIN,
-        "sweeper" => sweeper::DEADLINE_MARGIN,
-        _ => return BTreeSet::new(),
-    };
-    // The margin is at most a quarter of the time the invocation had
-    // (`outbox_runtime::retry::Deadline`).
-    let started = function.started.lock().unwrap().clone();
-    function
-        .ends
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(tag, (deadline, end))| {
-            let left = started
-                .get(tag)
-                .and_then(|s| deadline.duration_since(*s).ok())
-                .unwrap_or_default();
-            *end + margin.min(left / 4) >= *deadline
+/// When each invocation of `function` could last start a delete: its work
+/// deadline plus the relay's grace for deletes, never past 200 ms before
+/// the Lambda deadline.
+fn delete_deadlines(function: &Tagged) -> BTreeMap<u64, SystemTime> {
+    deadlines(function)
+        .into_iter()
+        .map(|(tag, deadline, work, _)| {
+            let hard = deadline - std::time::Duration::from_millis(200);
+            (
+                tag,
+                (work + outbox_runtime::publish::relay::FINISH_GRACE).min(hard),
+            )
         })
-        .map(|(tag, _)| *tag)
+        .collect()
+}
+
+/// The invocations of `function` that ended at or after their work
+/// deadline.
+fn out_of_time(function: &Tagged) -> BTreeSet<u64> {
+    deadlines(function)
+        .into_iter()
+        .filter(|(_, _, work, end)| end >= work)
+        .map(|(tag, ..)| tag)
         .collect()
 }
 

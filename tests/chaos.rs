@@ -146,9 +146,10 @@ async fn sabotaged(sabotage: Sabotage) -> Vec<String> {
     run_sabotaged(config).await
 }
 
-/// A sabotaged run with no fault at all (no script, no outage, no hang),
-/// for a sabotage that needs none to show: what its verdict says is wrong.
-async fn sabotaged_without_faults(sabotage: Sabotage, sink: SinkKind) -> Vec<String> {
+/// A small run with `sabotage` and no fault at all (no script, no short
+/// outage, no hang), but the outage that outlasts the mapping's retries
+/// when `give_up` (the OnFailure path's).
+fn without_faults(sabotage: Sabotage, sink: SinkKind, give_up: bool) -> ChaosConfig {
     let mut config = ChaosConfig::small(11, sink);
     config.orders = 8;
     config.poison = 0;
@@ -156,10 +157,16 @@ async fn sabotaged_without_faults(sabotage: Sabotage, sink: SinkKind) -> Vec<Str
     config.writer_fault_rate = 0.0;
     config.scripted = false;
     config.outage_invocations = 0;
-    config.outage_beyond_retries = false;
+    config.outage_beyond_retries = give_up;
     config.hangs = 0;
     config.sabotage = Some(sabotage);
-    run_sabotaged(config).await
+    config
+}
+
+/// A sabotaged run with no fault at all, for a sabotage that needs none to
+/// show: what its verdict says is wrong.
+async fn sabotaged_without_faults(sabotage: Sabotage, sink: SinkKind) -> Vec<String> {
+    run_sabotaged(without_faults(sabotage, sink, false)).await
 }
 
 /// Asserts that a sabotaged run's verdict names `reason` among its failures.
@@ -234,15 +241,7 @@ async fn the_verdict_fails_when_an_aggregate_is_reordered() {
 /// outlasts the mapping's retries, no other fault.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_the_on_failure_handler_does_nothing() {
-    let mut config = ChaosConfig::small(11, SinkKind::EventBridge);
-    config.orders = 8;
-    config.poison = 0;
-    config.fault_rate = 0.0;
-    config.writer_fault_rate = 0.0;
-    config.scripted = false;
-    config.outage_invocations = 0;
-    config.hangs = 0;
-    config.sabotage = Some(Sabotage::IgnoreOnFailure);
+    let config = without_faults(Sabotage::IgnoreOnFailure, SinkKind::EventBridge, true);
     fails_with(
         run_sabotaged(config).await,
         "events of given-up batches not published by the OnFailure path",

@@ -202,7 +202,7 @@ impl PublishStore for CrashBeforeDelete {
         key: &ItemKey,
         claim: &outbox_runtime::store::Claim,
         deadline: &Deadline,
-    ) -> Result<outbox_runtime::store::Marked, StoreError> {
+    ) -> Result<outbox_runtime::store::ClaimOutcome, StoreError> {
         self.inner.claim_pending(key, claim, deadline).await
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use outbox_core::keys;
 use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::{Claim, Marked, OperatorStore, PublishStore};
+use outbox_runtime::store::{Claim, ClaimOutcome, OperatorStore, PublishStore};
 use testkit::rig::{scheduled, stream_event, Rig};
 
 use super::now;
@@ -30,7 +30,7 @@ async fn a_hold_leaves_another_runs_live_claim_alone() {
         .claim_pending(&a2.key(), &claim, &Deadline::after(Duration::from_secs(30)))
         .await
         .expect("claim");
-    assert_eq!(claimed, Marked::Updated);
+    assert_eq!(claimed, ClaimOutcome::Claimed);
     let a2_record = rig.stack.outbox_inserts().await.remove(1);
     rig.invoke(&publisher, &stream_event(vec![a2_record])).await;
     let after = rig
@@ -56,7 +56,7 @@ async fn a_hold_leaves_another_runs_live_claim_alone() {
             .claim_pending(&a2.key(), &claim, &deadline)
             .await
             .unwrap(),
-        Marked::Updated
+        ClaimOutcome::Claimed
     );
     let other = Claim::new(Duration::from_secs(300));
     assert_eq!(
@@ -64,7 +64,7 @@ async fn a_hold_leaves_another_runs_live_claim_alone() {
             .claim_pending(&a2.key(), &other, &deadline)
             .await
             .unwrap(),
-        Marked::Gone
+        ClaimOutcome::ClaimedElsewhere
     );
     // The owner holds it, then records a failed attempt of it: the
     // failure ends the hold (no stale heldBehind to report as parked).
@@ -140,6 +140,6 @@ async fn another_regions_event_is_neither_released_nor_claimed_here() {
             .claim_pending(&a2.key(), &claim, &deadline)
             .await
             .expect("claim"),
-        Marked::Gone
+        ClaimOutcome::Gone
     );
 }

@@ -68,7 +68,7 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
             )
             .build(),
     );
-    let (mut handled, mut kept, mut republished) = (0, 0, 0);
+    let (mut handled, mut kept, mut republished, mut claimed_elsewhere) = (0, 0, 0, 0);
     let mut seen = std::collections::HashSet::new();
     let progress = Progress::new(json, None, "OnFailure messages");
     loop {
@@ -100,6 +100,7 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
         let deadline = Deadline::after(std::time::Duration::from_secs(300));
         let (response, run) = sweeper::redrive_messages(&sweeper, &event, &deadline).await;
         republished += run.republished;
+        claimed_elsewhere += run.claimed_elsewhere;
         let failed: std::collections::HashSet<String> = response
             .batch_item_failures
             .into_iter()
@@ -115,11 +116,11 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
         }
     }
     drop(progress);
-    let out = json!({"handled": handled, "kept": kept, "republished": republished});
+    let out = json!({"handled": handled, "kept": kept, "republished": republished, "claimedElsewhere": claimed_elsewhere});
     if json {
         print_json(&out)?;
     } else {
-        println!("{handled} OnFailure messages handled and deleted, {republished} events republished, {kept} kept (they come back after the queue's visibility timeout)");
+        println!("{handled} OnFailure messages handled and deleted, {republished} events republished, {claimed_elsewhere} left to another sweeper run's live claim, {kept} kept (they come back after the queue's visibility timeout)");
     }
     if kept > 0 {
         let why = match &doubt {
@@ -129,7 +130,12 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
             None => String::new(),
         };
         return Err(Error::Incomplete(format!(
-            "{kept} OnFailure messages were kept (a window not settled, or not an OnFailure message): see the sweeper's log lines above, then run again.{why}"
+            "{kept} OnFailure messages were kept (a window not settled, or not an OnFailure message): see the sweeper's log lines above, then run again.{claims}{why}",
+            claims = if claimed_elsewhere > 0 {
+                format!(" {claimed_elsewhere} events were held by another sweeper run's live claim: that run is publishing them, or died and its claim lapses within a few minutes.")
+            } else {
+                String::new()
+            }
         )));
     }
     Ok(())

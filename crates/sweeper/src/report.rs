@@ -46,8 +46,9 @@ pub struct SweepReport {
     pub shard_errors: usize,
     /// Whether the run stopped early for the deadline.
     pub stopped_early: bool,
-    /// Items another run had claimed (or that went meanwhile): left to
-    /// that run, which may have died with the claim.
+    /// Items another run's live claim held: left to that run, which may
+    /// have died with the claim (items found no longer pending are not
+    /// counted: nothing is left to do for them).
     pub claimed_elsewhere: usize,
     /// Whether every shard's statistics were read: only then are the
     /// statistics emitted (all or nothing).
@@ -161,6 +162,11 @@ impl SweepReport {
             ("SweepErrors", self.shard_errors as f64, Unit::Count),
             ("WindowsRedriven", self.windows_redriven as f64, Unit::Count),
             ("WindowsFailed", self.windows_failed as f64, Unit::Count),
+            (
+                "ClaimedElsewhere",
+                self.claimed_elsewhere as f64,
+                Unit::Count,
+            ),
             ("StatsIncomplete", flag(self.stats_incomplete), Unit::Count),
             ("Held", self.held as f64, Unit::Count),
             ("Released", self.released as f64, Unit::Count),
@@ -205,6 +211,7 @@ pub(crate) fn log(report: &SweepReport, message: &'static str) {
         stopped_early = report.stopped_early,
         windows_redriven = report.windows_redriven,
         windows_failed = report.windows_failed,
+        claimed_elsewhere = report.claimed_elsewhere,
         held = report.held,
         released = report.released,
         parked_aggregates = report.parked_aggregates,

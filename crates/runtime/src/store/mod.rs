@@ -101,18 +101,20 @@ pub trait PublishStore: Send + Sync {
     /// records `claim` on it, conditional on it still being pending and no
     /// live claim but `claim` itself (an SDK retry of a claim that was
     /// applied) holding it, and (global tables) on its home region being
-    /// this store's. [`Marked::Gone`] when it is not: published and
+    /// this store's. [`ClaimOutcome::ClaimedElsewhere`] when a concurrent
+    /// run's live claim holds it (two OnFailure windows that overlap, a
+    /// scheduled sweep beside a redrive, a run that died holding it): this
+    /// run leaves it, so no two sweeper runs publish one event.
+    /// [`ClaimOutcome::Gone`] when it is no longer pending: published and
     /// deleted meanwhile (the pending index is read eventually consistent),
-    /// dead-lettered, or claimed by a concurrent run (two OnFailure windows
-    /// that overlap, a scheduled sweep beside a redrive): then this run
-    /// leaves it, so no two sweeper runs publish one event. A failed attempt,
-    /// a hold and a dead letter clear the claim.
+    /// dead-lettered, or another region's. A failed attempt, a hold and a
+    /// dead letter clear the claim.
     fn claim_pending(
         &self,
         key: &ItemKey,
         claim: &Claim,
         deadline: &Deadline,
-    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+    ) -> impl Future<Output = Result<ClaimOutcome, StoreError>> + Send;
 
     /// Strict ordering's guard read: the outbox keys of `key`'s item
     /// collection at or below `key`, newest first, at most `limit` of them

@@ -90,6 +90,22 @@ pub enum Marked {
     Gone,
 }
 
+/// What a sweeper run's claim on a pending event found
+/// ([`PublishStore::claim_pending`](super::PublishStore::claim_pending)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClaimOutcome {
+    /// Claimed: this run publishes it.
+    Claimed,
+    /// Another run's live claim holds it: that run is publishing it (or
+    /// died, and the claim lapses). A window that meets one is not settled.
+    ClaimedElsewhere,
+    /// Not pending any more: published and deleted meanwhile (the pending
+    /// index is read eventually consistent), dead-lettered, or (global
+    /// tables) another region's. Nothing is left to do for it.
+    Gone,
+}
+
 /// An item to dead-letter.
 #[derive(Debug, Clone, Copy)]
 pub struct DeadLetter<'a> {

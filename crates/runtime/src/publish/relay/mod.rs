@@ -107,7 +107,8 @@ use super::{EntryOutcome, EventSink, FailureKind, PublishFailure};
 use crate::config::Ordering;
 use crate::retry::{Backoff, Deadline, RetryPolicy};
 use crate::store::{
-    Claim, CollectionRead, DeadLetter, Guarded, Marked, PendingItem, PublishStore, MAX_BATCH_WRITE,
+    Claim, ClaimOutcome, CollectionRead, DeadLetter, Guarded, Marked, PendingItem, PublishStore,
+    MAX_BATCH_WRITE,
 };
 use outbox_core::keys::{self, ItemKey};
 use outbox_core::OutboxItem;
@@ -216,8 +217,10 @@ pub enum RelayOutcome {
     Deferred,
     /// Not tried: after the first failure (stream) or for the deadline.
     NotAttempted,
-    /// Strict ordering: its item was already gone from the table when its
-    /// guard read it (published by another run): not sent again.
+    /// Its item was no longer pending when this run came to it: gone from
+    /// the table when strict ordering's guard read it (published by
+    /// another run), or (sweep mode) its claim found it published,
+    /// dead-lettered or another region's. Not sent again.
     Gone,
 }
 
@@ -246,8 +249,8 @@ pub struct RelayReport {
     pub deferred: usize,
     /// Entries not tried.
     pub not_attempted: usize,
-    /// Sweep mode: entries this run could not claim (another run's live
-    /// claim, or gone meanwhile): left to that run.
+    /// Sweep mode: entries another run's live claim held: left to that
+    /// run (the ones found no longer pending are [`RelayOutcome::Gone`]).
     pub claimed_elsewhere: usize,
     /// Published events whose item could not be deleted: published again
     /// later by the sweeper (same event id).
@@ -263,8 +266,8 @@ pub struct RelayReport {
     /// Strict ordering: consistent reads of an item collection (the guard
     /// before an event, the release after one).
     pub collection_reads: usize,
-    /// Strict ordering: events whose item was already gone (published by
-    /// another run), not sent again.
+    /// Events whose item was no longer pending ([`RelayOutcome::Gone`]),
+    /// not sent again.
     pub gone: usize,
     /// Per event published, the milliseconds from its commit (the time of
     /// its event id, a ULID the writer makes as it builds the transaction)

@@ -350,18 +350,23 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             let Entry::Item(item) = &entries[*index] else {
                 continue;
             };
-            match claimed {
-                Ok(Marked::Updated) => continue,
-                Ok(Marked::Gone) => {
-                    tracing::info!(event_id = %item.event_id, "event claimed by another sweeper run, or gone; left to it");
+            run.outcomes[*index] = match claimed {
+                Ok(ClaimOutcome::Claimed) => continue,
+                Ok(ClaimOutcome::ClaimedElsewhere) => {
+                    tracing::info!(event_id = %item.event_id, "event claimed by another sweeper run; left to it");
                     run.claimed_elsewhere.insert(*index);
+                    RelayOutcome::Deferred
+                }
+                Ok(ClaimOutcome::Gone) => {
+                    tracing::info!(event_id = %item.event_id, "event no longer pending (published, dead-lettered or another region's); not sent");
+                    RelayOutcome::Gone
                 }
                 Err(e) => {
                     tracing::error!(event_id = %item.event_id, error = %e, "could not claim an event; it stays due");
                     run.store_errors += 1;
+                    RelayOutcome::Deferred
                 }
-            }
-            run.outcomes[*index] = RelayOutcome::Deferred;
+            };
             held.insert(item.aggregate_id.clone());
             lost.insert(*index);
         }

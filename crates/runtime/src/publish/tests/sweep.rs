@@ -67,3 +67,31 @@ async fn a_sweep_leaves_an_event_another_run_claimed() {
     assert_eq!(report.claimed_elsewhere, 1);
     assert_eq!(published_types(&sink), ["E1"]);
 }
+
+/// #43: an event published and deleted after the sweep's (eventually
+/// consistent) index read is gone, not claimed elsewhere: nothing is sent
+/// and nothing keeps the window unsettled.
+#[tokio::test]
+async fn a_sweep_does_not_count_an_event_deleted_meanwhile_as_claimed_elsewhere() {
+    let (sink, store) = (FakeSink::new(), MemoryStore::default());
+    let all = items_of(2, 2);
+    store.insert(all[1].clone());
+    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
+    // The relay itself: `run` would store the entries the sweep read.
+    let relay = Relay {
+        sink: &sink,
+        store: &store,
+        retry: &fast(),
+        ordering: crate::Ordering::Relaxed,
+        concurrency: 1,
+    };
+    let report = relay
+        .run(&entries, sweep_mode(), &mut HashSet::new(), &far())
+        .await;
+    assert_eq!(
+        report.outcomes,
+        vec![RelayOutcome::Gone, RelayOutcome::Published]
+    );
+    assert_eq!((report.claimed_elsewhere, report.gone), (0, 1));
+    assert_eq!(published_types(&sink), ["E1"]);
+}

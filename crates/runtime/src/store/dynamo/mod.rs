@@ -19,8 +19,8 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use ulid::Ulid;
 
 use super::{
-    sanitize, AdoptOutcome, AdoptedFrom, Adoption, Claim, CollectionRead, Created, Cursor,
-    DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OperatorStore, Page, PendingItem,
+    sanitize, AdoptOutcome, AdoptedFrom, Adoption, Claim, ClaimOutcome, CollectionRead, Created,
+    Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OperatorStore, Page, PendingItem,
     PendingQuery, PublishStore, ShardStats, StoreError, SweepStore, MAX_BATCH_GET, MAX_BATCH_WRITE,
 };
 use crate::aws::{error_code, error_message};
@@ -96,6 +96,29 @@ impl DynamoStore {
                 })
             }
             None => Err(Failed::Store(StoreError::new(operation, "DeadlineReached"))),
+        }
+    }
+
+    /// Why a claim's condition failed, from the item as it was: another
+    /// run's live claim holds a pending event of this region
+    /// ([`ClaimOutcome::ClaimedElsewhere`]), or the event is no longer this
+    /// region's to publish: not pending, or another region's
+    /// ([`ClaimOutcome::Gone`]).
+    fn claim_refused(&self, old: &HashMap<String, AttributeValue>, now: i64) -> ClaimOutcome {
+        let pending = old.contains_key(self.keys.pending_partition_key.as_str());
+        let ours = match (&self.keys.home_region, old.get(attr::HOME_REGION)) {
+            (Some(home), Some(AttributeValue::S(region))) => region == home,
+            _ => true,
+        };
+        let live = old
+            .get(attr::CLAIMED_UNTIL)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse::<i64>().ok())
+            .is_some_and(|until| until >= now);
+        if pending && ours && live {
+            ClaimOutcome::ClaimedElsewhere
+        } else {
+            ClaimOutcome::Gone
         }
     }
 

@@ -219,12 +219,8 @@ impl PublishStore for DynamoStore {
         key: &ItemKey,
         claim: &Claim,
         deadline: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        let update = format!(
-            "SET {} = :token, {} = :until",
-            attr::CLAIM_TOKEN,
-            attr::CLAIMED_UNTIL
-        );
+    ) -> Result<ClaimOutcome, StoreError> {
+        let now = now_utc_millis().unix_timestamp();
         // Its own claim counts as free: an SDK retry of a claim that was
         // applied (its answer lost) must not find the run's own claim and
         // leave the event to nobody.
@@ -237,7 +233,7 @@ impl PublishStore for DynamoStore {
         let mut values = HashMap::from([
             (":token".to_owned(), s(claim.token.clone())),
             (":until".to_owned(), n(claim.until)),
-            (":now".to_owned(), n(now_utc_millis().unix_timestamp())),
+            (":now".to_owned(), n(now)),
         ]);
         // Global tables: only the event's home region publishes it.
         if let Some(home) = &self.keys.home_region {
@@ -247,15 +243,39 @@ impl PublishStore for DynamoStore {
             ));
             values.insert(":home".to_owned(), s(home.clone()));
         }
-        self.conditional_update(
-            key,
-            (&update, &condition),
-            &[],
-            values,
-            "claim_pending",
-            deadline,
-        )
-        .await
+        let result = self
+            .call(
+                "claim_pending",
+                deadline,
+                self.client
+                    .update_item()
+                    .table_name(&self.table)
+                    .set_key(Some(self.keys.key(key)))
+                    .update_expression(format!(
+                        "SET {} = :token, {} = :until",
+                        attr::CLAIM_TOKEN,
+                        attr::CLAIMED_UNTIL
+                    ))
+                    .condition_expression(condition)
+                    .set_expression_attribute_values(Some(values))
+                    // The item that failed the condition tells a live claim
+                    // of another run (the window is not settled) from an
+                    // item no longer pending (nothing left to do).
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .send(),
+            )
+            .await;
+        match result {
+            Ok(_) => Ok(ClaimOutcome::Claimed),
+            Err(Failed::Service(UpdateItemError::ConditionalCheckFailedException(failed), _)) => {
+                Ok(failed
+                    .item()
+                    .map_or(ClaimOutcome::Gone, |old| self.claim_refused(old, now)))
+            }
+            Err(other) => Err(other.into_store("claim_pending")),
+        }
     }
 
     async fn collection_below(

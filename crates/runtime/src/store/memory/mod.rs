@@ -13,9 +13,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use ulid::Ulid;
 
 use super::{
-    sanitize, Claim, CollectionRead, Created, Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord,
-    Marked, OperatorStore, Page, PendingItem, PendingQuery, PublishStore, ShardStats, StoreError,
-    SweepStore,
+    sanitize, Claim, ClaimOutcome, CollectionRead, Created, Cursor, DeadLetter, DeadLetterPage,
+    DeadLetterRecord, Marked, OperatorStore, Page, PendingItem, PendingQuery, PublishStore,
+    ShardStats, StoreError, SweepStore,
 };
 use crate::config::RecordedSettings;
 use crate::retry::Deadline;

@@ -90,18 +90,17 @@ impl PublishStore for MemoryStore {
         key: &ItemKey,
         claim: &Claim,
         _: &Deadline,
-    ) -> Result<Marked, StoreError> {
+    ) -> Result<ClaimOutcome, StoreError> {
         let mut items = lock(&self.items);
         match items.get_mut(key) {
-            Some(item)
-                if item.pending_pk.is_some()
-                    && (unclaimed(item) || item.claim_token.as_deref() == Some(&claim.token)) =>
-            {
+            Some(item) if item.pending_pk.is_none() => Ok(ClaimOutcome::Gone),
+            Some(item) if unclaimed(item) || item.claim_token.as_deref() == Some(&claim.token) => {
                 item.claim_token = Some(claim.token.clone());
                 item.claimed_until = Some(claim.until);
-                Ok(Marked::Updated)
+                Ok(ClaimOutcome::Claimed)
             }
-            _ => Ok(Marked::Gone),
+            Some(_) => Ok(ClaimOutcome::ClaimedElsewhere),
+            None => Ok(ClaimOutcome::Gone),
         }
     }
 

@@ -1,7 +1,7 @@
 //! The chaos run (see `testkit::chaos` and `docs/reliability.md`).
 //!
 //! `make test` runs the small run on each sink (every fault kind, an outage
-//! that outlasts the mapping's retries) and the six sabotage runs, whose
+//! that outlasts the mapping's retries) and the seven sabotage runs, whose
 //! verdict must fail for the right reason. `make chaos` runs [`chaos`] (ignored
 //! here): `CHAOS_SEED` (one seed, or a comma-separated list; default
 //! 1,2,3), `CHAOS_ORDERS` (default 100), `CHAOS_SINKS` (default both),
@@ -179,7 +179,12 @@ fn fails_with(failures: Vec<String>, reason: &str) {
 
 async fn run_sabotaged(config: ChaosConfig) -> Vec<String> {
     let verdict = run(&config).await.expect("chaos harness");
-    println!("{}\n{}", Verdict::HEADER, verdict.row());
+    println!(
+        "{}\n{}\n\n{}",
+        Verdict::HEADER,
+        verdict.row(),
+        verdict.fault_table()
+    );
     verdict.failures()
 }
 
@@ -245,6 +250,27 @@ async fn the_verdict_fails_when_the_on_failure_handler_does_nothing() {
     fails_with(
         run_sabotaged(config).await,
         "events of given-up batches not published by the OnFailure path",
+    );
+}
+
+/// The verdict can fail: a publisher that keeps every delete to the end
+/// of its batch, killed once it has published 50 events of a batch,
+/// repeats them all: more than the design lets a kill repeat. No other
+/// fault.
+/// `SendConcurrency` 1, not the template's 5: a kill may then repeat one
+/// call's 10 events, the delete batch of 25 beside it and 9 more (44);
+/// at 5 the design's 124 is more than a batch of 100 records holds, and no
+/// kill could show the difference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_verdict_fails_when_a_kill_repeats_more_than_the_design_allows() {
+    let mut config = without_faults(Sabotage::DeferDeletes, SinkKind::EventBridge, false);
+    // 100 orders, written before the publisher starts: batches of up to
+    // 100 records, so that one invocation publishes 50 before its end.
+    config.orders = 100;
+    config.parameters = vec![("SendConcurrency".to_owned(), "1".to_owned())];
+    fails_with(
+        run_sabotaged(config).await,
+        "instances repeated more than the design allows",
     );
 }
 

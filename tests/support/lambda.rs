@@ -152,6 +152,16 @@ impl LambdaFunction {
         &self.spec.name
     }
 
+    /// The value of `variable` in its environment, if set.
+    pub fn env(&self, variable: &str) -> Option<&str> {
+        self.spec
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == variable)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// Where its processes' output goes (their EMF lines and logs).
     pub fn log(&self) -> &Path {
         &self.spec.log

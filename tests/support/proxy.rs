@@ -130,6 +130,14 @@ pub enum Sabotage {
     /// rewrites the answer the mapping gets; Lambda then delivers the whole
     /// batch again).
     ReportFirstRecord,
+    /// Deletes of outbox items are answered as done at once and forwarded
+    /// only when the invocation ends with an answer (a killed or failed
+    /// one's are dropped): a publisher that keeps every delete to the end
+    /// of its batch, so a kill repeats everything it published. The
+    /// sabotaged publisher is also killed once (a [`Fault::Crash`] before
+    /// the call), at its first sink call after an invocation of it has
+    /// published [`DEFER_DELETES_KILL_AFTER`] events.
+    DeferDeletes,
     /// Not on the wire: every invocation of the sweeper by the OnFailure
     /// queue's mapping is answered as handled without running it (an
     /// OnFailure handler that does nothing).
@@ -141,11 +149,15 @@ impl Sabotage {
     pub fn applies_to(self, function: &str) -> bool {
         match self {
             Self::SendTwice | Self::IgnoreOnFailure => function == "sweeper",
-            Self::ReportFirstRecord => function == "publisher",
+            Self::ReportFirstRecord | Self::DeferDeletes => function == "publisher",
             Self::DropDeletes | Self::SwallowSinkCalls | Self::AcknowledgeEarly => true,
         }
     }
 }
+
+/// [`Sabotage::DeferDeletes`]: events one invocation publishes before
+/// the kill.
+pub const DEFER_DELETES_KILL_AFTER: usize = 50;
 
 /// One call in the journal: every sink call (`PutEvents`, `PublishBatch`),
 /// every delete of outbox items, and every call that got a fault.
@@ -231,6 +243,25 @@ impl FaultProxy {
     pub async fn settled(&self) {
         while self.state.lock().unwrap().delayed > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// [`Sabotage::DeferDeletes`]: forwards (and journals, as taking effect
+    /// now) the deletes invocation `tag` made, when it ended with an answer;
+    /// drops them otherwise.
+    pub async fn end_deferred(&self, tag: u64, answered: bool) {
+        let deferred: Vec<server::Deferred> = {
+            let mut state = self.state.lock().unwrap();
+            let (mine, others) = std::mem::take(&mut state.deferred)
+                .into_iter()
+                .partition(|d| d.tag == tag);
+            state.deferred = others;
+            mine
+        };
+        if answered {
+            for call in deferred {
+                server::forward_deferred(&self.state, call).await;
+            }
         }
     }
 

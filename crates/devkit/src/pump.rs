@@ -112,6 +112,9 @@ pub struct GivenUp {
     pub at: std::time::SystemTime,
     /// Its records' sequence numbers, in stream order.
     pub sequence_numbers: Vec<String>,
+    /// Its records' keys, in stream order (what the records were about,
+    /// whether or not the function ever got them).
+    pub keys: Vec<serde_dynamo::Item>,
 }
 
 /// One lane of a shard: the records of the items that hash to it, in
@@ -466,6 +469,7 @@ impl<I: Invoker> Pump<I> {
                 .iter()
                 .filter_map(|r| r.change.sequence_number.clone())
                 .collect(),
+            keys: batch.iter().map(|r| r.change.keys.clone()).collect(),
         });
         let Some(target) = &self.on_failure else {
             return Ok(());

@@ -44,6 +44,11 @@ pub(super) fn attribute(
             .collect(),
         out_of_time: functions.iter().map(|f| out_of_time(f)).collect(),
         delete_deadlines: functions.iter().map(|f| delete_deadlines(f)).collect(),
+        windows: functions.iter().map(|f| design_window(f)).collect(),
+        generations: functions
+            .iter()
+            .map(|f| f.generations.lock().unwrap().clone())
+            .collect(),
         journals,
     };
     attribute_from(verdict, &history, deliveries);
@@ -115,6 +120,8 @@ fn attribute_from(
     }
     let mut used: HashSet<(Cause, String)> = HashSet::new();
     let mut counted: HashSet<Cause> = HashSet::new();
+    // Duplicates charged to each cause instance, against its design bound.
+    let mut charged: HashMap<Cause, usize> = HashMap::new();
     // Pair by pair: every forward after an event's first needs a cause of
     // its own, delivered or not (an SNS FIFO topic drops a resend within
     // its deduplication window, and an unexplained resend must not hide
@@ -154,6 +161,7 @@ fn attribute_from(
             // is explained but repeats nothing.
             if explained < extra {
                 row.duplicates += 1;
+                *charged.entry(cause).or_default() += 1;
             }
             explained += 1;
         }
@@ -190,6 +198,36 @@ fn attribute_from(
             }
         }
     }
+    check_design_bounds(verdict, history, &charged);
+}
+
+/// Each cause instance's duplicates against what the design lets it
+/// repeat ([`Histories::design_bound`]): the fault table's largest
+/// instance per kind, and every instance over its bound counted (the
+/// verdict fails), with an example.
+fn check_design_bounds(
+    verdict: &mut Verdict,
+    history: &Histories<'_>,
+    charged: &HashMap<Cause, usize>,
+) {
+    let mut instances: Vec<(&Cause, usize)> = charged.iter().map(|(c, n)| (c, *n)).collect();
+    instances.sort_by(|a, b| {
+        (&a.0.kind, a.0.function, a.0.tag).cmp(&(&b.0.kind, b.0.function, b.0.tag))
+    });
+    for (cause, duplicates) in instances {
+        let bound = history.design_bound(cause);
+        let row = verdict.faults.entry(cause.kind.clone()).or_default();
+        if duplicates > row.largest.0 {
+            row.largest = (duplicates, bound);
+        }
+        if duplicates > bound {
+            row.over_design += 1;
+            verdict.examples.push(format!(
+                "over the design bound: {} in {}#{}: {duplicates} duplicates, the design allows {bound}",
+                cause.kind, history.names[cause.function], cause.tag
+            ));
+        }
+    }
 }
 
 /// One forward of an event to the sink: the call that carried it.
@@ -212,6 +250,26 @@ struct Cause {
     fault_call: Option<usize>,
     /// The last call whose events it exposes (`None`: the whole invocation).
     upto: Option<usize>,
+    /// What the design lets it repeat.
+    bound: Bound,
+}
+
+/// What the design lets one cause repeat (its instance's bound, checked
+/// against the duplicates charged to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Bound {
+    /// The events of one call: a sink call whose answer was lost, or a
+    /// delete that failed.
+    Call,
+    /// An invocation stopped before its deletes (a kill, the deadline, a
+    /// failure): what it had sent by then, and never more than its
+    /// function's [`design_window`].
+    Stopped,
+    /// A batch delivered again: the records from the reported one on
+    /// (every record, when the invocation failed) that it published.
+    Batch,
+    /// A sweep that raced the stream or a delete: the events it sent.
+    Invocation,
 }
 
 /// The functions' journals, errors, start times, and the publisher's
@@ -228,6 +286,46 @@ struct Histories<'a> {
     /// Each invocation's last moment to start a delete (its work deadline
     /// plus the relay's `FINISH_GRACE`).
     delete_deadlines: Vec<BTreeMap<u64, SystemTime>>,
+    /// The most events one invocation of each function can have published
+    /// and not deleted at any moment, by design ([`design_window`]).
+    windows: Vec<usize>,
+    /// The process each invocation ran in (tag → its sandbox's
+    /// generation).
+    generations: Vec<BTreeMap<u64, u64>>,
+}
+
+/// The most events one invocation of `function` can have published and
+/// not yet deleted at any moment, by the relay's design (docs/publisher.md,
+/// "deletes keep up with the sends"): the calls of a wave in flight
+/// (`SEND_CONCURRENCY` calls of 10 events), the delete batches beside them
+/// (what earlier waves published: fewer than 25 left over and a wave) and
+/// fewer than 25 more; the sweeper runs that per shard, every shard at
+/// once. A kill, a deadline or a failed invocation can repeat no more.
+fn design_window(function: &Tagged) -> usize {
+    let f = &function.function;
+    let number = |name: &str, default: usize| {
+        f.env(name)
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(default)
+    };
+    let calls = number("SEND_CONCURRENCY", outbox_runtime::DEFAULT_SEND_CONCURRENCY);
+    let lanes = match f.name() {
+        "sweeper" => number(
+            "OUTBOX_SHARDS",
+            usize::from(outbox_runtime::DEFAULT_OUTBOX_SHARDS),
+        ),
+        _ => 1,
+    };
+    lanes * window_of(calls)
+}
+
+/// [`design_window`] of one relay with `calls` sink calls in flight.
+fn window_of(calls: usize) -> usize {
+    let wave = calls * outbox_core::size::MAX_EVENTBRIDGE_ENTRIES;
+    let leftover = outbox_runtime::store::MAX_BATCH_WRITE - 1;
+    // A wave in flight, and what earlier waves left: in the delete
+    // batches beside it, or fewer than 25 waiting to fill one.
+    wave + (leftover + wave)
 }
 
 /// Each invocation of `function` (tag → Lambda deadline, work deadline,
@@ -306,7 +404,7 @@ impl Histories<'_> {
         })
     }
 
-    fn fault(&self, function: usize, index: usize) -> Cause {
+    fn fault(&self, function: usize, index: usize, bound: Bound) -> Cause {
         let call = &self.journals[function][index];
         Cause {
             kind: self.kind_of(function, call),
@@ -314,16 +412,57 @@ impl Histories<'_> {
             tag: call.tag,
             fault_call: Some(index),
             upto: Some(index),
+            bound,
         }
     }
 
-    fn other(&self, kind: String, function: usize, tag: u64, upto: Option<usize>) -> Cause {
+    fn other(
+        &self,
+        kind: String,
+        function: usize,
+        tag: u64,
+        upto: Option<usize>,
+        bound: Bound,
+    ) -> Cause {
         Cause {
             kind,
             function,
             tag,
             fault_call: None,
             upto,
+            bound,
+        }
+    }
+
+    /// The most duplicates the design lets `cause` repeat, from its
+    /// invocation's journal and batch.
+    fn design_bound(&self, cause: &Cause) -> usize {
+        let (f, tag) = (cause.function, cause.tag);
+        match (cause.bound, cause.upto) {
+            (Bound::Call, Some(i)) => {
+                let call = &self.journals[f][i];
+                call.delivered.len().max(call.deletes.len())
+            }
+            (Bound::Stopped, upto) => self.sent(f, tag, upto).min(self.windows[f]),
+            (Bound::Batch, _) => {
+                let published: HashSet<&str> = self.journals[f]
+                    .iter()
+                    .filter(|c| c.tag == tag && c.answered)
+                    .flat_map(|c| c.delivered.iter().map(String::as_str))
+                    .collect();
+                self.batches[f].get(&tag).map_or(0, |batch| {
+                    let from = if self.errors[f].contains_key(&tag) {
+                        0
+                    } else {
+                        batch.reported_at().unwrap_or(batch.records.len())
+                    };
+                    batch.records[from..]
+                        .iter()
+                        .filter(|(_, id)| id.as_deref().is_some_and(|id| published.contains(id)))
+                        .count()
+                })
+            }
+            (_, upto) => self.sent(f, tag, upto),
         }
     }
 
@@ -347,7 +486,7 @@ impl Histories<'_> {
         let call = &journal[first.index];
         if !call.answered {
             return Some(if faulted(call) {
-                self.fault(f, first.index)
+                self.fault(f, first.index, Bound::Call)
             } else {
                 self.other(
                     format!(
@@ -356,6 +495,7 @@ impl Histories<'_> {
                     f,
                     tag,
                     Some(first.index),
+                    Bound::Call,
                 )
             });
         }
@@ -371,7 +511,7 @@ impl Histories<'_> {
             let resend = &self.journals[next.function][next.index];
             return (!resend.answered).then(|| {
                 if faulted(resend) {
-                    self.fault(next.function, next.index)
+                    self.fault(next.function, next.index, Bound::Call)
                 } else {
                     self.other(
                         format!(
@@ -380,6 +520,7 @@ impl Histories<'_> {
                         next.function,
                         tag,
                         Some(next.index),
+                        Bound::Call,
                     )
                 }
             });
@@ -388,18 +529,19 @@ impl Histories<'_> {
         let Some((_, delete)) = deleted else {
             // The item was never deleted by that invocation: something
             // after the sink call stopped it.
+            // 3. The delete of this very item failed (its faults outlasted
+            //    the SDK's retries, or it hung): the item goes to the
+            //    sweeper whatever happens next, so this comes before a kill.
+            if let Some((i, _)) =
+                later().find(|(_, c)| faulted(c) && c.deletes.iter().any(|d| d == event))
+            {
+                return Some(self.fault(f, i, Bound::Call));
+            }
             // 2. A SIGKILL later in the invocation.
             if let Some((i, _)) =
                 later().find(|(_, c)| matches!(c.fault, Some(Fault::Crash { .. })))
             {
-                return Some(self.fault(f, i));
-            }
-            // 3. The delete of this very item failed (its faults outlasted
-            //    the SDK's retries, or it hung).
-            if let Some((i, _)) =
-                later().find(|(_, c)| faulted(c) && c.deletes.iter().any(|d| d == event))
-            {
-                return Some(self.fault(f, i));
+                return Some(self.fault(f, i, Bound::Stopped));
             }
             // 4. The invocation ran to its deadline, and its own journal
             //    shows the deadline cut a call after the send: a call of
@@ -434,8 +576,8 @@ impl Histories<'_> {
                     .iter()
                     .position(|c| c.tag == tag && c.fault == Some(Fault::Hang));
                 return Some(match hang {
-                    Some(i) => self.fault(f, i),
-                    None => self.other(kind, f, tag, None),
+                    Some(i) => self.fault(f, i, Bound::Stopped),
+                    None => self.other(kind, f, tag, None, Bound::Stopped),
                 });
             }
             return None;
@@ -446,13 +588,16 @@ impl Histories<'_> {
         // 6. Lambda delivered the record again: the invocation reported
         //    this record, or one before it in its batch, as failed (or
         //    failed as a whole), and the redelivered batch went to another
-        //    sandbox, whose check had not seen it (the sandbox that
+        //    process (another sandbox, or the one that replaced a killed
+        //    process), whose check had not seen it (the process that
         //    deleted the item checks a batch it has seen and finds it
-        //    gone; a restarted one checks its first batch).
+        //    gone; a new one checks its first batch only).
+        let other_process = next.function != f
+            || self.generations[f].get(&tag) != self.generations[f].get(&next.tag);
         if name == "publisher"
             && next_name == "publisher"
             && next.tag > tag
-            && next.function != f
+            && other_process
             && (self.errors[f].contains_key(&tag) || self.redelivers(f, tag, event))
         {
             let reason = journal
@@ -467,6 +612,7 @@ impl Histories<'_> {
                 f,
                 tag,
                 None,
+                Bound::Batch,
             ));
         }
         // 7. The sweeper published it before the stream delivered its
@@ -478,6 +624,7 @@ impl Histories<'_> {
                 f,
                 tag,
                 None,
+                Bound::Invocation,
             ));
         }
         // 8. The sweep that sent it again had started (and read its page)
@@ -492,6 +639,7 @@ impl Histories<'_> {
                 next.function,
                 next.tag,
                 None,
+                Bound::Invocation,
             ));
         }
         None

@@ -338,6 +338,10 @@ pub(super) struct Tagged {
     /// Each invocation's deadline and when its answer (or failure) came
     /// (tag → (deadline, end)).
     pub(super) ends: Mutex<BTreeMap<u64, (std::time::SystemTime, std::time::SystemTime)>>,
+    /// The process each invocation ran in, by the sandbox's cold-start
+    /// count (tag → generation): a killed process's successor in the same
+    /// sandbox has seen none of its batches.
+    pub(super) generations: Mutex<BTreeMap<u64, u64>>,
 }
 
 impl Tagged {
@@ -364,6 +368,7 @@ impl Tagged {
             batches: Mutex::default(),
             rewritten: Mutex::default(),
             ends: Mutex::default(),
+            generations: Mutex::default(),
         }
     }
 
@@ -389,10 +394,17 @@ impl Tagged {
         }
         self.proxy.set_tag(tag);
         let mut outcome = self.function.invoke(payload).await;
+        if self.proxy.sabotaged() == Some(Sabotage::DeferDeletes) {
+            self.proxy.end_deferred(tag, outcome.is_ok()).await;
+        }
         self.ends.lock().unwrap().insert(
             tag,
             (self.function.last_deadline(), std::time::SystemTime::now()),
         );
+        self.generations
+            .lock()
+            .unwrap()
+            .insert(tag, self.function.cold_starts.load(Ordering::SeqCst));
         match &mut outcome {
             Err(e) => {
                 self.errors.lock().unwrap().insert(tag, e.clone());

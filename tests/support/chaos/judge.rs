@@ -71,10 +71,21 @@ pub(super) async fn judge_on_failure(
         })
         .collect();
     for window in given_up {
-        for sequence in &window.sequence_numbers {
-            let Some(id) = ids.get(sequence) else {
-                continue;
-            };
+        // Each record's event id: from the batch the publisher got, or from
+        // the record's own key (a record the publisher never got).
+        let from_keys = window.keys.iter().map(|keys| match keys.get("SK") {
+            Some(serde_dynamo::AttributeValue::S(sk)) => {
+                sk.strip_prefix("OUTBOX#").map(str::to_owned)
+            }
+            _ => None,
+        });
+        let records: Vec<Option<String>> = window
+            .sequence_numbers
+            .iter()
+            .zip(from_keys)
+            .map(|(sequence, key)| ids.get(sequence).cloned().or(key))
+            .collect();
+        for id in records.iter().flatten() {
             let by = match first.get(id) {
                 Some((at, _, _)) if *at < window.at => continue,
                 Some((_, f, _)) if functions[*f].function.name() == "sweeper" => continue,

@@ -87,6 +87,14 @@ impl SinkKind {
             Self::SnsFifo => "sns-fifo",
         }
     }
+
+    /// The API operation that publishes to it.
+    pub fn sink_call(self) -> &'static str {
+        match self {
+            Self::EventBridge => "PutEvents",
+            Self::SnsFifo => "PublishBatch",
+        }
+    }
 }
 
 /// One run.
@@ -136,6 +144,9 @@ pub struct ChaosConfig {
     /// The template parameter `Ordering`; `None` keeps its default (`auto`:
     /// strict for the SNS FIFO topic, relaxed for EventBridge).
     pub ordering: Option<outbox_runtime::Ordering>,
+    /// Other template parameters than the defaults (name, value): a run
+    /// that sets one says why.
+    pub parameters: Vec<(String, String)>,
 }
 
 impl ChaosConfig {
@@ -159,6 +170,7 @@ impl ChaosConfig {
             sample_every: Duration::from_secs(1),
             parallelization: 1,
             ordering: None,
+            parameters: Vec::new(),
         }
     }
 }
@@ -208,6 +220,9 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             .deployment
             .clone()
             .with_parameter("Ordering", ordering.as_str());
+    }
+    for (name, value) in &config.parameters {
+        stack.deployment = stack.deployment.clone().with_parameter(name, value);
     }
     stack.record_settings().await;
     // The mapping as this stack deploys it, as the pump runs it.

@@ -16,6 +16,12 @@ pub struct FaultRow {
     pub exposed: usize,
     /// Duplicates charged to this fault.
     pub duplicates: usize,
+    /// The instance (one fault, one stopped invocation, one lost answer)
+    /// that caused the most duplicates: (its duplicates, what the design
+    /// lets it repeat).
+    pub largest: (usize, usize),
+    /// Instances that caused more duplicates than the design lets them.
+    pub over_design: usize,
 }
 
 /// What a run shows.
@@ -237,8 +243,15 @@ impl Verdict {
             check(
                 row.duplicates <= row.exposed,
                 format!(
-                    "{kind}: {} duplicates over its bound of {}",
+                    "{kind}: {} duplicates over the {} events it exposed",
                     row.duplicates, row.exposed
+                ),
+            );
+            check(
+                row.over_design == 0,
+                format!(
+                    "{kind}: {} instances repeated more than the design allows",
+                    row.over_design
                 ),
             );
         }
@@ -304,12 +317,17 @@ impl Verdict {
             phases.join(", ")
         );
         out.push_str(
-            "| fault | injected | events exposed (bound) | duplicates it caused |\n|---|---|---|---|\n",
+            "| fault | injected | events exposed | duplicates it caused | most from one instance / its design bound |\n|---|---|---|---|---|\n",
         );
         for (kind, row) in &self.faults {
+            let largest = if row.largest.0 == 0 {
+                "–".to_owned()
+            } else {
+                format!("{} / {}", row.largest.0, row.largest.1)
+            };
             let _ = writeln!(
                 out,
-                "| {kind} | {} | {} | {} |",
+                "| {kind} | {} | {} | {} | {largest} |",
                 row.injected, row.exposed, row.duplicates
             );
         }

@@ -61,6 +61,41 @@ impl Upstreams {
     }
 }
 
+/// A delete answered and held until its invocation ends
+/// ([`Sabotage::DeferDeletes`]).
+pub(super) struct Deferred {
+    pub(super) tag: u64,
+    upstream: String,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    operation: String,
+    deletes: Vec<String>,
+}
+
+/// Forwards a held delete and journals it as taking effect now.
+pub(super) async fn forward_deferred(state: &Mutex<State>, call: Deferred) {
+    let (_, deleted) = apply(
+        &call.upstream,
+        call.parts,
+        call.body,
+        &call.operation,
+        &None,
+        &|| {},
+        call.deletes.clone(),
+    )
+    .await;
+    state.lock().unwrap().journal.push(Call {
+        tag: call.tag,
+        operation: call.operation,
+        fault: None,
+        delivered: Vec::new(),
+        deletes: call.deletes,
+        deleted,
+        at: std::time::SystemTime::now(),
+        answered: true,
+    });
+}
+
 /// Accepts connections on `listener` until it fails, each served on its
 /// own task.
 pub(super) async fn serve(listener: TcpListener, shared: Arc<Mutex<State>>, upstream: Upstreams) {
@@ -172,6 +207,20 @@ async fn handle_call(
                 return (Ok(fake_success(&operation, &body)), entry);
             }
         }
+        Some(Sabotage::DeferDeletes) if unfaulted && !deletes.is_empty() => {
+            // Answered as done now; forwarded (and journaled) when the
+            // invocation ends with an answer.
+            let answer = fake_success(&operation, &body);
+            state.lock().unwrap().deferred.push(Deferred {
+                tag,
+                upstream,
+                parts,
+                body,
+                operation: operation.clone(),
+                deletes: deletes.clone(),
+            });
+            return (Ok(answer), None);
+        }
         Some(Sabotage::SendTwice) if unfaulted && is_sink_call(&operation) => {
             // The first of the two sends, answered to nobody but journaled
             // as answered: the same invocation sent the call twice.
@@ -222,6 +271,21 @@ async fn handle_call(
         _ => {}
     }
     let (result, delivered) = apply(&upstream, parts, body, &operation, &fault, &crash, all).await;
+    if sabotage == Some(Sabotage::DeferDeletes) && is_sink_call(&operation) {
+        // The kill, once, at the next sink call after an invocation has
+        // published enough.
+        let mut state = state.lock().unwrap();
+        let published = state.published.entry(tag).or_default();
+        *published += delivered.len();
+        if *published >= super::DEFER_DELETES_KILL_AFTER && !state.kill_set {
+            state.kill_set = true;
+            state.rules.push(super::state::Rule {
+                operation: operation.clone(),
+                fault: Fault::Crash { forward: false },
+                remaining: Some(1),
+            });
+        }
+    }
     let entry = journal(&fault, delivered);
     (result, entry)
 }

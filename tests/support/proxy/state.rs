@@ -37,6 +37,13 @@ pub(super) struct State {
     pub(super) sabotage: Option<Sabotage>,
     /// Calls answered and not forwarded yet ([`Sabotage::AcknowledgeEarly`]).
     pub(super) delayed: usize,
+    /// Deletes answered and held until their invocation ends
+    /// ([`Sabotage::DeferDeletes`]).
+    pub(super) deferred: Vec<super::server::Deferred>,
+    /// [`Sabotage::DeferDeletes`]: events published per invocation, until
+    /// the kill is set.
+    pub(super) published: std::collections::HashMap<u64, usize>,
+    pub(super) kill_set: bool,
 }
 
 /// Records a call of `operation` as seen and gives its fault: the first

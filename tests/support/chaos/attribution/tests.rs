@@ -65,6 +65,17 @@ fn batch(events: &[&str], reported: Option<usize>) -> Batch {
 }
 
 fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
+    let generations = functions.iter().map(|_| BTreeMap::new()).collect();
+    judge_in(functions, deliveries, generations)
+}
+
+/// [`judge`], each function's invocations run in the processes of
+/// `generations` (tag → its sandbox's generation).
+fn judge_in(
+    functions: Vec<Function>,
+    deliveries: &[(&str, usize)],
+    generations: Vec<BTreeMap<u64, u64>>,
+) -> Verdict {
     let history = Histories {
         names: functions.iter().map(|f| f.name).collect(),
         errors: functions.iter().map(|_| BTreeMap::new()).collect(),
@@ -81,6 +92,9 @@ fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
             .iter()
             .map(|f| f.late.iter().copied().collect::<BTreeSet<u64>>())
             .collect(),
+        // One sink call in flight (`SEND_CONCURRENCY` 1): 10 + 25 + 9.
+        windows: functions.iter().map(|_| window_of(1)).collect(),
+        generations,
         journals: functions.into_iter().map(|f| f.journal).collect(),
     };
     let deliveries: HashMap<String, usize> = deliveries
@@ -245,6 +259,27 @@ fn a_redelivered_batch_explains_a_resend_from_the_reported_record_in_another_san
     assert_eq!(redelivered(Some(0), true).unexplained, 1);
 }
 
+/// The same sandbox, but a new process (the one that served invocation 1
+/// was killed after its answer): the new process has seen no batch but
+/// its first, so the redelivered batch explains the resend.
+#[test]
+fn a_redelivered_batch_explains_a_resend_from_a_new_process_of_the_same_sandbox() {
+    let first = Function {
+        name: "publisher",
+        journal: vec![
+            send(1, 10, &["e0", "e1"], true),
+            delete(1, 20, &["e0", "e1"]),
+            send(2, 40, &["e1"], true),
+        ],
+        started: vec![(1, 0), (2, 30)],
+        batches: vec![(1, batch(&["e0", "e1", "e2"], Some(0)))],
+        late: vec![],
+    };
+    let restarted = BTreeMap::from([(1, 1), (2, 2)]);
+    let verdict = judge_in(vec![first], &[("e0", 1), ("e1", 2)], vec![restarted]);
+    assert_eq!(verdict.unexplained, 0, "{:?}", verdict.examples);
+}
+
 /// An answer must report a record its invocation had not published: e2
 /// (never sent) is right; e0, which an answered call carried, is counted.
 #[test]
@@ -287,4 +322,95 @@ fn the_deadline_explains_an_undeleted_event_only_when_it_cut_a_call() {
         judge(vec![sweeps(true, false)], &[("e1", 2)]).unexplained,
         1
     );
+}
+
+/// A publisher invocation that sent `events` ten to a call, one call at a
+/// time, deleted the first `deleted` of them, and was killed at its next
+/// sink call; its batch then went out again from another sandbox.
+fn killed_after(events: usize, deleted: usize) -> Verdict {
+    let ids: Vec<String> = (0..events).map(|i| format!("e{i}")).collect();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut journal: Vec<Call> = refs
+        .chunks(10)
+        .enumerate()
+        .map(|(i, chunk)| send(1, 10 * i as u64, chunk, true))
+        .collect();
+    let after = 10 * journal.len() as u64;
+    journal.extend(
+        refs[..deleted]
+            .chunks(25)
+            .map(|chunk| delete(1, 5 + after, chunk)),
+    );
+    journal.push(Call {
+        fault: Some(Fault::Crash { forward: false }),
+        ..send(1, 1_000, &[], false)
+    });
+    let again = Function {
+        name: "publisher",
+        journal: refs
+            .chunks(10)
+            .map(|chunk| send(2, 2_000, chunk, true))
+            .collect(),
+        started: vec![(2, 1_500)],
+        batches: vec![(2, batch(&refs, None))],
+        late: vec![],
+    };
+    let killed = Function {
+        name: "publisher",
+        journal,
+        started: vec![(1, 0)],
+        batches: vec![(1, batch(&refs, None))],
+        late: vec![],
+    };
+    let undeleted: Vec<(&str, usize)> = refs[deleted..].iter().map(|id| (*id, 2)).collect();
+    let delivered: Vec<(&str, usize)> = refs[..deleted]
+        .iter()
+        .map(|id| (*id, 1))
+        .chain(undeleted)
+        .collect();
+    // The deleted ones are not sent again: the redelivered batch's check
+    // finds them gone.
+    judge(vec![killed, again.only(&refs[deleted..])], &delivered)
+}
+
+impl Function {
+    /// The function, its sink calls carrying only `events`.
+    fn only(mut self, events: &[&str]) -> Self {
+        for call in &mut self.journal {
+            call.delivered.retain(|e| events.contains(&e.as_str()));
+        }
+        self.journal.retain(|c| !c.delivered.is_empty());
+        self
+    }
+}
+
+/// #43: a kill repeats at most what the design leaves published and not
+/// deleted (one call in flight: 10 + 25 + 9 = 44). With the deletes keeping
+/// up, 30 come back and the verdict holds; a publisher that kept every
+/// delete to the end repeats 60, over the bound, and the verdict fails for
+/// that reason.
+#[test]
+fn a_kill_that_repeats_more_than_the_design_allows_fails_the_run() {
+    let kept_up = killed_after(60, 30);
+    assert_eq!(kept_up.unexplained, 0, "{:?}", kept_up.examples);
+    let row = &kept_up.faults["publisher: sink call SIGKILL before the call"];
+    assert_eq!(
+        (row.duplicates, row.largest, row.over_design),
+        (30, (30, 44), 0)
+    );
+    let over = |v: &Verdict| {
+        v.failures()
+            .iter()
+            .any(|f| f.ends_with("instances repeated more than the design allows"))
+    };
+    assert!(!over(&kept_up), "{:?}", kept_up.failures());
+
+    let deferred = killed_after(60, 0);
+    assert_eq!(deferred.unexplained, 0, "{:?}", deferred.examples);
+    let row = &deferred.faults["publisher: sink call SIGKILL before the call"];
+    assert_eq!(
+        (row.duplicates, row.largest, row.over_design),
+        (60, (60, 44), 1)
+    );
+    assert!(over(&deferred), "{:?}", deferred.failures());
 }

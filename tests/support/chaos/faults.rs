@@ -2,7 +2,7 @@
 //! labels and severity of fault kinds, and invocations tagged on their
 //! proxy so that the journal says which invocation made a call.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -524,6 +524,21 @@ impl Sandboxes {
             self.all.iter().flat_map(|t| t.proxy.journal()).collect();
         calls.sort_by_key(|c| c.at);
         calls
+    }
+
+    /// The event ids of the stream batches given to the invocations with
+    /// tags in `tags`, in any sandbox.
+    pub(super) fn events_of(&self, tags: std::ops::Range<u64>) -> HashSet<String> {
+        self.all
+            .iter()
+            .flat_map(|t| {
+                let batches = t.batches.lock().unwrap();
+                batches
+                    .range(tags.clone())
+                    .flat_map(|(_, b)| b.records.iter().filter_map(|(_, id)| id.clone()))
+                    .collect::<Vec<String>>()
+            })
+            .collect()
     }
 
     pub(super) fn errors(&self) -> usize {

@@ -249,23 +249,21 @@ pub(super) async fn judge_writes(
     }
 }
 
-/// From the end of the outage (the first publisher call after it) to the
-/// last first delivery of an event created before that moment.
-pub(super) fn recovery(journal: &[Call], healed_tag: u64, _verdict: &Verdict) -> Option<Duration> {
+/// Recovery from the sink outage: from its end (the first publisher call
+/// after it) to the end of the backlog it caused, the last first delivery
+/// of an event whose record an invocation during the outage was given
+/// (`outage`: those events).
+pub(super) fn recovery(
+    journal: &[Call],
+    healed_tag: u64,
+    outage: &HashSet<String>,
+) -> Option<Duration> {
     let healed = journal.iter().find(|c| c.tag >= healed_tag)?.at;
-    let healed_ms = healed
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .ok()?
-        .as_millis() as u64;
     let mut seen = HashSet::new();
     let mut last = None;
     for call in journal {
         for id in &call.delivered {
-            if !seen.insert(id.clone()) {
-                continue;
-            }
-            let created = ulid::Ulid::from_string(id).ok()?.timestamp_ms();
-            if created <= healed_ms && call.at >= healed {
+            if seen.insert(id.clone()) && outage.contains(id) && call.at >= healed {
                 last = Some(call.at);
             }
         }

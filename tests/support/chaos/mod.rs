@@ -475,10 +475,11 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     // Handled by the sweeper, against what the mapping gave up.
     verdict.on_failure_messages = on_failure_messages;
     judge_on_failure(&mut verdict, &stack, &functions, &pump_stats.given_up).await;
+    let outage = outage_start..outage_start + outage_invocations;
     verdict.recovery = recovery(
         &publisher.journal(),
-        outage_start + outage_invocations,
-        &verdict,
+        outage.end,
+        &publisher.events_of(outage.clone()),
     );
     verdict.phases = phases;
     verdict.elapsed = started.elapsed();

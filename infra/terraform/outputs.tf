@@ -1,0 +1,16 @@
+# The stack's outputs, as the application returns them.
+output "publisher_function_name" {
+  value = aws_serverlessapplicationrepository_cloudformation_stack.outbox.outputs["PublisherFunctionName"]
+}
+
+output "sweeper_function_name" {
+  value = aws_serverlessapplicationrepository_cloudformation_stack.outbox.outputs["SweeperFunctionName"]
+}
+
+output "alarm_topic_arn" {
+  value = aws_serverlessapplicationrepository_cloudformation_stack.outbox.outputs["AlarmTopicArn"]
+}
+
+output "dashboard_name" {
+  value = aws_serverlessapplicationrepository_cloudformation_stack.outbox.outputs["DashboardName"]
+}

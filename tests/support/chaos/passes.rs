@@ -87,20 +87,9 @@ pub(super) async fn drain_on_failure(
         if round == 4 {
             break;
         }
-        let in_flight = sqs
-            .get_queue_attributes()
-            .queue_url(queue_url)
-            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-            .send()
+        let in_flight = outbox_runtime::queue::queue_depth(&sqs, queue_url)
             .await
-            .ok()
-            .and_then(|a| {
-                a.attributes()?
-                    .get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)?
-                    .parse::<u32>()
-                    .ok()
-            })
-            .unwrap_or(0);
+            .map_or(0, |(_, in_flight)| in_flight);
         if in_flight == 0 {
             break;
         }

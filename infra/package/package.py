@@ -396,19 +396,27 @@ def self_test():
 
 
 def main(args):
-    if args[:1] == ["self-test"]:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="package.py", description="The stack as a SAR application, offline.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("self-test", help="each check refuses a broken copy")
+    commands.add_parser("check", help="metadata, versions, capabilities, the Terraform example")
+    cdk = commands.add_parser("check-cdk", help="the CDK example's synthesized template")
+    cdk.add_argument("synthesized", type=pathlib.Path)
+    build_cmd = commands.add_parser("build", help="the packaged template, zips, SHA256SUMS, capabilities")
+    build_cmd.add_argument("--arch", required=True, choices=["arm64", "x86_64"])
+    build_cmd.add_argument("--functions", required=True, type=pathlib.Path)
+    build_cmd.add_argument("--out", required=True, type=pathlib.Path)
+    options = parser.parse_args(args)
+    if options.command == "self-test":
         self_test()
-    elif args[:1] == ["check"]:
+    elif options.command == "check":
         check()
-    elif args[:1] == ["check-cdk"] and len(args) == 2:
-        check_cdk(pathlib.Path(args[1]))
-    elif args[:1] == ["build"]:
-        opts = dict(zip(args[1::2], args[2::2]))
-        if set(opts) != {"--arch", "--functions", "--out"} or opts["--arch"] not in ("arm64", "x86_64"):
-            fail("usage: package.py build --arch arm64|x86_64 --functions DIR --out DIR")
-        build(opts["--arch"], pathlib.Path(opts["--functions"]).resolve(), pathlib.Path(opts["--out"]).resolve())
+    elif options.command == "check-cdk":
+        check_cdk(options.synthesized)
     else:
-        fail("usage: package.py check | check-cdk SYNTHESIZED.json | build --arch ARCH --functions DIR --out DIR")
+        build(options.arch, options.functions.resolve(), options.out.resolve())
 
 
 if __name__ == "__main__":

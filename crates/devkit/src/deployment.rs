@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::template::{
     MappingSettings, Resolved, Resolver, TemplateError, EXAMPLE_TEMPLATE, OUTBOX_TEMPLATE,
@@ -223,6 +224,21 @@ impl LocalDeployment {
         }
     }
 
+    /// The timeout `function` runs with, as the templates give it.
+    pub fn timeout(&self, function: Function) -> Result<Duration, TemplateError> {
+        if function.in_reusable_stack() {
+            let parameters = self.reusable_parameters()?;
+            Resolved::read(&self.root.join(OUTBOX_TEMPLATE), self.resolver(parameters))?
+                .function_timeout(function.logical_id())
+        } else {
+            Resolved::read(
+                &self.root.join(EXAMPLE_TEMPLATE),
+                self.resolver(self.example_parameters()),
+            )?
+            .function_timeout(function.logical_id())
+        }
+    }
+
     /// The publisher's stream mapping as this stack deploys it: its
     /// settings (`BatchSize`, `ParallelizationFactor`, …) and its filter
     /// patterns evaluated with the stack's parameters (its key schema's
@@ -325,5 +341,14 @@ mod tests {
             .with_parameter("PublisherParallelizationFactor", "11")
             .mapping()
             .is_err());
+    }
+
+    #[test]
+    fn each_function_has_its_templates_timeout() {
+        let timeout = |f| example().timeout(f).expect("timeout").as_secs();
+        // The writer: template.yaml's Globals; the others their own.
+        assert_eq!(timeout(Function::Writer), 30);
+        assert_eq!(timeout(Function::Publisher), 60);
+        assert_eq!(timeout(Function::Sweeper), 300);
     }
 }

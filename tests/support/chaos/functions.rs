@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::lambda::{FunctionSpec, LambdaFunction};
 use crate::proxy::FaultProxy;
@@ -16,11 +17,10 @@ use super::ChaosConfig;
 /// function runs in several sandboxes at once.
 fn function(
     config: &ChaosConfig,
-    name: &str,
-    sandbox: Option<usize>,
+    (name, sandbox): (&str, Option<usize>),
     binary_path: &Path,
     proxy: &FaultProxy,
-    env: &[(String, String)],
+    (env, timeout): (&[(String, String)], Duration),
 ) -> LambdaFunction {
     let mut all = crate::lambda::loopback_env();
     all.extend(env.iter().cloned());
@@ -31,7 +31,7 @@ fn function(
         name: name.to_owned(),
         binary: binary_path.to_owned(),
         env: all,
-        timeout: config.timeout,
+        timeout,
         log: config.log_dir.join(match sandbox {
             None => format!("{}-{}-{name}.log", config.seed, config.sink.name()),
             Some(n) => format!("{}-{}-{name}-{n}.log", config.seed, config.sink.name()),
@@ -44,7 +44,7 @@ fn function(
 pub(super) async fn writers(
     config: &ChaosConfig,
     binary: &Path,
-    env: &[(String, String)],
+    env: (&[(String, String)], Duration),
 ) -> Vec<Tagged> {
     let mut writers = Vec::new();
     for w in 0..config.writers {
@@ -61,7 +61,7 @@ pub(super) async fn writers(
         proxy.set_chooser(Box::new(move |op, _| {
             schedule.lock().ok()?.choose_writer(op)
         }));
-        let f = function(config, &format!("writer{w}"), None, binary, &proxy, env);
+        let f = function(config, (&format!("writer{w}"), None), binary, &proxy, env);
         writers.push(Tagged::new(f, proxy));
     }
     writers
@@ -74,7 +74,7 @@ pub(super) async fn publishers(
     config: &ChaosConfig,
     lanes: usize,
     binary: &Path,
-    env: &[(String, String)],
+    env: (&[(String, String)], Duration),
     schedule: &Arc<Mutex<Schedule>>,
 ) -> Sandboxes {
     let tags = Arc::new(AtomicU64::new(1));
@@ -90,8 +90,7 @@ pub(super) async fn publishers(
         }
         let f = function(
             config,
-            "publisher",
-            (lanes > 1).then_some(lane),
+            ("publisher", (lanes > 1).then_some(lane)),
             binary,
             &proxy,
             env,
@@ -105,7 +104,7 @@ pub(super) async fn publishers(
 pub(super) async fn sweeper(
     config: &ChaosConfig,
     binary: &Path,
-    env: &[(String, String)],
+    env: (&[(String, String)], Duration),
     schedule: Schedule,
 ) -> Tagged {
     let proxy = Arc::new(FaultProxy::start().await);
@@ -120,6 +119,6 @@ pub(super) async fn sweeper(
     // the scheduled sweeps publish only what was handed to them (a failed
     // delete, a held event, a backoff), and what the mapping gave up on is
     // the OnFailure path's alone (the verdict checks it published it).
-    let f = function(config, "sweeper", None, binary, &proxy, env);
+    let f = function(config, ("sweeper", None), binary, &proxy, env);
     Tagged::new(f, proxy)
 }

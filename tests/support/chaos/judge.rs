@@ -120,6 +120,7 @@ pub(super) async fn judge(
     // Committed: every version of every order in the table.
     let items = stack.items().await;
     let mut committed: HashSet<(String, u64)> = HashSet::new();
+    let mut in_table: HashSet<(String, u64)> = HashSet::new();
     for item in &items {
         if attr(item, "SK") == Some("META")
             && attr(item, "PK").is_some_and(|p| p.starts_with("ORDER#"))
@@ -136,6 +137,14 @@ pub(super) async fn judge(
             }
         }
         if is_outbox(item) {
+            // Still in the table (pending or dead-lettered): an event not
+            // delivered must be one of these.
+            if let (Some(aggregate), Some(version)) = (
+                attr(item, "PK").and_then(|p| p.strip_prefix("ORDER#")),
+                attr(item, keys::AGGREGATE_VERSION).and_then(|v| v.parse::<u64>().ok()),
+            ) {
+                in_table.insert((aggregate.to_owned(), version));
+            }
             if item.contains_key(keys::DEAD_LETTERED_AT) {
                 verdict.dead_letters += 1;
                 if attr(item, keys::DEAD_LETTER_REASON).is_none_or(|r| r.is_empty()) {
@@ -193,11 +202,27 @@ pub(super) async fn judge(
             verdict.examples.push(format!("ghost: {key:?} {ids:?}"));
         }
     }
-    for key in committed
+    // An event not delivered is either still in the table (pending: the
+    // run did not finish its work) or gone from it: deleted, never
+    // delivered, the loss the outbox exists to prevent.
+    let undelivered: Vec<&(String, u64)> = committed
         .iter()
         .filter(|k| !ids_of.contains_key(*k))
-        .take(5)
+        .collect();
+    verdict.lost_and_gone = undelivered
+        .iter()
+        .filter(|k| !in_table.contains(**k))
+        .count();
+    for key in undelivered
+        .iter()
+        .filter(|k| !in_table.contains(**k))
+        .take(20)
     {
+        verdict
+            .examples
+            .push(format!("lost and gone from the table: {key:?}"));
+    }
+    for key in undelivered.iter().take(5) {
         verdict.examples.push(format!("lost: {key:?}"));
     }
     verdict.identity_changes = ids_of.values().filter(|ids| ids.len() > 1).count();

@@ -130,8 +130,13 @@ pub struct ChaosConfig {
     /// Every fault kind once, early, on each function (the small runs);
     /// off, only `fault_rate`'s faults (a sabotage run that needs none).
     pub scripted: bool,
-    /// The functions' timeout (the template's are longer; a hang costs this).
-    pub timeout: Duration,
+    /// The functions' timeout; `None`: each function's own in the
+    /// templates (writer 30 s, publisher 60 s, sweeper 300 s), as
+    /// `make chaos` runs. The small runs of `make test` set 6 s: a sweeper
+    /// killed mid-run keeps its claims for its timeout plus 12 s, and a
+    /// failed OnFailure message comes back after it, so the template's
+    /// 300 s would add minutes of waiting to each small run.
+    pub timeout: Option<Duration>,
     /// Where the functions' logs go, and the backlog samples
     /// (`backlog-<seed>-<sink>.csv`, `phases-<seed>-<sink>.csv`).
     pub log_dir: std::path::PathBuf,
@@ -165,7 +170,7 @@ impl ChaosConfig {
             sabotage: None,
             hangs: 1,
             scripted: true,
-            timeout: Duration::from_secs(6),
+            timeout: Some(Duration::from_secs(6)),
             log_dir: crate::root().join("target").join("chaos"),
             sample_every: Duration::from_secs(1),
             parallelization: 1,
@@ -242,9 +247,26 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         env.push(("RETRY_BASE_SECONDS".to_owned(), "1".to_owned()));
         env
     };
+    let timeout_of = |function: devkit::Function| -> Result<Duration, String> {
+        match config.timeout {
+            Some(timeout) => Ok(timeout),
+            None => stack
+                .deployment
+                .timeout(function)
+                .map_err(|e| e.to_string()),
+        }
+    };
 
     // Writers: each its own proxy (a crash kills the writer that called).
-    let writers = functions::writers(config, &binaries.0, &env_of(devkit::Function::Writer)).await;
+    let writers = functions::writers(
+        config,
+        &binaries.0,
+        (
+            &env_of(devkit::Function::Writer),
+            timeout_of(devkit::Function::Writer)?,
+        ),
+    )
+    .await;
     for (i, _) in (0..config.poison).enumerate() {
         stack
             .put_poison(&format!("poison-{}-{i}", config.seed), Some("not json"))
@@ -316,14 +338,20 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         config,
         lanes,
         &binaries.1,
-        &env_of(devkit::Function::Publisher),
+        (
+            &env_of(devkit::Function::Publisher),
+            timeout_of(devkit::Function::Publisher)?,
+        ),
         &publisher_schedule,
     )
     .await;
     let sweeper = functions::sweeper(
         config,
         &binaries.2,
-        &env_of(devkit::Function::Sweeper),
+        (
+            &env_of(devkit::Function::Sweeper),
+            timeout_of(devkit::Function::Sweeper)?,
+        ),
         sweeper_schedule,
     )
     .await;
@@ -335,7 +363,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     // sweeper run that died (its deadline plus the relay's 2 s grace and
     // the claim's 10 s margin, in whole seconds). Deployed it is six times
     // the timeout at least (E9107).
-    let retry_after = config.timeout + Duration::from_secs(13);
+    let retry_after = timeout_of(devkit::Function::Sweeper)? + Duration::from_secs(13);
     let mut pump = stack.pump(&publisher, Some(&on_failure));
     on_failure_messages += drain(
         &mut pump,
@@ -433,7 +461,13 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let pump_stats = pump.stats.clone();
     drop(pump);
     on_failure_messages += drain_on_failure(&stack, &on_failure, &sweeper, retry_after).await;
-    sweep_until_settled(&stack, &sweeper, &scheduled).await;
+    sweep_until_settled(
+        &stack,
+        &sweeper,
+        &scheduled,
+        retry_after.max(Duration::from_secs(120)),
+    )
+    .await;
     sweeper.proxy.settled().await;
 
     phases.push(("heal, drain, final sweep", mark.elapsed()));

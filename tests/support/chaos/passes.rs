@@ -135,7 +135,16 @@ pub(super) async fn drain(
 /// (the function's timeout plus 10 s), and one backing off until its
 /// next attempt. Without the wait, the three sweeps fell inside one
 /// such claim and the run ended with 6 items pending.
-pub(super) async fn sweep_until_settled(stack: &Stack, sweeper: &Tagged, scheduled: &[u8]) {
+///
+/// The wait is at most `longest`: the longest a claim lives (the
+/// sweeper's timeout plus 13 s); a backoff longer than that ends the run
+/// with its item pending.
+pub(super) async fn sweep_until_settled(
+    stack: &Stack,
+    sweeper: &Tagged,
+    scheduled: &[u8],
+    longest: Duration,
+) {
     let mut left = pending_outbox(stack).await;
     let mut stalled = 0;
     while left.count > 0 && stalled < 3 {
@@ -148,7 +157,7 @@ pub(super) async fn sweep_until_settled(stack: &Stack, sweeper: &Tagged, schedul
             let mut pause = Duration::from_millis(1_100);
             if !progress {
                 let wait = left.eligible_at.map_or(0, |at| at - unix_now() + 1);
-                let wait = Duration::from_secs(wait.clamp(0, 120) as u64);
+                let wait = Duration::from_secs(wait.max(0) as u64).min(longest);
                 pause = pause.max(wait);
             }
             tokio::time::sleep(pause).await;

@@ -41,6 +41,9 @@ pub struct Verdict {
     pub deliveries: usize,
     /// Committed events never delivered and not dead-lettered.
     pub lost: usize,
+    /// Of those, the ones no longer in the table (deleted, never
+    /// delivered); the rest are still in it.
+    pub lost_and_gone: usize,
     /// Events delivered that were never committed.
     pub ghosts: usize,
     /// Events delivered under two different `eventId`s.
@@ -133,7 +136,20 @@ impl Verdict {
                 out.push(what);
             }
         };
-        check(self.lost == 0, format!("{} events lost", self.lost));
+        check(
+            self.lost == 0,
+            format!(
+                "{} events lost ({} of them gone from the table, the rest still in it)",
+                self.lost, self.lost_and_gone
+            ),
+        );
+        check(
+            self.lost_and_gone == 0,
+            format!(
+                "{} events deleted from the table without being delivered",
+                self.lost_and_gone
+            ),
+        );
         check(
             self.unacknowledged_writes == 0,
             format!(

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use serde_yaml_ng::Value;
 
@@ -115,6 +116,38 @@ impl Resolved {
             env.insert("AWS_LAMBDA_LOG_FORMAT".into(), format);
         }
         Ok(env)
+    }
+
+    /// The timeout `function` (a logical id) runs with: its own
+    /// `Timeout`, else the template's `Globals.Function` one, else
+    /// Lambda's default (3 s).
+    pub(crate) fn function_timeout(&self, function: &str) -> Result<Duration, TemplateError> {
+        let resource = self
+            .doc
+            .get("Resources")
+            .and_then(|r| r.get(function))
+            .ok_or_else(|| TemplateError::Shape(format!("no resource {function}")))?;
+        let own = resource.get("Properties").and_then(|p| p.get("Timeout"));
+        let global = self
+            .doc
+            .get("Globals")
+            .and_then(|g| g.get("Function"))
+            .and_then(|f| f.get("Timeout"));
+        let Some(value) = own.or(global) else {
+            return Ok(Duration::from_secs(3));
+        };
+        let seconds = self
+            .eval(value)
+            .map_err(|e| TemplateError::Shape(format!("{function}: Timeout: {e}")))?
+            .ok_or_else(|| TemplateError::Shape(format!("{function}: Timeout has no value")))?;
+        seconds
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| {
+                TemplateError::Shape(format!(
+                    "{function}: Timeout {seconds} is not whole seconds"
+                ))
+            })
     }
 
     /// The parameters a nested application (`AWS::Serverless::Application`)

@@ -58,6 +58,10 @@ pub enum FailureKind {
     Rejected,
 }
 
+/// The code of a failure the run's own deadline made (the sink call was
+/// cut before its answer).
+pub const DEADLINE_REACHED: &str = "DeadlineReached";
+
 /// Why one entry was not published.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishFailure {
@@ -90,6 +94,23 @@ impl PublishFailure {
             message,
             whole_call: false,
         }
+    }
+
+    /// The failure of an entry whose sink call the run's own deadline cut
+    /// (the sink may have accepted it; its answer never came).
+    pub(crate) fn deadline_reached() -> Self {
+        Self::new(
+            FailureKind::Transient,
+            DEADLINE_REACHED,
+            "the sink did not answer before the deadline",
+        )
+        .of_whole_call()
+    }
+
+    /// Whether the run's own deadline cut the call: not the sink's
+    /// answer, so (sweep mode) not an attempt of the event.
+    pub fn is_deadline_reached(&self) -> bool {
+        self.code == DEADLINE_REACHED
     }
 
     /// The same failure, for every entry of a call that failed as a whole.

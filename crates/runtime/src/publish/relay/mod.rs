@@ -215,7 +215,9 @@ pub enum RelayOutcome {
     /// aggregate, not yet due, or (stream) poison whose dead-letter write
     /// failed after its call-mates were sent.
     Deferred,
-    /// Not tried: after the first failure (stream) or for the deadline.
+    /// Not tried: after the first failure (stream) or for the deadline;
+    /// or (sweep mode) its sink call was cut by the run's own deadline,
+    /// which is not an attempt: its claim released, it stays due.
     NotAttempted,
     /// Its item was no longer pending when this run came to it: gone from
     /// the table when strict ordering's guard read it (published by

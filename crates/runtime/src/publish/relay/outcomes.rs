@@ -274,6 +274,37 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
 
     /// Sweep mode: records a failed attempt (or dead-letters after the last
     /// one). Returns the outcome and whether the write succeeded.
+    /// Sweep mode: hands an event whose sink call the run's deadline cut
+    /// back to the schedule, due now, its attempts unchanged (the write
+    /// clears this run's claim). Whether the write succeeded (otherwise
+    /// the claim lapses and the event is due anyway).
+    pub(super) async fn return_untried(
+        &self,
+        item: &OutboxItem,
+        failure: &PublishFailure,
+        now: OffsetDateTime,
+        writes: Writes<'_>,
+    ) -> bool {
+        match self
+            .store
+            .record_failure(
+                &item.key(),
+                item.attempts,
+                now.unix_timestamp(),
+                &failure.to_string(),
+                writes.claim,
+                writes.finish,
+            )
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::error!(event_id = %item.event_id, error = %e, "could not return an untried event to the schedule; its claim lapses");
+                false
+            }
+        }
+    }
+
     pub(super) async fn record_failure(
         &self,
         item: &OutboxItem,

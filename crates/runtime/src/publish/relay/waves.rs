@@ -444,6 +444,11 @@ async fn publish_with_retries<S: EventSink>(
             if matches!(&result, Err(f) if f.kind == FailureKind::Transient && !f.whole_call) {
                 retry.push(index);
             }
+            // A retry the deadline cut keeps the sink's own refusal of the
+            // call before: that was an attempt, the cut is not.
+            if attempt > 1 && matches!(&result, Err(f) if f.is_deadline_reached()) {
+                continue;
+            }
             results[index] = result;
         }
         if retry.is_empty() || sends_left == 0 || !policy.wait(attempt, deadline).await {

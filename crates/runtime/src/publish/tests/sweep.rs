@@ -141,3 +141,38 @@ async fn a_call_cut_at_the_deadline_is_not_an_attempt() {
         assert!(item.claim_token.is_none(), "claim released");
     }
 }
+
+/// A retry the deadline cuts keeps the sink's own refusal of the call
+/// before: that refusal was an attempt, and is recorded as one.
+#[tokio::test]
+async fn a_retry_cut_at_the_deadline_keeps_the_refusal_before_it() {
+    use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
+    let calls = std::sync::Arc::new(AtomicU32::new(0));
+    let seen = calls.clone();
+    let sink = FakeSink::new()
+        .fail("E0", FailureKind::Transient, 1)
+        .before_answer(move |_| {
+            let second = seen.fetch_add(1, AtomicOrdering::SeqCst) > 0;
+            Box::pin(async move {
+                if second {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+            })
+        });
+    let store = MemoryStore::default();
+    let report = run_until(
+        &sink,
+        &store,
+        &items(1),
+        sweep_mode(),
+        &Deadline::after(Duration::from_millis(300)),
+    )
+    .await;
+    assert_eq!(calls.load(AtomicOrdering::SeqCst), 2, "the retry was sent");
+    assert!(
+        matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == "Scripted"),
+        "{:?}",
+        report.outcomes
+    );
+    assert_eq!(store.log().failures.len(), 1, "the attempt is recorded");
+}

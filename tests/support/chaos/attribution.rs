@@ -59,7 +59,11 @@ pub(super) fn attribute(
 /// its invocation had not published (Lambda delivers the reported record
 /// and every one after it again): an answer naming a record whose event an
 /// answered sink call of that invocation carried is counted, with an
-/// example.
+/// example. One exception, the publisher's own rule: a record it
+/// published but could neither delete nor hand to the scheduled sweep is
+/// reported, so that the stream delivers it again; its journal must show
+/// both (a delete asked for the event that never reached the table, and a
+/// bookkeeping write (`UpdateItem`) that met a fault).
 fn misreported(verdict: &mut Verdict, history: &Histories<'_>) {
     for (f, batches) in history.batches.iter().enumerate() {
         for (tag, batch) in batches {
@@ -72,7 +76,13 @@ fn misreported(verdict: &mut Verdict, history: &Histories<'_>) {
             let published = history.journals[f]
                 .iter()
                 .any(|c| c.tag == *tag && c.answered && c.delivered.iter().any(|d| d == event));
-            if published {
+            let journal = || history.journals[f].iter().filter(|c| c.tag == *tag);
+            let never_deleted = journal().any(|c| c.deletes.iter().any(|d| d == event))
+                && !journal().any(|c| c.deleted.iter().any(|d| d == event));
+            let hand_over_failed = journal().any(|c| {
+                c.operation == "UpdateItem" && c.fault.as_ref().is_some_and(|f| *f != Fault::Pass)
+            });
+            if published && !(never_deleted && hand_over_failed) {
                 verdict.misreported += 1;
                 verdict.examples.push(format!(
                     "misreported: {}#{tag} reported record {q} ({event}) failed, which it had published",

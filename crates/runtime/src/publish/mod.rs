@@ -62,6 +62,11 @@ pub enum FailureKind {
 /// cut before its answer).
 pub const DEADLINE_REACHED: &str = "DeadlineReached";
 
+/// The code with which the stream publisher reports a record it published
+/// but could neither delete nor hand to the scheduled sweep (the stream
+/// delivers it again; the next invocation publishes it again and deletes it).
+pub const NOT_DELETED: &str = "NotDeleted";
+
 /// Why one entry was not published.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishFailure {

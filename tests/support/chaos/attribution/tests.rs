@@ -290,6 +290,35 @@ fn an_answer_reporting_a_published_record_is_misreported() {
     assert_eq!(verdict.misreported, 1, "{:?}", verdict.examples);
 }
 
+/// The publisher reports a record it published when its delete failed and
+/// so did the write that hands it to the scheduled sweep (the stream then
+/// delivers it again): not a misreport. A failed delete alone (the
+/// hand-over worked) leaves nothing to report.
+#[test]
+fn a_published_record_neither_deleted_nor_handed_over_may_be_reported() {
+    let publisher = |hand_over_fails: bool| {
+        let mut failed_delete = delete(1, 20, &["e0"]);
+        failed_delete.fault = Some(Fault::Status(500, "InternalServerError".into()));
+        failed_delete.deleted.clear();
+        let mut hand_over = send(1, 30, &[], true);
+        hand_over.operation = "UpdateItem".into();
+        if hand_over_fails {
+            hand_over.fault = Some(Fault::Status(500, "InternalServerError".into()));
+        }
+        Function {
+            name: "publisher",
+            journal: vec![send(1, 10, &["e0", "e1"], true), failed_delete, hand_over],
+            started: vec![(1, 0)],
+            batches: vec![(1, batch(&["e0", "e1"], Some(0)))],
+            late: vec![],
+        }
+    };
+    let verdict = judge(vec![publisher(true)], &[("e0", 1), ("e1", 1)]);
+    assert_eq!(verdict.misreported, 0, "{:?}", verdict.examples);
+    let verdict = judge(vec![publisher(false)], &[("e0", 1), ("e1", 1)]);
+    assert_eq!(verdict.misreported, 1, "{:?}", verdict.examples);
+}
+
 /// A sweep that ran to its deadline explains an event it left undeleted
 /// only when its journal shows the deadline cut a call (its delete, here,
 /// never answered); running late alone, or a cut call in a sweep that kept

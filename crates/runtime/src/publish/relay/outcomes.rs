@@ -169,8 +169,29 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                 )
                 .await;
             if let Err(e) = handed {
-                tracing::error!(key = %key, error = %e, "could not hand an undeleted event to the scheduled sweep");
                 run.store_errors += 1;
+                // Stream mode: neither deleted nor handed over, the item
+                // keeps its normal key, and only the day-old sweep would
+                // take it (strict ordering would hold its aggregate's later
+                // events that long). The record is reported instead, so
+                // that the stream delivers it again: the next invocation
+                // publishes it again (same `eventId`) and deletes it.
+                let index = entries
+                    .iter()
+                    .position(|e| matches!(e, Entry::Item(item) if item.key() == *key));
+                match (run.mode, index) {
+                    (Mode::Stream, Some(index)) => {
+                        tracing::error!(key = %key, error = %e, "could not hand an undeleted event to the scheduled sweep; its record is reported for the stream to retry");
+                        run.outcomes[index] = RelayOutcome::Failed(PublishFailure::new(
+                            FailureKind::Transient,
+                            super::super::NOT_DELETED,
+                            "published, but neither deleted nor handed to the scheduled sweep",
+                        ));
+                    }
+                    _ => {
+                        tracing::error!(key = %key, error = %e, "could not hand an undeleted event to the scheduled sweep");
+                    }
+                }
             }
         }
         let outcomes = run.outcomes.clone();

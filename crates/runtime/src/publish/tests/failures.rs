@@ -156,3 +156,28 @@ fn classification() {
     );
     assert_eq!(classify("SomethingNew", &[]), FailureKind::Rejected);
 }
+
+/// #43: a published event whose delete and hand-over both fail is
+/// reported, so that the stream delivers it again, instead of keeping its
+/// normal key until the day-old sweep (strict ordering held its
+/// aggregate's later events that long in a 20,000-order chaos run).
+#[tokio::test]
+async fn a_published_event_neither_deleted_nor_handed_over_is_reported() {
+    let sink = FakeSink::new();
+    let store = MemoryStore::default().fail_cleanup(true);
+    let entries = items(2);
+    for entry in &entries {
+        if let Entry::Item(item) = entry {
+            store.insert(item.clone());
+        }
+    }
+    let report = run(&sink, &store, &entries, Mode::Stream).await;
+    assert_eq!(published_types(&sink), ["E0", "E1"]);
+    assert!(
+        matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == crate::publish::NOT_DELETED),
+        "{:?}",
+        report.outcomes
+    );
+    assert_eq!(report.first_unhandled(), Some(0));
+    assert_eq!(store.items().len(), 2, "both still in the table");
+}

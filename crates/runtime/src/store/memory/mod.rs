@@ -43,6 +43,7 @@ pub struct MemoryStore {
     shards: u16,
     recorded: AtomicU16,
     fail_dead_letters: AtomicBool,
+    fail_cleanup: AtomicBool,
     settings: Mutex<Vec<RecordedSettings>>,
 }
 
@@ -86,6 +87,7 @@ impl MemoryStore {
             shards,
             recorded: AtomicU16::new(0),
             fail_dead_letters: AtomicBool::new(false),
+            fail_cleanup: AtomicBool::new(false),
             settings: Mutex::default(),
         }
     }
@@ -96,6 +98,13 @@ impl MemoryStore {
             logging: false,
             ..Self::new(shards)
         }
+    }
+
+    /// Makes every delete of a published item and every failure record
+    /// fail (a table that refuses writes right after a publish).
+    pub fn fail_cleanup(self, fail: bool) -> Self {
+        self.fail_cleanup.store(fail, Ordering::SeqCst);
+        self
     }
 
     /// Makes every dead-letter write fail (a throttled table).

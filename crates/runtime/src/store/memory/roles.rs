@@ -5,6 +5,9 @@ use super::*;
 
 impl PublishStore for MemoryStore {
     async fn delete_published(&self, keys: &[ItemKey], _: &Deadline) -> Vec<ItemKey> {
+        if self.fail_cleanup.load(Ordering::SeqCst) {
+            return keys.to_vec();
+        }
         let mut items = lock(&self.items);
         for key in keys {
             items.remove(key);
@@ -58,6 +61,9 @@ impl PublishStore for MemoryStore {
         claim: Option<&str>,
         _: &Deadline,
     ) -> Result<Marked, StoreError> {
+        if self.fail_cleanup.load(Ordering::SeqCst) {
+            return Err(StoreError::new("record_failure", "InternalServerError"));
+        }
         self.record(|log| log.failures.push((key.clone(), attempts)));
         Ok(self.hand_to_schedule(key, claim, |item| {
             item.attempts = attempts;

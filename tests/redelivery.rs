@@ -206,3 +206,48 @@ async fn a_failure_in_a_wave_repeats_none_of_the_events_published_beside_it() {
     );
     assert!(stack.outbox_items().await.is_empty());
 }
+
+/// #43: the publisher publishes an event, its delete fails and so does the
+/// write that hands it to the scheduled sweep (each call's three SDK
+/// attempts refused). It then reports the record (`NotDeleted`): the
+/// mapping delivers it again, the next invocation publishes it again and
+/// deletes it. One duplicate, nothing left in the table. Before the fix the
+/// item kept its normal key, for the day-old sweep alone, and strict
+/// ordering held its aggregate's later events that long. The faults are
+/// injected once the publisher is warm (its cold start writes its settings
+/// with an `UpdateItem` too).
+#[tokio::test]
+async fn a_published_event_neither_deleted_nor_handed_over_goes_out_again_from_the_stream() {
+    for ordering in ["relaxed", "strict"] {
+        let stack = Stack::with_bus().await;
+        let proxy = FaultProxy::start().await;
+        let publisher = publisher(&stack, &proxy, ordering);
+        stack
+            .put_aggregate_event("warm", 1, Duration::ZERO, 0, 8)
+            .await;
+        let mut pump = stack.pump(&publisher, None);
+        pump.run_until_idle().await.expect("pump");
+        stack
+            .put_aggregate_event("o1", 1, Duration::ZERO, 0, 8)
+            .await;
+        proxy.inject("DeleteItem", Fault::ServerError, Some(3));
+        proxy.inject("UpdateItem", Fault::ServerError, Some(3));
+        pump.run_until_idle().await.expect("pump");
+        assert_eq!(pump.stats.function_errors, 0, "{ordering}");
+        assert_eq!(
+            pump.stats.partial_failures, 1,
+            "{ordering}: the record reported once"
+        );
+        let copies = copies(&stack).await;
+        assert_eq!(copies.len(), 2, "{ordering}: {copies:?}");
+        assert_eq!(
+            copies.values().copied().max(),
+            Some(2),
+            "{ordering}: one event sent twice: {copies:?}"
+        );
+        assert!(
+            stack.outbox_items().await.is_empty(),
+            "{ordering}: nothing left in the table"
+        );
+    }
+}

@@ -103,7 +103,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::{EntryOutcome, EventSink, FailureKind, PublishFailure};
+use super::{EntryOutcome, EventSink, FailureKind, PublishFailure, NOT_DELETED};
 use crate::config::Ordering;
 use crate::retry::{Backoff, Deadline, RetryPolicy};
 use crate::store::{

@@ -184,7 +184,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                         tracing::error!(key = %key, error = %e, "could not hand an undeleted event to the scheduled sweep; its record is reported for the stream to retry");
                         run.outcomes[index] = RelayOutcome::Failed(PublishFailure::new(
                             FailureKind::Transient,
-                            super::super::NOT_DELETED,
+                            NOT_DELETED,
                             "published, but neither deleted nor handed to the scheduled sweep",
                         ));
                     }

@@ -230,9 +230,10 @@ async fn the_verdict_fails_when_a_sweep_sends_an_event_twice() {
     );
 }
 
-/// The verdict can fail: a publisher answer that reports a record its
-/// invocation published (the batch's first) is counted, though the
-/// redelivered batch's check keeps it from sending anything twice.
+/// The verdict can fail: a publisher answer that also reports a record its
+/// invocation published (the batch's first, after whatever it reported:
+/// the verdict reads every identifier, as Lambda does) is counted, though
+/// the redelivered batch's check keeps it from sending anything twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_the_publisher_reports_records_it_published() {
     fails_with(

@@ -179,12 +179,34 @@ expect alarm-key-without-cloudwatch 'E9106 must let cloudwatch.amazonaws.com use
 # dimension, the functions' STACK_NAME).
 expect alarm-without-stack-dimension 'E9108 DeadLetterAlarm: an alarm on a DynamoDbOutbox metric must read the Stack dimension' \
   '/^  DeadLetterAlarm:/,/AlarmActions:/ { /- { Name: Stack, Value: /d }'
+# An alarm that reads the Stack dimension but not the Function one (the
+# functions emit both, so it reads no metric they emit).
+expect alarm-without-function-dimension 'E9108 DeadLetterAlarm: an alarm on a DynamoDbOutbox metric must read the Function dimension' \
+  '/^  DeadLetterAlarm:/,/AlarmActions:/ { /- { Name: Function, Value: sweeper }/d }'
 expect functions-without-stack-name 'E9108 PublisherFunction: STACK_NAME must be set;E9108 SweeperFunction: STACK_NAME must be set' \
   '/^        STACK_NAME: /d'
 # E9102 in the reusable stack: the sweeper's table grant (cfn-lint-serverless's
 # WS1003, stars in a Lambda role's actions, guards the same setting).
 expect wildcard-action-sweeper 'E9102 SweeperRole: wildcard action dynamodb:*;WS1003 IAM Role SweeperRole with Lambda as principal has policy actions with stars' \
   '0,/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/ s/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/Action: [dynamodb:*]/'
+# Every action of every service ("*"), not a service's wildcard.
+expect star-action-sweeper 'E9102 SweeperRole: wildcard action *;WS1003 IAM Role SweeperRole with Lambda as principal has policy actions with stars' \
+  '0,/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/ s/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem\]/Action: ["*"]/'
+# A policy of its own attached to the sweeper's role (E9102 reads
+# AWS::IAM::Policy and AWS::IAM::ManagedPolicy statements too).
+expect wildcard-action-attached-policy 'E9102 SweeperExtraPolicy: wildcard action dynamodb:*' \
+  '/^  SweeperRole:$/i\
+  SweeperExtraPolicy:\
+    Type: AWS::IAM::Policy\
+    Properties:\
+      PolicyName: extra\
+      Roles: [!Ref SweeperRole]\
+      PolicyDocument:\
+        Version: "2012-10-17"\
+        Statement:\
+          - Effect: Allow\
+            Action: dynamodb:*\
+            Resource: !Sub "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${TableName}"'
 # The publisher's table grant as NotAction: every other action allowed.
 expect not-action-publisher 'E9102 PublisherRole: NotAction grants everything else' \
   's/Action: \[dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem, dynamodb:Query, dynamodb:BatchGetItem\]/NotAction: [dynamodb:BatchWriteItem, dynamodb:DeleteItem, dynamodb:UpdateItem, dynamodb:Query, dynamodb:BatchGetItem]/'

@@ -176,9 +176,20 @@ pub struct Call {
     pub deletes: Vec<String>,
     /// Those whose delete reached the local API.
     pub deleted: Vec<String>,
+    /// The event id of the outbox item an `UpdateItem` hands to the
+    /// scheduled sweep (it sets the item's pending sort key to the
+    /// redriven `!<ulid>`: a failed attempt, a hold, a publisher's
+    /// hand-over of an event it could not publish or delete); such a call
+    /// is journaled whether it met a fault or not.
+    pub hands_over: Vec<String>,
     /// When it was journaled: once its upstream answered (or it was
     /// answered without one), so a slow call can stand after a later one.
     pub at: std::time::SystemTime,
+    /// Whether the answer was (or would have been) a success: the local
+    /// API's 2xx, or the proxy's own "done" for a sabotage that answers
+    /// without forwarding. A delete that succeeded lists every item it
+    /// asked for in `deleted`, unless a sabotage kept it from the table.
+    pub succeeded: bool,
     /// Whether the caller was still there for the answer (false: it gave
     /// up, by an attempt timeout or its deadline, after the call took
     /// effect).

@@ -62,8 +62,10 @@ pub(super) fn attribute(
 /// example. One exception, the publisher's own rule: a record it
 /// published but could neither delete nor hand to the scheduled sweep is
 /// reported, so that the stream delivers it again; its journal must show
-/// both (a delete asked for the event that never reached the table, and a
-/// bookkeeping write (`UpdateItem`) that met a fault).
+/// both for that very record (a delete asked for its event that never
+/// reached the table, and a bookkeeping write (`UpdateItem`) of its item
+/// that met a fault: [`Call::hands_over`]). The record judged is the one the mapping restarts
+/// from: the lowest the answer named ([`Batch::reported_at`]).
 fn misreported(verdict: &mut Verdict, history: &Histories<'_>) {
     for (f, batches) in history.batches.iter().enumerate() {
         for (tag, batch) in batches {
@@ -80,7 +82,9 @@ fn misreported(verdict: &mut Verdict, history: &Histories<'_>) {
             let never_deleted = journal().any(|c| c.deletes.iter().any(|d| d == event))
                 && !journal().any(|c| c.deleted.iter().any(|d| d == event));
             let hand_over_failed = journal().any(|c| {
-                c.operation == "UpdateItem" && c.fault.as_ref().is_some_and(|f| *f != Fault::Pass)
+                c.operation == "UpdateItem"
+                    && c.hands_over.iter().any(|u| u == event)
+                    && c.fault.as_ref().is_some_and(|f| *f != Fault::Pass)
             });
             if published && !(never_deleted && hand_over_failed) {
                 verdict.misreported += 1;
@@ -151,9 +155,22 @@ fn attribute_from(
         list.sort_by_key(|f| f.at);
         let mut explained = 0;
         let mut unexplained = 0;
-        for pair in list.windows(2) {
+        for k in 1..list.len() {
+            let next = &list[k];
+            // A forward by an invocation that had forwarded the event
+            // before is judged against its own earlier forward, whatever
+            // came between (a sweep that sends an event, sees the
+            // publisher send it too, and sends it again is its own
+            // resend); any other against the forward just before it.
+            let prior = list[..k]
+                .iter()
+                .rev()
+                .find(|f| {
+                    history.names[f.function] == history.names[next.function] && f.tag == next.tag
+                })
+                .unwrap_or(&list[k - 1]);
             let cause = history
-                .explain(id, &pair[0], &pair[1])
+                .explain(id, prior, next)
                 .filter(|cause| used.insert((cause.clone(), id.to_owned())));
             let Some(cause) = cause else {
                 unexplained += 1;
@@ -414,6 +431,17 @@ impl Histories<'_> {
         })
     }
 
+    /// Whether invocation `tag` of `function` was the first its process
+    /// served (by its sandbox's generations; unknown: no).
+    fn first_of_its_process(&self, function: usize, tag: u64) -> bool {
+        let generations = &self.generations[function];
+        generations.get(&tag).is_some_and(|generation| {
+            generations
+                .range(..tag)
+                .all(|(_, earlier)| earlier != generation)
+        })
+    }
+
     fn fault(&self, function: usize, index: usize, bound: Bound) -> Cause {
         let call = &self.journals[function][index];
         Cause {
@@ -537,8 +565,17 @@ impl Histories<'_> {
         }
         let deleted = later().find(|(_, c)| c.deleted.iter().any(|d| d == event));
         let Some((_, delete)) = deleted else {
-            // The item was never deleted by that invocation: something
-            // after the sink call stopped it.
+            // The item was never deleted by that invocation. If a delete
+            // call carrying it was answered as a success, the function was
+            // told it was done (a delete that reached the table lists it):
+            // nothing the design does brings the event back, whatever
+            // stopped the invocation later.
+            if later()
+                .any(|(_, c)| c.answered && c.succeeded && c.deletes.iter().any(|d| d == event))
+            {
+                return None;
+            }
+            // Otherwise something after the sink call stopped it.
             // 3. The delete of this very item failed (its faults outlasted
             //    the SDK's retries, or it hung): the item goes to the
             //    sweeper whatever happens next, so this comes before a kill.
@@ -601,13 +638,23 @@ impl Histories<'_> {
         //    process (another sandbox, or the one that replaced a killed
         //    process), whose check had not seen it (the process that
         //    deleted the item checks a batch it has seen and finds it
-        //    gone; a new one checks its first batch only).
+        //    gone; a new one checks its first batch). A new process's first
+        //    invocation checks its batch whatever it is, and finds a
+        //    deleted item gone: its resend is explained only when its
+        //    journal shows that check's read met a fault.
         let other_process = next.function != f
             || self.generations[f].get(&tag) != self.generations[f].get(&next.tag);
+        let checked = self.first_of_its_process(next.function, next.tag)
+            && !self.journals[next.function].iter().any(|c| {
+                c.tag == next.tag
+                    && matches!(c.operation.as_str(), "BatchGetItem" | "Query")
+                    && faulted(c)
+            });
         if name == "publisher"
             && next_name == "publisher"
             && next.tag > tag
             && other_process
+            && !checked
             && (self.errors[f].contains_key(&tag) || self.redelivers(f, tag, event))
         {
             let reason = journal

@@ -342,6 +342,10 @@ pub(super) struct Tagged {
     /// count (tag → generation): a killed process's successor in the same
     /// sandbox has seen none of its batches.
     pub(super) generations: Mutex<BTreeMap<u64, u64>>,
+    /// The sweeper's invocations by the OnFailure queue (an SQS event), as
+    /// against its scheduled ones: what "handled by the OnFailure path"
+    /// is judged on.
+    pub(super) on_failure: Mutex<std::collections::BTreeSet<u64>>,
 }
 
 impl Tagged {
@@ -369,6 +373,7 @@ impl Tagged {
             rewritten: Mutex::default(),
             ends: Mutex::default(),
             generations: Mutex::default(),
+            on_failure: Mutex::default(),
         }
     }
 
@@ -389,6 +394,9 @@ impl Tagged {
                     .iter()
                     .all(|r| r.event_source.as_deref() == Some("aws:sqs"))
         });
+        if sqs {
+            self.on_failure.lock().unwrap().insert(tag);
+        }
         if sqs && self.proxy.sabotaged() == Some(Sabotage::IgnoreOnFailure) {
             return Ok(br#"{"batchItemFailures":[]}"#.to_vec());
         }
@@ -412,10 +420,7 @@ impl Tagged {
             Ok(body) => {
                 if let Some(mut batch) = batch {
                     let answer = serde_json::from_slice::<DynamoDbEventResponse>(body).ok();
-                    batch.reported = answer
-                        .as_ref()
-                        .and_then(|a| a.batch_item_failures.first())
-                        .and_then(|f| f.item_identifier.clone());
+                    batch.reported = answer.as_ref().and_then(|a| batch.restart_from(a));
                     let first = batch.records.first().map(|(s, _)| s.clone());
                     let sabotage = self.proxy.sabotaged() == Some(Sabotage::ReportFirstRecord)
                         && first.is_some_and(|s| self.rewritten.lock().unwrap().insert(s));
@@ -465,6 +470,25 @@ impl Batch {
         })
     }
 
+    /// The record the mapping delivers the batch again from, as Lambda reads
+    /// `answer` (and as devkit's pump does): the lowest reported sequence
+    /// number, or the batch's first record when an identifier is empty or
+    /// names no record of it (Lambda then retries the whole batch); `None`
+    /// when the answer reports nothing. Every identifier counts, not only
+    /// the first: a publisher that reports a published record behind a
+    /// genuine failure is judged by the published one.
+    fn restart_from(&self, answer: &DynamoDbEventResponse) -> Option<String> {
+        let positions = answer.batch_item_failures.iter().map(|failure| {
+            failure
+                .item_identifier
+                .as_deref()
+                .and_then(|id| self.records.iter().position(|(s, _)| s == id))
+                .unwrap_or(0)
+        });
+        let lowest = positions.min()?;
+        self.records.get(lowest).map(|(s, _)| s.clone())
+    }
+
     /// Position of the reported record in the batch.
     pub(super) fn reported_at(&self) -> Option<usize> {
         let reported = self.reported.as_deref()?;
@@ -478,17 +502,18 @@ impl Batch {
             .position(|(_, id)| id.as_deref() == Some(event))
     }
 
-    /// [`Sabotage::ReportFirstRecord`]: the answer reports the batch's
-    /// first record failed, whatever it reported (the mapping then
-    /// delivers the whole batch again), as a publisher reporting records
-    /// it had published would.
+    /// [`Sabotage::ReportFirstRecord`]: the answer also reports the
+    /// batch's first record failed, after whatever it reported (the
+    /// mapping then delivers the whole batch again), as a publisher
+    /// reporting records it had published would. Appended, not put first:
+    /// the verdict must read every identifier, not the first.
     fn report_first(&mut self, answer: Option<DynamoDbEventResponse>) -> Option<Vec<u8>> {
         let mut answer = answer?;
         let first = self.records.first()?.0.clone();
         let mut failure = DynamoDbBatchItemFailure::default();
-        failure.item_identifier = Some(first.clone());
-        answer.batch_item_failures = vec![failure];
-        self.reported = Some(first);
+        failure.item_identifier = Some(first);
+        answer.batch_item_failures.push(failure);
+        self.reported = self.restart_from(&answer);
         serde_json::to_vec(&answer).ok()
     }
 }
@@ -615,3 +640,43 @@ macro_rules! invoke_through_call {
 }
 
 invoke_through_call!(Tagged, Sandboxes);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(ids: &[&str]) -> DynamoDbEventResponse {
+        let mut answer = DynamoDbEventResponse::default();
+        answer.batch_item_failures = ids
+            .iter()
+            .map(|id| {
+                let mut failure = DynamoDbBatchItemFailure::default();
+                failure.item_identifier = Some((*id).to_owned());
+                failure
+            })
+            .collect();
+        answer
+    }
+
+    /// The record judged is the one Lambda restarts from: the lowest the
+    /// answer names, whatever their order (a published record reported
+    /// behind a genuine failure is the one judged); the first record when
+    /// an identifier names none of the batch; nothing when nothing is
+    /// reported.
+    #[test]
+    fn the_record_judged_is_the_one_the_mapping_restarts_from() {
+        let batch = Batch {
+            records: ["s1", "s2", "s3"]
+                .iter()
+                .map(|s| ((*s).to_owned(), Some(format!("e-{s}"))))
+                .collect(),
+            reported: None,
+        };
+        let from = |ids: &[&str]| batch.restart_from(&answer(ids));
+        assert_eq!(from(&["s2"]).as_deref(), Some("s2"));
+        assert_eq!(from(&["s3", "s1"]).as_deref(), Some("s1"));
+        assert_eq!(from(&["s3", "nope"]).as_deref(), Some("s1"));
+        assert_eq!(from(&[""]).as_deref(), Some("s1"));
+        assert_eq!(from(&[]), None);
+    }
+}

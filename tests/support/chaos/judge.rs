@@ -22,11 +22,14 @@ use super::ChaosConfig;
 
 /// OnFailure handled means handled: every event of a batch the mapping gave
 /// up on (`given_up`) that had not gone out before the give-up must first
-/// go out in an invocation of the sweeper by the OnFailure queue, or in a
-/// scheduled sweep (which, with the template's day-long
-/// `STRANDED_AFTER_SECONDS`, takes only events handed to it: by the
-/// OnFailure path's or the publisher's hand-over), or end dead-lettered;
-/// never left for the day-long threshold. Counts the events that did not into
+/// go out in an invocation of the sweeper by the OnFailure queue (its SQS
+/// message, [`Tagged::on_failure`]), or end dead-lettered, or go out in a
+/// scheduled sweep after its journal shows the event handed to the
+/// schedule ([`Call::hands_over`], a write that took effect) by an
+/// OnFailure invocation (a failed attempt, a hold: the design's "left to
+/// the scheduled sweep") or, before the give-up, by the publisher; never
+/// left for the day-long threshold, and never published by a scheduled
+/// sweep that nothing handed it to. Counts the events that did not into
 /// `verdict.on_failure_missed`, with examples. A batch's events are known
 /// by its records' sequence numbers, from the publisher's batches (the
 /// mapping gives up on a batch after invoking it).
@@ -70,6 +73,26 @@ pub(super) async fn judge_on_failure(
                 .map(str::to_owned)
         })
         .collect();
+    // Each event's hand-overs to the schedule that took effect: when, and
+    // whether an OnFailure invocation or the publisher wrote it.
+    let mut handed: HashMap<String, Vec<(SystemTime, Handed)>> = HashMap::new();
+    for function in functions {
+        let name = function.function.name();
+        let by_queue = function.on_failure.lock().unwrap().clone();
+        for call in function.proxy.journal() {
+            let by = match name {
+                "publisher" => Handed::Publisher,
+                "sweeper" if by_queue.contains(&call.tag) => Handed::OnFailure,
+                _ => continue,
+            };
+            if !took_effect(&call) {
+                continue;
+            }
+            for id in call.hands_over {
+                handed.entry(id).or_default().push((call.at, by));
+            }
+        }
+    }
     for window in given_up {
         // Each record's event id: from the batch the publisher got, or from
         // the record's own key (a record the publisher never got).
@@ -86,18 +109,84 @@ pub(super) async fn judge_on_failure(
             .map(|(sequence, key)| ids.get(sequence).cloned().or(key))
             .collect();
         for id in records.iter().flatten() {
-            let by = match first.get(id) {
-                Some((at, _, _)) if *at < window.at => continue,
-                Some((_, f, _)) if functions[*f].function.name() == "sweeper" => continue,
-                Some((_, f, tag)) => format!("{}#{tag}", functions[*f].function.name()),
-                None if dead.contains(id) => continue,
-                None => "nothing".to_owned(),
+            let first = first.get(id).map(|(at, f, tag)| FirstSend {
+                at: *at,
+                function: functions[*f].function.name(),
+                tag: *tag,
+                by_queue: functions[*f].on_failure.lock().unwrap().contains(tag),
+            });
+            let hand_overs = handed.get(id).map_or(&[][..], Vec::as_slice);
+            let Some(by) = missed_by(first, dead.contains(id), hand_overs, window.at) else {
+                continue;
             };
             verdict.on_failure_missed += 1;
             verdict.examples.push(format!(
                 "OnFailure: {id} of a given-up batch was first sent by {by}"
             ));
         }
+    }
+}
+
+/// Who handed an event to the scheduled sweep ([`judge_on_failure`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handed {
+    OnFailure,
+    Publisher,
+}
+
+/// An event's first send ([`missed_by`]): when, by which function and
+/// invocation, and whether that was the sweeper's invocation by the
+/// OnFailure queue.
+struct FirstSend<'a> {
+    at: SystemTime,
+    function: &'a str,
+    tag: u64,
+    by_queue: bool,
+}
+
+/// What did the OnFailure path's work for an event of a window given up at
+/// `given_up_at`, when the path did not (`None`: handled). Handled: it went
+/// out before the give-up; or first in a sweeper invocation by the
+/// OnFailure queue; or never, and it is `dead` (dead-lettered); or first in
+/// a scheduled sweep after one of its `hand_overs` to the schedule (which
+/// took effect before that send) by an OnFailure invocation, or by the
+/// publisher before the give-up. A scheduled sweep that nothing handed the
+/// event to did the OnFailure path's work: with the template's day-long
+/// `STRANDED_AFTER_SECONDS` it cannot, and with a short one (the harness's
+/// setting before #43) a broken handler would pass.
+fn missed_by(
+    first: Option<FirstSend<'_>>,
+    dead: bool,
+    hand_overs: &[(SystemTime, Handed)],
+    given_up_at: SystemTime,
+) -> Option<String> {
+    let Some(first) = first else {
+        return (!dead).then(|| "nothing".to_owned());
+    };
+    if first.at < given_up_at || (first.function == "sweeper" && first.by_queue) {
+        return None;
+    }
+    if first.function != "sweeper" {
+        return Some(format!("{}#{}", first.function, first.tag));
+    }
+    let handed = hand_overs
+        .iter()
+        .any(|(at, by)| *at <= first.at && (*by == Handed::OnFailure || *at < given_up_at));
+    (!handed).then(|| {
+        format!(
+            "the scheduled sweep sweeper#{}, which nothing had handed it to",
+            first.tag
+        )
+    })
+}
+
+/// Whether a journaled write took effect: forwarded and answered as a
+/// success (its condition held), or forwarded before a kill.
+fn took_effect(call: &Call) -> bool {
+    match call.fault {
+        None | Some(Fault::Pass | Fault::Late(_)) => call.succeeded,
+        Some(Fault::Crash { forward }) => forward,
+        _ => false,
     }
 }
 
@@ -295,4 +384,70 @@ pub(super) fn recovery(
     }
     last.and_then(|l| l.duration_since(healed).ok())
         .or(Some(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_000 + s)
+    }
+
+    fn send(s: u64, function: &str, by_queue: bool) -> Option<FirstSend<'_>> {
+        Some(FirstSend {
+            at: at(s),
+            function,
+            tag: 7,
+            by_queue,
+        })
+    }
+
+    /// #43, "OnFailure handled means handled": an event of a window given
+    /// up at 10 s counts as handled only by the OnFailure path's own
+    /// invocation, a dead letter, a send before the give-up, or a scheduled
+    /// sweep's send of an event the journal shows handed to the schedule
+    /// (by an OnFailure invocation, or by the publisher before the
+    /// give-up); anything else is named.
+    #[test]
+    fn only_the_on_failure_path_or_what_it_handed_over_handles_a_window() {
+        let given_up = at(10);
+        let handled = |first, dead, hand_overs: &[(SystemTime, Handed)]| {
+            missed_by(first, dead, hand_overs, given_up)
+        };
+        // The OnFailure invocation sent it; it went out before the give-up;
+        // it was dead-lettered.
+        assert_eq!(handled(send(20, "sweeper", true), false, &[]), None);
+        assert_eq!(handled(send(5, "publisher", false), false, &[]), None);
+        assert_eq!(handled(None, true, &[]), None);
+        // Nothing sent it, or the publisher did after the give-up.
+        assert_eq!(handled(None, false, &[]).as_deref(), Some("nothing"));
+        assert_eq!(
+            handled(send(20, "publisher", false), false, &[]).as_deref(),
+            Some("publisher#7")
+        );
+        // A scheduled sweep: after an OnFailure invocation's hand-over, or
+        // the publisher's before the give-up; not after none, not after
+        // the publisher's after the give-up, not before the hand-over.
+        let scheduled = send(30, "sweeper", false);
+        let named = Some("the scheduled sweep sweeper#7, which nothing had handed it to");
+        assert_eq!(handled(scheduled, false, &[]).as_deref(), named);
+        let scheduled = || send(30, "sweeper", false);
+        assert_eq!(
+            handled(scheduled(), false, &[(at(20), Handed::OnFailure)]),
+            None
+        );
+        assert_eq!(
+            handled(scheduled(), false, &[(at(5), Handed::Publisher)]),
+            None
+        );
+        assert_eq!(
+            handled(scheduled(), false, &[(at(20), Handed::Publisher)]).as_deref(),
+            named
+        );
+        assert_eq!(
+            handled(scheduled(), false, &[(at(40), Handed::OnFailure)]).as_deref(),
+            named
+        );
+    }
 }

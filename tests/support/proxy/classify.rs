@@ -220,6 +220,29 @@ pub(super) fn deleted_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
     }
 }
 
+/// The event id of the outbox item an `UpdateItem` hands to the scheduled
+/// sweep: its key's sort key is `OUTBOX#<id>` and it sets the pending sort
+/// key to the redriven `!<id>` (the runtime's `hand_to_schedule`, value
+/// `:sk`); a claim, a claim's release or a dead letter hands nothing over.
+pub(super) fn handed_over_event_ids(operation: &str, body: &[u8]) -> Vec<String> {
+    if operation != "UpdateItem" {
+        return Vec::new();
+    }
+    let Ok(request) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let redriven = request["ExpressionAttributeValues"][":sk"]["S"]
+        .as_str()
+        .is_some_and(outbox_core::keys::is_redriven_sk);
+    request["Key"]["SK"]["S"]
+        .as_str()
+        .and_then(|sk| sk.strip_prefix("OUTBOX#"))
+        .filter(|_| redriven)
+        .map(str::to_owned)
+        .into_iter()
+        .collect()
+}
+
 /// The envelopes a sink call carries (each entry's `Detail`, or each SNS
 /// `Message`), in request order.
 fn sink_envelopes(operation: &str, body: &[u8]) -> Vec<serde_json::Value> {

@@ -14,8 +14,8 @@ use tokio::net::TcpListener;
 
 use super::answer::{apply, fake_success};
 use super::classify::{
-    carries_a_first_event, deleted_event_ids, iam_requests, is_sink_call, operation,
-    sink_event_ids, subject,
+    carries_a_first_event, deleted_event_ids, handed_over_event_ids, iam_requests, is_sink_call,
+    operation, sink_event_ids, subject,
 };
 use super::state::{fault_for, State};
 use super::{BoxError, Call, Fault, Sabotage};
@@ -91,6 +91,9 @@ pub(super) async fn forward_deferred(state: &Mutex<State>, call: Deferred) {
         delivered: Vec::new(),
         deletes: call.deletes,
         deleted,
+        hands_over: Vec::new(),
+        // Answered as done when it was held.
+        succeeded: true,
         at: std::time::SystemTime::now(),
         answered: true,
     });
@@ -151,9 +154,11 @@ async fn handle_call(
     }
     let (tag, fault) = fault_for(&state, &operation, &subject(&operation, &body));
     let deletes = deleted_event_ids(&operation, &body);
-    let journal = |fault: &Option<Fault>, reached: Vec<String>| {
+    let hands_over = handed_over_event_ids(&operation, &body);
+    let journal = |fault: &Option<Fault>, reached: Vec<String>, succeeded: bool| {
         if is_sink_call(&operation)
             || !deletes.is_empty()
+            || !hands_over.is_empty()
             || fault.as_ref().is_some_and(|f| *f != Fault::Pass)
         {
             let (delivered, deleted) = if is_sink_call(&operation) {
@@ -169,6 +174,8 @@ async fn handle_call(
                 delivered,
                 deletes: deletes.clone(),
                 deleted,
+                hands_over: hands_over.clone(),
+                succeeded,
                 at: std::time::SystemTime::now(),
                 answered: false,
             });
@@ -190,7 +197,7 @@ async fn handle_call(
     };
     if fault == Some(Fault::Hang) {
         // Journaled now: the call never ends.
-        let _ = journal(&fault, Vec::new());
+        let _ = journal(&fault, Vec::new(), false);
     }
     let sabotage = state.lock().unwrap().sabotage;
     let unfaulted = fault.as_ref().is_none_or(|f| *f == Fault::Pass);
@@ -203,7 +210,7 @@ async fn handle_call(
             };
             if dropped {
                 // Answered as done; nothing reached the local API.
-                let entry = journal(&None, Vec::new());
+                let entry = journal(&None, Vec::new(), true);
                 return (Ok(fake_success(&operation, &body)), entry);
             }
         }
@@ -224,7 +231,7 @@ async fn handle_call(
         Some(Sabotage::SendTwice) if unfaulted && is_sink_call(&operation) => {
             // The first of the two sends, answered to nobody but journaled
             // as answered: the same invocation sent the call twice.
-            let (_, delivered) = apply(
+            let (first, delivered) = apply(
                 &upstream,
                 parts.clone(),
                 body.clone(),
@@ -234,7 +241,7 @@ async fn handle_call(
                 all.clone(),
             )
             .await;
-            if let Some(entry) = journal(&fault, delivered) {
+            if let Some(entry) = journal(&fault, delivered, succeeded(&first)) {
                 if let Some(call) = state.lock().unwrap().journal.get_mut(entry) {
                     call.answered = true;
                 }
@@ -261,6 +268,9 @@ async fn handle_call(
                     delivered,
                     deletes: Vec::new(),
                     deleted: Vec::new(),
+                    hands_over: Vec::new(),
+                    // Answered as published before it was forwarded.
+                    succeeded: true,
                     at: std::time::SystemTime::now(),
                     answered: true,
                 });
@@ -286,6 +296,11 @@ async fn handle_call(
             });
         }
     }
-    let entry = journal(&fault, delivered);
+    let entry = journal(&fault, delivered, succeeded(&result));
     (result, entry)
+}
+
+/// Whether an answer is a success (2xx).
+fn succeeded(result: &Result<Response<Full<Bytes>>, BoxError>) -> bool {
+    result.as_ref().is_ok_and(|r| r.status().is_success())
 }

@@ -157,23 +157,16 @@ fn a_sweep_sending_again_after_the_publisher_is_its_own_resend() {
             late: vec![],
         }
     };
-    let publisher = Function {
+    let publisher = || Function {
         name: "publisher",
         journal: vec![send(1, 20, &["e1"], true), delete(1, 25, &["e1"])],
         started: vec![(1, 18)],
         batches: vec![(1, batch(&["e1"], None))],
         late: vec![],
     };
-    let once = judge(vec![sweeper(false), publisher], &[("e1", 2)]);
+    let once = judge(vec![sweeper(false), publisher()], &[("e1", 2)]);
     assert_eq!(once.unexplained, 0, "{:?}", once.examples);
-    let publisher = Function {
-        name: "publisher",
-        journal: vec![send(1, 20, &["e1"], true), delete(1, 25, &["e1"])],
-        started: vec![(1, 18)],
-        batches: vec![(1, batch(&["e1"], None))],
-        late: vec![],
-    };
-    let twice = judge(vec![sweeper(true), publisher], &[("e1", 3)]);
+    let twice = judge(vec![sweeper(true), publisher()], &[("e1", 3)]);
     assert_eq!(twice.unexplained, 1, "{:?}", twice.examples);
 }
 

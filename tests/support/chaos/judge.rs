@@ -27,9 +27,12 @@ use super::ChaosConfig;
 /// scheduled sweep after its journal shows the event handed to the
 /// schedule ([`Call::hands_over`], a write that took effect) by an
 /// OnFailure invocation (a failed attempt, a hold: the design's "left to
-/// the scheduled sweep") or, before the give-up, by the publisher; never
-/// left for the day-long threshold, and never published by a scheduled
-/// sweep that nothing handed it to. Counts the events that did not into
+/// the scheduled sweep") or, before the give-up, by the publisher, or go
+/// out in a scheduled sweep behind an older event of its aggregate that
+/// the same invocation sent before it and had been handed to the schedule
+/// (strict ordering's release of the events behind a published one,
+/// [`released_behind`]); never left for the day-long threshold, and never
+/// published by a scheduled sweep that nothing handed it to. Counts the events that did not into
 /// `verdict.on_failure_missed`, with examples. A batch's events are known
 /// by its records' sequence numbers, from the publisher's batches (the
 /// mapping gives up on a batch after invoking it).
@@ -38,6 +41,7 @@ pub(super) async fn judge_on_failure(
     stack: &Stack,
     functions: &[&Tagged],
     given_up: &[devkit::GivenUp],
+    events: &HashMap<String, (String, u64)>,
 ) {
     verdict.on_failure_given_up = given_up.len();
     let mut ids: HashMap<String, String> = HashMap::new();
@@ -62,6 +66,18 @@ pub(super) async fn judge_on_failure(
             }
         }
     }
+    // Each sweeper invocation's sends, in journal order.
+    let mut sweeper_sends: HashMap<u64, Vec<(SystemTime, String)>> = HashMap::new();
+    for function in functions.iter().filter(|f| f.function.name() == "sweeper") {
+        for call in function.proxy.journal() {
+            for id in call.delivered {
+                sweeper_sends
+                    .entry(call.tag)
+                    .or_default()
+                    .push((call.at, id));
+            }
+        }
+    }
     let dead: HashSet<String> = stack
         .items()
         .await
@@ -79,10 +95,18 @@ pub(super) async fn judge_on_failure(
     for function in functions {
         let name = function.function.name();
         let by_queue = function.on_failure.lock().unwrap().clone();
+        let started = function.started.lock().unwrap().clone();
         for call in function.proxy.journal() {
             let by = match name {
-                "publisher" => Handed::Publisher,
+                // When its invocation started: a call is journaled when its
+                // answer comes, which for an invocation cut at its deadline
+                // (or killed) while the call was in flight can be after the
+                // pump gave the batch up.
+                "publisher" => Handed::Publisher {
+                    started: started.get(&call.tag).copied().unwrap_or(call.at),
+                },
                 "sweeper" if by_queue.contains(&call.tag) => Handed::OnFailure,
+                "sweeper" => Handed::Schedule,
                 _ => continue,
             };
             if !took_effect(&call) {
@@ -109,19 +133,65 @@ pub(super) async fn judge_on_failure(
             .map(|(sequence, key)| ids.get(sequence).cloned().or(key))
             .collect();
         for id in records.iter().flatten() {
-            let first = first.get(id).map(|(at, f, tag)| FirstSend {
+            let first_send = first.get(id).map(|(at, f, tag)| FirstSend {
                 at: *at,
                 function: functions[*f].function.name(),
                 tag: *tag,
                 by_queue: functions[*f].on_failure.lock().unwrap().contains(tag),
             });
             let hand_overs = handed.get(id).map_or(&[][..], Vec::as_slice);
-            let Some(by) = missed_by(first, dead.contains(id), hand_overs, window.at) else {
+            let Some(by) = missed_by(first_send, dead.contains(id), hand_overs, window.at) else {
                 continue;
             };
+            // A scheduled sweep's first send: handled when strict ordering
+            // released it behind an older event of its aggregate that the
+            // same invocation had sent.
+            if let Some(&(at, f, tag)) = first.get(id) {
+                if functions[f].function.name() == "sweeper" {
+                    let sends: Vec<(SystemTime, &str)> = sweeper_sends
+                        .get(&tag)
+                        .map_or(&[][..], Vec::as_slice)
+                        .iter()
+                        .map(|(at, id)| (*at, id.as_str()))
+                        .collect();
+                    let handed_at = |event: &str| -> Vec<SystemTime> {
+                        handed
+                            .get(event)
+                            .map(|h| h.iter().map(|(at, _)| *at).collect())
+                            .unwrap_or_default()
+                    };
+                    if released_behind(id, at, &sends, events, &handed_at).is_some() {
+                        continue;
+                    }
+                }
+            }
+            // What the journal shows, for whoever reads the failure.
+            let offset = |t: SystemTime| match t.duration_since(window.at) {
+                Ok(d) => format!("+{:.1} s", d.as_secs_f64()),
+                Err(e) => format!("-{:.1} s", e.duration().as_secs_f64()),
+            };
+            let about = events
+                .get(id)
+                .map(|(aggregate, version)| format!("aggregate {aggregate} v{version}"))
+                .unwrap_or_else(|| "never delivered".to_owned());
+            let shown: Vec<String> = hand_overs
+                .iter()
+                .map(|(t, by)| {
+                    let who = match by {
+                        Handed::OnFailure => "an OnFailure invocation".to_owned(),
+                        Handed::Publisher { started } => {
+                            format!("the publisher (invocation started {})", offset(*started))
+                        }
+                        Handed::Schedule => "a scheduled sweep".to_owned(),
+                    };
+                    format!("{who} {}", offset(*t))
+                })
+                .collect();
+            let sent = first.get(id).map_or(String::new(), |(t, _, _)| offset(*t));
             verdict.on_failure_missed += 1;
             verdict.examples.push(format!(
-                "OnFailure: {id} of a given-up batch was first sent by {by}"
+                "OnFailure: {id} ({about}) of a given-up batch was first sent by {by} {sent}; its hand-overs (times from the give-up): [{}]",
+                shown.join(", ")
             ));
         }
     }
@@ -131,7 +201,14 @@ pub(super) async fn judge_on_failure(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Handed {
     OnFailure,
-    Publisher,
+    /// The publisher, in an invocation that `started` then.
+    Publisher {
+        started: SystemTime,
+    },
+    /// A scheduled sweep (a failed attempt, a hold): it hands over only
+    /// what it already had, so it never explains that sweep's send, but it
+    /// explains the release of the events behind it ([`released_behind`]).
+    Schedule,
 }
 
 /// An event's first send ([`missed_by`]): when, by which function and
@@ -149,8 +226,9 @@ struct FirstSend<'a> {
 /// out before the give-up; or first in a sweeper invocation by the
 /// OnFailure queue; or never, and it is `dead` (dead-lettered); or first in
 /// a scheduled sweep after one of its `hand_overs` to the schedule (which
-/// took effect before that send) by an OnFailure invocation, or by the
-/// publisher before the give-up. A scheduled sweep that nothing handed the
+/// took effect before that send) by an OnFailure invocation, or by a
+/// publisher invocation that started before the give-up (the only ones
+/// that had its record). A scheduled sweep that nothing handed the
 /// event to did the OnFailure path's work: with the template's day-long
 /// `STRANDED_AFTER_SECONDS` it cannot, and with a short one (the harness's
 /// setting before #43) a broken handler would pass.
@@ -169,14 +247,47 @@ fn missed_by(
     if first.function != "sweeper" {
         return Some(format!("{}#{}", first.function, first.tag));
     }
-    let handed = hand_overs
-        .iter()
-        .any(|(at, by)| *at <= first.at && (*by == Handed::OnFailure || *at < given_up_at));
+    let handed = hand_overs.iter().any(|(at, by)| {
+        *at <= first.at
+            && match by {
+                Handed::OnFailure => true,
+                Handed::Publisher { started } => *started < given_up_at,
+                Handed::Schedule => false,
+            }
+    });
     (!handed).then(|| {
         format!(
             "the scheduled sweep sweeper#{}, which nothing had handed it to",
             first.tag
         )
+    })
+}
+
+/// Strict ordering's release ([`judge_on_failure`]): a sweep that publishes
+/// an event reads the pending events behind it in its aggregate and sends
+/// them in the same invocation, so a scheduled sweep may send `event` (sent
+/// first at `at`) that nothing handed to it. Returns the older event of its
+/// aggregate (`events`: id → aggregate, version) that the same invocation
+/// sent before `at` (`sends`: that invocation's sends, journal order) and
+/// that was itself handed to the schedule before that send (`handed_at`:
+/// an event's hand-overs that took effect, by anyone) or released in turn;
+/// `None` when there is no such event.
+fn released_behind<'a>(
+    event: &str,
+    at: SystemTime,
+    sends: &[(SystemTime, &'a str)],
+    events: &HashMap<String, (String, u64)>,
+    handed_at: &dyn Fn(&str) -> Vec<SystemTime>,
+) -> Option<&'a str> {
+    let (aggregate, version) = events.get(event)?;
+    sends.iter().find_map(|&(sent, older)| {
+        let (a, v) = events.get(older)?;
+        if a != aggregate || v >= version || sent >= at {
+            return None;
+        }
+        let handed = handed_at(older).iter().any(|h| *h <= sent);
+        (handed || released_behind(older, sent, sends, events, handed_at).is_some())
+            .then_some(older)
     })
 }
 
@@ -437,17 +548,93 @@ mod tests {
             handled(scheduled(), false, &[(at(20), Handed::OnFailure)]),
             None
         );
+        let publisher = |s| Handed::Publisher { started: at(s) };
+        assert_eq!(handled(scheduled(), false, &[(at(5), publisher(4))]), None);
+        // Journaled after the give-up by an invocation that started before
+        // it (cut while the call was in flight): the publisher's.
+        assert_eq!(handled(scheduled(), false, &[(at(12), publisher(8))]), None);
         assert_eq!(
-            handled(scheduled(), false, &[(at(5), Handed::Publisher)]),
-            None
+            handled(scheduled(), false, &[(at(20), publisher(20))]).as_deref(),
+            named
         );
+        // A scheduled sweep hands over only what it already had.
         assert_eq!(
-            handled(scheduled(), false, &[(at(20), Handed::Publisher)]).as_deref(),
+            handled(scheduled(), false, &[(at(20), Handed::Schedule)]).as_deref(),
             named
         );
         assert_eq!(
             handled(scheduled(), false, &[(at(40), Handed::OnFailure)]).as_deref(),
             named
+        );
+    }
+
+    /// Strict ordering's release: a scheduled sweep that publishes an event
+    /// handed to it sends the pending events behind it in the same
+    /// invocation; those count as handed over, and only those.
+    #[test]
+    fn a_sweep_releases_only_what_stands_behind_a_handed_over_event() {
+        let events: HashMap<String, (String, u64)> = [
+            ("e1", ("a", 1)),
+            ("e2", ("a", 2)),
+            ("e3", ("a", 3)),
+            ("f1", ("b", 1)),
+        ]
+        .into_iter()
+        .map(|(id, (a, v))| (id.to_owned(), (a.to_owned(), v)))
+        .collect();
+        let handed = |handed: &'static [(&'static str, u64)]| {
+            move |event: &str| -> Vec<SystemTime> {
+                handed
+                    .iter()
+                    .filter(|(e, _)| *e == event)
+                    .map(|(_, s)| at(*s))
+                    .collect()
+            }
+        };
+        let sends = [
+            (at(10), "e1"),
+            (at(11), "e2"),
+            (at(12), "e3"),
+            (at(12), "f1"),
+        ];
+        // e1 handed over before its send: e2 behind it, e3 behind e2.
+        let e1_handed = handed(&[("e1", 5)]);
+        assert_eq!(
+            released_behind("e2", at(11), &sends, &events, &e1_handed),
+            Some("e1")
+        );
+        assert_eq!(
+            released_behind("e3", at(12), &sends, &events, &e1_handed),
+            Some("e1")
+        );
+        // Another aggregate's handed-over event releases nothing.
+        assert_eq!(
+            released_behind("f1", at(12), &sends, &events, &e1_handed),
+            None
+        );
+        // Nothing handed over, or handed over after the send: no release.
+        assert_eq!(
+            released_behind("e2", at(11), &sends, &events, &handed(&[])),
+            None
+        );
+        let late = handed(&[("e1", 10), ("x", 1)]);
+        assert_eq!(
+            released_behind("e2", at(11), &sends, &events, &late),
+            Some("e1")
+        );
+        let after = handed(&[("e1", 11)]);
+        assert_eq!(released_behind("e2", at(11), &sends, &events, &after), None);
+        // A newer event sent before does not release an older one; the
+        // sends of the same moment do not release each other.
+        let e2_handed = handed(&[("e2", 1)]);
+        assert_eq!(
+            released_behind("e1", at(10), &sends, &events, &e2_handed),
+            None
+        );
+        let same = [(at(10), "e1"), (at(10), "e2")];
+        assert_eq!(
+            released_behind("e2", at(10), &same, &events, &e1_handed),
+            None
         );
     }
 }

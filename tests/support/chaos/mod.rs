@@ -53,6 +53,7 @@ mod timeline;
 mod verdict;
 mod workload;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -488,6 +489,13 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         .iter()
         .chain(std::iter::once(&sweeper))
         .collect();
+    // Each delivered event's aggregate and version (the OnFailure check
+    // reads strict ordering's release from them).
+    let events: HashMap<String, (String, u64)> = messages
+        .iter()
+        .filter_map(|m| delivery::received(config.sink, m))
+        .map(|r| (r.event_id, (r.aggregate, r.version)))
+        .collect();
     let mut verdict = judge(config, &stack, messages, &functions).await?;
     verdict.ordering = ordering.as_str();
     verdict.parallelization = lanes;
@@ -508,7 +516,14 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         publisher.cold_starts() + sweeper.function.cold_starts.load(Ordering::SeqCst);
     // Handled by the sweeper, against what the mapping gave up.
     verdict.on_failure_messages = on_failure_messages;
-    judge_on_failure(&mut verdict, &stack, &functions, &pump_stats.given_up).await;
+    judge_on_failure(
+        &mut verdict,
+        &stack,
+        &functions,
+        &pump_stats.given_up,
+        &events,
+    )
+    .await;
     let outage = outage_start..outage_start + outage_invocations;
     verdict.recovery = recovery(
         &publisher.journal(),

@@ -27,12 +27,13 @@ use super::ChaosConfig;
 /// scheduled sweep after its journal shows the event handed to the
 /// schedule ([`Call::hands_over`], a write that took effect) by an
 /// OnFailure invocation (a failed attempt, a hold: the design's "left to
-/// the scheduled sweep") or, before the give-up, by the publisher, or go
-/// out in a scheduled sweep behind an older event of its aggregate that
-/// the same invocation sent before it and had been handed to the schedule
-/// (strict ordering's release of the events behind a published one,
-/// [`released_behind`]); never left for the day-long threshold, and never
-/// published by a scheduled sweep that nothing handed it to. Counts the events that did not into
+/// the scheduled sweep") or by a publisher invocation that started before
+/// the give-up; or, with strict ordering (`strict`), go out in a scheduled
+/// sweep that released it (sent it, or handed it over after a failed
+/// attempt) behind an older event of its aggregate it had sent
+/// ([`released_behind`]: the release of the events behind a published
+/// one); never left for the day-long threshold, and never published by a
+/// scheduled sweep that nothing handed it to. Counts the events that did not into
 /// `verdict.on_failure_missed`, with examples. A batch's events are known
 /// by its records' sequence numbers, from the publisher's batches (the
 /// mapping gives up on a batch after invoking it).
@@ -42,6 +43,7 @@ pub(super) async fn judge_on_failure(
     functions: &[&Tagged],
     given_up: &[devkit::GivenUp],
     events: &HashMap<String, (String, u64)>,
+    strict: bool,
 ) {
     verdict.on_failure_given_up = given_up.len();
     let mut ids: HashMap<String, String> = HashMap::new();
@@ -66,15 +68,19 @@ pub(super) async fn judge_on_failure(
             }
         }
     }
-    // Each sweeper invocation's sends, in journal order.
+    // Each sweeper invocation's sends, in journal order: each event's
+    // first.
     let mut sweeper_sends: HashMap<u64, Vec<(SystemTime, String)>> = HashMap::new();
+    let mut sent_in: HashSet<(u64, String)> = HashSet::new();
     for function in functions.iter().filter(|f| f.function.name() == "sweeper") {
         for call in function.proxy.journal() {
             for id in call.delivered {
-                sweeper_sends
-                    .entry(call.tag)
-                    .or_default()
-                    .push((call.at, id));
+                if sent_in.insert((call.tag, id.clone())) {
+                    sweeper_sends
+                        .entry(call.tag)
+                        .or_default()
+                        .push((call.at, id));
+                }
             }
         }
     }
@@ -90,7 +96,8 @@ pub(super) async fn judge_on_failure(
         })
         .collect();
     // Each event's hand-overs to the schedule that took effect: when, and
-    // whether an OnFailure invocation or the publisher wrote it.
+    // who wrote it (an OnFailure invocation, the publisher, a scheduled
+    // sweep).
     let mut handed: HashMap<String, Vec<(SystemTime, Handed)>> = HashMap::new();
     for function in functions {
         let name = function.function.name();
@@ -106,7 +113,7 @@ pub(super) async fn judge_on_failure(
                     started: started.get(&call.tag).copied().unwrap_or(call.at),
                 },
                 "sweeper" if by_queue.contains(&call.tag) => Handed::OnFailure,
-                "sweeper" => Handed::Schedule,
+                "sweeper" => Handed::Schedule { tag: call.tag },
                 _ => continue,
             };
             if !took_effect(&call) {
@@ -143,26 +150,36 @@ pub(super) async fn judge_on_failure(
             let Some(by) = missed_by(first_send, dead.contains(id), hand_overs, window.at) else {
                 continue;
             };
-            // A scheduled sweep's first send: handled when strict ordering
-            // released it behind an older event of its aggregate that the
-            // same invocation had sent.
-            if let Some(&(at, f, tag)) = first.get(id) {
-                if functions[f].function.name() == "sweeper" {
-                    let sends: Vec<(SystemTime, &str)> = sweeper_sends
+            // Strict ordering: a scheduled sweep's first send is handled
+            // when a scheduled sweep released the event behind an older one
+            // of its aggregate it had sent: the sweep of that first send,
+            // or one that handed it over (a failed attempt) before it.
+            if let (true, Some(&(at, f, tag))) = (strict, first.get(id)) {
+                let sends_of = |tag: u64| -> Vec<(SystemTime, &str)> {
+                    sweeper_sends
                         .get(&tag)
                         .map_or(&[][..], Vec::as_slice)
                         .iter()
                         .map(|(at, id)| (*at, id.as_str()))
-                        .collect();
-                    let handed_at = |event: &str| -> Vec<SystemTime> {
-                        handed
-                            .get(event)
-                            .map(|h| h.iter().map(|(at, _)| *at).collect())
-                            .unwrap_or_default()
-                    };
-                    if released_behind(id, at, &sends, events, &handed_at).is_some() {
-                        continue;
-                    }
+                        .collect()
+                };
+                let handed_at = |event: &str| -> Vec<SystemTime> {
+                    handed
+                        .get(event)
+                        .map(|h| h.iter().map(|(at, _)| *at).collect())
+                        .unwrap_or_default()
+                };
+                let mut moments = vec![(at, tag)];
+                moments.extend(hand_overs.iter().filter_map(|(h, by)| match by {
+                    Handed::Schedule { tag } if *h <= at => Some((*h, *tag)),
+                    _ => None,
+                }));
+                let released = functions[f].function.name() == "sweeper"
+                    && moments.into_iter().any(|(moment, tag)| {
+                        released_behind(id, moment, &sends_of(tag), events, &handed_at).is_some()
+                    });
+                if released {
+                    continue;
                 }
             }
             // What the journal shows, for whoever reads the failure.
@@ -182,7 +199,7 @@ pub(super) async fn judge_on_failure(
                         Handed::Publisher { started } => {
                             format!("the publisher (invocation started {})", offset(*started))
                         }
-                        Handed::Schedule => "a scheduled sweep".to_owned(),
+                        Handed::Schedule { tag } => format!("the scheduled sweep sweeper#{tag}"),
                     };
                     format!("{who} {}", offset(*t))
                 })
@@ -205,10 +222,12 @@ enum Handed {
     Publisher {
         started: SystemTime,
     },
-    /// A scheduled sweep (a failed attempt, a hold): it hands over only
-    /// what it already had, so it never explains that sweep's send, but it
-    /// explains the release of the events behind it ([`released_behind`]).
-    Schedule,
+    /// A scheduled sweep, invocation `tag` (a failed attempt, a hold): it
+    /// hands over only what it already had, so it never explains a sweep's
+    /// send by itself ([`released_behind`] reads it).
+    Schedule {
+        tag: u64,
+    },
 }
 
 /// An event's first send ([`missed_by`]): when, by which function and
@@ -252,7 +271,7 @@ fn missed_by(
             && match by {
                 Handed::OnFailure => true,
                 Handed::Publisher { started } => *started < given_up_at,
-                Handed::Schedule => false,
+                Handed::Schedule { .. } => false,
             }
     });
     (!handed).then(|| {
@@ -559,7 +578,7 @@ mod tests {
         );
         // A scheduled sweep hands over only what it already had.
         assert_eq!(
-            handled(scheduled(), false, &[(at(20), Handed::Schedule)]).as_deref(),
+            handled(scheduled(), false, &[(at(20), Handed::Schedule { tag: 3 })]).as_deref(),
             named
         );
         assert_eq!(

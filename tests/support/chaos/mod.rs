@@ -522,6 +522,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         &functions,
         &pump_stats.given_up,
         &events,
+        ordering == outbox_runtime::Ordering::Strict,
     )
     .await;
     let outage = outage_start..outage_start + outage_invocations;

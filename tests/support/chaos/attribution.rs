@@ -44,6 +44,7 @@ pub(super) fn attribute(
             .collect(),
         out_of_time: functions.iter().map(|f| out_of_time(f)).collect(),
         delete_deadlines: functions.iter().map(|f| delete_deadlines(f)).collect(),
+        out_of_finishing_time: functions.iter().map(|f| out_of_finishing_time(f)).collect(),
         windows: functions.iter().map(|f| design_window(f)).collect(),
         generations: functions
             .iter()
@@ -64,7 +65,10 @@ pub(super) fn attribute(
 /// reported, so that the stream delivers it again; its journal must show
 /// both for that very record (a delete asked for its event that never
 /// reached the table, and a bookkeeping write (`UpdateItem`) of its item
-/// that met a fault: [`Call::hands_over`]). The record judged is the one the mapping restarts
+/// that met a fault or was answered after the invocation's last moment to
+/// start one ([`Call::hands_over`]), or none answered in time by an
+/// invocation that ran out of that time: its deadline refused the write
+/// before it was sent). The record judged is the one the mapping restarts
 /// from: the lowest the answer named ([`Batch::reported_at`]).
 fn misreported(verdict: &mut Verdict, history: &Histories<'_>) {
     for (f, batches) in history.batches.iter().enumerate() {
@@ -81,11 +85,18 @@ fn misreported(verdict: &mut Verdict, history: &Histories<'_>) {
             let journal = || history.journals[f].iter().filter(|c| c.tag == *tag);
             let never_deleted = journal().any(|c| c.deletes.iter().any(|d| d == event))
                 && !journal().any(|c| c.deleted.iter().any(|d| d == event));
-            let hand_over_failed = journal().any(|c| {
-                c.operation == "UpdateItem"
-                    && c.hands_over.iter().any(|u| u == event)
-                    && c.fault.as_ref().is_some_and(|f| *f != Fault::Pass)
-            });
+            let finish = history.delete_deadlines[f].get(tag);
+            let hand_overs = || {
+                journal().filter(|c| {
+                    c.operation == "UpdateItem" && c.hands_over.iter().any(|u| u == event)
+                })
+            };
+            let hand_over_failed = hand_overs().any(|c| {
+                c.fault.as_ref().is_some_and(|f| *f != Fault::Pass)
+                    || finish.is_some_and(|finish| c.at >= *finish)
+            }) || (history.out_of_finishing_time[f].contains(tag)
+                && !hand_overs()
+                    .any(|c| c.succeeded && finish.is_none_or(|finish| c.at < *finish)));
             if published && !(never_deleted && hand_over_failed) {
                 verdict.misreported += 1;
                 verdict.examples.push(format!(
@@ -313,6 +324,10 @@ struct Histories<'a> {
     /// Each invocation's last moment to start a delete (its work deadline
     /// plus the relay's `FINISH_GRACE`).
     delete_deadlines: Vec<BTreeMap<u64, SystemTime>>,
+    /// Invocations that ended at or after that moment: a delete or a
+    /// hand-over they had still to make was refused by their deadline
+    /// before it was sent (`DeadlineReached`, no call in the journal).
+    out_of_finishing_time: Vec<BTreeSet<u64>>,
     /// The most events one invocation of each function can have published
     /// and not deleted at any moment, by design ([`design_window`]).
     windows: Vec<usize>,
@@ -391,6 +406,20 @@ fn delete_deadlines(function: &Tagged) -> BTreeMap<u64, SystemTime> {
                 (work + outbox_runtime::publish::relay::FINISH_GRACE).min(hard),
             )
         })
+        .collect()
+}
+
+/// The invocations of `function` that ended at or after their last moment
+/// to start a delete ([`delete_deadlines`]).
+fn out_of_finishing_time(function: &Tagged) -> BTreeSet<u64> {
+    let ends: BTreeMap<u64, SystemTime> = deadlines(function)
+        .into_iter()
+        .map(|(tag, _, _, end)| (tag, end))
+        .collect();
+    delete_deadlines(function)
+        .into_iter()
+        .filter(|(tag, finish)| ends.get(tag).is_some_and(|end| end >= finish))
+        .map(|(tag, _)| tag)
         .collect()
 }
 

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -12,22 +13,57 @@ use super::SinkKind;
 
 /// Receives and deletes the subscriber's messages until `reading` turns
 /// false and the queue answers empty twice ([`devkit::receive_until_empty`]);
-/// every message, in arrival order.
+/// every message, in arrival order, each SQS message once. A failed call
+/// is retried (up to 20 in a run): one timeout no longer ends the reading.
 pub(super) async fn read_subscriber(
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
     reading: Arc<AtomicBool>,
 ) -> Result<Vec<Value>, String> {
+    // A patient client: on a loaded machine a receive can take longer than
+    // the functions' 12 s operation timeout (two 20,000-order chaos runs
+    // lost their whole reading to one such timeout, seen only at the end).
+    let sqs = aws_sdk_sqs::Client::from_conf(
+        sqs.config()
+            .to_builder()
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .operation_attempt_timeout(Duration::from_secs(60))
+                    .operation_timeout(Duration::from_secs(300))
+                    .build(),
+            )
+            .build(),
+    );
     let mut messages = Vec::new();
-    devkit::receive_until_empty(
-        &sqs,
-        &queue_url,
-        || reading.load(Ordering::SeqCst),
-        |m| messages.push(crate::message_value(m)),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    Ok(messages)
+    // A message received again because its delete failed is the queue's
+    // own redelivery, not the sink's: kept once (by its SQS message id).
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut failures = 0;
+    loop {
+        let read = devkit::receive_until_empty(
+            &sqs,
+            &queue_url,
+            || reading.load(Ordering::SeqCst),
+            |m| {
+                if m.message_id().is_none_or(|id| seen.insert(id.to_owned())) {
+                    messages.push(crate::message_value(m));
+                }
+            },
+        )
+        .await;
+        match read {
+            Ok(_) => return Ok(messages),
+            // A failed call loses nothing (what it received is kept, what
+            // it did not delete comes back): read on, unless the server is
+            // gone.
+            Err(e) if failures < 20 => {
+                failures += 1;
+                eprintln!("subscriber reader: {e}; reading on ({failures} of 20 failures)");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }
 
 /// An event as the subscriber received it.

@@ -92,6 +92,12 @@ fn judge_in(
             .map(|f| f.batches.iter().cloned().collect())
             .collect(),
         delete_deadlines: functions.iter().map(|_| BTreeMap::new()).collect(),
+        // Here an invocation that ran to its deadline ran out of its
+        // finishing time too.
+        out_of_finishing_time: functions
+            .iter()
+            .map(|f| f.late.iter().copied().collect::<BTreeSet<u64>>())
+            .collect(),
         out_of_time: functions
             .iter()
             .map(|f| f.late.iter().copied().collect::<BTreeSet<u64>>())
@@ -398,6 +404,20 @@ fn a_published_record_neither_deleted_nor_handed_over_may_be_reported() {
     assert_eq!(verdict.misreported, 1, "{:?}", verdict.examples);
     let other = publisher_handing_over("e1", true);
     let verdict = judge(vec![other], &[("e0", 1), ("e1", 1)]);
+    assert_eq!(verdict.misreported, 1, "{:?}", verdict.examples);
+    // No hand-over call at all: its deadline refused it (the invocation
+    // ran out of its finishing time), or nothing did.
+    let unwritten = |late: bool| {
+        let mut publisher = publisher_handing_over("e0", false);
+        publisher.journal.pop();
+        if late {
+            publisher.late = vec![1];
+        }
+        publisher
+    };
+    let verdict = judge(vec![unwritten(true)], &[("e0", 1), ("e1", 1)]);
+    assert_eq!(verdict.misreported, 0, "{:?}", verdict.examples);
+    let verdict = judge(vec![unwritten(false)], &[("e0", 1), ("e1", 1)]);
     assert_eq!(verdict.misreported, 1, "{:?}", verdict.examples);
 }
 

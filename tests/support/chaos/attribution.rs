@@ -128,7 +128,7 @@ fn attribute_from(
         }
     }
     // Faults injected, and the events their invocation had sent by then
-    // (the most they can duplicate).
+    // (the most they can duplicate; for one that stopped it, all it sent).
     for (function, journal) in history.journals.iter().enumerate() {
         for (index, call) in journal.iter().enumerate() {
             let Some(fault) = &call.fault else { continue };
@@ -140,7 +140,10 @@ fn attribute_from(
                 .entry(history.kind_of(function, call))
                 .or_default();
             row.injected += 1;
-            row.exposed += history.sent(function, call.tag, Some(index));
+            // A kill or a hang stops the invocation: the calls in flight
+            // beside it, journaled when answered, were sent by then too.
+            let upto = (!matches!(fault, Fault::Hang | Fault::Crash { .. })).then_some(index);
+            row.exposed += history.sent(function, call.tag, upto);
         }
     }
     let mut used: HashSet<(Cause, String)> = HashSet::new();
@@ -478,7 +481,11 @@ impl Histories<'_> {
             function,
             tag: call.tag,
             fault_call: Some(index),
-            upto: Some(index),
+            // A stopped invocation exposes all it sent: the proxy journals
+            // a call when its answer arrives (a hang when it starts), so
+            // the calls in flight beside a kill, and those sent beside a
+            // hang until the deadline, stand after the faulted call.
+            upto: (bound != Bound::Stopped).then_some(index),
             bound,
         }
     }

@@ -559,3 +559,54 @@ fn a_kill_that_repeats_more_than_the_design_allows_fails_the_run() {
     assert_eq!(judged(30), (30, (30, 44), 0, false));
     assert_eq!(judged(0), (60, (60, 44), 1, true));
 }
+
+/// A hung sink call is journaled when it starts, and its invocation goes
+/// on sending beside it until its deadline: the calls answered after the
+/// hang are what it had sent by then too. The hang's bound is everything
+/// its invocation sent (within the design window), not the calls
+/// journaled before the hang (a 20,000-order SNS FIFO run failed on 7
+/// duplicates against a bound of 3 counted that way).
+#[test]
+fn a_hang_is_bounded_by_all_its_invocation_sent_until_the_deadline() {
+    let mut cut = delete(1, 40, &["e1", "e2", "e3"]);
+    cut.deleted.clear();
+    cut.answered = false;
+    let publisher = Function {
+        name: "publisher",
+        journal: vec![
+            send(1, 10, &["e1"], true),
+            Call {
+                fault: Some(Fault::Hang),
+                ..send(1, 15, &[], false)
+            },
+            send(1, 20, &["e2", "e3"], true),
+            cut,
+        ],
+        started: vec![(1, 0)],
+        batches: vec![(1, batch(&["e1", "e2", "e3"], None))],
+        late: vec![1],
+    };
+    let sweeper = Function {
+        name: "sweeper",
+        journal: vec![
+            send(1, 100, &["e1", "e2", "e3"], true),
+            delete(1, 110, &["e1", "e2", "e3"]),
+        ],
+        started: vec![(1, 90)],
+        batches: vec![],
+        late: vec![],
+    };
+    let v = judge(vec![publisher, sweeper], &[("e1", 2), ("e2", 2), ("e3", 2)]);
+    assert_eq!(v.unexplained, 0, "{:?}", v.examples);
+    let row = &v.faults["publisher: sink call hangs past the deadline"];
+    assert_eq!(
+        (row.duplicates, row.largest, row.over_design),
+        (3, (3, 3), 0)
+    );
+    let hang = v
+        .failures()
+        .into_iter()
+        .filter(|f| f.contains("hangs past"))
+        .collect::<Vec<_>>();
+    assert!(hang.is_empty(), "{hang:?}");
+}

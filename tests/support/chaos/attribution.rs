@@ -303,8 +303,8 @@ enum Bound {
     /// delete that failed.
     Call,
     /// An invocation stopped before its deletes (a kill, the deadline, a
-    /// failure): what it had sent by then, and never more than its
-    /// function's [`design_window`].
+    /// failure): every event it sent (nothing is sent after the stop),
+    /// and never more than its function's [`design_window`].
     Stopped,
     /// A batch delivered again: the records from the reported one on
     /// (every record, when the invocation failed) that it published.

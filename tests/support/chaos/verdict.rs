@@ -7,12 +7,14 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 /// A fault that met an invocation, and how many events that invocation had
-/// sent to the sink by then (the most it can duplicate).
+/// sent to the sink by then, or in all for a kill or a hang (the most it
+/// can duplicate).
 #[derive(Debug, Clone, Default)]
 pub struct FaultRow {
     /// Calls the fault was injected into.
     pub injected: usize,
-    /// Events the invocations it met had sent to the sink by then.
+    /// Events the invocations it met had sent to the sink by then (in all,
+    /// for a kill or a hang).
     pub exposed: usize,
     /// Duplicates charged to this fault.
     pub duplicates: usize,

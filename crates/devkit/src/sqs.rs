@@ -31,7 +31,11 @@ pub struct DrainStats {
 /// a failed invocation, `Err`) stays in the queue and comes back after the
 /// visibility timeout; the queue's redrive policy moves it to its
 /// dead-letter queue after `maxReceiveCount` receives. Stops when nothing
-/// is visible or in flight, or after `patience` without a message.
+/// is visible or in flight twice in a row, with an empty receive between,
+/// or after `patience` without a message. Once is not enough: a message
+/// whose visibility timeout ends while the queue counts it can be counted
+/// neither visible nor in flight (moto reads the two counts a moment
+/// apart), and it moves to the dead-letter queue only on a receive.
 pub async fn drain_queue<F, Fut, E>(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
@@ -44,16 +48,20 @@ where
 {
     let mut stats = DrainStats::default();
     let mut idle_since = std::time::Instant::now();
+    let mut seen_empty = false;
     loop {
         let messages = receive_batch(sqs, queue_url, 0).await?;
         if messages.is_empty() {
             let (visible, in_flight) = queue_depth(sqs, queue_url).await?;
-            if (visible == 0 && in_flight == 0) || idle_since.elapsed() > patience {
+            let empty = visible == 0 && in_flight == 0;
+            if (empty && seen_empty) || idle_since.elapsed() > patience {
                 return Ok(stats);
             }
+            seen_empty = empty;
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             continue;
         }
+        seen_empty = false;
         stats.batches += 1;
         stats.messages += messages.len();
         let failed = match invoke(batch_event(&messages)).await {

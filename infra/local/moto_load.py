@@ -1,0 +1,165 @@
+"""How much of a sweeper's burst one moto process serves (docs/reliability.md).
+
+Starts the pinned moto server on 127.0.0.1, an EventBridge bus whose rule
+targets an SQS queue (the chaos run's subscriber), then `--callers` threads
+send `--events` events in PutEvents calls of 10 with the functions' client
+settings (a 5 s attempt timeout, 3 attempts: crates/runtime/src/aws.rs),
+while `--readers` threads receive and delete the queue's messages, as the
+chaos run's subscriber reader does. Every 10 s, and at the end, it prints
+what was sent, the calls that failed and what the readers took out.
+
+The sweeper sends from every shard at once: 8 shards x SEND_CONCURRENCY 5
+is 40 calls in flight. Run it as the 20,000-order runs met it, and with
+fewer callers:
+
+    .venv/bin/python infra/local/moto_load.py --callers 40 --readers 1
+    .venv/bin/python infra/local/moto_load.py --callers 8 --readers 4
+
+Loopback only, dummy credentials; nothing here reaches AWS.
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+os.environ.update(
+    AWS_ACCESS_KEY_ID="local",
+    AWS_SECRET_ACCESS_KEY="local",
+    AWS_DEFAULT_REGION="us-east-1",
+    AWS_EC2_METADATA_DISABLED="true",
+)
+import boto3  # noqa: E402  (after the environment it reads)
+from botocore.config import Config  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--callers", type=int, default=40, help="PutEvents calls in flight")
+    parser.add_argument("--readers", type=int, default=1, help="subscriber reader loops")
+    parser.add_argument("--events", type=int, default=6000, help="events to send")
+    parser.add_argument("--limit", type=int, default=240, help="seconds before it stops")
+    args = parser.parse_args()
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    moto_server = Path(sys.executable).with_name("moto_server")
+    moto = subprocess.Popen(
+        [str(moto_server), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        return run(args, f"http://127.0.0.1:{port}")
+    finally:
+        moto.kill()
+
+
+def run(args: argparse.Namespace, url: str) -> int:
+    functions = Config(
+        connect_timeout=2,
+        read_timeout=5,
+        retries={"max_attempts": 3, "mode": "standard"},
+        max_pool_connections=args.callers + 1,
+    )
+    patient = Config(read_timeout=60, max_pool_connections=args.readers + 1)
+    events = boto3.client("events", endpoint_url=url, config=functions)
+    sqs = boto3.client("sqs", endpoint_url=url, config=patient)
+    for _ in range(50):
+        try:
+            sqs.list_queues()
+            break
+        except Exception:
+            time.sleep(0.2)
+    queue = sqs.create_queue(QueueName="subscriber")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
+    events.create_event_bus(Name="outbox")
+    events.put_rule(
+        Name="all",
+        EventBusName="outbox",
+        EventPattern=json.dumps({"source": ["outbox.orders"]}),
+    )
+    events.put_targets(
+        Rule="all",
+        EventBusName="outbox",
+        Targets=[{"Id": "subscriber", "Arn": arn["Attributes"]["QueueArn"]}],
+    )
+
+    lock = threading.Lock()
+    counts = {"sent": 0, "failed calls": 0, "taken out": 0, "reader errors": 0}
+    stop = threading.Event()
+
+    def caller() -> None:
+        while not stop.is_set():
+            with lock:
+                if counts["sent"] >= args.events:
+                    return
+                first = counts["sent"]
+                counts["sent"] += 10
+            entries = [
+                {
+                    "Source": "outbox.orders",
+                    "DetailType": "OrderCreated",
+                    "Detail": json.dumps({"eventId": str(first + i), "pad": "x" * 300}),
+                    "EventBusName": "outbox",
+                }
+                for i in range(10)
+            ]
+            try:
+                events.put_events(Entries=entries)
+            except Exception:
+                with lock:
+                    counts["failed calls"] += 1
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                got = sqs.receive_message(
+                    QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1
+                ).get("Messages", [])
+                if got:
+                    with lock:
+                        counts["taken out"] += len(got)
+                    sqs.delete_message_batch(
+                        QueueUrl=queue,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                            for i, m in enumerate(got)
+                        ],
+                    )
+            except Exception:
+                with lock:
+                    counts["reader errors"] += 1
+
+    callers = [threading.Thread(target=caller, daemon=True) for _ in range(args.callers)]
+    readers = [threading.Thread(target=reader, daemon=True) for _ in range(args.readers)]
+    started = time.monotonic()
+    for t in callers + readers:
+        t.start()
+
+    def line() -> str:
+        with lock:
+            shown = ", ".join(f"{k} {v}" for k, v in counts.items())
+        return f"{time.monotonic() - started:5.0f} s: {shown}"
+
+    while time.monotonic() - started < args.limit:
+        time.sleep(10)
+        print(line(), flush=True)
+        with lock:
+            sent_all = counts["sent"] >= args.events
+            caught_up = counts["taken out"] >= counts["sent"] - 10 * counts["failed calls"]
+        if sent_all and caught_up and not any(t.is_alive() for t in callers):
+            break
+    stop.set()
+    print(f"callers {args.callers}, readers {args.readers}: {line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

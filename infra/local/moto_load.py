@@ -15,6 +15,13 @@ fewer callers:
     .venv/bin/python infra/local/moto_load.py --callers 40 --readers 1
     .venv/bin/python infra/local/moto_load.py --callers 8 --readers 4
 
+and with a gate that holds each call while the queue holds more than
+`--max-unread` unread events or `--in-flight` calls are at moto, giving it
+up unsent once the caller's attempt timeout has passed (as the chaos
+run's proxies do in front of moto, tests/support/proxy/gate.rs):
+
+    .venv/bin/python infra/local/moto_load.py --callers 40 --readers 1 --max-unread 10 --in-flight 4
+
 Loopback only, dummy credentials; nothing here reaches AWS.
 """
 
@@ -44,6 +51,20 @@ def main() -> int:
     parser.add_argument("--readers", type=int, default=1, help="subscriber reader loops")
     parser.add_argument("--events", type=int, default=6000, help="events to send")
     parser.add_argument("--limit", type=int, default=240, help="seconds before it stops")
+    parser.add_argument(
+        "--max-unread",
+        type=int,
+        default=0,
+        help="hold a call while more events than this are sent and not read "
+        "(0: never); a call held past the attempt timeout is given up unsent",
+    )
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=0,
+        help="at most this many calls at moto at once, the others held "
+        "(0: no limit); as --max-unread, one held too long is given up unsent",
+    )
     args = parser.parse_args()
 
     with socket.socket() as s:
@@ -92,7 +113,15 @@ def run(args: argparse.Namespace, url: str) -> int:
     )
 
     lock = threading.Lock()
-    counts = {"sent": 0, "failed calls": 0, "taken out": 0, "reader errors": 0}
+    counts = {
+        "sent": 0,
+        "failed calls": 0,
+        "given up unsent": 0,
+        "taken out": 0,
+        "reader errors": 0,
+    }
+    delivered = [0]  # events of the calls that succeeded
+    in_flight = threading.BoundedSemaphore(args.in_flight or args.callers)
     stop = threading.Event()
 
     def caller() -> None:
@@ -111,11 +140,32 @@ def run(args: argparse.Namespace, url: str) -> int:
                 }
                 for i in range(10)
             ]
+            held = time.monotonic()
+            while args.max_unread and not stop.is_set():
+                with lock:
+                    unread = delivered[0] - counts["taken out"]
+                if unread <= args.max_unread:
+                    break
+                if time.monotonic() - held > 5:
+                    break
+                time.sleep(0.05)
+            left = 5 - (time.monotonic() - held)
+            if left <= 0 or not in_flight.acquire(timeout=left):
+                # The caller's attempt timeout passed while the call was
+                # held: it is never sent (the chaos proxy's gate).
+                with lock:
+                    counts["given up unsent"] += 1
+                    counts["sent"] -= 10
+                continue
             try:
                 events.put_events(Entries=entries)
+                with lock:
+                    delivered[0] += 10
             except Exception:
                 with lock:
                     counts["failed calls"] += 1
+            finally:
+                in_flight.release()
 
     def reader() -> None:
         while not stop.is_set():

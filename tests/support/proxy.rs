@@ -27,6 +27,8 @@
 //!   and the journaling of each call.
 //! - `proxy/answer.rs`: a call answered under its fault (forwarded, refused,
 //!   answered in part, or faked).
+//! - `proxy/gate.rs`: [`SinkGate`], the sink calls sent on to moto held to
+//!   what one moto process serves (the chaos run's).
 
 use std::sync::{Arc, Mutex};
 
@@ -34,8 +36,11 @@ use tokio::net::TcpListener;
 
 mod answer;
 mod classify;
+mod gate;
 mod server;
 mod state;
+
+pub use gate::SinkGate;
 
 use state::{Rule, State};
 
@@ -334,6 +339,12 @@ impl FaultProxy {
     /// The sabotage set on this proxy, if any.
     pub fn sabotaged(&self) -> Option<Sabotage> {
         self.state.lock().unwrap().sabotage
+    }
+
+    /// Sends unfaulted sink calls on to moto only as `gate` lets them
+    /// through ([`SinkGate`]).
+    pub fn set_sink_gate(&self, gate: Arc<SinkGate>) {
+        self.state.lock().unwrap().gate = Some(gate);
     }
 
     /// What [`Fault::Crash`] calls: kills the caller's process.

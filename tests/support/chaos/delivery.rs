@@ -3,22 +3,41 @@
 //! inversions among them; and the event each message carries.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::SinkKind;
+use crate::proxy::SinkGate;
+
+/// Most messages one `ReceiveMessage` returns: a receive that returns
+/// this many may have left more in the queue.
+const FULL_RECEIVE: usize = 10;
 
 /// Receives and deletes the subscriber's messages until `reading` turns
 /// false and the queue answers empty twice ([`devkit::receive_until_empty`]);
 /// every message, in arrival order, each SQS message once. A failed call
 /// is retried (up to 20 in a run): one timeout no longer ends the reading.
+/// Before each receive it tells `gate` whether the last one came back full
+/// (the proxies then hold the sink calls until the queue is short again).
 pub(super) async fn read_subscriber(
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
     reading: Arc<AtomicBool>,
+    gate: Arc<SinkGate>,
+) -> Result<Vec<Value>, String> {
+    let read = read_all(sqs, queue_url, reading, &gate).await;
+    gate.set_backlogged(false);
+    read
+}
+
+async fn read_all(
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    reading: Arc<AtomicBool>,
+    gate: &SinkGate,
 ) -> Result<Vec<Value>, String> {
     // A patient client: on a loaded machine a receive can take longer than
     // the functions' 12 s operation timeout (two 20,000-order chaos runs
@@ -39,12 +58,18 @@ pub(super) async fn read_subscriber(
     // own redelivery, not the sink's: kept once (by its SQS message id).
     let mut seen: HashSet<String> = HashSet::new();
     let mut failures = 0;
+    // Messages the last receive returned.
+    let last = AtomicUsize::new(0);
     loop {
         let read = devkit::receive_until_empty(
             &sqs,
             &queue_url,
-            || reading.load(Ordering::SeqCst),
+            || {
+                gate.set_backlogged(last.swap(0, Ordering::SeqCst) >= FULL_RECEIVE);
+                reading.load(Ordering::SeqCst)
+            },
             |m| {
+                last.fetch_add(1, Ordering::SeqCst);
                 if m.message_id().is_none_or(|id| seen.insert(id.to_owned())) {
                     messages.push(crate::message_value(m));
                 }

@@ -275,11 +275,16 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     }
     // The subscriber's queue, read all along (a short queue keeps the local
     // SQS fast on big runs).
+    // The publishers' and the sweeper's sink calls go on to moto only as
+    // the gate lets them, kept to what one moto process serves (proxy's
+    // gate.rs).
     let reading = Arc::new(AtomicBool::new(true));
+    let gate = Arc::new(crate::proxy::SinkGate::default());
     let reader = tokio::spawn(read_subscriber(
         aws_sdk_sqs::Client::new(&stack.sdk),
         subscriber.queue_url.clone(),
         reading.clone(),
+        gate.clone(),
     ));
     let mut phases = Vec::new();
     let mut mark = Instant::now();
@@ -356,6 +361,9 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         sweeper_schedule,
     )
     .await;
+    for proxy in publisher.all.iter().chain([&sweeper]).map(|t| &t.proxy) {
+        proxy.set_sink_gate(gate.clone());
+    }
 
     // Drain the stream under faults, sweeping between passes.
     let scheduled = crate::sample("sweeper-scheduled.json").into_bytes();

@@ -125,8 +125,11 @@ async fn handle(
     let body = body.collect().await?.to_bytes();
     // Finished in its own task: a client that gives up (an attempt timeout)
     // drops this future, but a call that reached the local API must still
-    // be journaled, as it took effect.
-    let (result, entry) = tokio::spawn(handle_call(state.clone(), upstream, parts, body)).await?;
+    // be journaled, as it took effect. Dropping `_here` tells a call held
+    // at the gate that its caller is gone.
+    let (_here, gone) = tokio::sync::oneshot::channel::<()>();
+    let (result, entry) =
+        tokio::spawn(handle_call(state.clone(), upstream, parts, body, gone)).await?;
     if let Some(entry) = entry {
         if let Some(call) = state.lock().unwrap().journal.get_mut(entry) {
             call.answered = true;
@@ -142,6 +145,7 @@ async fn handle_call(
     upstreams: Upstreams,
     parts: hyper::http::request::Parts,
     body: Bytes,
+    gone: tokio::sync::oneshot::Receiver<()>,
 ) -> (Result<Response<Full<Bytes>>, BoxError>, Option<usize>) {
     let upstream = upstreams.of(&parts).to_owned();
     let operation = operation(&parts, &body);
@@ -280,6 +284,21 @@ async fn handle_call(
         }
         _ => {}
     }
+    // An unfaulted sink call goes on to moto as the gate lets it; one whose
+    // caller gave up while it was held never reaches moto.
+    let gate = state.lock().unwrap().gate.clone();
+    let _permit = match gate {
+        Some(gate) if unfaulted && is_sink_call(&operation) => {
+            tokio::select! {
+                permit = gate.admit() => permit,
+                _ = gone => {
+                    let entry = journal(&fault, Vec::new(), false);
+                    return (Err("the caller gave up while its call was held".into()), entry);
+                }
+            }
+        }
+        _ => None,
+    };
     let (result, delivered) = apply(&upstream, parts, body, &operation, &fault, &crash, all).await;
     if sabotage == Some(Sabotage::DeferDeletes) && is_sink_call(&operation) {
         // The kill, once, at the next sink call after an invocation has

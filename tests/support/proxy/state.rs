@@ -44,6 +44,8 @@ pub(super) struct State {
     /// the kill is set.
     pub(super) published: std::collections::HashMap<u64, usize>,
     pub(super) kill_set: bool,
+    /// Holds the unfaulted sink calls to what moto serves.
+    pub(super) gate: Option<Arc<super::SinkGate>>,
 }
 
 /// Records a call of `operation` as seen and gives its fault: the first

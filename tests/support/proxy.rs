@@ -188,7 +188,8 @@ pub struct Call {
     /// is journaled whether it met a fault or not.
     pub hands_over: Vec<String>,
     /// When it was journaled: once its upstream answered (or it was
-    /// answered without one), so a slow call can stand after a later one.
+    /// answered without one), so a slow call can stand after a later one;
+    /// for a call given up at the [`SinkGate`], when its caller gave up.
     pub at: std::time::SystemTime,
     /// Whether the answer was (or would have been) a success: the local
     /// API's 2xx, or the proxy's own "done" for a sabotage that answers
@@ -197,8 +198,12 @@ pub struct Call {
     pub succeeded: bool,
     /// Whether the caller was still there for the answer (false: it gave
     /// up, by an attempt timeout or its deadline, after the call took
-    /// effect).
+    /// effect, or while the [`SinkGate`] held it).
     pub answered: bool,
+    /// Whether the call went on to the local API or was answered by the
+    /// proxy (false: its caller gave up while the [`SinkGate`] held it,
+    /// and nothing reached the sink).
+    pub reached: bool,
 }
 
 /// Chooses a fault for a call that no rule matches, from its operation and

@@ -44,6 +44,15 @@ pub(super) fn attribute(
             .collect(),
         out_of_time: functions.iter().map(|f| out_of_time(f)).collect(),
         delete_deadlines: functions.iter().map(|f| delete_deadlines(f)).collect(),
+        work_deadlines: functions
+            .iter()
+            .map(|f| {
+                deadlines(f)
+                    .into_iter()
+                    .map(|(tag, _, work, _)| (tag, work))
+                    .collect()
+            })
+            .collect(),
         out_of_finishing_time: functions.iter().map(|f| out_of_finishing_time(f)).collect(),
         windows: functions.iter().map(|f| design_window(f)).collect(),
         generations: functions
@@ -327,6 +336,8 @@ struct Histories<'a> {
     /// Each invocation's last moment to start a delete (its work deadline
     /// plus the relay's `FINISH_GRACE`).
     delete_deadlines: Vec<BTreeMap<u64, SystemTime>>,
+    /// Each invocation's work deadline ([`deadlines`]).
+    work_deadlines: Vec<BTreeMap<u64, SystemTime>>,
     /// Invocations that ended at or after that moment: a delete or a
     /// hand-over they had still to make was refused by their deadline
     /// before it was sent (`DeadlineReached`, no call in the journal).
@@ -630,7 +641,10 @@ impl Histories<'_> {
             //    shows the deadline cut a call after the send: a call of
             //    that invocation, with no fault, that was never answered
             //    (the functions stop at their deadline and leave the rest
-            //    to the sweeper). Running late alone explains nothing.
+            //    to the sweeper); a call the gate held and its caller gave
+            //    up counts only from the work deadline on (before it, the
+            //    caller gave up by its attempt timeout, and sent again).
+            //    Running late alone explains nothing.
             // 5. The invocation failed before its deletes (a call that hung
             //    past the deadline, a function error).
             // Either way a hung call is named when there is one.
@@ -639,10 +653,14 @@ impl Histories<'_> {
             // none then.
             let cut = || {
                 let latest = later().map(|(_, c)| c.at).fold(first.at, SystemTime::max);
-                later().any(|(_, c)| !c.answered && !faulted(c))
-                    || self.delete_deadlines[f]
-                        .get(&tag)
-                        .is_some_and(|last| latest >= *last)
+                let work = self.work_deadlines[f].get(&tag);
+                later().any(|(_, c)| {
+                    !c.answered
+                        && !faulted(c)
+                        && (c.reached || work.is_some_and(|work| c.at >= *work))
+                }) || self.delete_deadlines[f]
+                    .get(&tag)
+                    .is_some_and(|last| latest >= *last)
             };
             let stopped = match self.errors[f].get(&tag) {
                 Some(error) => Some(format!(

@@ -50,16 +50,14 @@ impl SinkGate {
     }
 
     /// Waits until a sink call may go on to moto; the permit is held until
-    /// its answer.
+    /// its answer. Calls take permits in the order they came (the
+    /// semaphore is fair), and one holding a permit waits out a backlog,
+    /// so a call held once does not lose its place to later ones.
     pub(super) async fn admit(&self) -> Option<OwnedSemaphorePermit> {
-        loop {
-            if !self.backlogged.load(Ordering::SeqCst) {
-                let permit = self.permits.clone().acquire_owned().await.ok()?;
-                if !self.backlogged.load(Ordering::SeqCst) {
-                    return Some(permit);
-                }
-            }
+        let permit = self.permits.clone().acquire_owned().await.ok()?;
+        while self.backlogged.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        Some(permit)
     }
 }

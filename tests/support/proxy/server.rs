@@ -96,6 +96,7 @@ pub(super) async fn forward_deferred(state: &Mutex<State>, call: Deferred) {
         succeeded: true,
         at: std::time::SystemTime::now(),
         answered: true,
+        reached: true,
     });
 }
 
@@ -182,6 +183,7 @@ async fn handle_call(
                 succeeded,
                 at: std::time::SystemTime::now(),
                 answered: false,
+                reached: true,
             });
             Some(state.journal.len() - 1)
         } else {
@@ -277,6 +279,7 @@ async fn handle_call(
                     succeeded: true,
                     at: std::time::SystemTime::now(),
                     answered: true,
+                    reached: true,
                 });
                 state.delayed -= 1;
             });
@@ -290,11 +293,17 @@ async fn handle_call(
     let _permit = match gate {
         Some(gate) if unfaulted && is_sink_call(&operation) => {
             tokio::select! {
-                permit = gate.admit() => permit,
+                biased;
                 _ = gone => {
                     let entry = journal(&fault, Vec::new(), false);
+                    if let Some(e) = entry {
+                        if let Some(call) = state.lock().unwrap().journal.get_mut(e) {
+                            call.reached = false;
+                        }
+                    }
                     return (Err("the caller gave up while its call was held".into()), entry);
                 }
+                permit = gate.admit() => permit,
             }
         }
         _ => None,

@@ -24,6 +24,7 @@ fn send(tag: u64, ms: u64, events: &[&str], answered: bool) -> Call {
         succeeded: true,
         at: at(ms),
         answered,
+        reached: true,
     }
 }
 
@@ -40,6 +41,7 @@ fn delete(tag: u64, ms: u64, events: &[&str]) -> Call {
         succeeded: true,
         at: at(ms),
         answered: true,
+        reached: true,
     }
 }
 
@@ -73,6 +75,24 @@ fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
     judge_in(functions, deliveries, generations)
 }
 
+/// [`judge`], with the work deadline (ms) of some invocations
+/// (function index, tag, ms).
+fn judge_with_work(
+    functions: Vec<Function>,
+    deliveries: &[(&str, usize)],
+    work: &[(usize, u64, u64)],
+) -> Verdict {
+    WORK.with(|w| *w.borrow_mut() = work.to_vec());
+    let v = judge(functions, deliveries);
+    WORK.with(|w| w.borrow_mut().clear());
+    v
+}
+
+thread_local! {
+    /// [`judge_with_work`]'s work deadlines, read by [`judge_in`].
+    static WORK: std::cell::RefCell<Vec<(usize, u64, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// [`judge`], each function's invocations run in the processes of
 /// `generations` (tag → its sandbox's generation).
 fn judge_in(
@@ -92,6 +112,17 @@ fn judge_in(
             .map(|f| f.batches.iter().cloned().collect())
             .collect(),
         delete_deadlines: functions.iter().map(|_| BTreeMap::new()).collect(),
+        work_deadlines: (0..functions.len())
+            .map(|i| {
+                WORK.with(|w| {
+                    w.borrow()
+                        .iter()
+                        .filter(|(f, _, _)| *f == i)
+                        .map(|(_, tag, ms)| (*tag, at(*ms)))
+                        .collect()
+                })
+            })
+            .collect(),
         // Here an invocation that ran to its deadline ran out of its
         // finishing time too.
         out_of_finishing_time: functions
@@ -609,4 +640,39 @@ fn a_hang_is_bounded_by_all_its_invocation_sent_until_the_deadline() {
         .filter(|f| f.contains("hangs past"))
         .collect::<Vec<_>>();
     assert!(hang.is_empty(), "{hang:?}");
+}
+
+/// A call the gate held until its caller gave up delivered nothing: before
+/// the invocation's work deadline its caller gave up by the attempt
+/// timeout (and sent again), so it is no sign the deadline cut a call; at
+/// the work deadline or after, it is.
+#[test]
+fn a_call_given_up_at_the_gate_shows_a_cut_only_from_the_work_deadline() {
+    let judged = |given_up_at: u64| {
+        let held = Call {
+            reached: false,
+            ..send(1, given_up_at, &[], false)
+        };
+        let publisher = Function {
+            name: "publisher",
+            journal: vec![send(1, 10, &["e1"], true), held],
+            started: vec![(1, 0)],
+            batches: vec![(1, batch(&["e1"], None))],
+            late: vec![1],
+        };
+        let sweeper = Function {
+            name: "sweeper",
+            journal: vec![send(1, 100, &["e1"], true), delete(1, 110, &["e1"])],
+            started: vec![(1, 90)],
+            batches: vec![],
+            late: vec![],
+        };
+        judge_with_work(vec![publisher, sweeper], &[("e1", 2)], &[(0, 1, 50)]).unexplained
+    };
+    assert_eq!(
+        judged(60),
+        0,
+        "given up at the work deadline: the deadline cut it"
+    );
+    assert_eq!(judged(20), 1, "given up before it: no cut shown");
 }

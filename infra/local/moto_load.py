@@ -1,6 +1,7 @@
 """How much of a sweeper's burst one moto process serves (docs/reliability.md).
 
-Starts the pinned moto server on 127.0.0.1, an EventBridge bus whose rule
+Runs under infra/local/with-local.sh (the pinned moto on 127.0.0.1, dummy
+credentials, AWS_ENDPOINT_URL): creates an EventBridge bus whose rule
 targets an SQS queue (the chaos run's subscriber), then `--callers` threads
 send `--events` events in PutEvents calls of 10 with the functions' client
 settings (a 5 s attempt timeout, 3 attempts: crates/runtime/src/aws.rs),
@@ -12,37 +13,32 @@ The sweeper sends from every shard at once: 8 shards x SEND_CONCURRENCY 5
 is 40 calls in flight. Run it as the 20,000-order runs met it, and with
 fewer callers:
 
-    .venv/bin/python infra/local/moto_load.py --callers 40 --readers 1
-    .venv/bin/python infra/local/moto_load.py --callers 8 --readers 4
+    infra/local/with-local.sh .venv/bin/python infra/local/moto_load.py --callers 40 --readers 1
+    infra/local/with-local.sh .venv/bin/python infra/local/moto_load.py --callers 8 --readers 4
 
 and with a gate that holds each call while the queue holds more than
 `--max-unread` unread events or `--in-flight` calls are at moto, giving it
 up unsent once the caller's attempt timeout has passed (as the chaos
 run's proxies do in front of moto, tests/support/proxy/gate.rs):
 
-    .venv/bin/python infra/local/moto_load.py --callers 40 --readers 1 --max-unread 10 --in-flight 4
+    infra/local/with-local.sh .venv/bin/python infra/local/moto_load.py --callers 40 --readers 1 --max-unread 10 --in-flight 4
 
-Loopback only, dummy credentials; nothing here reaches AWS.
+Each run has its own bus, rule and queue, so runs can share one moto.
+It refuses an AWS_ENDPOINT_URL outside 127.0.0.0/8.
 """
 
 import argparse
+import ipaddress
 import json
 import os
-import socket
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
+import uuid
+from urllib.parse import urlparse
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="local",
-    AWS_SECRET_ACCESS_KEY="local",
-    AWS_DEFAULT_REGION="us-east-1",
-    AWS_EC2_METADATA_DISABLED="true",
-)
-import boto3  # noqa: E402  (after the environment it reads)
-from botocore.config import Config  # noqa: E402
+import boto3
+from botocore.config import Config
 
 
 def main() -> int:
@@ -67,19 +63,15 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    moto_server = Path(sys.executable).with_name("moto_server")
-    moto = subprocess.Popen(
-        [str(moto_server), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    url = os.environ.get("AWS_ENDPOINT_URL", "")
+    host = urlparse(url).hostname or ""
     try:
-        return run(args, f"http://127.0.0.1:{port}")
-    finally:
-        moto.kill()
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        parser.error(f"AWS_ENDPOINT_URL {url!r} is not on 127.0.0.0/8: run under infra/local/with-local.sh")
+    return run(args, url)
 
 
 def run(args: argparse.Namespace, url: str) -> int:
@@ -92,23 +84,18 @@ def run(args: argparse.Namespace, url: str) -> int:
     patient = Config(read_timeout=60, max_pool_connections=args.readers + 1)
     events = boto3.client("events", endpoint_url=url, config=functions)
     sqs = boto3.client("sqs", endpoint_url=url, config=patient)
-    for _ in range(50):
-        try:
-            sqs.list_queues()
-            break
-        except Exception:
-            time.sleep(0.2)
-    queue = sqs.create_queue(QueueName="subscriber")["QueueUrl"]
+    name = f"moto-load-{uuid.uuid4().hex[:12]}"
+    queue = sqs.create_queue(QueueName=name)["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
-    events.create_event_bus(Name="outbox")
+    events.create_event_bus(Name=name)
     events.put_rule(
         Name="all",
-        EventBusName="outbox",
+        EventBusName=name,
         EventPattern=json.dumps({"source": ["outbox.orders"]}),
     )
     events.put_targets(
         Rule="all",
-        EventBusName="outbox",
+        EventBusName=name,
         Targets=[{"Id": "subscriber", "Arn": arn["Attributes"]["QueueArn"]}],
     )
 
@@ -136,7 +123,7 @@ def run(args: argparse.Namespace, url: str) -> int:
                     "Source": "outbox.orders",
                     "DetailType": "OrderCreated",
                     "Detail": json.dumps({"eventId": str(first + i), "pad": "x" * 300}),
-                    "EventBusName": "outbox",
+                    "EventBusName": name,
                 }
                 for i in range(10)
             ]

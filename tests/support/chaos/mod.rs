@@ -274,10 +274,9 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             .await;
     }
     // The subscriber's queue, read all along (a short queue keeps the local
-    // SQS fast on big runs).
-    // The publishers' and the sweeper's sink calls go on to moto only as
-    // the gate lets them, kept to what one moto process serves (proxy's
-    // gate.rs).
+    // SQS fast on big runs); the publishers' and the sweeper's sink calls
+    // go on to moto only as the gate lets them, kept to what one moto
+    // process serves (proxy/gate.rs).
     let reading = Arc::new(AtomicBool::new(true));
     let gate = Arc::new(crate::proxy::SinkGate::default());
     let reader = tokio::spawn(read_subscriber(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make chaos`: every seed × sink of the chaos run (tests/chaos.rs), each in
-# its own table, bus and queues on one pair of local servers (DynamoDB
-# Local, moto) on 127.0.0.1, then the assembled report in
+# `make chaos`: every seed × sink of the chaos run (tests/chaos.rs), each on
+# servers of its own (DynamoDB Local, its replica, moto) on 127.0.0.1, in
+# its own table, bus and queues, then the assembled report in
 # target/chaos/report.md, with each server's peak memory. Settings: CHAOS_SEED (comma-separated, default
 # 1,2,3), CHAOS_SINKS (default eventbridge,sns-fifo), CHAOS_ORDERS (default
 # 100), CHAOS_WRITERS (default 4; 1 replays a seed exactly),
@@ -34,18 +34,18 @@ fi
 
 status=0
 started=$(date +%s)
-export seeds sinks out
-LOCAL_SERVER_LABEL="seeds $seeds, $sinks" LOCAL_SERVER_LOG_DIR=$out infra/local/with-local.sh bash -c '
-  status=0
-  for seed in ${seeds//,/ }; do
-    for sink in ${sinks//,/ }; do
-      echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders, ORDERING ${CHAOS_ORDERING:-strict}, ParallelizationFactor ${CHAOS_PARALLELIZATION:-2}" >&2
-      CHAOS_SEED=$seed CHAOS_SINKS=$sink \
-        cargo test --locked --test integration -- --ignored --exact chaos::chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
-        || { status=1; echo "chaos: seed $seed $sink FAILED (see $out/log-$seed-$sink.txt)" >&2; }
-    done
+# Each seed × sink starts servers of its own: DynamoDB Local keeps a
+# deleted table's stream records, and after a 20,000-order run they made
+# every call of the next run on the same server time out (its SQLite queue
+# busy describing streams; #43).
+for seed in ${seeds//,/ }; do
+  for sink in ${sinks//,/ }; do
+    echo "chaos: seed $seed, $sink, ${CHAOS_ORDERS:-100} orders, ORDERING ${CHAOS_ORDERING:-strict}, ParallelizationFactor ${CHAOS_PARALLELIZATION:-2}" >&2
+    CHAOS_SEED=$seed CHAOS_SINKS=$sink LOCAL_SERVER_LABEL="seed $seed, $sink" LOCAL_SERVER_LOG_DIR=$out \
+      infra/local/with-local.sh cargo test --locked --test integration -- --ignored --exact chaos::chaos --nocapture >"$out/log-$seed-$sink.txt" 2>&1 \
+      || { status=1; echo "chaos: seed $seed $sink FAILED (see $out/log-$seed-$sink.txt)" >&2; }
   done
-  exit $status' || status=1
+done
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "\`CHAOS_SEED=$seeds CHAOS_SINKS=$sinks CHAOS_ORDERS=${CHAOS_ORDERS:-100} CHAOS_WRITERS=${CHAOS_WRITERS:-4} CHAOS_PARALLELIZATION=${CHAOS_PARALLELIZATION:-2} CHAOS_ORDERING=${CHAOS_ORDERING:-strict} make chaos\`, $(date -u +%Y-%m-%d), $(( $(date +%s) - started )) s, binaries built at \`$built\`" >>"$out/commands.txt"

@@ -72,7 +72,7 @@ fn batch(events: &[&str], reported: Option<usize>) -> Batch {
 
 fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
     let generations = functions.iter().map(|_| BTreeMap::new()).collect();
-    judge_in(functions, deliveries, generations)
+    judge_in(functions, deliveries, generations, &[])
 }
 
 /// [`judge`], with the work deadline (ms) of some invocations
@@ -82,23 +82,18 @@ fn judge_with_work(
     deliveries: &[(&str, usize)],
     work: &[(usize, u64, u64)],
 ) -> Verdict {
-    WORK.with(|w| *w.borrow_mut() = work.to_vec());
-    let v = judge(functions, deliveries);
-    WORK.with(|w| w.borrow_mut().clear());
-    v
-}
-
-thread_local! {
-    /// [`judge_with_work`]'s work deadlines, read by [`judge_in`].
-    static WORK: std::cell::RefCell<Vec<(usize, u64, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+    let generations = functions.iter().map(|_| BTreeMap::new()).collect();
+    judge_in(functions, deliveries, generations, work)
 }
 
 /// [`judge`], each function's invocations run in the processes of
-/// `generations` (tag → its sandbox's generation).
+/// `generations` (tag → its sandbox's generation), with the work deadline
+/// (ms) of some invocations (function index, tag, ms).
 fn judge_in(
     functions: Vec<Function>,
     deliveries: &[(&str, usize)],
     generations: Vec<BTreeMap<u64, u64>>,
+    work: &[(usize, u64, u64)],
 ) -> Verdict {
     let history = Histories {
         names: functions.iter().map(|f| f.name).collect(),
@@ -114,13 +109,10 @@ fn judge_in(
         delete_deadlines: functions.iter().map(|_| BTreeMap::new()).collect(),
         work_deadlines: (0..functions.len())
             .map(|i| {
-                WORK.with(|w| {
-                    w.borrow()
-                        .iter()
-                        .filter(|(f, _, _)| *f == i)
-                        .map(|(_, tag, ms)| (*tag, at(*ms)))
-                        .collect()
-                })
+                work.iter()
+                    .filter(|(f, _, _)| *f == i)
+                    .map(|(_, tag, ms)| (*tag, at(*ms)))
+                    .collect()
             })
             .collect(),
         // Here an invocation that ran to its deadline ran out of its
@@ -404,7 +396,7 @@ fn a_new_process_repeats_a_deleted_event_only_when_its_check_failed_or_it_was_wa
             late: vec![],
         };
         let restarted = BTreeMap::from([(1, 1), (2, 2), (3, 2)]);
-        judge_in(vec![first], &[("e0", 1), ("e1", 2)], vec![restarted]).unexplained
+        judge_in(vec![first], &[("e0", 1), ("e1", 2)], vec![restarted], &[]).unexplained
     };
     assert_eq!(judged(2, false), 1, "the first invocation checks");
     assert_eq!(judged(2, true), 0, "its check failed to read");

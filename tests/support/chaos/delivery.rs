@@ -28,9 +28,16 @@ pub(super) async fn read_subscriber(
     reading: Arc<AtomicBool>,
     gate: Arc<SinkGate>,
 ) -> Result<Vec<Value>, String> {
-    let read = read_all(sqs, queue_url, reading, &gate).await;
-    gate.set_backlogged(false);
-    read
+    // The backlog is cleared when the reader stops, a panic included, so
+    // the gate never holds the sink calls after it.
+    struct Stopped<'a>(&'a SinkGate);
+    impl Drop for Stopped<'_> {
+        fn drop(&mut self) {
+            self.0.set_backlogged(false);
+        }
+    }
+    let _stopped = Stopped(&gate);
+    read_all(sqs, queue_url, reading, &gate).await
 }
 
 async fn read_all(

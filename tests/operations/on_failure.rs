@@ -117,3 +117,33 @@ async fn redrive_on_failure_honours_the_stacks_ordering() {
         }
     }
 }
+
+/// #61 finding 4: another stack's OnFailure queue given by mistake. At
+/// `b82c310` the command searched this table for the other stream's
+/// window, found nothing, settled, and deleted the message: the other
+/// stack's abandoned events waited 24 hours. Now a message whose
+/// `streamArn` is not the table's stream is kept and named, and the
+/// command fails.
+#[tokio::test]
+async fn redrive_on_failure_keeps_another_streams_message() {
+    let ours = Stack::with_bus().await;
+    let theirs = Stack::with_bus().await;
+    theirs.put_event_aged(Duration::from_secs(30)).await;
+    let queue = on_failure_queue(&theirs).await;
+    let (ok, out, err) = redrive_on_failure(&ours, &queue);
+    assert!(!ok, "another stream's message fails the command: {out}");
+    assert!(err.contains(&theirs.stream_arn), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (json["handled"].as_u64(), json["kept"].as_u64()),
+        (Some(0), Some(1)),
+        "{out}"
+    );
+    assert_eq!(json["otherStreams"][0], theirs.stream_arn.as_str(), "{out}");
+    let sqs = aws_sdk_sqs::Client::new(&ours.sdk);
+    let (visible, in_flight) = outbox_runtime::queue::queue_depth(&sqs, &queue)
+        .await
+        .unwrap();
+    assert_eq!(visible + in_flight, 1, "the message is still in the queue");
+    assert_eq!(theirs.outbox_items().await.len(), 1, "their event waits");
+}

@@ -70,6 +70,7 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
     );
     let (mut handled, mut kept, mut republished, mut claimed_elsewhere) = (0, 0, 0, 0);
     let mut seen = std::collections::HashSet::new();
+    let mut foreign = std::collections::BTreeSet::new();
     let progress = Progress::new(json, None, "OnFailure messages");
     loop {
         // A long poll: a short one may answer empty while messages remain.
@@ -96,6 +97,26 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
                 .iter()
                 .filter_map(|m| m.message_id().map(str::to_owned)),
         );
+        // Another stream's message (another stack's queue given by
+        // mistake): its window would find none of this table's items and
+        // settle, deleting the only pointer to that stack's events. Kept,
+        // and named.
+        let (messages, theirs): (Vec<_>, Vec<_>) = messages
+            .into_iter()
+            .partition(|m| other_stream(m, stack.stream_arn()).is_none());
+        for m in &theirs {
+            let arn = other_stream(m, stack.stream_arn()).unwrap_or_default();
+            eprintln!(
+                "kept OnFailure message {}: its stream is {arn}, not the table's ({})",
+                m.message_id().unwrap_or("?"),
+                stack.stream_arn().unwrap_or("none")
+            );
+            foreign.insert(arn);
+        }
+        kept += theirs.len();
+        if messages.is_empty() {
+            continue;
+        }
         let event = outbox_runtime::queue::batch_event(&messages);
         let deadline = Deadline::after(std::time::Duration::from_secs(300));
         let (response, run) = sweeper::redrive_messages(&sweeper, &event, &deadline).await;
@@ -116,13 +137,23 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
         }
     }
     drop(progress);
-    let out = json!({"handled": handled, "kept": kept, "republished": republished, "claimedElsewhere": claimed_elsewhere});
+    let out = json!({"handled": handled, "kept": kept, "republished": republished, "claimedElsewhere": claimed_elsewhere, "otherStreams": foreign});
     if json {
         print_json(&out)?;
     } else {
         println!("{handled} OnFailure messages handled and deleted, {republished} events republished, {claimed_elsewhere} left to another sweeper run's live claim, {kept} kept (they come back after the queue's visibility timeout)");
     }
     if kept > 0 {
+        let streams: Vec<&str> = foreign.iter().map(String::as_str).collect();
+        let streams = if streams.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " Messages of another stream were kept, not handled: {} (the table's stream is {}); is this the queue of the table's stack?",
+                streams.join(", "),
+                stack.stream_arn().unwrap_or("none")
+            )
+        };
         let why = match &doubt {
             Some(doubt) => format!(
                 " A window that finds no outbox item is kept while the keys may not be the stack's: {doubt}; check the settings (`outboxctl status`), or name them with --setting, then run again."
@@ -130,7 +161,7 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
             None => String::new(),
         };
         return Err(Error::Incomplete(format!(
-            "{kept} OnFailure messages were kept (a window not settled, or not an OnFailure message): see the sweeper's log lines above, then run again.{claims}{why}",
+            "{kept} OnFailure messages were kept (a window not settled, another stream's, or not an OnFailure message): see the log lines above, then run again.{streams}{claims}{why}",
             claims = if claimed_elsewhere > 0 {
                 format!(" {claimed_elsewhere} events were held by another sweeper run's live claim: that run is publishing them, or died and its claim lapses within a few minutes.")
             } else {
@@ -139,4 +170,22 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
         )));
     }
     Ok(())
+}
+
+/// The stream a message names, when it is not a stream of `table_stream`'s
+/// table (both known).
+fn other_stream(
+    message: &aws_sdk_sqs::types::Message,
+    table_stream: Option<&str>,
+) -> Option<String> {
+    let table_stream = table_stream?;
+    let parsed: sweeper::OnFailureMessage = serde_json::from_str(message.body()?).ok()?;
+    // The table's part (`…:table/<name>`): a stream disabled and enabled
+    // again gets a new label, and the old stream's messages are still this
+    // table's.
+    let table_of = |arn: &str| arn.split("/stream/").next().map(str::to_owned);
+    parsed
+        .batch
+        .stream_arn
+        .filter(|arn| table_of(arn) != table_of(table_stream))
 }

@@ -70,6 +70,8 @@ pub(crate) struct Stack {
     origin: Origin,
     /// Every region's records, this one's included.
     records: Vec<RecordedSettings>,
+    /// The table's stream in this region (`LatestStreamArn`), if it has one.
+    stream_arn: Option<String>,
 }
 
 impl Stack {
@@ -94,6 +96,10 @@ impl Stack {
                 doing: format!("cannot read the table {table}"),
                 source: CallError::of("DescribeTable", &e),
             })?;
+        let stream_arn = described
+            .table()
+            .and_then(|t| t.latest_stream_arn())
+            .map(str::to_owned);
         let mut probe = KeySchema::default();
         for key in described
             .table()
@@ -168,7 +174,13 @@ impl Stack {
             config,
             origin,
             records,
+            stream_arn,
         })
+    }
+
+    /// The table's stream in this region, if it has one.
+    pub(crate) fn stream_arn(&self) -> Option<&str> {
+        self.stream_arn.as_deref()
     }
 
     /// The SDK configuration.

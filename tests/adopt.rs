@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use outbox_core::transaction::{OutboxSettings, OutboxTransaction};
 use outbox_core::{keys, EventEnvelope, KeySchema};
 use outbox_runtime::store::DynamoStore;
-use testkit::rig::{scheduled, Rig};
+use testkit::rig::{scheduled, stream_event, Rig};
 use testkit::Stack;
 
 /// The project's Python (`make venv` installs boto3 into it).
@@ -208,7 +208,18 @@ fn their_env() -> Vec<(&'static str, String)> {
 /// Events of one aggregate from the Rust writer library, `versions` in
 /// order, each in its own transaction with the order's item.
 async fn rust_events(rig: &Rig, order: &str, versions: std::ops::RangeInclusive<u64>) {
-    let schema = their_schema();
+    rust_events_as(rig, &their_schema(), order, versions).await;
+}
+
+/// The same from a writer configured with `schema` (which may differ from
+/// the stack's).
+async fn rust_events_as(
+    rig: &Rig,
+    schema: &KeySchema,
+    order: &str,
+    versions: std::ops::RangeInclusive<u64>,
+) {
+    let schema = schema.clone();
     let settings = OutboxSettings::new(&rig.stack.table, "outbox.orders", 8)
         .with_limits(outbox_core::size::EventLimits::Sns {
             fifo: true,
@@ -355,4 +366,224 @@ boto3.client("dynamodb").transact_write_items(TransactItems=[action])
         .await
         .expect("scan GSI1");
     assert_eq!(gsi1.count(), 1);
+}
+
+/// A writer left on the default pending-index names (`GSI1PK`, `GSI1SK`)
+/// beside a stack that names them otherwise (#61 finding 1): its items
+/// are in no index the stack's sweeper reads.
+fn writer_on_defaults() -> KeySchema {
+    KeySchema {
+        pending_partition_key: keys::PENDING_PK.into(),
+        pending_sort_key: keys::PENDING_SK.into(),
+        ..their_schema()
+    }
+}
+
+/// The variables of `schema`, for the functions.
+fn env_of(schema: &KeySchema) -> Vec<(&'static str, String)> {
+    schema.variables()
+}
+
+fn borrowed<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// Strict ordering, two invocations of one shard at once (a
+/// `ParallelizationFactor` of 2), a writer on the default index names: A2's
+/// invocation comes while A1 is in the table and holds it. At `b82c310` the
+/// hold's condition failed on the missing stack keys, read as "gone", and
+/// A2's record was consumed: A2 was never published. Now the publisher
+/// gives A2 the stack's keys before it holds it, and the sweep releases it.
+#[tokio::test]
+async fn a_writer_on_other_index_names_loses_nothing_held_behind_an_older_event() {
+    let schema = their_schema();
+    let stack = Stack::with_schema(&schema, &[("GSI1", "GSI1PK", "GSI1SK")]).await;
+    let rig = Rig::on(stack).await;
+    let env = env_of(&schema);
+    let env = borrowed(&env);
+    rust_events_as(&rig, &writer_on_defaults(), "a", 1..=2).await;
+    let records = rig.stack.outbox_inserts().await;
+    assert_eq!(records.len(), 2);
+    // The adopter's table: the functions take its names (the template's
+    // key parameters), the writer does not.
+    let publisher = rig.function("publisher", "strict", &env);
+    for batch in [vec![records[1].clone()], vec![records[0].clone()]] {
+        let answer = rig.invoke(&publisher, &stream_event(batch)).await;
+        let response: serde_json::Value = serde_json::from_slice(&answer).expect("json");
+        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    }
+    let held = rig.stack.outbox_items().await;
+    assert_eq!(held.len(), 1, "A2 waits behind A1: {held:?}");
+    assert!(
+        rig.stack.keys.sweepable(&held[0], 8),
+        "A2 carries the stack's pending-index keys: {held:?}"
+    );
+    let sweeper = rig.function("sweeper", "strict", &env);
+    rig.invoke(&sweeper, &scheduled()).await;
+    assert_eq!(rig.received("a").await, vec![1, 2]);
+    assert!(rig.stack.outbox_items().await.is_empty());
+}
+
+/// Relaxed ordering, a writer on the default index names, the sink down
+/// past the mapping's retries: the batch goes to the OnFailure queue. At
+/// `b82c310` the sweeper's OnFailure window read the stack's index, found
+/// nothing and settled: the event waited for nobody. Now it was given the
+/// stack's keys before its first send, and the window publishes it.
+#[tokio::test]
+async fn a_writer_on_other_index_names_loses_nothing_to_a_sink_outage() {
+    let schema = their_schema();
+    let stack = Stack::with_schema(&schema, &[("GSI1", "GSI1PK", "GSI1SK")]).await;
+    let rig = Rig::on(stack).await;
+    let env = env_of(&schema);
+    let env = borrowed(&env);
+    let publisher = rig.function("publisher", "relaxed", &env);
+    let sweeper = rig.function("sweeper", "relaxed", &env);
+    let mut pump = rig.stack.pump_filtered(
+        &publisher,
+        Some(&rig.failures),
+        Some(schema.stream_filter_pattern()),
+    );
+    rust_events_as(&rig, &writer_on_defaults(), "a", 1..=1).await;
+    rig.proxy.inject(
+        "PublishBatch",
+        testkit::proxy::Fault::refuse_all("InternalError"),
+        None,
+    );
+    pump.run_until_idle().await.expect("pump");
+    assert_eq!(pump.stats.on_failure_messages, 1, "the mapping gave up A1");
+    rig.proxy.heal();
+    let sqs = aws_sdk_sqs::Client::new(&rig.stack.sdk);
+    let drained = testkit::lambda::drain_queue_through(&sqs, &rig.failures, &sweeper).await;
+    assert_eq!(drained.reported, 0, "the window settled");
+    assert_eq!(rig.received("a").await, vec![1]);
+    assert!(rig.stack.outbox_items().await.is_empty());
+}
+
+/// Key and index attributes named by DynamoDB reserved words (`type`,
+/// `date`, `data`, `status`) and by names with `-`, `.` and `#` (#61
+/// finding 3): every expression names them through
+/// `ExpressionAttributeNames`. The whole pipeline on such a table: the
+/// writer's condition, a strict hold, a release by the sweeper's claim, a
+/// poison event's dead letter, the operator's list and redrive, and the
+/// redriven event dead-lettered again by the sweep. At `b82c310` the hold
+/// and the dead letter failed with `ValidationException`.
+#[tokio::test]
+async fn reserved_words_and_odd_names_run_the_whole_pipeline() {
+    let schema = KeySchema {
+        partition_key: "type".into(),
+        sort_key: "date".into(),
+        outbox_prefix: "OUTBOX#".into(),
+        pending_index: "pending-index.v1".into(),
+        pending_partition_key: "data".into(),
+        pending_sort_key: "status".into(),
+        dead_letter_index: "dead_letters".into(),
+        dead_letter_partition_key: "dead-letter.pk".into(),
+        dead_letter_sort_key: "dead#sk".into(),
+        ttl_attribute: "expires.at".into(),
+        home_region: None,
+    };
+    schema.validate().expect("a valid schema");
+    let stack = Stack::with_schema(&schema, &[]).await;
+    let rig = Rig::on(stack).await;
+    let env = env_of(&schema);
+    let env = borrowed(&env);
+    rust_events_as(&rig, &schema, "a", 1..=2).await;
+    rust_events_as(&rig, &schema, "p", 1..=1).await;
+    // A poison copy of p's event: same aggregate, a new id, an envelope
+    // that is not JSON.
+    let valid = rig.stack.outbox_raw().await;
+    let p1 = valid
+        .iter()
+        .find(|i| {
+            i.get(keys::attr::AGGREGATE_ID)
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|a| a == "p")
+        })
+        .expect("p's event")
+        .clone();
+    let p1_id = p1
+        .get(keys::attr::EVENT_ID)
+        .and_then(|v| v.as_s().ok())
+        .cloned();
+    let id = ulid::Ulid::new().to_string();
+    let mut poison = p1.clone();
+    poison.insert("date".into(), AttributeValue::S(format!("OUTBOX#{id}")));
+    poison.insert("status".into(), AttributeValue::S(id.clone()));
+    poison.insert(keys::attr::EVENT_ID.into(), AttributeValue::S(id));
+    poison.insert(
+        keys::attr::ENVELOPE.into(),
+        AttributeValue::S("not json".into()),
+    );
+    rig.stack
+        .ddb
+        .delete_item()
+        .table_name(&rig.stack.table)
+        .key("type", p1["type"].clone())
+        .key("date", p1["date"].clone())
+        .send()
+        .await
+        .expect("p1 out of the way");
+    rig.stack
+        .ddb
+        .put_item()
+        .table_name(&rig.stack.table)
+        .set_item(Some(poison))
+        .send()
+        .await
+        .expect("poison");
+    let records: Vec<_> = rig
+        .stack
+        .outbox_inserts()
+        .await
+        .into_iter()
+        .filter(|r| {
+            !matches!(
+                r.change.new_image.get(keys::attr::EVENT_ID),
+                Some(serde_dynamo::AttributeValue::S(id)) if Some(id) == p1_id.as_ref()
+            )
+        })
+        .collect();
+    assert_eq!(records.len(), 3, "A1, A2 and the poison event");
+
+    let publisher = rig.function("publisher", "strict", &env);
+    // A2's invocation while A1 is in the table: held.
+    for batch in [
+        vec![records[1].clone()],
+        vec![records[0].clone(), records[2].clone()],
+    ] {
+        let answer = rig.invoke(&publisher, &stream_event(batch)).await;
+        let response: serde_json::Value = serde_json::from_slice(&answer).expect("json");
+        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    }
+    let sweeper = rig.function("sweeper", "strict", &env);
+    rig.invoke(&sweeper, &scheduled()).await;
+    assert_eq!(rig.received("a").await, vec![1, 2]);
+
+    // The stack's schema: these names, the functions' home region.
+    let store = DynamoStore::new(rig.stack.ddb.clone(), &rig.stack.table, 8)
+        .with_keys(rig.stack.keys.clone());
+    let ops = outboxctl::Operations::new(store);
+    let listed = ops
+        .dead_letters(&outboxctl::DeadLetterFilter::default())
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1, "the poison event: {listed:?}");
+    assert_eq!(
+        ops.redrive(&listed[0]).await.expect("redrive"),
+        outbox_runtime::store::Marked::Updated
+    );
+    rig.invoke(&sweeper, &scheduled()).await;
+    let listed = ops
+        .dead_letters(&outboxctl::DeadLetterFilter::default())
+        .await
+        .expect("list");
+    assert_eq!(
+        listed.len(),
+        1,
+        "dead-lettered again by the sweep: {listed:?}"
+    );
+    let left = rig.stack.outbox_raw().await;
+    assert_eq!(left.len(), 1, "the dead letter only: {left:?}");
+    assert!(left[0].contains_key("dead-letter.pk"));
+    assert!(!left[0].contains_key("data"));
 }

@@ -20,8 +20,8 @@ use time::OffsetDateTime;
 
 const DAY: Duration = Duration::from_secs(86_400);
 
-fn publisher<S: EventSink, T: PublishStore>(sink: S, store: T) -> Publisher<S, T> {
-    let mut publisher = Publisher::new(sink, store);
+fn publisher<S: EventSink, T: PublishStore>(sink: S, store: T, stack: &Stack) -> Publisher<S, T> {
+    let mut publisher = Publisher::new(sink, store).with_keys(stack.keys.clone());
     publisher.retry = fast_retry();
     publisher
 }
@@ -58,7 +58,7 @@ async fn a_poison_record_whose_dead_letter_fails_sends_nothing_after_it() {
 
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
-    let publisher = publisher(sink, store);
+    let publisher = publisher(sink, store, &stack);
     // Every dead-letter write is throttled (the SDK's retries included).
     proxy.inject("UpdateItem", Fault::Throttle, None);
     let report = publisher
@@ -105,7 +105,7 @@ async fn an_insert_without_its_image_is_reported_never_dead_lettered() {
     }
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
-    let report = publisher(sink, store)
+    let report = publisher(sink, store, &stack)
         .process(records.clone(), &far_deadline())
         .await
         .unwrap();
@@ -131,7 +131,7 @@ async fn a_hung_sink_call_ends_in_a_normal_response_before_the_deadline() {
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
     proxy.inject("PutEvents", Fault::Hang, None);
-    let publisher = publisher(sink, store);
+    let publisher = publisher(sink, store, &stack);
     let context = testkit::context_with_deadline(Duration::from_secs(6));
     let lambda_deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(context.deadline);
     let mut event = Event::default();
@@ -431,7 +431,7 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
         outbox_runtime::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8)
         .with_keys(stack.keys.clone());
-    let publisher = publisher(sink, store);
+    let publisher = publisher(sink, store, &stack);
     // order-a's first event is refused (in-call retries included) while
     // order-b's goes through.
     let first_of_a = "\"aggregateId\":\"order-a\",\"aggregateVersion\":1".to_owned();
@@ -525,7 +525,7 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
     );
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8)
         .with_keys(stack.keys.clone());
-    let publisher = publisher(sink, store);
+    let publisher = publisher(sink, store, &stack);
     let report = publisher.process(records, &far_deadline()).await.unwrap();
     assert_eq!(proxy.faulted("PublishBatch") - before, 1);
     assert_eq!(
@@ -576,7 +576,7 @@ async fn an_entry_is_sent_a_bounded_number_of_times_per_invocation() {
     let records = stack.outbox_inserts().await;
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
-    let publisher = publisher(sink, store);
+    let publisher = publisher(sink, store, &stack);
     for _ in 0..4 {
         proxy.inject("PutEvents", Fault::Late(Duration::from_secs(6)), Some(1));
         proxy.inject("PutEvents", Fault::FailEntries(vec![0]), Some(1));

@@ -66,7 +66,10 @@ async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
     assert_eq!(orders.len(), n);
 
     let (sink, _) = stack.eventbridge_sink();
-    let mut pump = stack.pump(InProcessPublisher::new(sink, stack.store()), None);
+    let mut pump = stack.pump(
+        InProcessPublisher::new(sink, stack.store(), &stack.keys),
+        None,
+    );
     pump.run_until_idle().await.unwrap();
 
     let delivered = envelopes(&stack.drain_subscriber_checked().await);
@@ -111,7 +114,10 @@ async fn a_sink_outage_loses_nothing_and_duplicates_stay_within_bounds() {
     );
     proxy.inject("PutEvents", Fault::FailEntries(vec![2]), Some(4));
     let on_failure = on_failure_queue(&stack).await;
-    let mut pump = stack.pump(InProcessPublisher::new(sink, store), Some(&on_failure));
+    let mut pump = stack.pump(
+        InProcessPublisher::new(sink, store, &stack.keys),
+        Some(&on_failure),
+    );
     pump.mapping_mut().batch_size = 25;
     pump.run_until_idle().await.unwrap();
 
@@ -186,6 +192,19 @@ impl PublishStore for CrashBeforeDelete {
     ) -> Result<Marked, StoreError> {
         self.inner
             .record_failure(key, attempts, next, error, claim, deadline)
+            .await
+    }
+
+    async fn make_sweepable(
+        &self,
+        key: &ItemKey,
+        seen: Option<&str>,
+        pending_pk: &str,
+        pending_sk: &str,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        self.inner
+            .make_sweepable(key, seen, pending_pk, pending_sk, deadline)
             .await
     }
 
@@ -286,7 +305,7 @@ async fn a_crash_between_publish_and_delete_redelivers_the_same_event() {
         crashed: crashed.clone(),
     };
     let invoker = Crashing {
-        inner: InProcessPublisher::new(sink, store),
+        inner: InProcessPublisher::new(sink, store, &stack.keys),
         crashed,
     };
     let mut pump = stack.pump(invoker, None);
@@ -331,7 +350,7 @@ async fn abandoned_batch(
     );
     let on_failure = on_failure_queue(stack).await;
     let mut pump = stack.pump(
-        InProcessPublisher::new(missing, stack.store()),
+        InProcessPublisher::new(missing, stack.store(), &stack.keys),
         Some(&on_failure),
     );
     pump.mapping_mut().maximum_retry_attempts = retries;
@@ -450,7 +469,7 @@ async fn a_poison_record_is_dead_lettered_and_the_rest_flows() {
     let (sink, _) = stack.eventbridge_sink();
     let on_failure = on_failure_queue(&stack).await;
     let mut pump = stack.pump(
-        InProcessPublisher::new(sink, stack.store()),
+        InProcessPublisher::new(sink, stack.store(), &stack.keys),
         Some(&on_failure),
     );
     pump.run_until_idle().await.unwrap();
@@ -476,7 +495,10 @@ async fn meta_writes_and_the_publishers_deletes_never_invoke_it() {
     let service = OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));
     let orders = stack.create_orders(4).await;
     let (sink, _) = stack.eventbridge_sink();
-    let mut pump = stack.pump(InProcessPublisher::new(sink, stack.store()), None);
+    let mut pump = stack.pump(
+        InProcessPublisher::new(sink, stack.store(), &stack.keys),
+        None,
+    );
     pump.run_until_idle().await.unwrap();
     // Pay two orders (META MODIFY + outbox INSERT each), then pump again: the
     // stream now also holds the publisher's REMOVEs.

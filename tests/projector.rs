@@ -194,7 +194,10 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
     let archived_from = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
 
     let (sink, _) = stack.eventbridge_sink();
-    let mut pump = stack.pump(InProcessPublisher::new(sink, stack.store()), None);
+    let mut pump = stack.pump(
+        InProcessPublisher::new(sink, stack.store(), &stack.keys),
+        None,
+    );
     pump.run_until_idle().await.unwrap();
 
     // Duplicates on the bus: every third event published again, as a

@@ -18,7 +18,7 @@ fn publisher<S: EventSink>(
     sink: S,
     stack: &Stack,
 ) -> Publisher<S, outbox_runtime::store::DynamoStore> {
-    let mut publisher = Publisher::new(sink, stack.store());
+    let mut publisher = Publisher::new(sink, stack.store()).with_keys(stack.keys.clone());
     publisher.retry = fast_retry();
     publisher
 }
@@ -26,8 +26,9 @@ fn publisher<S: EventSink>(
 fn publisher_with<S: EventSink, T: outbox_runtime::store::PublishStore>(
     sink: S,
     store: T,
+    stack: &Stack,
 ) -> Publisher<S, T> {
-    let mut publisher = Publisher::new(sink, store);
+    let mut publisher = Publisher::new(sink, store).with_keys(stack.keys.clone());
     publisher.retry = fast_retry();
     publisher
 }
@@ -171,7 +172,7 @@ async fn a_sink_outage_from_record_k_reports_exactly_k_and_keeps_the_rest() {
         Fault::refuse(&failing, "ThrottlingException"),
         None,
     );
-    let report = publisher_with(sink, store)
+    let report = publisher_with(sink, store, &stack)
         .process(records, &far_deadline())
         .await
         .unwrap();
@@ -230,7 +231,7 @@ async fn a_lone_failed_entry_costs_at_most_its_call_mates_as_duplicates() {
         None,
     );
     let fourth = sequence(&records[3]);
-    let report = publisher_with(sink, store)
+    let report = publisher_with(sink, store, &stack)
         .process(records, &far_deadline())
         .await
         .unwrap();
@@ -257,7 +258,7 @@ async fn transient_failures_are_retried_within_the_invocation() {
         Fault::refuse_all("ThrottlingException"),
         Some(2),
     );
-    let report = publisher_with(sink, store)
+    let report = publisher_with(sink, store, &stack)
         .process(records, &far_deadline())
         .await
         .unwrap();
@@ -450,7 +451,7 @@ async fn permanent_sink_rejections_on_the_wire_dead_letter_the_entry() {
         Fault::refuse(&[bad.to_string()], "MalformedDetail"),
         None,
     );
-    let report = publisher_with(sink, store)
+    let report = publisher_with(sink, store, &stack)
         .process(records, &far_deadline())
         .await
         .unwrap();

@@ -263,6 +263,7 @@ async fn the_pattern_against_real_stream_records() {
     let mut records = stream.read().await.unwrap();
     let (sink, _) = stack.eventbridge_sink();
     publisher::Publisher::new(sink, stack.store())
+        .with_keys(stack.keys.clone())
         .process(records.clone(), &far_deadline())
         .await
         .unwrap();

@@ -230,6 +230,7 @@ async fn a_300_kb_event_is_written_published_and_delivered() {
     let records = stack.stream().read().await.unwrap();
     let (sink, _) = stack.eventbridge_sink();
     let report = publisher::Publisher::new(sink, stack.store())
+        .with_keys(stack.keys.clone())
         .process(records, &testkit::far_deadline())
         .await
         .unwrap();

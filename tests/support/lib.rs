@@ -327,9 +327,10 @@ pub struct InProcessPublisher<S: EventSink, T: PublishStore> {
 }
 
 impl<S: EventSink, T: PublishStore> InProcessPublisher<S, T> {
-    /// The publisher on `sink` and `store`, with [`fast_retry`].
-    pub fn new(sink: S, store: T) -> Self {
-        let mut publisher = publisher::Publisher::new(sink, store);
+    /// The publisher on `sink` and `store`, with [`fast_retry`] and the
+    /// stack's key schema `keys` (as the templates configure it).
+    pub fn new(sink: S, store: T, keys: &outbox_core::KeySchema) -> Self {
+        let mut publisher = publisher::Publisher::new(sink, store).with_keys(keys.clone());
         publisher.retry = fast_retry();
         Self {
             publisher,

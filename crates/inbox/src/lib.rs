@@ -319,6 +319,7 @@ impl Inbox {
             .table_name(&self.table)
             .set_item(Some(item))
             .condition_expression(self.keys.absent())
+            .expression_attribute_names(self.keys.absent_name().0, self.keys.absent_name().1)
             .build()
             .map_err(|e| InboxError::Config(format!("inbox record: {e}")))
     }

@@ -80,7 +80,14 @@ fn the_record_is_conditional_and_expires() {
     assert_eq!(put.item[TTL_ATTRIBUTE].as_n().unwrap(), "1007200");
     assert_eq!(
         put.condition_expression.as_deref(),
-        Some("attribute_not_exists(PK)")
+        Some("attribute_not_exists(#outboxPk)")
+    );
+    assert_eq!(
+        put.expression_attribute_names
+            .as_ref()
+            .and_then(|n| n.get("#outboxPk"))
+            .map(String::as_str),
+        Some("PK")
     );
     assert!(!put.item.contains_key("payload"));
 }

@@ -116,6 +116,10 @@ pub mod attr {
     /// On a dead letter an operator is republishing: epoch seconds after
     /// which the claim lapses.
     pub const CLAIMED_UNTIL: &str = "claimedUntil";
+    /// When the publisher gave the item the stack's pending-index keys
+    /// (epoch seconds): the writer had not (docs/adopt.md "What the
+    /// publisher checks"). Its `MODIFY` is dropped by the mapping's filter.
+    pub const KEYS_REPAIRED_AT: &str = "keysRepairedAt";
     /// On the settings item: the highest `OUTBOX_SHARDS` ever used.
     pub const SHARDS_HIGH_WATER: &str = "shardsHighWater";
     /// On a stack settings record: the variables the function runs with

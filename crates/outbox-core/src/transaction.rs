@@ -299,7 +299,8 @@ impl OutboxTransaction {
         let put = match Put::builder()
             .table_name(&self.settings.table)
             .set_item(Some(item))
-            .condition_expression(format!("attribute_not_exists({})", keys.sort_key))
+            .condition_expression("attribute_not_exists(#outboxSk)")
+            .expression_attribute_names("#outboxSk", keys.sort_key.as_str())
             .build()
         {
             Ok(put) => put,

@@ -290,7 +290,7 @@ pub(crate) async fn redrive(
             }
             (None, false) => match ops.redrive(row).await? {
                 Marked::Updated => "redriven".to_owned(),
-                Marked::Gone => {
+                Marked::Gone | Marked::Claimed | Marked::Refused => {
                     "skipped: no longer a dead letter, or being republished by another redrive --now"
                         .to_owned()
                 }
@@ -390,7 +390,7 @@ async fn publish_now<S: EventSink>(
         store.release_claim(&key, &claim, None, &deadline).await?;
         return Ok(match ops.redrive(row).await? {
             Marked::Updated => NowOutcome::Waits,
-            Marked::Gone => NowOutcome::Gone,
+            Marked::Gone | Marked::Claimed | Marked::Refused => NowOutcome::Gone,
         });
     }
     let relay = Relay {
@@ -443,7 +443,7 @@ pub(crate) async fn discard(
     for row in &rows {
         let outcome = match ops.discard(row).await? {
             Marked::Updated => "discarded",
-            Marked::Gone => "skipped: no longer a dead letter",
+            Marked::Gone | Marked::Claimed | Marked::Refused => "skipped: no longer a dead letter",
         };
         let at = OffsetDateTime::now_utc()
             .format(&Rfc3339)

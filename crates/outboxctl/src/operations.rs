@@ -440,7 +440,12 @@ impl<S: OutboxStore> Operations<S> {
             };
             let outcome = match self.store.make_due(&key, &deadline()).await? {
                 Marked::Updated => "released",
-                Marked::Gone => "skipped: published, dead-lettered or claimed meanwhile",
+                Marked::Gone | Marked::Claimed => {
+                    "skipped: published, dead-lettered or claimed meanwhile"
+                }
+                Marked::Refused => {
+                    "refused: still in the table, in no pending index this stack reads (check the writer's keys)"
+                }
             };
             released.push(Released {
                 event_id: ulid_of(&key.sk).map_or(key.sk.clone(), |id| id.to_string()),

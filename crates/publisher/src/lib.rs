@@ -22,6 +22,12 @@
 //!   retries, a poison record whose dead-letter write failed, the
 //!   deadline); the wave's other calls went out beside it, and their events
 //!   are deleted, so the redelivered batch's check does not send them again.
+//! - An item whose pending-index keys are not ones this stack's sweeper
+//!   reads ([`KeySchema::sweepable`]: a writer on other names, another
+//!   region's keys, another shard count, none) is given the stack's keys
+//!   before anything is sent (`KeysRepaired`); if that write fails, its
+//!   record is reported. So no failure after it can leave an event where
+//!   no sweep looks.
 //! - A record whose image does not decode is poison: dead-lettered before
 //!   anything after it is sent, so it does not block its shard.
 //! - An `INSERT` without a `NewImage` is a configuration error (the stream
@@ -40,6 +46,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::StreamViewType;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use futures::StreamExt;
 use lambda_runtime::{Error, LambdaEvent};
 use outbox_core::keys::{self, ItemKey, KeySchema};
 use outbox_core::OutboxItem;
@@ -47,12 +54,15 @@ use outbox_runtime::metrics::{self, Unit};
 use outbox_runtime::publish::relay::{Entry, Mode, Relay};
 use outbox_runtime::publish::EventSink;
 use outbox_runtime::retry::{Deadline, RetryPolicy};
-use outbox_runtime::store::PublishStore;
+use outbox_runtime::store::{Marked, PublishStore};
 use outbox_runtime::Ordering;
 
 mod stream;
 
 pub use stream::{Change, Record, StreamDecodeError, StreamEvent};
+
+/// Repair writes in flight at once ([`Publisher::process`]'s key check).
+const REPAIRS_AT_ONCE: usize = 25;
 
 /// Time kept back from the Lambda deadline for deletes and the response.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
@@ -74,6 +84,11 @@ pub struct Publisher<S, T> {
     pub keys: KeySchema,
     /// Which batches are checked against the table first.
     pub redelivery: Redelivery,
+    /// The shards the stack's sweeper reads (`OUTBOX_SHARDS`, or the
+    /// highest count recorded in the table, whichever is larger): an item
+    /// whose pending-index keys name another shard, another region, other
+    /// names or none is made sweepable before it is sent.
+    pub shards: u16,
 }
 
 /// How many sequence numbers a process remembers (a few batches' worth:
@@ -169,6 +184,12 @@ pub struct Report {
     pub published: usize,
     /// Records dead-lettered (poison).
     pub dead_lettered: usize,
+    /// Outbox items written without the pending-index keys this stack's
+    /// sweeper reads (a writer on other key names, another region's keys,
+    /// another shard count, none), given them before their event was sent,
+    /// or, when the item cannot take them (`ValidationException`),
+    /// published as it is (`KeysRepaired`: a writer and the stack disagree).
+    pub repaired: usize,
     /// Published events whose outbox item could not be deleted (the sweeper
     /// will republish them later: a duplicate with the same event id).
     pub delete_failed: usize,
@@ -235,6 +256,7 @@ impl Report {
             ("Published", self.published, Unit::Count),
             ("Skipped", self.skipped, Unit::Count),
             ("DeadLettered", self.dead_lettered, Unit::Count),
+            ("KeysRepaired", self.repaired, Unit::Count),
             ("DeleteFailed", self.delete_failed, Unit::Count),
             ("DeadLetterDeferred", self.deferred, Unit::Count),
             ("Unhandled", self.unhandled, Unit::Count),
@@ -268,7 +290,15 @@ impl<S: EventSink, T: PublishStore> Publisher<S, T> {
             send_concurrency: outbox_runtime::DEFAULT_SEND_CONCURRENCY,
             keys: KeySchema::default(),
             redelivery: Redelivery::default(),
+            shards: outbox_runtime::DEFAULT_OUTBOX_SHARDS,
         }
+    }
+
+    /// The same publisher on a table with the key schema `keys` (names and
+    /// home region: the stack's, as the binary reads them).
+    pub fn with_keys(mut self, keys: KeySchema) -> Self {
+        self.keys = keys;
+        self
     }
 
     /// Handles one batch of stream records: a [`StreamEvent`], or
@@ -318,6 +348,9 @@ impl<S: EventSink, T: PublishStore> Publisher<S, T> {
             entries.push(entry(&self.keys, default_schema, key, image, view));
         }
 
+        // Before anything is sent: an item the sweeper could not find would
+        // be lost to the first failure after this point.
+        report.repaired = self.make_sweepable(&mut entries, deadline).await;
         // Strict ordering's guard reads answer the check for every event.
         if report.rechecked && self.ordering == Ordering::Relaxed {
             self.settle_republished(&mut entries, deadline).await;
@@ -363,6 +396,97 @@ impl<S: EventSink, T: PublishStore> Publisher<S, T> {
 }
 
 impl<S: EventSink, T: PublishStore> Publisher<S, T> {
+    /// Gives every item that lacks the pending-index keys this stack's
+    /// sweeper reads ([`KeySchema::sweepable`]) those keys, in one
+    /// conditional write each, all at once: the shard of its aggregate
+    /// under this stack's names and home region, its event id as the sort
+    /// key. An item gone or dead-lettered meanwhile becomes
+    /// [`Entry::Settled`]; one whose write failed becomes
+    /// [`Entry::Unusable`], reported, so that nothing after it is sent and
+    /// the stream delivers it again. Returns how many were repaired.
+    async fn make_sweepable(&self, entries: &mut [Entry], deadline: &Deadline) -> usize {
+        type Repair = (usize, ItemKey, Option<String>, String, String);
+        let repairs: Vec<Repair> = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e {
+                Entry::Item(item) if !self.keys.sweepable(item, self.shards) => Some((
+                    i,
+                    item.key(),
+                    item.pending_pk.clone(),
+                    self.keys
+                        .pending_pk(keys::shard_of(&item.aggregate_id, self.shards)),
+                    item.event_id.to_string(),
+                )),
+                _ => None,
+            })
+            .collect();
+        if repairs.is_empty() {
+            return 0;
+        }
+        // A few at once, in order (a batch may hold thousands).
+        let results: Vec<_> =
+            futures::stream::iter(repairs.iter().map(|(_, key, seen, pk, sk)| {
+                self.store
+                    .make_sweepable(key, seen.as_deref(), pk, sk, deadline)
+            }))
+            .buffered(REPAIRS_AT_ONCE)
+            .collect()
+            .await;
+        let mut repaired = 0;
+        for ((i, key, _, pk, sk), result) in repairs.into_iter().zip(results) {
+            let Entry::Item(item) = &mut entries[i] else {
+                continue;
+            };
+            let found = item.pending_pk.as_deref().unwrap_or("none").to_owned();
+            match result {
+                Ok(Marked::Updated) => {
+                    tracing::warn!(
+                        event_id = %item.event_id,
+                        found_pending_key = %found,
+                        pending_key = %pk,
+                        "outbox item written without the pending-index keys this stack reads (a writer's key names, home region or shard count differ from the stack's); keys written before publishing"
+                    );
+                    item.pending_pk = Some(pk);
+                    item.pending_sk = Some(sk);
+                    repaired += 1;
+                }
+                // Already under keys this stack reads (written since the
+                // record): sent as it is.
+                Ok(Marked::Claimed) => {}
+                // Gone, dead-lettered or another region's now.
+                Ok(Marked::Gone) => entries[i] = Entry::Settled { key },
+                Ok(Marked::Refused) => {
+                    tracing::error!(event_id = %item.event_id, "outbox item under other pending-index keys again; its record is reported");
+                    entries[i] = Entry::Unusable {
+                        key,
+                        reason: format!(
+                            "the item's pending-index keys changed since its stream record, and are still not ones this stack reads (found {found})"
+                        ),
+                    };
+                }
+                // A write that can never succeed (an item too large to take
+                // two more attributes): reporting it would block its shard
+                // until the stream drops it. Sent as before, from the
+                // stream, with the mismatch logged and counted.
+                Err(e) if e.code == "ValidationException" => {
+                    tracing::error!(event_id = %item.event_id, error = %e, "an outbox item cannot take the pending-index keys this stack reads; publishing it from the stream as it is (a failure after this point leaves it where no sweep looks)");
+                    repaired += 1;
+                }
+                Err(e) => {
+                    tracing::error!(event_id = %item.event_id, error = %e, "could not give an outbox item the pending-index keys this stack reads; its record is reported");
+                    entries[i] = Entry::Unusable {
+                        key,
+                        reason: format!(
+                            "the item has no pending-index keys this stack reads (found {found}) and writing them failed: {e}"
+                        ),
+                    };
+                }
+            }
+        }
+        repaired
+    }
+
     /// The check of a batch that may be a redelivery: one consistent
     /// batched read of its events' items; an event whose item this region
     /// may no longer publish becomes [`Entry::Settled`]. A read that fails
@@ -457,6 +581,7 @@ pub async fn handler<S: EventSink, T: PublishStore>(
         skipped = report.skipped,
         foreign = report.foreign,
         dead_lettered = report.dead_lettered,
+        keys_repaired = report.repaired,
         delete_failed = report.delete_failed,
         dead_letter_deferred = report.deferred,
         unhandled = report.unhandled,

@@ -112,6 +112,7 @@ impl IdempotencyRecord {
             .set_item(Some(item))
             .condition_expression(format!("{} OR #expires < :now", schema.absent()))
             .expression_attribute_names("#expires", &schema.ttl_attribute)
+            .expression_attribute_names(schema.absent_name().0, schema.absent_name().1)
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
             .build()
             .map_err(BackendError::Request)

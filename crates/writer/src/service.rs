@@ -181,6 +181,10 @@ impl OrderService {
             .table_name(&self.settings.table)
             .set_item(Some(item))
             .condition_expression(self.settings.keys.absent())
+            .expression_attribute_names(
+                self.settings.keys.absent_name().0,
+                self.settings.keys.absent_name().1,
+            )
             .build()
             .map_err(BackendError::Request)?;
         let mut tx = OutboxTransaction::new(&self.settings)

@@ -13,15 +13,17 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 # DynamoDB mappings only filter on the `dynamodb` key. Outbox keys; a
 # NewImage with the envelope (a REMOVE has none: the publisher's own deletes
-# drop out); no lastError, deadLetteredAt, heldBehind or claimedUntil (the
-# sweeper's bookkeeping, dead-letter, hold and claim MODIFYs drop out).
+# drop out); no lastError, deadLetteredAt, heldBehind, claimedUntil or
+# keysRepairedAt (the sweeper's bookkeeping, dead-letter, hold, claim and
+# key-repair MODIFYs drop out).
 OUTBOX_PATTERN = json.loads(
     '{"dynamodb":{"Keys":{"SK":{"S":[{"prefix":"OUTBOX#"}]}},'
     '"NewImage":{"envelope":{"S":[{"exists":true}]},'
     '"lastError":{"S":[{"exists":false}]},'
     '"deadLetteredAt":{"S":[{"exists":false}]},'
     '"heldBehind":{"S":[{"exists":false}]},'
-    '"claimedUntil":{"N":[{"exists":false}]}}}}'
+    '"claimedUntil":{"N":[{"exists":false}]},'
+    '"keysRepairedAt":{"N":[{"exists":false}]}}}}'
 )
 
 # The region the translation is checked in (translate.py's AWS::Region).

@@ -76,8 +76,11 @@ impl Default for KeySchema {
     }
 }
 
+/// The placeholder of the partition key in [`KeySchema::absent`].
+const ABSENT_PLACEHOLDER: &str = "#outboxPk";
+
 /// The outbox item's own attribute names, which no key setting may take.
-const ITEM_ATTRIBUTES: [&str; 20] = [
+const ITEM_ATTRIBUTES: [&str; 21] = [
     attr::EVENT_ID,
     attr::HOME_REGION,
     attr::EVENT_TYPE,
@@ -95,6 +98,7 @@ const ITEM_ATTRIBUTES: [&str; 20] = [
     attr::DEAD_LETTER_REASON,
     attr::CLAIM_TOKEN,
     attr::CLAIMED_UNTIL,
+    attr::KEYS_REPAIRED_AT,
     attr::SHARDS_HIGH_WATER,
     attr::VARIABLES,
     attr::RECORDED_BY,
@@ -309,6 +313,48 @@ impl KeySchema {
         }
     }
 
+    /// The shard of a pending-index partition key that this schema's
+    /// sweeper reads: `<prefix>[<home region>#]<shard>` with `shard` below
+    /// `shards`, or, for an item without a home region, the key without one
+    /// (the sweeper adopts those: `adopt_unregioned`). `None` for any other
+    /// value: another region's key, another prefix, a shard out of range.
+    pub fn pending_shard(
+        &self,
+        value: &str,
+        item_region: Option<&str>,
+        shards: u16,
+    ) -> Option<u16> {
+        let rest = value.strip_prefix(&self.outbox_prefix)?;
+        let shard = match (&self.home_region, rest.split_once('#')) {
+            (Some(home), Some((region, shard))) if region == home => shard,
+            (_, None) if item_region.is_none() || self.home_region.is_none() => rest,
+            _ => return None,
+        };
+        // Digits only: `u16::from_str` takes a leading `+`.
+        if shard.is_empty() || !shard.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        shard.parse::<u16>().ok().filter(|n| *n < shards.max(1))
+    }
+
+    /// Whether an outbox item's pending-index keys (default names, as
+    /// [`crate::OutboxItem`] decodes them) are ones this schema's sweeper
+    /// reads: a partition key of [`KeySchema::pending_shard`] and a sort key
+    /// of the event (`<ulid>`, or `!<ulid>` handed to the scheduled sweep).
+    /// An item that is not, published from the stream, would be in no
+    /// index the stack reads if anything failed after.
+    pub fn sweepable(&self, item: &crate::OutboxItem, shards: u16) -> bool {
+        let pk_ok = item.pending_pk.as_deref().is_some_and(|pk| {
+            self.pending_shard(pk, item.home_region.as_deref(), shards)
+                .is_some()
+        });
+        let sk_ok = item.pending_sk.as_deref().is_some_and(|sk| {
+            let id = item.event_id.to_string();
+            sk == id || sk.strip_prefix(REDRIVEN_PREFIX) == Some(id.as_str())
+        });
+        pk_ok && sk_ok
+    }
+
     /// `DEAD#<shard>`, or with a home region `DEAD#<region>#<shard>`: the
     /// partition key of the dead-letter index. The region is part of both
     /// indexes' keys, so that a region's sweeper and statistics read only
@@ -366,6 +412,7 @@ impl KeySchema {
                     attr::DEAD_LETTERED_AT: absent("S"),
                     attr::HELD_BEHIND: absent("S"),
                     attr::CLAIMED_UNTIL: absent("N"),
+                    attr::KEYS_REPAIRED_AT: absent("N"),
                 }
             }
         });
@@ -375,9 +422,18 @@ impl KeySchema {
         pattern
     }
 
-    /// `attribute_not_exists(<partition key>)`: no item has this key yet.
+    /// `attribute_not_exists(#outboxPk)`: no item has this key yet. The
+    /// partition key goes through `ExpressionAttributeNames` (any name is
+    /// safe, a reserved word or one with `-`, `.` or `#` too): add
+    /// [`KeySchema::absent_name`] to the same request.
     pub fn absent(&self) -> String {
-        format!("attribute_not_exists({})", self.partition_key)
+        format!("attribute_not_exists({ABSENT_PLACEHOLDER})")
+    }
+
+    /// The name [`KeySchema::absent`] refers to: (`#outboxPk`, the
+    /// partition key), for `expression_attribute_names`.
+    pub fn absent_name(&self) -> (&'static str, &str) {
+        (ABSENT_PLACEHOLDER, self.partition_key.as_str())
     }
 
     /// `key` as the table's attribute map.
@@ -444,6 +500,18 @@ impl KeySchema {
 
     /// [`KeySchema::from_table`] in place, for any attribute value type.
     pub fn rename_from_table<V>(&self, item: &mut HashMap<String, V>) {
+        // A default name the table does not use (written by a writer left
+        // on the defaults) is not read as the key it names: the table's
+        // name for that key is what the indexes see.
+        let names = self.names();
+        let stale: Vec<&'static str> = self
+            .renames()
+            .map(|(from, _)| from)
+            .filter(|from| !names.iter().any(|n| n.as_str() == *from))
+            .collect();
+        for from in stale {
+            item.remove(from);
+        }
         let moved: Vec<(String, V)> = self
             .renames()
             .filter_map(|(from, to)| item.remove(to).map(|v| (from.to_owned(), v)))

@@ -47,7 +47,8 @@ fn the_key_schema_defaults_to_the_design_card_and_validates_each_setting() {
     assert_eq!(custom.outbox_sk(id), format!("evt#{id}"));
     assert_eq!(custom.event_id_from_sk(&custom.outbox_sk(id)), Some(id));
     assert_eq!(custom.pending_pk(3), "evt#3");
-    assert_eq!(custom.absent(), "attribute_not_exists(pk)");
+    assert_eq!(custom.absent(), "attribute_not_exists(#outboxPk)");
+    assert_eq!(custom.absent_name(), ("#outboxPk", "pk"));
     for (pairs, named) in [
         (&[("PARTITION_KEY", "eventId")][..], "PARTITION_KEY"),
         (&[("SORT_KEY", "PK")][..], "SORT_KEY"),
@@ -83,6 +84,83 @@ fn items_are_renamed_to_the_table_and_back() {
     assert_eq!(names, ["GSI1SK", "eventId", "opk", "pk", "sk"]);
     assert_eq!(schema.item_key(&table), Some(ItemKey::new("a", "b")));
     assert_eq!(schema.from_table(table), item);
+}
+
+#[test]
+fn a_default_named_key_the_table_does_not_use_is_not_read_as_that_key() {
+    // A writer left on the defaults beside a stack that names the pending
+    // index's keys otherwise: its `GSI1PK` is not the stack's pending key.
+    let schema = KeySchema {
+        pending_partition_key: "opk".into(),
+        pending_sort_key: "osk".into(),
+        ..KeySchema::default()
+    };
+    let mut item = HashMap::from([
+        (PENDING_PK.to_owned(), AttributeValue::S("OUTBOX#1".into())),
+        (PENDING_SK.to_owned(), AttributeValue::S("x".into())),
+    ]);
+    schema.rename_from_table(&mut item);
+    assert!(item.is_empty(), "{item:?}");
+    // Two names swapped between roles are both read, each as its role.
+    let swapped = KeySchema {
+        pending_partition_key: DEAD_PK.into(),
+        dead_letter_partition_key: PENDING_PK.into(),
+        ..KeySchema::default()
+    };
+    let mut item = HashMap::from([
+        (PENDING_PK.to_owned(), AttributeValue::S("dead".into())),
+        (DEAD_PK.to_owned(), AttributeValue::S("pending".into())),
+    ]);
+    swapped.rename_from_table(&mut item);
+    assert_eq!(item[PENDING_PK], AttributeValue::S("pending".into()));
+    assert_eq!(item[DEAD_PK], AttributeValue::S("dead".into()));
+}
+
+#[test]
+fn the_pending_keys_a_stack_sweeps() {
+    let regional = KeySchema::default().with_home_region(Some("eu-west-1".into()));
+    let plain = KeySchema::default();
+    // This region's keys, a shard in range.
+    assert_eq!(
+        regional.pending_shard("OUTBOX#eu-west-1#3", Some("eu-west-1"), 8),
+        Some(3)
+    );
+    assert_eq!(plain.pending_shard("OUTBOX#3", None, 8), Some(3));
+    // The keys without a region, for an item without one (adopted).
+    assert_eq!(regional.pending_shard("OUTBOX#3", None, 8), Some(3));
+    // Not swept: another region, a region on the item but not on the key,
+    // a shard out of range, another prefix, not a number.
+    assert_eq!(regional.pending_shard("OUTBOX#us-east-1#3", None, 8), None);
+    assert_eq!(
+        regional.pending_shard("OUTBOX#3", Some("eu-west-1"), 8),
+        None
+    );
+    assert_eq!(plain.pending_shard("OUTBOX#eu-west-1#3", None, 8), None);
+    assert_eq!(plain.pending_shard("OUTBOX#8", None, 8), None);
+    assert_eq!(plain.pending_shard("evt#3", None, 8), None);
+    assert_eq!(plain.pending_shard("OUTBOX#+3", None, 8), None);
+    assert_eq!(plain.pending_shard("OUTBOX#", None, 8), None);
+
+    let env = crate::EventEnvelope::new("OrderCreated", "Order", "o-1", 1, serde_json::json!({}))
+        .unwrap();
+    let limits = crate::size::EventLimits::eventbridge("outbox.orders");
+    let mut item = crate::OutboxItem::in_table(&regional, "ORDER#o-1", &env, &limits, 8).unwrap();
+    assert!(regional.sweepable(&item, 8));
+    item.pending_sk = Some(redriven_sk(item.event_id));
+    assert!(
+        regional.sweepable(&item, 8),
+        "handed to the scheduled sweep"
+    );
+    item.pending_sk = Some("01ARZ3NDEKTSV4RRFFQ69G5FAV".into());
+    assert!(!regional.sweepable(&item, 8), "another event's id");
+    item.pending_sk = Some(item.event_id.to_string());
+    item.pending_pk = None;
+    assert!(!regional.sweepable(&item, 8), "no pending key");
+    item.pending_pk = Some(plain.pending_pk(1));
+    assert!(
+        !regional.sweepable(&item, 8),
+        "the item's region, the key without one"
+    );
 }
 
 #[test]

@@ -40,7 +40,7 @@ fn actions_and_events() {
     assert!(outbox.item["SK"].as_s().unwrap().starts_with("OUTBOX#"));
     assert_eq!(
         outbox.condition_expression.as_deref(),
-        Some("attribute_not_exists(SK)")
+        Some("attribute_not_exists(#outboxSk)")
     );
 }
 

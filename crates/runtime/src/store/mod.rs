@@ -84,6 +84,29 @@ pub trait PublishStore: Send + Sync {
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
+    /// Writes the pending-index keys this stack's sweeper reads on an
+    /// outbox item that was written without them (no index keys, other
+    /// names, another region's, a shard out of range): `pending_pk` and
+    /// `pending_sk` (the table's names for them), so that whatever happens
+    /// after, the event is in an index the stack reads, and
+    /// `keysRepairedAt`. Conditional on the item existing, not being a dead
+    /// letter, being this store's region's (or of none) and its pending
+    /// partition key being still `seen` (what the stream record showed;
+    /// `None`: absent). Otherwise, from the item as it is:
+    /// [`Marked::Gone`] when it is gone, dead-lettered or another region's;
+    /// [`Marked::Claimed`] when it is already under keys this stack reads
+    /// (written since the record: nothing to repair); [`Marked::Refused`]
+    /// when it is under other keys again. The publisher calls it before it
+    /// sends such an event (docs/adopt.md "What the publisher checks").
+    fn make_sweepable(
+        &self,
+        key: &ItemKey,
+        seen: Option<&str>,
+        pending_pk: &str,
+        pending_sk: &str,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+
     /// The keys among `keys` whose events this store's region may still
     /// publish: in the table, not dead-lettered, and of its home region (or
     /// of none). One strongly consistent `BatchGetItem` per 100 keys (the

@@ -88,6 +88,16 @@ pub enum Marked {
     /// The item was gone (published and deleted by someone else) or no
     /// longer in the state the write expects; nothing was written.
     Gone,
+    /// Nothing was written: another run's live claim holds the item, still
+    /// pending in the index the stack reads. That run finishes it (or its
+    /// claim lapses and the next sweep does).
+    Claimed,
+    /// Nothing was written and the item is still there, outside what the
+    /// write expects and in nobody's hands: not in the pending index this
+    /// stack reads (its keys missing, under other names, or another
+    /// region's), or not a dead letter. A bookkeeping write that meets it
+    /// has failed: the caller reports it, never counts it as done.
+    Refused,
 }
 
 /// What a sweeper run's claim on a pending event found

@@ -181,17 +181,32 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             && item.held_since.is_some()
             && item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk);
         if !recorded {
-            if let Err(e) = self
+            match self
                 .store
                 .hold(&item.key(), behind, run.claim_token(), &run.finish)
                 .await
             {
-                tracing::error!(event_id = %item.event_id, error = %e, "could not hold an event behind an older one");
-                return RelayOutcome::Failed(PublishFailure::new(
-                    FailureKind::Transient,
-                    "HoldFailed",
-                    e.to_string(),
-                ));
+                // Gone: published, or dead-lettered, by someone else.
+                // Claimed: another run holds it, in the pending index.
+                Ok(Marked::Updated | Marked::Gone | Marked::Claimed) => {}
+                // Still there, in no index the stack reads: a hold would
+                // leave it to nobody.
+                Ok(Marked::Refused) => {
+                    tracing::error!(event_id = %item.event_id, "hold refused: the item is not in the pending index this stack reads");
+                    return RelayOutcome::Failed(PublishFailure::new(
+                        FailureKind::Transient,
+                        "HoldRefused",
+                        "the item is still in the table but not in the pending index this stack reads",
+                    ));
+                }
+                Err(e) => {
+                    tracing::error!(event_id = %item.event_id, error = %e, "could not hold an event behind an older one");
+                    return RelayOutcome::Failed(PublishFailure::new(
+                        FailureKind::Transient,
+                        "HoldFailed",
+                        e.to_string(),
+                    ));
+                }
             }
         }
         tracing::info!(event_id = %item.event_id, behind, "event held behind an older event of its aggregate");

@@ -108,7 +108,7 @@ use crate::config::Ordering;
 use crate::retry::{Backoff, Deadline, RetryPolicy};
 use crate::store::{
     Claim, ClaimOutcome, CollectionRead, DeadLetter, Guarded, Marked, PendingItem, PublishStore,
-    MAX_BATCH_WRITE,
+    StoreError, MAX_BATCH_WRITE,
 };
 use outbox_core::keys::{self, ItemKey};
 use outbox_core::OutboxItem;

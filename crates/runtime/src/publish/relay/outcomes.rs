@@ -35,13 +35,20 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                     _ => None,
                 })
                 .unwrap_or_else(|| keys::OUTBOX_PREFIX.to_owned());
-            if let Err(e) = self
+            match self
                 .store
                 .hold(&item.key(), &behind, run.claim_token(), &run.finish)
                 .await
             {
-                tracing::error!(event_id = %item.event_id, error = %e, "could not hand a deferred event to the scheduled sweep");
-                run.store_errors += 1;
+                Ok(Marked::Refused) => {
+                    tracing::error!(event_id = %item.event_id, "hand-over refused: the item is in no index this stack reads");
+                    run.store_errors += 1;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(event_id = %item.event_id, error = %e, "could not hand a deferred event to the scheduled sweep");
+                    run.store_errors += 1;
+                }
             }
         }
     }
@@ -167,7 +174,12 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                     run.claim_token(),
                     &run.finish,
                 )
-                .await;
+                .await
+                .and_then(|marked| match marked {
+                    // Still there, in no index the stack reads: not handed.
+                    Marked::Refused => Err(StoreError::new("record_failure", "Refused")),
+                    other => Ok(other),
+                });
             if let Err(e) = handed {
                 run.store_errors += 1;
                 // Stream mode: neither deleted nor handed over, the item
@@ -278,9 +290,23 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             claim: writes.claim,
         };
         match self.store.dead_letter(letter, writes.finish).await {
-            Ok(marked) => {
+            Ok(marked @ (Marked::Updated | Marked::Gone)) => {
                 tracing::error!(key = %key, reason, outcome = ?marked, "outbox item dead-lettered");
                 RelayOutcome::DeadLettered
+            }
+            // Another run's live claim holds it, pending: that run sends it
+            // (and dead-letters it when the sink refuses it again).
+            Ok(Marked::Claimed) => {
+                tracing::warn!(key = %key, reason, "not dead-lettered: another run's live claim holds the item; that run finishes it");
+                RelayOutcome::Deferred
+            }
+            Ok(Marked::Refused) => {
+                tracing::error!(key = %key, reason, "dead letter refused: the item is still in the table, in no index this stack reads");
+                RelayOutcome::Failed(PublishFailure::new(
+                    FailureKind::Transient,
+                    "DeadLetterRefused",
+                    "the item is still in the table, in no index this stack reads",
+                ))
             }
             Err(e) => {
                 tracing::error!(key = %key, error = %e, "could not dead-letter an outbox item");
@@ -316,6 +342,10 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             )
             .await
         {
+            Ok(Marked::Refused) => {
+                tracing::error!(event_id = %item.event_id, "return to the schedule refused: the item is in no index this stack reads");
+                false
+            }
             Ok(_) => true,
             Err(e) => {
                 tracing::error!(event_id = %item.event_id, error = %e, "could not return an untried event to the schedule; its claim lapses");
@@ -370,11 +400,14 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             )
             .await
         {
-            Ok(marked) => {
-                if marked == Marked::Gone {
-                    tracing::info!(event_id = %item.event_id, "item gone meanwhile (published by someone else)");
-                }
+            Ok(Marked::Updated) => (RelayOutcome::Failed(failure), true),
+            Ok(Marked::Gone | Marked::Claimed) => {
+                tracing::info!(event_id = %item.event_id, "item gone meanwhile, or in another run's hands");
                 (RelayOutcome::Failed(failure), true)
+            }
+            Ok(Marked::Refused) => {
+                tracing::error!(event_id = %item.event_id, "failure record refused: the item is in no index this stack reads");
+                (RelayOutcome::Failed(failure), false)
             }
             Err(e) => {
                 tracing::error!(event_id = %item.event_id, error = %e, "could not record a failed attempt; the item stays due");

@@ -101,13 +101,14 @@ impl DynamoStore {
                                 (&update, "#pk = :old"),
                                 &names,
                                 values,
+                                OnFail::Gone,
                                 "adopt",
                                 deadline,
                             )
                             .await?
                         {
                             Marked::Updated => AdoptOutcome::Adopted,
-                            Marked::Gone => AdoptOutcome::Gone,
+                            Marked::Gone | Marked::Claimed | Marked::Refused => AdoptOutcome::Gone,
                         }
                     };
                     adoptions.push(Adoption {

@@ -123,13 +123,16 @@ impl DynamoStore {
     }
 
     /// An `UpdateItem` of `key`: (update, condition) expressions, their
-    /// attribute names and values.
+    /// attribute names and values. A failed condition is read as `on_fail`
+    /// says.
+    #[allow(clippy::too_many_arguments)]
     async fn conditional_update(
         &self,
         key: &ItemKey,
         (update, condition): (&str, &str),
         names: &[(&str, &str)],
         values: HashMap<String, AttributeValue>,
+        on_fail: OnFail,
         operation: &'static str,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {
@@ -137,6 +140,12 @@ impl DynamoStore {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
+        // The time the condition judged claims by (`unclaimed_but`).
+        let clock = values
+            .get(":clock")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or_else(|| now_utc_millis().unix_timestamp());
         let result = self
             .call(
                 operation,
@@ -149,10 +158,55 @@ impl DynamoStore {
                     .condition_expression(condition)
                     .set_expression_attribute_names((!names.is_empty()).then_some(names))
                     .set_expression_attribute_values((!values.is_empty()).then_some(values))
+                    .set_return_values_on_condition_check_failure(
+                        (on_fail == OnFail::Judge)
+                            .then_some(ReturnValuesOnConditionCheckFailure::AllOld),
+                    )
                     .send(),
             )
             .await;
-        conditional(result, operation)
+        match result {
+            Err(Failed::Service(UpdateItemError::ConditionalCheckFailedException(failed), _))
+                if on_fail == OnFail::Judge =>
+            {
+                Ok(self.judge_refusal(failed.item(), clock))
+            }
+            other => conditional(other, operation),
+        }
+    }
+
+    /// Why a bookkeeping write on a pending item (hold, failure record,
+    /// hand-over, dead letter) found its condition false, from the item as
+    /// it was (`ALL_OLD`): gone or dead-lettered ([`Marked::Gone`]); still
+    /// in the pending index this stack reads, held by another run's live
+    /// claim ([`Marked::Claimed`]); or still there in nobody's hands, out
+    /// of that index ([`Marked::Refused`]).
+    fn judge_refusal(&self, old: Option<&Item>, clock: i64) -> Marked {
+        let Some(old) = old else {
+            return Marked::Gone;
+        };
+        if old.contains_key(attr::DEAD_LETTERED_AT) {
+            return Marked::Gone;
+        }
+        let region = old.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
+        let pending = old
+            .get(self.keys.pending_partition_key.as_str())
+            .and_then(|v| v.as_s().ok())
+            .is_some_and(|pk| {
+                self.keys
+                    .pending_shard(pk, region.map(String::as_str), u16::MAX)
+                    .is_some()
+            });
+        let live = old
+            .get(attr::CLAIMED_UNTIL)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse::<i64>().ok())
+            .is_some_and(|until| until >= clock);
+        if pending && live {
+            Marked::Claimed
+        } else {
+            Marked::Refused
+        }
     }
 
     /// A strongly consistent `Query` of `pk`'s item collection from sort
@@ -246,7 +300,7 @@ impl DynamoStore {
                 since = attr::HELD_SINCE
             ));
         }
-        sets.push(format!("{} = :sk", self.keys.pending_sort_key.as_str()));
+        sets.push("#psk = :sk".to_owned());
         values.insert(":sk".to_owned(), s(keys::redriven_sk(event_id)));
         // A failure record ends a hold: the event was attempted (it passed
         // its guard), so it is no longer held behind anything.
@@ -262,13 +316,24 @@ impl DynamoStore {
             attr::CLAIMED_UNTIL
         );
         let condition = format!(
-            "attribute_exists({}) AND attribute_exists({}) AND {}",
-            self.keys.partition_key.as_str(),
-            self.keys.pending_partition_key.as_str(),
+            "attribute_exists(#pk) AND attribute_exists(#ppk) AND {}",
             unclaimed_but(handover.claim, &mut values)
         );
-        self.conditional_update(key, (&update, &condition), &[], values, operation, deadline)
-            .await
+        let names = [
+            ("#pk", self.keys.partition_key.as_str()),
+            ("#ppk", self.keys.pending_partition_key.as_str()),
+            ("#psk", self.keys.pending_sort_key.as_str()),
+        ];
+        self.conditional_update(
+            key,
+            (&update, &condition),
+            &names,
+            values,
+            OnFail::Judge,
+            operation,
+            deadline,
+        )
+        .await
     }
 
     /// Whether this region publishes the item (its `homeRegion` is this
@@ -406,6 +471,18 @@ fn conditional<T, E: ProvideErrorMetadata>(
         }
         Err(other) => Err(other.into_store(operation)),
     }
+}
+
+/// How [`DynamoStore::conditional_update`] reads a failed condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnFail {
+    /// [`Marked::Gone`], whatever the item is (the operator's and
+    /// adoption's writes, whose callers report a skip).
+    Gone,
+    /// From the item as it was ([`DynamoStore::judge_refusal`]): the
+    /// bookkeeping writes on pending items, where an item still there but
+    /// out of the stack's index must not pass for one gone.
+    Judge,
 }
 
 /// A failed call: the service's own error (to match on) or a store error.

@@ -79,6 +79,7 @@ impl OperatorStore for DynamoStore {
                 (":zero".to_owned(), n(0)),
                 (":now".to_owned(), n(now_utc_millis().unix_timestamp())),
             ]),
+            OnFail::Gone,
             "redrive",
             deadline,
         )

@@ -86,11 +86,9 @@ impl PublishStore for DynamoStore {
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default();
         let mut update = format!(
-            "SET {} = :now, {} = :reason, {} = :dpk, {} = :dsk",
+            "SET {} = :now, {} = :reason, #dpk = :dpk, #dsk = :dsk",
             attr::DEAD_LETTERED_AT,
             attr::DEAD_LETTER_REASON,
-            self.keys.dead_letter_partition_key.as_str(),
-            self.keys.dead_letter_sort_key.as_str()
         );
         let mut values = HashMap::from([
             (":now".to_owned(), s(now)),
@@ -103,24 +101,29 @@ impl PublishStore for DynamoStore {
             values.insert(":attempts".to_owned(), n(attempts));
         }
         update.push_str(&format!(
-            " REMOVE {}, {}, {}, {}, {}",
-            self.keys.pending_partition_key.as_str(),
-            self.keys.pending_sort_key.as_str(),
+            " REMOVE #ppk, #psk, {}, {}, {}",
             attr::NEXT_ATTEMPT_AT,
             attr::CLAIM_TOKEN,
             attr::CLAIMED_UNTIL
         ));
         let condition = format!(
-            "attribute_exists({}) AND attribute_not_exists({}) AND {}",
-            self.keys.partition_key.as_str(),
+            "attribute_exists(#pk) AND attribute_not_exists({}) AND {}",
             attr::DEAD_LETTERED_AT,
             unclaimed_but(letter.claim, &mut values)
         );
+        let names = [
+            ("#pk", self.keys.partition_key.as_str()),
+            ("#ppk", self.keys.pending_partition_key.as_str()),
+            ("#psk", self.keys.pending_sort_key.as_str()),
+            ("#dpk", self.keys.dead_letter_partition_key.as_str()),
+            ("#dsk", self.keys.dead_letter_sort_key.as_str()),
+        ];
         self.conditional_update(
             key,
             (&update, &condition),
-            &[],
+            &names,
             values,
+            OnFail::Judge,
             "dead_letter",
             deadline,
         )
@@ -152,6 +155,102 @@ impl PublishStore for DynamoStore {
             deadline,
         )
         .await
+    }
+
+    async fn make_sweepable(
+        &self,
+        key: &ItemKey,
+        seen: Option<&str>,
+        pending_pk: &str,
+        pending_sk: &str,
+        deadline: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        // Conditional on the keys being still as the record showed them (a
+        // redelivered image may be stale: a hold or an adoption may have
+        // written keys since) and, with a home region, on the item being
+        // still this region's (`adopt-region` may have moved it).
+        let mut condition = format!(
+            "attribute_exists(#pk) AND attribute_not_exists(#dla) AND {}",
+            if seen.is_some() {
+                "#ppk = :seen"
+            } else {
+                "attribute_not_exists(#ppk)"
+            }
+        );
+        let mut names = vec![
+            ("#pk", self.keys.partition_key.as_str()),
+            ("#ppk", self.keys.pending_partition_key.as_str()),
+            ("#psk", self.keys.pending_sort_key.as_str()),
+            ("#dla", attr::DEAD_LETTERED_AT),
+            ("#repaired", attr::KEYS_REPAIRED_AT),
+        ];
+        let mut values = HashMap::from([
+            (":ppk".to_owned(), s(pending_pk)),
+            (":psk".to_owned(), s(pending_sk)),
+            (":now".to_owned(), n(now_utc_millis().unix_timestamp())),
+        ]);
+        if let Some(seen) = seen {
+            values.insert(":seen".to_owned(), s(seen));
+        }
+        if let Some(home) = &self.keys.home_region {
+            condition.push_str(" AND (attribute_not_exists(#home) OR #home = :home)");
+            names.push(("#home", attr::HOME_REGION));
+            values.insert(":home".to_owned(), s(home.clone()));
+        }
+        let names: HashMap<String, String> = names
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let result = self
+            .call(
+                "make_sweepable",
+                deadline,
+                self.client
+                    .update_item()
+                    .table_name(&self.table)
+                    .set_key(Some(self.keys.key(key)))
+                    .update_expression("SET #ppk = :ppk, #psk = :psk, #repaired = :now")
+                    .condition_expression(condition)
+                    .set_expression_attribute_names(Some(names))
+                    .set_expression_attribute_values(Some(values))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .send(),
+            )
+            .await;
+        match result {
+            Ok(_) => Ok(Marked::Updated),
+            // The item as it is now: gone, dead-lettered or another
+            // region's (nothing to send); already under keys this stack
+            // reads (written since the record: send it as it is);
+            // otherwise changed under other keys again (reported).
+            Err(Failed::Service(UpdateItemError::ConditionalCheckFailedException(failed), _)) => {
+                let Some(old) = failed.item() else {
+                    return Ok(Marked::Gone);
+                };
+                let region = old.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
+                if old.contains_key(attr::DEAD_LETTERED_AT)
+                    || !self.keys.publishes_region(region.map(String::as_str))
+                {
+                    return Ok(Marked::Gone);
+                }
+                let sweepable = old
+                    .get(self.keys.pending_partition_key.as_str())
+                    .and_then(|v| v.as_s().ok())
+                    .is_some_and(|pk| {
+                        self.keys
+                            .pending_shard(pk, region.map(String::as_str), u16::MAX)
+                            .is_some()
+                    });
+                Ok(if sweepable {
+                    Marked::Claimed
+                } else {
+                    Marked::Refused
+                })
+            }
+            Err(other) => Err(other.into_store("make_sweepable")),
+        }
     }
 
     async fn publishable(
@@ -225,8 +324,7 @@ impl PublishStore for DynamoStore {
         // applied (its answer lost) must not find the run's own claim and
         // leave the event to nobody.
         let mut condition = format!(
-            "attribute_exists({}) AND (attribute_not_exists({until}) OR {until} < :now OR {token} = :token)",
-            self.keys.pending_partition_key.as_str(),
+            "attribute_exists(#ppk) AND (attribute_not_exists({until}) OR {until} < :now OR {token} = :token)",
             until = attr::CLAIMED_UNTIL,
             token = attr::CLAIM_TOKEN
         );
@@ -257,6 +355,7 @@ impl PublishStore for DynamoStore {
                         attr::CLAIMED_UNTIL
                     ))
                     .condition_expression(condition)
+                    .expression_attribute_names("#ppk", self.keys.pending_partition_key.as_str())
                     .set_expression_attribute_values(Some(values))
                     // The item that failed the condition tells a live claim
                     // of another run (the window is not settled) from an
@@ -419,6 +518,7 @@ impl PublishStore for DynamoStore {
             (update, "#token = :token"),
             &names,
             values,
+            OnFail::Gone,
             "release_claim",
             deadline,
         )

@@ -71,6 +71,18 @@ fn unclaimed_but(item: &OutboxItem, claim: Option<&str>) -> bool {
     unclaimed(item) || (claim.is_some() && item.claim_token.as_deref() == claim)
 }
 
+/// As the DynamoDB adapter reads a bookkeeping write's failed condition
+/// from the item as it was: gone or dead-lettered, held by a live claim,
+/// or refused (still there, out of the pending index).
+fn judge_refusal(item: Option<&OutboxItem>) -> Marked {
+    match item {
+        None => Marked::Gone,
+        Some(item) if item.dead_lettered_at.is_some() => Marked::Gone,
+        Some(item) if item.pending_pk.is_some() && !unclaimed(item) => Marked::Claimed,
+        Some(_) => Marked::Refused,
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
@@ -145,7 +157,7 @@ impl MemoryStore {
                 item.claimed_until = None;
                 Marked::Updated
             }
-            _ => Marked::Gone,
+            other => judge_refusal(other.map(|item| &*item)),
         }
     }
 

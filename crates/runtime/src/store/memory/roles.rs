@@ -30,7 +30,7 @@ impl PublishStore for MemoryStore {
             return Ok(Marked::Gone);
         };
         if item.dead_lettered_at.is_some() || !unclaimed_but(item, letter.claim) {
-            return Ok(Marked::Gone);
+            return Ok(judge_refusal(Some(item)));
         }
         let shard = keys::shard_of(letter.aggregate_id.unwrap_or(&letter.key.pk), self.shards);
         item.dead_lettered_at = Some(
@@ -72,6 +72,30 @@ impl PublishStore for MemoryStore {
             item.held_behind = None;
             item.held_since = None;
         }))
+    }
+
+    async fn make_sweepable(
+        &self,
+        key: &ItemKey,
+        seen: Option<&str>,
+        pending_pk: &str,
+        pending_sk: &str,
+        _: &Deadline,
+    ) -> Result<Marked, StoreError> {
+        if self.fail_cleanup.load(Ordering::SeqCst) {
+            return Err(StoreError::new("make_sweepable", "InternalServerError"));
+        }
+        match lock(&self.items).get_mut(key) {
+            Some(item) if item.dead_lettered_at.is_none() && item.pending_pk.as_deref() == seen => {
+                item.pending_pk = Some(pending_pk.to_owned());
+                item.pending_sk = Some(pending_sk.to_owned());
+                Ok(Marked::Updated)
+            }
+            Some(item) if item.dead_lettered_at.is_none() && item.pending_pk.is_some() => {
+                Ok(Marked::Claimed)
+            }
+            _ => Ok(Marked::Gone),
+        }
     }
 
     async fn publishable(

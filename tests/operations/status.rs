@@ -219,3 +219,71 @@ async fn with_nothing_recorded_status_and_redrive_on_failure_do_not_guess() {
         "the event is still there"
     );
 }
+
+/// #61 finding 1: outbox items under keys no stack's sweeper reads (here:
+/// no pending-index keys at all, and another region's keys with no stack
+/// there) are invisible to the per-shard counts; `status --scan` counts
+/// them, names them and fails. A dead letter and a normal pending event
+/// are not counted. `--scan` does not exist at `b82c310`.
+#[tokio::test]
+async fn status_scan_counts_items_no_sweeper_reads() {
+    let stack = Stack::with_bus().await;
+    let normal = stack.put_event_aged(Duration::from_secs(30)).await;
+    let raw = stack
+        .get(&normal.pk, &normal.sk)
+        .await
+        .expect("the normal item");
+    let pending_pk = stack.keys.pending_partition_key.clone();
+    let pending_sk = stack.keys.pending_sort_key.clone();
+    let copy = |suffix: &str| {
+        let mut item = raw.clone();
+        let id = ulid::Ulid::new().to_string();
+        item.insert(
+            stack.keys.sort_key.clone(),
+            aws_sdk_dynamodb::types::AttributeValue::S(format!(
+                "{}{id}{suffix}",
+                stack.keys.outbox_prefix
+            )),
+        );
+        item
+    };
+    let mut no_keys = copy("");
+    no_keys.remove(&pending_pk);
+    no_keys.remove(&pending_sk);
+    stack.put_raw(no_keys).await;
+    let mut elsewhere = copy("");
+    elsewhere.insert(
+        pending_pk.clone(),
+        aws_sdk_dynamodb::types::AttributeValue::S(format!(
+            "{}xx-nowhere-1#0",
+            stack.keys.outbox_prefix
+        )),
+    );
+    elsewhere.insert(
+        outbox_core::keys::attr::HOME_REGION.to_owned(),
+        aws_sdk_dynamodb::types::AttributeValue::S("xx-nowhere-1".into()),
+    );
+    stack.put_raw(elsewhere).await;
+
+    let (ok, out, err) = stack.operator().status(&["--json", "--scan"]);
+    assert!(!ok, "unsweepable items fail the command: {out}");
+    assert!(
+        err.contains("2 outbox items are pending under keys no stack"),
+        "{err}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["unsweepable"]["count"], 2, "{out}");
+    assert_eq!(json["unsweepable"]["scanned"], 3, "{out}");
+    assert_eq!(
+        json["pending"], 1,
+        "the per-shard counts see only the normal one"
+    );
+
+    // Without them, the scan passes.
+    let clean = Stack::with_bus().await;
+    clean.put_event_aged(Duration::from_secs(30)).await;
+    let (ok, out, err) = clean.operator().status(&["--json", "--scan"]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["unsweepable"]["count"], 0, "{out}");
+}

@@ -261,4 +261,84 @@ impl Stack {
         }
         Ok(found)
     }
+
+    /// `status --scan`: every outbox item of the table (one paginated
+    /// `Scan`, keys and four attributes projected) that is neither a dead
+    /// letter nor under pending-index keys this stack's sweeper reads: no
+    /// index keys, other names, a region with no stack, a shard out of range.
+    /// Another recorded region's items count as that region's (its stack
+    /// sweeps them), not here.
+    pub(crate) async fn unsweepable(&self) -> Result<Unsweepable, Error> {
+        let keys = self.keys();
+        let regions: Vec<String> = self.records.iter().map(|r| r.region.clone()).collect();
+        let client = aws_sdk_dynamodb::Client::new(&self.sdk);
+        let mut pages = client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression("begins_with(#sk, :prefix)")
+            .projection_expression("#pk, #sk, #ppk, #home, #dla")
+            .expression_attribute_names("#pk", keys.partition_key.as_str())
+            .expression_attribute_names("#sk", keys.sort_key.as_str())
+            .expression_attribute_names("#ppk", keys.pending_partition_key.as_str())
+            .expression_attribute_names("#home", outbox_core::keys::attr::HOME_REGION)
+            .expression_attribute_names("#dla", outbox_core::keys::attr::DEAD_LETTERED_AT)
+            .expression_attribute_values(
+                ":prefix",
+                aws_sdk_dynamodb::types::AttributeValue::S(keys.outbox_prefix.clone()),
+            )
+            .into_paginator()
+            .items()
+            .send();
+        let mut found = Unsweepable::default();
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| Error::AwsWhile {
+                doing: format!("cannot scan {}", self.table),
+                source: CallError::of("Scan", &e),
+            })?;
+            found.scanned += 1;
+            if item.contains_key(outbox_core::keys::attr::DEAD_LETTERED_AT) {
+                continue;
+            }
+            let region = item
+                .get(outbox_core::keys::attr::HOME_REGION)
+                .and_then(|v| v.as_s().ok())
+                .cloned();
+            // Another recorded region's own item: its stack reads it.
+            let schema = match &region {
+                Some(r) if Some(r) != keys.home_region.as_ref() && regions.contains(r) => {
+                    keys.clone().with_home_region(Some(r.clone()))
+                }
+                _ => keys.clone(),
+            };
+            let sweepable = item
+                .get(keys.pending_partition_key.as_str())
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|pk| {
+                    schema
+                        .pending_shard(pk, region.as_deref(), u16::MAX)
+                        .is_some()
+                });
+            if !sweepable {
+                found.count += 1;
+                if found.examples.len() < 10 {
+                    if let Some(key) = keys.item_key(&item) {
+                        found.examples.push(key.to_string());
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// Outbox items no stack's sweeper reads (`status --scan`).
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Unsweepable {
+    /// Outbox items scanned.
+    pub scanned: usize,
+    /// Of those, pending ones under keys no stack reads.
+    pub count: usize,
+    /// Up to 10 of their keys.
+    pub examples: Vec<String>,
 }

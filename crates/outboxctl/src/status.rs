@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 use crate::context::{JsonArg, TableArg};
 use crate::error::Error;
 use crate::output::{print_json, table};
-use crate::stack::{Origin, OtherKeys, Stack};
+use crate::stack::{Origin, OtherKeys, Stack, Unsweepable};
 use crate::Status;
 
 /// `status --json`: the status, where the settings came from, and outbox
@@ -20,6 +20,8 @@ struct Report<'a> {
     status: &'a Status,
     settings: &'a Origin,
     other_keys: &'a [OtherKeys],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unsweepable: Option<&'a Unsweepable>,
 }
 
 /// `outboxctl status`.
@@ -27,6 +29,12 @@ struct Report<'a> {
 pub(crate) struct StatusArgs {
     #[command(flatten)]
     pub(crate) table: TableArg,
+    /// Also scan the whole table for pending outbox items under keys no
+    /// stack's sweeper reads (no index keys, other names, a region without
+    /// a stack, a shard out of range): one paginated `Scan`, so it reads
+    /// the whole table.
+    #[arg(long)]
+    scan: bool,
     #[command(flatten)]
     json: JsonArg,
 }
@@ -43,7 +51,7 @@ pub(crate) struct ReleaseArgs {
 }
 
 pub(crate) async fn status(sdk: &SdkConfig, args: StatusArgs) -> Result<(), Error> {
-    run(&args.table.stack(sdk).await?, args.json.json).await
+    run(&args.table.stack(sdk).await?, args.scan, args.json.json).await
 }
 
 pub(crate) async fn release_cmd(sdk: &SdkConfig, args: ReleaseArgs) -> Result<(), Error> {
@@ -55,16 +63,33 @@ pub(crate) async fn release_cmd(sdk: &SdkConfig, args: ReleaseArgs) -> Result<()
     .await
 }
 
-async fn run(stack: &Stack, json: bool) -> Result<(), Error> {
+async fn run(stack: &Stack, scan: bool, json: bool) -> Result<(), Error> {
     let now = OffsetDateTime::now_utc();
     let status = stack.operations().status(now).await?;
     let other_keys = stack.other_keys(now).await?;
+    let unsweepable = if scan {
+        Some(stack.unsweepable().await?)
+    } else {
+        None
+    };
+    let refused = unsweepable.as_ref().is_some_and(|u| u.count > 0);
     if json {
-        return print_json(&Report {
+        print_json(&Report {
             status: &status,
             settings: stack.origin(),
             other_keys: &other_keys,
-        });
+            unsweepable: unsweepable.as_ref(),
+        })?;
+        return unsweepable_error(unsweepable.as_ref().filter(|_| refused));
+    }
+    if let Some(u) = unsweepable.as_ref().filter(|_| refused) {
+        println!(
+            "warning: {} of {} outbox items are pending under keys no stack's sweeper reads (no index keys, other names, a region without a stack, a shard out of range): {}{}\n",
+            u.count,
+            u.scanned,
+            u.examples.join(", "),
+            if u.count > u.examples.len() { ", …" } else { "" }
+        );
     }
     match stack.origin() {
         Origin::Recorded { region, by } => {
@@ -156,7 +181,7 @@ async fn run(stack: &Stack, json: bool) -> Result<(), Error> {
         ]);
     }
     println!("{shards}");
-    Ok(())
+    unsweepable_error(unsweepable.as_ref().filter(|_| refused))
 }
 
 /// `outboxctl release AGGREGATE`: an audit line per event on stderr, the
@@ -188,4 +213,15 @@ async fn release(stack: &Stack, aggregate_id: &str, json: bool) -> Result<(), Er
         stack.config().sweep_period.as_secs()
     );
     Ok(())
+}
+
+/// `status --scan` exits non-zero when it found unsweepable items.
+fn unsweepable_error(found: Option<&Unsweepable>) -> Result<(), Error> {
+    match found {
+        Some(u) => Err(Error::Incomplete(format!(
+            "{} outbox items are pending under keys no stack's sweeper reads; a failure of their stream record would leave them unpublished: fix their writer's key settings (docs/adopt.md \"What the publisher checks\"), then give them the stack's keys",
+            u.count
+        ))),
+        None => Ok(()),
+    }
 }

@@ -415,8 +415,40 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
         .iter()
         .all(|i| i["homeRegion"].as_s().unwrap() == "eu-west-1"));
 
-    // adopt-region in east: a dry run changes nothing...
+    // West's publisher started minutes before the region was lost (#61
+    // finding 5): its settings record says so, and a region that recorded
+    // a run within the hour may be alive. adopt-region refuses without
+    // --force (at b82c310 it adopted at once: two regions publishing).
+    let at = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    // Each region's publisher records its settings as it starts, east's
+    // too (the operator's tool reads its own region's).
+    for region in [&east, &west] {
+        PublishStore::record_settings(
+            &region.store(),
+            &outbox_runtime::RecordedSettings {
+                region: region.name.into(),
+                function: "publisher".into(),
+                by: format!("outbox-publisher at {at}"),
+                variables: [("HOME_REGION".to_owned(), region.name.to_owned())].into(),
+            },
+            &testkit::far_deadline(),
+        )
+        .await
+        .unwrap();
+    }
+    settle(&mut replicator).await;
     let operator = testkit::Operator::new(&table).with_env(&[("HOME_REGION", "us-east-1")]);
+    let (ok, _, err) = operator.adopt_region(&["--from", "eu-west-1"]);
+    assert!(!ok, "a region that ran within the hour is not adopted");
+    assert!(
+        err.contains("within the last hour") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(east.outbox_items().await, replicated, "nothing moved");
+
+    // adopt-region in east: a dry run changes nothing...
     let adopt = |extra: &[&str]| {
         let mut args = vec!["--from", "eu-west-1", "--json"];
         args.extend_from_slice(extra);
@@ -437,7 +469,7 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     assert_eq!(east.outbox_items().await, replicated);
     // ...the run moves the three pending and the dead letter, one audit
     // line each...
-    let run = adopt(&[]);
+    let run = adopt(&["--force"]);
     let audits = &run[..run.len() - 1];
     assert_eq!(audits.len(), 4, "{run:?}");
     assert!(audits
@@ -450,7 +482,7 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0]["eventId"], text(letter, "eventId"));
     // ...and a second run finds nothing.
-    let again = adopt(&[]);
+    let again = adopt(&["--force"]);
     assert_eq!(again.len(), 1, "{again:?}");
     assert_eq!(again[0]["adopted"], 0);
 

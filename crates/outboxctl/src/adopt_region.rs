@@ -23,6 +23,11 @@ pub(crate) struct AdoptRegionArgs {
     /// Only list what would move.
     #[arg(long)]
     dry_run: bool,
+    /// Adopt even though the region's functions recorded their settings
+    /// within the last hour (the region may be alive: two regions would
+    /// then publish its events).
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     json: JsonArg,
 }
@@ -30,7 +35,7 @@ pub(crate) struct AdoptRegionArgs {
 /// Runs `adopt-region` on the table's stack.
 pub(crate) async fn run(sdk: &SdkConfig, args: AdoptRegionArgs) -> Result<(), Error> {
     let stack = args.table.stack(sdk).await?;
-    adopt(&stack, &args.from, args.dry_run, args.json.json).await
+    adopt(&stack, &args.from, args.dry_run, args.force, args.json.json).await
 }
 
 /// What a run did, per item and in total.
@@ -56,7 +61,36 @@ struct Audit<'a> {
     adoption: &'a Adoption,
 }
 
-async fn adopt(stack: &Stack, from: &str, dry_run: bool, json: bool) -> Result<(), Error> {
+/// How recently a region's functions must have recorded their settings for
+/// `adopt-region` to take it as alive.
+const ALIVE_WITHIN: time::Duration = time::Duration::hours(1);
+
+/// The records of `from` written within [`ALIVE_WITHIN`] of `now`, as
+/// "function (by)" lines.
+fn recent_runs(stack: &Stack, from: &str, now: time::OffsetDateTime) -> Vec<String> {
+    stack
+        .records()
+        .iter()
+        .filter(|r| r.region == from)
+        .filter(|r| {
+            r.by.rsplit_once(" at ")
+                .and_then(|(_, at)| {
+                    time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .is_some_and(|at| now - at < ALIVE_WITHIN)
+        })
+        .map(|r| format!("{} ({})", r.function, r.by))
+        .collect()
+}
+
+async fn adopt(
+    stack: &Stack,
+    from: &str,
+    dry_run: bool,
+    force: bool,
+    json: bool,
+) -> Result<(), Error> {
     if let Err(outbox_core::ConfigError::Invalid { reason, .. }) =
         outbox_core::keys::check_region("--from", from)
     {
@@ -74,6 +108,22 @@ async fn adopt(stack: &Stack, from: &str, dry_run: bool, json: bool) -> Result<(
         return Err(Error::Usage(format!(
             "adopt-region runs in the region that takes the items over; this is {from} itself"
         )));
+    }
+    // A region whose functions started within the hour may be alive: both
+    // regions would publish its events. A dry run only lists.
+    let recent = recent_runs(stack, from, time::OffsetDateTime::now_utc());
+    if !recent.is_empty() {
+        let what = format!(
+            "{from}'s functions recorded their settings within the last hour: {}",
+            recent.join("; ")
+        );
+        if dry_run {
+            eprintln!("warning: {what}; a run without --dry-run needs --force");
+        } else if !force {
+            return Err(Error::Refused(format!(
+                "{what}. The region may be alive, and both regions would then publish its events. Check that {from}'s functions are stopped (or its mapping disabled), then run again with --force; --dry-run lists what would move."
+            )));
+        }
     }
     let store = DynamoStore::new(
         aws_sdk_dynamodb::Client::new(stack.sdk()),

@@ -178,6 +178,11 @@ impl Stack {
         })
     }
 
+    /// Every region's recorded settings.
+    pub(crate) fn records(&self) -> &[RecordedSettings] {
+        &self.records
+    }
+
     /// The table's stream in this region, if it has one.
     pub(crate) fn stream_arn(&self) -> Option<&str> {
         self.stream_arn.as_deref()

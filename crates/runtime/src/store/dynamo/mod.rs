@@ -159,19 +159,56 @@ impl DynamoStore {
                     .set_expression_attribute_names((!names.is_empty()).then_some(names))
                     .set_expression_attribute_values((!values.is_empty()).then_some(values))
                     .set_return_values_on_condition_check_failure(
-                        (on_fail == OnFail::Judge)
+                        (on_fail != OnFail::Gone)
                             .then_some(ReturnValuesOnConditionCheckFailure::AllOld),
                     )
                     .send(),
             )
             .await;
-        match result {
-            Err(Failed::Service(UpdateItemError::ConditionalCheckFailedException(failed), _))
-                if on_fail == OnFail::Judge =>
-            {
-                Ok(self.judge_refusal(failed.item(), clock))
-            }
-            other => conditional(other, operation),
+        match (result, on_fail) {
+            (
+                Err(Failed::Service(UpdateItemError::ConditionalCheckFailedException(failed), _)),
+                OnFail::Judge,
+            ) => Ok(self.judge_refusal(failed.item(), clock)),
+            (
+                Err(Failed::Service(UpdateItemError::ConditionalCheckFailedException(failed), _)),
+                OnFail::Repair,
+            ) => Ok(self.judge_repair(failed.item())),
+            (other, _) => conditional(other, operation),
+        }
+    }
+
+    /// Whether `old` is under pending-index keys this stack's sweeper reads
+    /// (this schema's names and prefix, its home region or none).
+    fn in_stack_index(&self, old: &Item) -> bool {
+        let region = old.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
+        old.get(self.keys.pending_partition_key.as_str())
+            .and_then(|v| v.as_s().ok())
+            .is_some_and(|pk| {
+                self.keys
+                    .pending_shard(pk, region.map(String::as_str), u16::MAX)
+                    .is_some()
+            })
+    }
+
+    /// Why a key repair ([`PublishStore::make_sweepable`]) found its
+    /// condition false, from the item as it is: gone, dead-lettered or
+    /// another region's ([`Marked::Gone`]); already under keys this stack
+    /// reads, written since the stream record ([`Marked::Claimed`]); under
+    /// other keys again ([`Marked::Refused`]).
+    fn judge_repair(&self, old: Option<&Item>) -> Marked {
+        let Some(old) = old else {
+            return Marked::Gone;
+        };
+        let region = old.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
+        if old.contains_key(attr::DEAD_LETTERED_AT)
+            || !self.keys.publishes_region(region.map(String::as_str))
+        {
+            Marked::Gone
+        } else if self.in_stack_index(old) {
+            Marked::Claimed
+        } else {
+            Marked::Refused
         }
     }
 
@@ -188,15 +225,7 @@ impl DynamoStore {
         if old.contains_key(attr::DEAD_LETTERED_AT) {
             return Marked::Gone;
         }
-        let region = old.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
-        let pending = old
-            .get(self.keys.pending_partition_key.as_str())
-            .and_then(|v| v.as_s().ok())
-            .is_some_and(|pk| {
-                self.keys
-                    .pending_shard(pk, region.map(String::as_str), u16::MAX)
-                    .is_some()
-            });
+        let pending = self.in_stack_index(old);
         let live = old
             .get(attr::CLAIMED_UNTIL)
             .and_then(|v| v.as_n().ok())
@@ -483,6 +512,10 @@ enum OnFail {
     /// bookkeeping writes on pending items, where an item still there but
     /// out of the stack's index must not pass for one gone.
     Judge,
+    /// From the item as it is ([`DynamoStore::judge_repair`]): the key
+    /// repair, whose condition also fails when the keys changed since the
+    /// stream record or the item became another region's.
+    Repair,
 }
 
 /// A failed call: the service's own error (to match on) or a store error.

@@ -197,60 +197,16 @@ impl PublishStore for DynamoStore {
             names.push(("#home", attr::HOME_REGION));
             values.insert(":home".to_owned(), s(home.clone()));
         }
-        let names: HashMap<String, String> = names
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        let result = self
-            .call(
-                "make_sweepable",
-                deadline,
-                self.client
-                    .update_item()
-                    .table_name(&self.table)
-                    .set_key(Some(self.keys.key(key)))
-                    .update_expression("SET #ppk = :ppk, #psk = :psk, #repaired = :now")
-                    .condition_expression(condition)
-                    .set_expression_attribute_names(Some(names))
-                    .set_expression_attribute_values(Some(values))
-                    .return_values_on_condition_check_failure(
-                        ReturnValuesOnConditionCheckFailure::AllOld,
-                    )
-                    .send(),
-            )
-            .await;
-        match result {
-            Ok(_) => Ok(Marked::Updated),
-            // The item as it is now: gone, dead-lettered or another
-            // region's (nothing to send); already under keys this stack
-            // reads (written since the record: send it as it is);
-            // otherwise changed under other keys again (reported).
-            Err(Failed::Service(UpdateItemError::ConditionalCheckFailedException(failed), _)) => {
-                let Some(old) = failed.item() else {
-                    return Ok(Marked::Gone);
-                };
-                let region = old.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
-                if old.contains_key(attr::DEAD_LETTERED_AT)
-                    || !self.keys.publishes_region(region.map(String::as_str))
-                {
-                    return Ok(Marked::Gone);
-                }
-                let sweepable = old
-                    .get(self.keys.pending_partition_key.as_str())
-                    .and_then(|v| v.as_s().ok())
-                    .is_some_and(|pk| {
-                        self.keys
-                            .pending_shard(pk, region.map(String::as_str), u16::MAX)
-                            .is_some()
-                    });
-                Ok(if sweepable {
-                    Marked::Claimed
-                } else {
-                    Marked::Refused
-                })
-            }
-            Err(other) => Err(other.into_store("make_sweepable")),
-        }
+        self.conditional_update(
+            key,
+            ("SET #ppk = :ppk, #psk = :psk, #repaired = :now", &condition),
+            &names,
+            values,
+            OnFail::Repair,
+            "make_sweepable",
+            deadline,
+        )
+        .await
     }
 
     async fn publishable(

@@ -287,3 +287,72 @@ async fn status_scan_counts_items_no_sweeper_reads() {
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(json["unsweepable"]["count"], 0, "{out}");
 }
+
+/// #61 point 5: an operator makes any pending event due now. The fault: a
+/// sink outage left two events backing off (the scheduled sweep skips them
+/// until their next attempt) and a fresh one it would not take for a day
+/// (`STRANDED_AFTER_SECONDS`); the sink is back. `outboxctl make-due` by age and by
+/// event id (the real binary) makes them due, an audit line each, and the
+/// next scheduled sweep (the real binary, the templates' environment)
+/// publishes all three. At `b82c310` only `release` existed, and only for
+/// an aggregate parked behind an older event.
+#[tokio::test]
+async fn make_due_hands_backing_off_and_fresh_events_to_the_next_sweep() {
+    let stack = Stack::with_bus().await;
+    let old = [
+        stack.put_event_aged(DAY * 2).await,
+        stack.put_event_aged(DAY * 2).await,
+    ];
+    let fresh = stack.put_event_aged(Duration::from_secs(30)).await;
+    let proxy = FaultProxy::start().await;
+    let sweeper = failing_sweeper(&stack, &proxy, 12).await;
+    let report = sweeper
+        .sweep(OffsetDateTime::now_utc(), &far_deadline())
+        .await;
+    assert_eq!(report.failed, 2, "the outage: both old events back off");
+
+    let operator = stack.operator();
+    let (ok, _, err) = operator.make_due(&[]);
+    assert!(
+        !ok && err.contains("--event-id"),
+        "a selector is required: {err}"
+    );
+    let (ok, out, err) = operator.make_due(&["--older-than", "3600"]);
+    assert!(ok, "{out}{err}");
+    for event in &old {
+        assert!(
+            out.contains(&format!("{}  due now", event.event_id)),
+            "{out}"
+        );
+    }
+    assert!(
+        !out.contains(&fresh.event_id.to_string()),
+        "younger than an hour: {out}"
+    );
+    let audits: Vec<serde_json::Value> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v["audit"] == "pending event made due")
+        .collect();
+    assert_eq!(audits.len(), 2, "{err}");
+    let (ok, out, err) = operator.make_due(&["--event-id", &fresh.event_id.to_string()]);
+    assert!(
+        ok && out.contains(&format!("{}  due now", fresh.event_id)),
+        "{out}{err}"
+    );
+
+    let scheduled = serde_json::to_vec(&testkit::rig::scheduled()).expect("JSON");
+    stack
+        .function(devkit::Function::Sweeper, &[], &[])
+        .invoke(&scheduled)
+        .await
+        .expect("the sweep");
+    assert!(stack.outbox_items().await.is_empty(), "all three published");
+    let (_, subscriber) = stack.bus.clone().expect("a bus");
+    assert_eq!(
+        testkit::drain_queue(&stack.sdk, &subscriber.queue_url)
+            .await
+            .len(),
+        3
+    );
+}

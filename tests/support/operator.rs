@@ -52,6 +52,11 @@ impl Operator {
         self.run(&["release"], args)
     }
 
+    /// `outboxctl make-due`.
+    pub fn make_due(&self, args: &[&str]) -> Said {
+        self.run(&["make-due"], args)
+    }
+
     /// `outboxctl dead-letters list`.
     pub fn list(&self, args: &[&str]) -> Said {
         self.run(&["dead-letters", "list"], args)

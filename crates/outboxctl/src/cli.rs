@@ -12,7 +12,7 @@ use crate::doctor::DoctorArgs;
 use crate::error::Error;
 use crate::redrive_on_failure::RedriveOnFailureArgs;
 use crate::replay::ReplayArgs;
-use crate::status::{ReleaseArgs, StatusArgs};
+use crate::status::{MakeDueArgs, ReleaseArgs, StatusArgs};
 
 /// Operate a deployed outbox stack: status, dead letters, OnFailure
 /// redrive, archive replay, and check a table with `doctor`. Credentials, region and endpoint come from the
@@ -41,6 +41,12 @@ enum Command {
     /// first. An aggregate parked behind a dead letter is refused (redrive
     /// or discard the dead letter). `status` lists the parked aggregates.
     Release(ReleaseArgs),
+    /// Make pending events due now, whatever their backoff or age: those
+    /// with the given ids, of one aggregate, or older than an age (each
+    /// selector given must match). The next scheduled sweep publishes
+    /// them, oldest first (in strict mode after every older event of their
+    /// aggregate). An audit line per event on stderr.
+    MakeDue(MakeDueArgs),
     /// Handle the publisher's OnFailure queue: republish each window of
     /// discarded stream records from the table, delete the handled messages.
     RedriveOnFailure(RedriveOnFailureArgs),
@@ -70,6 +76,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             crate::dead_letters::run(&sdk, cli.aws.profile.clone(), command).await
         }
         Command::Release(args) => crate::status::release_cmd(&sdk, args).await,
+        Command::MakeDue(args) => crate::status::make_due_cmd(&sdk, args).await,
         Command::RedriveOnFailure(args) => crate::redrive_on_failure::run(&sdk, args).await,
         Command::Doctor(args) => crate::doctor::run(&sdk, args).await,
         Command::AdoptRegion(args) => crate::adopt_region::run(&sdk, args).await,

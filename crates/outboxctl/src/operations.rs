@@ -173,7 +173,26 @@ pub struct Operations<S> {
     parked_after: std::time::Duration,
 }
 
-/// What `release` did to one event of a parked aggregate.
+/// Which pending events `make-due` takes: those matching every selector
+/// given (at least one).
+#[derive(Debug, Clone, Default)]
+pub struct DueSelector {
+    /// These events.
+    pub event_ids: Vec<Ulid>,
+    /// The events of this aggregate.
+    pub aggregate: Option<String>,
+    /// Events created longer ago than this.
+    pub older_than: Option<time::Duration>,
+}
+
+impl DueSelector {
+    /// Whether it selects anything narrower than "everything".
+    pub fn is_empty(&self) -> bool {
+        self.event_ids.is_empty() && self.aggregate.is_none() && self.older_than.is_none()
+    }
+}
+
+/// What `release` or `make-due` did to one pending event.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Released {
@@ -398,6 +417,74 @@ impl<S: OutboxStore> Operations<S> {
     /// someone else redrove or discarded it first).
     pub async fn redrive(&self, row: &DeadLetterRecord) -> Result<Marked, OpsError> {
         Ok(self.store.redrive(row, &deadline()).await?)
+    }
+
+    /// Makes every pending event `which` selects due now (`make-due`): the
+    /// pending index of every shard read whole, each event selected made
+    /// due and handed to the scheduled sweep (`OperatorStore::make_due`,
+    /// the write `release` makes), which publishes it (after every older
+    /// event of its aggregate in strict mode). Each selector given must
+    /// match; dead letters are not pending (redrive them).
+    pub async fn make_due(
+        &self,
+        which: &DueSelector,
+        now: OffsetDateTime,
+    ) -> Result<Vec<Released>, OpsError> {
+        let created_before = which.older_than.map(|age| {
+            Ulid::from_parts(
+                u64::try_from((now - age).unix_timestamp_nanos() / 1_000_000).unwrap_or(0),
+                0,
+            )
+        });
+        let mut released = Vec::new();
+        for shard in 0..self.shards().await? {
+            let query = PendingQuery {
+                shard,
+                created: Created::Any,
+                limit: READ_LIMIT as i32,
+            };
+            let (pending, _) = read_capped(usize::MAX, |cursor| async {
+                let page = self.store.pending_page(&query, cursor, &deadline()).await?;
+                Ok((page.items, page.next))
+            })
+            .await?;
+            for stored in pending {
+                let (key, event_id, aggregate) = match &stored {
+                    PendingItem::Item(item) => (
+                        item.key(),
+                        Some(item.event_id),
+                        Some(item.aggregate_id.as_str()),
+                    ),
+                    PendingItem::Undecodable { key, event_id, .. } => {
+                        (key.clone(), *event_id, None)
+                    }
+                };
+                let selected = (which.event_ids.is_empty()
+                    || event_id.is_some_and(|id| which.event_ids.contains(&id)))
+                    && which
+                        .aggregate
+                        .as_deref()
+                        .is_none_or(|wanted| aggregate == Some(wanted))
+                    && created_before.is_none_or(|before| event_id.is_some_and(|id| id < before));
+                if !selected {
+                    continue;
+                }
+                let outcome = match self.store.make_due(&key, &deadline()).await? {
+                    Marked::Updated => "due now",
+                    Marked::Gone | Marked::Claimed => {
+                        "skipped: published, dead-lettered or claimed meanwhile"
+                    }
+                    Marked::Refused => {
+                        "refused: still in the table, in no pending index this stack reads (check the writer's keys)"
+                    }
+                };
+                released.push(Released {
+                    event_id: event_id.map_or(key.sk.clone(), |id| id.to_string()),
+                    outcome: outcome.to_owned(),
+                });
+            }
+        }
+        Ok(released)
     }
 
     /// Releases a parked aggregate whose events wait behind one that is

@@ -9,7 +9,7 @@ use crate::context::{JsonArg, TableArg};
 use crate::error::Error;
 use crate::output::{print_json, table};
 use crate::stack::{Origin, OtherKeys, Stack, Unsweepable};
-use crate::Status;
+use crate::{Released, Status};
 
 /// `status --json`: the status, where the settings came from, and outbox
 /// items under other key shapes than the stack's.
@@ -50,6 +50,23 @@ pub(crate) struct ReleaseArgs {
     json: JsonArg,
 }
 
+#[derive(Debug, Args)]
+pub(crate) struct MakeDueArgs {
+    #[command(flatten)]
+    table: TableArg,
+    /// An event to make due (repeatable).
+    #[arg(long = "event-id", value_name = "ULID")]
+    event_ids: Vec<ulid::Ulid>,
+    /// The events of this aggregate.
+    #[arg(long, value_name = "AGGREGATE_ID")]
+    aggregate: Option<String>,
+    /// Events created more than this many seconds ago.
+    #[arg(long, value_name = "SECONDS")]
+    older_than: Option<u64>,
+    #[command(flatten)]
+    json: JsonArg,
+}
+
 pub(crate) async fn status(sdk: &SdkConfig, args: StatusArgs) -> Result<(), Error> {
     run(&args.table.stack(sdk).await?, args.scan, args.json.json).await
 }
@@ -61,6 +78,57 @@ pub(crate) async fn release_cmd(sdk: &SdkConfig, args: ReleaseArgs) -> Result<()
         args.json.json,
     )
     .await
+}
+
+pub(crate) async fn make_due_cmd(sdk: &SdkConfig, args: MakeDueArgs) -> Result<(), Error> {
+    let which = crate::operations::DueSelector {
+        event_ids: args.event_ids,
+        aggregate: args.aggregate,
+        older_than: args
+            .older_than
+            .map(|s| time::Duration::seconds(i64::try_from(s).unwrap_or(i64::MAX))),
+    };
+    if which.is_empty() {
+        return Err(Error::Usage(
+            "name the events: --event-id ULID (repeatable), --aggregate ID, or --older-than SECONDS"
+                .into(),
+        ));
+    }
+    let stack = args.table.stack(sdk).await?;
+    let made = stack
+        .operations()
+        .make_due(&which, OffsetDateTime::now_utc())
+        .await?;
+    audit(&stack, "pending event made due", None, &made);
+    if args.json.json {
+        return print_json(&serde_json::json!({ "madeDue": made }));
+    }
+    for r in &made {
+        println!("{}  {}", r.event_id, r.outcome);
+    }
+    println!(
+        "{} event(s); the next scheduled sweep publishes those due now (within {} s, the sweep period)",
+        made.len(),
+        stack.config().sweep_period.as_secs()
+    );
+    Ok(())
+}
+
+/// One JSON audit line on stderr per event an operator command changed.
+fn audit(stack: &Stack, what: &str, aggregate: Option<&str>, done: &[Released]) {
+    for r in done {
+        eprintln!(
+            "{}",
+            serde_json::json!({
+                "audit": what,
+                "table": stack.table(),
+                "aggregateId": aggregate,
+                "eventId": r.event_id,
+                "outcome": r.outcome,
+                "by": std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
+            })
+        );
+    }
 }
 
 async fn run(stack: &Stack, scan: bool, json: bool) -> Result<(), Error> {
@@ -189,19 +257,12 @@ async fn run(stack: &Stack, scan: bool, json: bool) -> Result<(), Error> {
 async fn release(stack: &Stack, aggregate_id: &str, json: bool) -> Result<(), Error> {
     let now = OffsetDateTime::now_utc();
     let released = stack.operations().release(aggregate_id, now).await?;
-    for r in &released {
-        eprintln!(
-            "{}",
-            serde_json::json!({
-                "audit": "parked aggregate released",
-                "table": stack.table(),
-                "aggregateId": aggregate_id,
-                "eventId": r.event_id,
-                "outcome": r.outcome,
-                "by": std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
-            })
-        );
-    }
+    audit(
+        stack,
+        "parked aggregate released",
+        Some(aggregate_id),
+        &released,
+    );
     if json {
         return print_json(&serde_json::json!({ "released": released }));
     }

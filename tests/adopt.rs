@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
+use outbox_core::size::EventLimits;
 use outbox_core::transaction::{OutboxSettings, OutboxTransaction};
 use outbox_core::{keys, EventEnvelope, KeySchema};
 use outbox_runtime::store::DynamoStore;
@@ -220,12 +221,16 @@ async fn rust_events_as(
     versions: std::ops::RangeInclusive<u64>,
 ) {
     let schema = schema.clone();
-    let settings = OutboxSettings::new(&rig.stack.table, "outbox.orders", 8)
-        .with_limits(outbox_core::size::EventLimits::Sns {
-            fifo: true,
-            max_bytes: outbox_core::size::DEFAULT_SNS_BYTES,
-        })
-        .with_keys(schema.clone());
+    let settings = OutboxSettings::new(
+        &rig.stack.table,
+        EventLimits::eventbridge("outbox.orders"),
+        8,
+    )
+    .with_limits(outbox_core::size::EventLimits::Sns {
+        fifo: true,
+        max_bytes: outbox_core::size::DEFAULT_SNS_BYTES,
+    })
+    .with_keys(schema.clone());
     for version in versions {
         let envelope = EventEnvelope::new(
             if version == 1 {

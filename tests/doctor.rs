@@ -127,6 +127,7 @@ async fn the_stacks_table_is_fit() {
             "stream",
             "pending-index",
             "dead-letter-index",
+            "stacks",
             "ttl",
             "mappings",
             "publisher-mapping",
@@ -134,7 +135,11 @@ async fn the_stacks_table_is_fit() {
         ]
     );
     assert!(findings.iter().all(|f| f["severity"] != "problem"), "{out}");
-    assert_eq!(findings[7]["severity"], "warning", "no publisher yet");
+    assert_eq!(findings[8]["severity"], "warning", "no publisher yet");
+    assert_eq!(
+        findings[5]["severity"], "warning",
+        "no stack's function has run yet: {out}"
+    );
 
     // A table shaped like it, made here: the same.
     let fit = table(&stack, FIT).await;

@@ -269,6 +269,13 @@ impl PublishStore for CrashBeforeDelete {
     ) -> Result<(), StoreError> {
         self.inner.record_settings(settings, deadline).await
     }
+
+    async fn recorded_settings(
+        &self,
+        deadline: &Deadline,
+    ) -> Result<Vec<outbox_runtime::RecordedSettings>, StoreError> {
+        self.inner.recorded_settings(deadline).await
+    }
 }
 
 /// Fails the invocation (as a crash would) whenever the store "crashed".

@@ -18,6 +18,7 @@ mod e2e;
 mod edges;
 mod least_privilege;
 mod multi_region;
+mod one_table;
 mod operations;
 mod ordering;
 mod projector;

@@ -425,12 +425,20 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     // Each region's publisher records its settings as it starts, east's
     // too (the operator's tool reads its own region's).
     for region in [&east, &west] {
+        // The stack's own name, as its functions record it.
+        let stack = region
+            .publisher()
+            .env("STACK_NAME")
+            .expect("the templates set STACK_NAME")
+            .to_owned();
         PublishStore::record_settings(
             &region.store(),
             &outbox_runtime::RecordedSettings {
                 region: region.name.into(),
+                stack,
                 function: "publisher".into(),
                 by: format!("outbox-publisher at {at}"),
+                since: Some(at.clone()),
                 variables: [("HOME_REGION".to_owned(), region.name.to_owned())].into(),
             },
             &testkit::far_deadline(),

@@ -450,7 +450,7 @@ async fn the_functions_run_with_the_templates_environment() {
         .await
         .expect("a scheduled sweep");
     let records =
-        outbox_runtime::store::OperatorStore::recorded_settings(&stack.store(), &far_deadline())
+        outbox_runtime::store::PublishStore::recorded_settings(&stack.store(), &far_deadline())
             .await
             .expect("records");
     assert_eq!(records.len(), 2, "{records:?}");

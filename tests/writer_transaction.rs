@@ -1,6 +1,7 @@
 //! The writer library against the local AWS API, through the real SDK.
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, Update};
+use outbox_core::size::EventLimits;
 use outbox_core::{EventEnvelope, OutboxItem};
 use serde_json::json;
 use testkit::Stack;
@@ -24,7 +25,7 @@ fn event(id: &str) -> EventEnvelope {
 #[tokio::test]
 async fn business_item_and_event_are_written_together() {
     let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, "outbox.orders", 8);
+    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 8);
     let envelope = event("1");
     let committed = OutboxTransaction::new(&settings)
         .put(
@@ -51,7 +52,7 @@ async fn business_item_and_event_are_written_together() {
 #[tokio::test]
 async fn a_failed_condition_writes_nothing_and_says_which() {
     let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, "outbox.orders", 8);
+    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 8);
     // An existing item with status NEW.
     OutboxTransaction::new(&settings)
         .put("seed", put(&stack.table, "INVOICE#2", None))
@@ -103,7 +104,7 @@ async fn a_failed_condition_writes_nothing_and_says_which() {
 #[tokio::test]
 async fn a_missing_item_fails_with_no_old_image() {
     let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, "outbox.orders", 8);
+    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 8);
     let check = ConditionCheck::builder()
         .table_name(&stack.table)
         .key("PK", AttributeValue::S("INVOICE#404".into()))
@@ -125,7 +126,7 @@ async fn a_missing_item_fails_with_no_old_image() {
 #[tokio::test]
 async fn limits_fail_before_any_call() {
     let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, "outbox.orders", 8);
+    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 8);
 
     let mut tx = OutboxTransaction::new(&settings);
     for i in 0..100 {
@@ -186,7 +187,7 @@ async fn limits_fail_before_any_call() {
 #[tokio::test]
 async fn many_events_in_one_transaction_decode_and_shard() {
     let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, "outbox.orders", 4);
+    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 4);
     let mut tx = OutboxTransaction::new(&settings).put("p", put(&stack.table, "INVOICE#5", None));
     for _ in 0..20 {
         tx = tx.event("INVOICE#5", &event("5"));

@@ -181,22 +181,11 @@ impl Stack {
     /// [`Stack::forget_settings`] for a stack whose functions never ran.
     pub async fn record_settings(&self) {
         for function in [devkit::Function::Publisher, devkit::Function::Sweeper] {
-            let variables = outbox_runtime::RecordedSettings::variables_of(|k| {
-                self.env(function, &[])
-                    .into_iter()
-                    .find(|(name, _)| name == k)
-                    .map(|(_, v)| v)
-            });
             // Not counted in `calls`: the functions' cold start, not the test's.
             DynamoStore::new(self.ddb.clone(), &self.table, 8)
                 .with_keys(self.keys.clone())
                 .record_settings(
-                    &outbox_runtime::RecordedSettings {
-                        region: self.deployment.region.clone(),
-                        function: function.binary().into(),
-                        by: "the test harness".into(),
-                        variables,
-                    },
+                    &self.settings_record(function),
                     &Deadline::after(Duration::from_secs(30)),
                 )
                 .await
@@ -204,12 +193,31 @@ impl Stack {
         }
     }
 
+    /// The settings record `function` writes at cold start (its
+    /// environment from the templates), by "the test harness" at no time,
+    /// so no check takes it for a live stack.
+    pub fn settings_record(&self, function: devkit::Function) -> outbox_runtime::RecordedSettings {
+        let env = self.env(function, &[]);
+        let variables = outbox_runtime::recorded_variables(|k| {
+            env.iter()
+                .find(|(name, _)| name == k)
+                .map(|(_, v)| v.clone())
+        });
+        outbox_runtime::RecordedSettings {
+            region: self.deployment.region.clone(),
+            stack: variables.get("STACK_NAME").cloned().unwrap_or_default(),
+            function: function.binary().into(),
+            by: "the test harness".into(),
+            since: None,
+            variables,
+        }
+    }
+
     /// Deletes the settings records: a table whose stack's functions have
     /// never run.
     pub async fn forget_settings(&self) {
         for function in [devkit::Function::Publisher, devkit::Function::Sweeper] {
-            let key =
-                outbox_core::keys::stack_settings_key(&self.deployment.region, function.binary());
+            let key = self.settings_record(function).key();
             self.ddb
                 .delete_item()
                 .table_name(&self.table)

@@ -243,10 +243,13 @@ impl<I: Invoker> Pump<I> {
     }
 
     /// Reads what arrived and delivers until every shard is drained (or its
-    /// failing batches were sent to OnFailure). Returns how many records were
-    /// read.
+    /// failing batches were sent to OnFailure). Returns how many records
+    /// passed the mapping's filter: records it drops (the stack settings
+    /// records each sweep writes, a repair's `MODIFY`) never invoke the
+    /// function, so a stream holding only those is idle, as Lambda sees it.
     pub async fn pass(&mut self) -> Result<usize, PumpError> {
         let mut read = 0;
+        let mut matched = 0;
         let lanes = self.lanes();
         for (shard_id, records) in self.cursor.read_by_shard().await? {
             let shard = self.shards.entry(shard_id).or_default();
@@ -257,6 +260,7 @@ impl<I: Invoker> Pump<I> {
                 read += 1;
                 let json = serde_json::to_value(&record).unwrap_or_default();
                 if self.filters.matches(&json) {
+                    matched += 1;
                     let lane = lane_of(&record, lanes);
                     shard.lanes[lane].pending.push_back(record);
                 } else {
@@ -269,10 +273,10 @@ impl<I: Invoker> Pump<I> {
         for id in ids {
             self.drain(&id).await?;
         }
-        Ok(read)
+        Ok(matched)
     }
 
-    /// Passes until a pass reads nothing new.
+    /// Passes until a pass reads nothing new for the function.
     pub async fn run_until_idle(&mut self) -> Result<(), PumpError> {
         while self.pass().await? > 0 {}
         Ok(())

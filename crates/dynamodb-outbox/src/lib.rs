@@ -20,7 +20,9 @@
 //! - [`EventEnvelope`]: what subscribers receive.
 //! - [`transaction`]: [`transaction::OutboxTransaction`], your puts,
 //!   updates, condition checks and deletes plus events in one
-//!   `TransactWriteItems`, every limit checked before the call.
+//!   `TransactWriteItems`, every limit checked before the call;
+//!   [`transaction::OutboxSettings::from_stack`], the stack's settings read
+//!   from the table, so the writer never restates them.
 //! - [`OutboxItem`] and [`size`]: the stored form and the service limits.
 //! - [`inbox`] (feature `inbox`, on by default): an inbox record in the
 //!   consumer's own transaction, and version guards.
@@ -37,16 +39,17 @@
 //! ```no_run
 //! use aws_sdk_dynamodb::types::{AttributeValue, Put};
 //! use dynamodb_outbox::transaction::{OutboxSettings, OutboxTransaction};
-//! use dynamodb_outbox::{EventEnvelope, KeySchema};
+//! use dynamodb_outbox::EventEnvelope;
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! let keys = KeySchema {
-//!     partition_key: "pk".into(),
-//!     sort_key: "sk".into(),
-//!     ..KeySchema::default()
-//! };
-//! keys.validate()?;
-//! let settings = OutboxSettings::new("orders", "outbox.orders", 8).with_keys(keys);
+//! let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
+//! // The stack's key schema, shards, home region and size limit, as its
+//! // publisher and sweeper recorded them in the table: one read, held for
+//! // the life of the process.
+//! let settings = OutboxSettings::from_stack(&client, "orders")
+//!     .key_names("pk", "sk")
+//!     .load()
+//!     .await?;
 //!
 //! let order = Put::builder()
 //!     .table_name("orders")
@@ -59,7 +62,6 @@
 //!     serde_json::json!({"orderId": "42", "totalCents": 1250}),
 //! )?;
 //!
-//! let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
 //! OutboxTransaction::new(&settings)
 //!     .put("order", order)
 //!     .event("ORDER#42", &created)

@@ -326,7 +326,12 @@ impl Inbox {
 
     /// A transaction for `event` that starts with its inbox record.
     pub fn begin(&self, event: &EventEnvelope) -> Result<InboxTransaction, InboxError> {
-        let settings = OutboxSettings::new(&self.table, "inbox", 1).with_keys(self.keys.clone());
+        let settings = OutboxSettings::new(
+            &self.table,
+            outbox_core::size::EventLimits::eventbridge("inbox"),
+            1,
+        )
+        .with_keys(self.keys.clone());
         self.begin_with_outbox(&settings, event)
     }
 

@@ -59,3 +59,26 @@ pub enum ConfigError {
         reason: String,
     },
 }
+
+impl ConfigError {
+    /// `raw`, the value of the variable `name`, as a whole number from
+    /// `min` to `max`: the one parse of every numeric setting.
+    pub fn bounded<T>(name: &'static str, raw: &str, min: T, max: T) -> Result<T, Self>
+    where
+        T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+    {
+        let invalid = |reason: String| Self::Invalid {
+            name,
+            value: raw.to_owned(),
+            reason,
+        };
+        let value: T = raw
+            .trim()
+            .parse()
+            .map_err(|_| invalid("not a whole number".to_owned()))?;
+        if value < min || value > max {
+            return Err(invalid(format!("must be between {min} and {max}")));
+        }
+        Ok(value)
+    }
+}

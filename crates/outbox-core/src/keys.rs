@@ -6,7 +6,7 @@
 //! | outbox event    | the business item's `PK` | `OUTBOX#<ulid>`  | `OUTBOX#<shard>` / `<ulid>`         | –                                       |
 //! | dead letter     | the business item's `PK` | `OUTBOX#<ulid>`  | – (removed)                         | `DEAD#<shard>` / `<ulid>`               |
 //! | shard settings  | `OUTBOX_SETTINGS`       | `META`            | –                                   | –                                       |
-//! | stack settings  | `OUTBOX_SETTINGS`       | `STACK#<region>#<function>` | –                         | –                                       |
+//! | stack settings  | `OUTBOX_SETTINGS`       | `STACK#<region>#<stack>#<function>` | –                 | –                                       |
 //!
 //! The outbox item lives in the same item collection as the business item it
 //! describes, so one `TransactWriteItems` covers both. The two indexes are
@@ -23,18 +23,26 @@
 //! the sweeper reads every shard up to that mark.
 //!
 //! The stack settings records hold the variables the publisher and the
-//! sweeper run with, one record per region and function, written at cold
-//! start ([`stack_settings_key`]): `outboxctl` reads its region's record to
-//! learn the key schema, the home region, the sink and the ordering of the
-//! stack, so an operator exports nothing.
+//! sweeper run with, one record per region, stack and function, written at
+//! cold start and by every sweep ([`stack_settings_key`], `keys/stacks.rs`):
+//! writers ([`crate::transaction::OutboxSettings::from_stack`]) and
+//! `outboxctl` read them to learn the key schema, the shards, the home
+//! region, the sink and the ordering of the stack, so nothing is restated
+//! or exported; a second stack on the table is refused while the first is
+//! live ([`rivals`]).
 //!
 //! Attribute names are constants in [`attr`]; nothing else spells them.
 //! The business item's own keys and attributes belong to the service (the
 //! orders example's are in the `outbox-writer` crate).
 
 mod schema;
+mod stacks;
 
 pub use schema::{check_region, KeySchema};
+pub use stacks::{
+    choose_stack, rivals, stack_settings_key, RecordedSettings, StackChoiceError, LIVE_WITHIN,
+    STACK_SETTINGS_PREFIX,
+};
 
 use std::collections::HashMap;
 
@@ -127,6 +135,9 @@ pub mod attr {
     pub const VARIABLES: &str = "variables";
     /// On a stack settings record: which function recorded it, and when.
     pub const RECORDED_BY: &str = "recordedBy";
+    /// On a stack settings record: when the stack's function first
+    /// recorded (RFC 3339): of two stacks on one table, the first publishes.
+    pub const RECORDED_SINCE: &str = "recordedSince";
 }
 
 /// `OUTBOX#<ulid>`.
@@ -194,20 +205,6 @@ pub fn dead_pk(shard: u16) -> String {
 /// The key of the shard settings item.
 pub fn settings_key() -> ItemKey {
     ItemKey::new(SETTINGS_PK, META)
-}
-
-/// Sort-key prefix of the stack settings records (one per region and
-/// function, beside the shard settings item).
-pub const STACK_SETTINGS_PREFIX: &str = "STACK#";
-
-/// The key of the settings record `function` writes in `region`:
-/// `OUTBOX_SETTINGS` / `STACK#<region>#<function>`. One per region, so on
-/// a global table one region's record never overwrites another's.
-pub fn stack_settings_key(region: &str, function: &str) -> ItemKey {
-    ItemKey::new(
-        SETTINGS_PK,
-        format!("{STACK_SETTINGS_PREFIX}{region}#{function}"),
-    )
 }
 
 /// The primary key of an item, as DynamoDB wants it.

@@ -48,12 +48,68 @@ pub enum EventLimits {
     },
 }
 
+/// The events' `Source` unless `EVENT_SOURCE` says otherwise.
+pub const DEFAULT_EVENT_SOURCE: &str = "outbox.orders";
+
 impl EventLimits {
     /// EventBridge with `source` and the default limit.
     pub fn eventbridge(source: impl Into<String>) -> Self {
         Self::EventBridge {
             source: source.into(),
             max_bytes: DEFAULT_EVENTBRIDGE_BYTES,
+        }
+    }
+
+    /// SNS (a FIFO topic when `fifo`) and the default limit.
+    pub fn sns(fifo: bool) -> Self {
+        Self::Sns {
+            fifo,
+            max_bytes: DEFAULT_SNS_BYTES,
+        }
+    }
+
+    /// The limits of the sink the variables configure, as the stack's
+    /// functions read them: `SINK` (`eventbridge`, the default, or `sns`),
+    /// `EVENT_SOURCE`, `SNS_TOPIC_ARN` (FIFO when it ends in `.fifo`) and
+    /// `MAX_EVENT_BYTES` (1 KiB to 1 MB; the sink's default).
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, crate::ConfigError> {
+        use crate::ConfigError;
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let max = |default: usize| match get("MAX_EVENT_BYTES") {
+            None => Ok(default),
+            Some(raw) => {
+                ConfigError::bounded("MAX_EVENT_BYTES", &raw, 1_024, DEFAULT_EVENTBRIDGE_BYTES)
+            }
+        };
+        match get("SINK").as_deref().unwrap_or("eventbridge") {
+            "eventbridge" => {
+                let source = get("EVENT_SOURCE").unwrap_or_else(|| DEFAULT_EVENT_SOURCE.to_owned());
+                if source.len() > 256 {
+                    return Err(ConfigError::Invalid {
+                        name: "EVENT_SOURCE",
+                        value: source,
+                        reason: "longer than 256 characters".to_owned(),
+                    });
+                }
+                Ok(Self::EventBridge {
+                    source,
+                    max_bytes: max(DEFAULT_EVENTBRIDGE_BYTES)?,
+                })
+            }
+            "sns" => {
+                let topic = get("SNS_TOPIC_ARN").ok_or(ConfigError::Missing("SNS_TOPIC_ARN"))?;
+                Ok(Self::Sns {
+                    fifo: topic.ends_with(".fifo"),
+                    max_bytes: max(DEFAULT_SNS_BYTES)?,
+                })
+            }
+            other => Err(ConfigError::Invalid {
+                name: "SINK",
+                value: other.to_owned(),
+                reason: "expected `eventbridge` or `sns`".to_owned(),
+            }),
         }
     }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::size::{self, MAX_TRANSACTION_ACTIONS, MAX_TRANSACTION_BYTES};
-use crate::{keys, EventEnvelope, OutboxError, OutboxItem};
+use crate::{EventEnvelope, OutboxError, OutboxItem};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure,
@@ -13,50 +13,9 @@ use aws_sdk_dynamodb::types::{
 use aws_smithy_runtime_api::client::result::SdkError;
 use ulid::Ulid;
 
-/// Where outbox items go and how they are shaped.
-#[derive(Debug, Clone)]
-pub struct OutboxSettings {
-    /// The table holding the outbox items (the business items' table).
-    pub table: String,
-    /// What the configured sink accepts: each event is checked against it
-    /// (its size as that sink counts it, an SNS FIFO group id) before the
-    /// transaction is sent.
-    pub limits: crate::size::EventLimits,
-    /// Shards of the pending index.
-    pub shards: u16,
-    /// Key attribute names of the tables the caller writes to, used to find
-    /// two actions on one item. Defaults to the key schema's.
-    pub key_attributes: Vec<String>,
-    /// The outbox table's key schema (names and outbox prefix).
-    pub keys: keys::KeySchema,
-}
+mod settings;
 
-impl OutboxSettings {
-    /// Settings for an EventBridge sink with `event_source` as `Source` and
-    /// the default 1 MB limit; see [`OutboxSettings::with_limits`].
-    pub fn new(table: impl Into<String>, event_source: impl Into<String>, shards: u16) -> Self {
-        Self {
-            table: table.into(),
-            limits: crate::size::EventLimits::eventbridge(event_source),
-            shards,
-            key_attributes: vec![keys::PK.to_owned(), keys::SK.to_owned()],
-            keys: keys::KeySchema::default(),
-        }
-    }
-
-    /// The same settings for a table with the key schema `schema`.
-    pub fn with_keys(mut self, schema: keys::KeySchema) -> Self {
-        self.key_attributes = vec![schema.partition_key.clone(), schema.sort_key.clone()];
-        self.keys = schema;
-        self
-    }
-
-    /// The same settings checking events against `limits`.
-    pub fn with_limits(mut self, limits: crate::size::EventLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-}
+pub use settings::{FromStack, OutboxSettings, StackSettingsError};
 
 /// One condition that failed, with the item as it was (`ALL_OLD`), when it
 /// existed.
@@ -188,10 +147,11 @@ struct Action {
 /// ```
 /// use aws_sdk_dynamodb::types::{AttributeValue, Put};
 /// use outbox_core::EventEnvelope;
+/// use outbox_core::size::EventLimits;
 /// use outbox_core::transaction::{OutboxSettings, OutboxTransaction, TransactionError};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let settings = OutboxSettings::new("orders", "outbox.orders", 8);
+/// let settings = OutboxSettings::new("orders", EventLimits::eventbridge("outbox.orders"), 8);
 /// let invoice = Put::builder()
 ///     .table_name("orders")
 ///     .item("PK", AttributeValue::S("INVOICE#42".into()))

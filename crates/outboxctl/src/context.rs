@@ -39,6 +39,11 @@ pub(crate) struct TableArg {
     /// this environment's variables, these on top.
     #[arg(long = "setting", value_name = "NAME=VALUE", value_parser = setting)]
     pub(crate) settings: Vec<(String, String)>,
+    /// The stack to act for (its `STACK_NAME`: the `NamePrefix`, else the
+    /// stack's name), when more than one recorded its settings in the
+    /// table for this region.
+    #[arg(long = "stack", value_name = "NAME")]
+    pub(crate) stack: Option<String>,
 }
 
 /// JSON output.
@@ -52,7 +57,7 @@ pub(crate) struct JsonArg {
 impl TableArg {
     /// The stack of this table: its recorded settings, the overrides on top.
     pub(crate) async fn stack(&self, sdk: &SdkConfig) -> Result<Stack, Error> {
-        Stack::load(sdk, &self.table, &self.settings).await
+        Stack::load(sdk, &self.table, &self.settings, self.stack.as_deref()).await
     }
 }
 

@@ -1,7 +1,8 @@
 //! `outboxctl doctor`: whether a table, its stream, the mappings that read
 //! it and the sink are fit for the outbox, each finding with its fix. It
-//! only reads (`DescribeTable`, `DescribeTimeToLive`,
-//! `ListEventSourceMappings`, and the sink's own cold-start check).
+//! only reads (`DescribeTable`, `DescribeTimeToLive`, one `Query` of the
+//! stack settings records, `ListEventSourceMappings`, and the sink's own
+//! cold-start check).
 //!
 //! The checks are plain functions of what AWS answered, so each broken
 //! case is a unit test; the calls are tested against the local servers.
@@ -141,6 +142,37 @@ pub async fn diagnose(
         .await;
     let mut findings = vec![Finding::ok("table", format!("{table_name} exists"))];
     findings.extend(check_table(schema, table_name, &description));
+    // The records under the table's own key names (a table keyed other
+    // than the schema says is the keys check's finding, not this one's).
+    let mut probe = schema.clone();
+    for key in description.key_schema() {
+        match key.key_type() {
+            KeyType::Hash => probe.partition_key = key.attribute_name().to_owned(),
+            KeyType::Range => probe.sort_key = key.attribute_name().to_owned(),
+            _ => {}
+        }
+    }
+    let store = outbox_runtime::store::DynamoStore::new(
+        dynamodb.clone(),
+        table_name,
+        outbox_runtime::DEFAULT_OUTBOX_SHARDS,
+    )
+    .with_keys(probe);
+    let deadline = outbox_runtime::retry::Deadline::after(std::time::Duration::from_secs(30));
+    findings.push(
+        match outbox_runtime::store::PublishStore::recorded_settings(&store, &deadline).await {
+            Ok(records) => check_stacks(
+                &records,
+                &sdk.region().map(|r| r.to_string()).unwrap_or_default(),
+                time::OffsetDateTime::now_utc(),
+            ),
+            Err(e) => Finding::problem(
+                "stacks",
+                format!("the stack settings records were not read: {e}"),
+                "grant dynamodb:Query on the table",
+            ),
+        },
+    );
     findings.push(match ttl {
         Ok(out) => check_ttl(schema, table_name, out.time_to_live_description()),
         Err(e) => Finding::problem(
@@ -363,6 +395,55 @@ pub(crate) fn check_ttl(
     }
 }
 
+/// How many outbox stacks of `region` recorded their settings in the table
+/// within the last hour ([`outbox_core::keys::LIVE_WITHIN`]): more than one
+/// is a problem (each would publish and delete a share of the events; the
+/// later one's functions refuse to start, `publish::refuse_rivals`).
+pub(crate) fn check_stacks(
+    records: &[outbox_core::keys::RecordedSettings],
+    region: &str,
+    now: time::OffsetDateTime,
+) -> Finding {
+    let mut live: Vec<&outbox_core::keys::RecordedSettings> = Vec::new();
+    for record in records
+        .iter()
+        .filter(|r| r.region == region && r.is_live(now))
+    {
+        if !live.iter().any(|l| l.same_stack(record)) {
+            live.push(record);
+        }
+    }
+    let name = |r: &outbox_core::keys::RecordedSettings| {
+        if r.stack.is_empty() {
+            "(unnamed)".to_owned()
+        } else {
+            r.stack.clone()
+        }
+    };
+    match live.as_slice() {
+        [] if records.iter().any(|r| r.region == region) => Finding::warning(
+            "stacks",
+            format!("no outbox stack's function recorded its settings in {region} within the last hour"),
+            "check that the stack's sweeper runs (its schedule, its Errors alarm)",
+        ),
+        [] => Finding::warning(
+            "stacks",
+            format!("no outbox stack recorded its settings in {region}"),
+            "deploy the stack (docs/deploy.md), or wait for its first sweep",
+        ),
+        [one] => Finding::ok("stacks", format!("one stack publishes in {region}: {}", name(one))),
+        several => Finding::problem(
+            "stacks",
+            format!(
+                "{} outbox stacks publish from this table in {region}: {}; the later ones' functions refuse to start",
+                several.len(),
+                several.iter().map(|r| format!("{} ({})", name(r), r.by)).collect::<Vec<_>>().join(", ")
+            ),
+            "delete all but one stack, or give each its own table (docs/adopt.md, \"One table, one stack\")",
+        ),
+    }
+}
+
 /// How many mappings read the stream, and whether one of them is a
 /// publisher's: a filter on the outbox prefix, batch item failures
 /// reported, an OnFailure destination, enabled.
@@ -405,6 +486,17 @@ pub(crate) fn check_mappings(
             )
         });
         return findings;
+    }
+    let enabled = publishers
+        .iter()
+        .filter(|m| !matches!(m.state(), Some("Disabled" | "Disabling")))
+        .count();
+    if enabled > 1 {
+        findings.push(Finding::problem(
+            "publisher-mapping",
+            format!("{enabled} enabled mappings filter on {prefix}: each publisher would publish and delete a share of the events, so each sink misses the others' share"),
+            "keep one publisher per table (delete the other stack, or disable its mapping)",
+        ));
     }
     for mapping in publishers {
         let name = mapping
@@ -537,10 +629,15 @@ pub(crate) async fn run(sdk: &SdkConfig, args: DoctorArgs) -> Result<(), Error> 
         topic: args.topic,
         max_event_bytes: args.max_event_bytes,
     };
-    let TableArg { table, settings } = &args.table;
+    let TableArg {
+        table,
+        settings,
+        stack,
+    } = &args.table;
     // The table's recorded key schema when it can be read; else (no such
-    // table, say) the environment's, and the doctor reports what it finds.
-    let keys = match Stack::load(sdk, table, settings).await {
+    // table, several stacks, say) the environment's, and the doctor
+    // reports what it finds.
+    let keys = match Stack::load(sdk, table, settings, stack.as_deref()).await {
         Ok(stack) => stack.keys().clone(),
         Err(_) => KeySchema::from_lookup(|k| std::env::var(k).ok())?,
     };

@@ -58,6 +58,6 @@ pub use cli::{run, Cli};
 pub use doctor::{diagnose, problems, Finding, Severity, SinkToCheck};
 pub use error::Error;
 pub use operations::{
-    envelope_of, DeadLetterFilter, Operations, OpsError, ParkedAggregate, Released, ShardStatus,
-    Status, READ_LIMIT,
+    envelope_of, DeadLetterFilter, DueSelector, Operations, OpsError, ParkedAggregate, Released,
+    ShardStatus, Status, READ_LIMIT,
 };

@@ -8,11 +8,11 @@
 
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::KeyType;
-use outbox_core::KeySchema;
+use outbox_core::{keys, KeySchema};
 use outbox_runtime::aws::CallError;
 use outbox_runtime::retry::Deadline;
 use outbox_runtime::store::DynamoStore;
-use outbox_runtime::store::OperatorStore;
+use outbox_runtime::store::PublishStore;
 use outbox_runtime::{Config, RecordedSettings};
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -77,14 +77,18 @@ pub(crate) struct Stack {
 impl Stack {
     /// Reads the settings recorded in `table` for the SDK's region:
     /// `DescribeTable` for its key names, then one `Query` of the settings
-    /// records. `overrides` (`--setting NAME=VALUE`) win over the record.
-    /// With no record at all, the process environment's variables, said
-    /// on stderr; with records of other regions only, an error that names
-    /// them.
+    /// records, and the stack chosen as a writer chooses it
+    /// (`outbox_core::keys::choose_stack`: `wanted`, else the only stack
+    /// of the region, else the only live one). `overrides`
+    /// (`--setting NAME=VALUE`) win over the record. With no record at
+    /// all, the process environment's variables, said on stderr; with
+    /// records of other regions only, or of several stacks and none named,
+    /// an error that names them.
     pub(crate) async fn load(
         sdk: &SdkConfig,
         table: &str,
         overrides: &[(String, String)],
+        wanted: Option<&str>,
     ) -> Result<Self, Error> {
         let client = aws_sdk_dynamodb::Client::new(sdk);
         let described = client
@@ -126,34 +130,24 @@ impl Stack {
         let region = sdk.region().map(|r| r.to_string());
         let mut overrides = overrides.to_vec();
         overrides.push(("TABLE_NAME".into(), table.to_owned()));
-        let mine = records
-            .iter()
-            .filter(|r| Some(&r.region) == region.as_ref())
-            .max_by_key(|r| r.function == "sweeper");
-        let (config, origin) = match mine {
-            Some(record) => (
-                record
-                    .config(&overrides)
-                    .map_err(|source| Error::Settings {
-                        doing: format!("the recorded settings ({})", record.by),
-                        source,
-                    })?,
+        let chosen = keys::choose_stack(
+            &records,
+            region.as_deref().unwrap_or_default(),
+            wanted,
+            OffsetDateTime::now_utc(),
+        );
+        let (config, origin) = match chosen {
+            Ok(record) => (
+                Config::from_recorded(record, &overrides).map_err(|source| Error::Settings {
+                    doing: format!("the recorded settings ({})", record.by),
+                    source,
+                })?,
                 Origin::Recorded {
                     region: record.region.clone(),
                     by: record.by.clone(),
                 },
             ),
-            None if !records.is_empty() => {
-                let mut regions: Vec<&str> = records.iter().map(|r| r.region.as_str()).collect();
-                regions.sort_unstable();
-                regions.dedup();
-                return Err(Error::Refused(format!(
-                    "{table} holds the settings of the stack in {} but none in {}: run in the stack's region (--region R)",
-                    regions.join(", "),
-                    region.as_deref().unwrap_or("no region (set --region)")
-                )));
-            }
-            None => {
+            Err(keys::StackChoiceError::NotRecorded) => {
                 eprintln!(
                     "outboxctl: no settings are recorded in {table} (the stack's publisher and sweeper record theirs when they start: have they run?); using this environment's variables and defaults, which may not be the stack's"
                 );
@@ -167,6 +161,12 @@ impl Stack {
                 })?;
                 (config, Origin::Environment)
             }
+            Err(e @ keys::StackChoiceError::OtherRegions { .. }) => {
+                return Err(Error::Refused(format!(
+                    "{table}: {e}: run in the stack's region (--region R)"
+                )))
+            }
+            Err(e) => return Err(Error::Refused(format!("{table}: {e} with --stack NAME"))),
         };
         Ok(Self {
             sdk: sdk.clone(),

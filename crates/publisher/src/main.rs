@@ -11,7 +11,7 @@ use publisher::{handler, Publisher};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let (config, sink, store) = publish::cold_start("publisher").await?;
+    let (config, sink, store, _) = publish::cold_start("publisher").await?;
     let mut publisher = Publisher::new(sink, store);
     publisher.ordering = config.ordering;
     publisher.send_concurrency = config.send_concurrency;

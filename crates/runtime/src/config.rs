@@ -23,7 +23,7 @@ pub enum SinkConfig {
 }
 
 /// The sink settings the publisher and the sweeper run with (from their
-/// recorded settings, [`RecordedSettings`]), for the operator's republishes
+/// recorded settings, [`outbox_core::keys::RecordedSettings`]), for the operator's republishes
 /// (`outboxctl`): a republish with another bus or source than the stack's
 /// would be accepted by the service and matched by no rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +72,7 @@ impl SinkSettings {
 /// [`outbox_core::keys::KeySchema`]'s (`KeySchema::VARIABLES`, listed once
 /// in the core), the stack's name and the log filter (and the two Lambda
 /// sets from the templates' `LoggingConfig`). The publisher and the sweeper
-/// record those they are given ([`RecordedSettings`]); the templates set no
+/// record those they are given ([`recorded_variables`]); the templates set no
 /// other.
 pub const VARIABLES: &[&str] = &concat::<
     { BEFORE_KEYS.len() },
@@ -105,10 +105,13 @@ const BEFORE_KEYS: [&str; 16] = [
 ];
 
 /// [`VARIABLES`] after the key schema's.
-const AFTER_KEYS: [&str; 6] = [
+const AFTER_KEYS: [&str; 7] = [
     "HOME_REGION_RULE",
     "HOME_REGION",
     "STACK_NAME",
+    // The CloudFormation stack's id: a stack renamed (`NamePrefix`) is
+    // still the same stack to the one-stack-per-table check.
+    "STACK_ID",
     "RUST_LOG",
     // Set by Lambda from the function's LoggingConfig (the templates'
     // LogLevel): the log filter's and the metric documents' level.
@@ -142,50 +145,20 @@ const fn concat<const A: usize, const C: usize, const N: usize>(
     out
 }
 
-/// The settings a function of the stack runs with, as it records them in
-/// the table at cold start (one record per region and function,
-/// [`outbox_core::keys::stack_settings_key`]), so that the operator's tool uses
-/// the stack's own key schema, home region, sink and ordering without an
-/// exported variable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordedSettings {
-    /// The region the function runs in.
-    pub region: String,
-    /// `publisher` or `sweeper`.
-    pub function: String,
-    /// The function's name and when it recorded them.
-    pub by: String,
-    /// Each of [`VARIABLES`] the function was given, with its value.
-    pub variables: std::collections::BTreeMap<String, String>,
-}
-
-impl RecordedSettings {
-    /// The variables of [`VARIABLES`] that `lookup` sets (to something
-    /// other than blanks).
-    pub fn variables_of(
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> std::collections::BTreeMap<String, String> {
-        VARIABLES
-            .iter()
-            .filter_map(|name| {
-                lookup(name)
-                    .filter(|v| !v.trim().is_empty())
-                    .map(|v| ((*name).to_owned(), v))
-            })
-            .collect()
-    }
-
-    /// The configuration these settings give, `overrides` on top.
-    pub fn config(&self, overrides: &[(String, String)]) -> Result<Config, ConfigError> {
-        Config::from_lookup(|name| {
-            overrides
-                .iter()
-                .rev()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-                .or_else(|| self.variables.get(name).cloned())
+/// The variables of [`VARIABLES`] that `lookup` sets (to something other
+/// than blanks): what a function records in its stack settings record
+/// ([`outbox_core::keys::RecordedSettings`]).
+pub fn recorded_variables(
+    lookup: impl Fn(&str) -> Option<String>,
+) -> std::collections::BTreeMap<String, String> {
+    VARIABLES
+        .iter()
+        .filter_map(|name| {
+            lookup(name)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| ((*name).to_owned(), v))
         })
-    }
+        .collect()
 }
 
 /// Everything the three functions read from their environment.
@@ -310,19 +283,35 @@ impl Config {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
+    /// The configuration a stack's recorded settings give, `overrides` on
+    /// top.
+    pub fn from_recorded(
+        record: &outbox_core::keys::RecordedSettings,
+        overrides: &[(String, String)],
+    ) -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| {
+            overrides
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .or_else(|| record.variables.get(name).cloned())
+        })
+    }
+
     /// Reads configuration through `lookup` (the environment in production,
     /// a map in tests).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let get = |name: &'static str| lookup(name).filter(|v| !v.trim().is_empty());
         let table_name = get("TABLE_NAME").ok_or(ConfigError::Missing("TABLE_NAME"))?;
-        let event_source = get("EVENT_SOURCE").unwrap_or_else(|| "outbox.orders".to_owned());
-        if event_source.len() > 256 {
-            return Err(invalid(
-                "EVENT_SOURCE",
-                &event_source,
-                "longer than 256 characters",
-            ));
-        }
+        // The sink's limits, as the writer reads them from the same
+        // variables (`SINK` and `SNS_TOPIC_ARN` checked there first).
+        let limits = outbox_core::size::EventLimits::from_lookup(&lookup)?;
+        let event_source = match &limits {
+            outbox_core::size::EventLimits::EventBridge { source, .. } => source.clone(),
+            outbox_core::size::EventLimits::Sns { .. } => get("EVENT_SOURCE")
+                .unwrap_or_else(|| outbox_core::size::DEFAULT_EVENT_SOURCE.to_owned()),
+        };
         let sink = match get("SINK").as_deref().unwrap_or("eventbridge") {
             "eventbridge" => SinkConfig::EventBridge {
                 bus_name: get("EVENT_BUS_NAME").unwrap_or_else(|| "default".to_owned()),
@@ -383,16 +372,7 @@ impl Config {
                     )
                 })?,
             },
-            max_event_bytes: number(
-                &get,
-                "MAX_EVENT_BYTES",
-                match sink {
-                    SinkConfig::EventBridge { .. } => outbox_core::size::DEFAULT_EVENTBRIDGE_BYTES,
-                    SinkConfig::Sns { .. } => outbox_core::size::DEFAULT_SNS_BYTES,
-                },
-                1_024,
-                outbox_core::size::DEFAULT_EVENTBRIDGE_BYTES,
-            )?,
+            max_event_bytes: limits.max_bytes(),
             sink,
         })
     }
@@ -430,21 +410,10 @@ fn number<T>(
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
-    let Some(raw) = get(name) else {
-        return Ok(default);
-    };
-    let value: T = raw
-        .trim()
-        .parse()
-        .map_err(|_| invalid(name, &raw, "not a whole number"))?;
-    if value < min || value > max {
-        return Err(invalid(
-            name,
-            &raw,
-            &format!("must be between {min} and {max}"),
-        ));
+    match get(name) {
+        None => Ok(default),
+        Some(raw) => ConfigError::bounded(name, &raw, min, max),
     }
-    Ok(value)
 }
 
 /// The transaction settings of a function's configuration (the writer's).
@@ -452,10 +421,9 @@ impl From<&Config> for outbox_core::transaction::OutboxSettings {
     fn from(config: &Config) -> Self {
         Self::new(
             &config.table_name,
-            &config.event_source,
+            config.event_limits(),
             config.outbox_shards,
         )
-        .with_limits(config.event_limits())
         .with_keys(config.keys.clone())
     }
 }

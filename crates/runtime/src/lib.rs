@@ -19,9 +19,11 @@
 //!   `outboxctl adopt-region`).
 //! - `config.rs`: [`Config`] from the environment: the sink, the ordering,
 //!   the home-region rule (`HOME_REGION`, `HOME_REGION_RULE`), and
-//!   [`RecordedSettings`], the variables each function records at cold
-//!   start for `outboxctl` (written by [`publish::record_settings`], read by
-//!   the store's `recorded_settings`).
+//!   [`recorded_variables`], the variables each function records at cold
+//!   start (and the sweeper on every run) in its stack settings record
+//!   (`outbox_core::keys::RecordedSettings`; written by
+//!   [`publish::record_settings`], read by the store's `recorded_settings`
+//!   and, at cold start, [`publish::refuse_rivals`]).
 //! - [`retry`]: the one backoff type, the deadline that bounds every call,
 //!   the retry policy for what the SDK cannot see (unprocessed items, failed
 //!   entries); the codes worth retrying are `outbox_core::codes`.
@@ -44,6 +46,7 @@ pub mod store;
 pub mod telemetry;
 
 pub use config::{
-    Config, Ordering, RecordedSettings, SinkConfig, SinkSettings, DEFAULT_OUTBOX_SHARDS,
+    recorded_variables, Config, Ordering, SinkConfig, SinkSettings, DEFAULT_OUTBOX_SHARDS,
     DEFAULT_SEND_CONCURRENCY, VARIABLES,
 };
+pub use outbox_core::keys::RecordedSettings;

@@ -144,6 +144,13 @@ pub struct Sweeper<S, T> {
     pub settings: SweepSettings,
     /// Retries of failed entries within the call.
     pub retry: RetryPolicy,
+    /// This function's stack settings record, written again on every run
+    /// (the stack's heartbeat: a second stack on the table yields to a
+    /// live one, `adopt-region` refuses a live region) before the run
+    /// checks that no other stack publishes from the table
+    /// (`publish::refuse_rivals`). `None`: neither (tests of the sweep
+    /// alone).
+    pub heartbeat: Option<outbox_runtime::RecordedSettings>,
 }
 
 /// The smallest ULID of a millisecond: every id created before `at` sorts
@@ -169,6 +176,7 @@ impl<S: EventSink, T: PublishStore + SweepStore> Sweeper<S, T> {
             store,
             settings,
             retry: RetryPolicy::default(),
+            heartbeat: None,
         }
     }
 
@@ -489,7 +497,21 @@ pub async fn handler<S: EventSink, T: PublishStore + SweepStore>(
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<Response, Error> {
     let deadline = Deadline::from_epoch_millis(event.context.deadline, DEADLINE_MARGIN);
-    match Trigger::from_value(event.payload)? {
+    let trigger = Trigger::from_value(event.payload)?;
+    if let Some(record) = &sweeper.heartbeat {
+        // The heartbeat and the check at once, in a tenth of the run at
+        // most: a slow settings call never costs the sweep its time.
+        let record = record.renewed(outbox_core::now_utc_millis());
+        let budget = Deadline::after(
+            outbox_runtime::publish::SETTINGS_CALL_DEADLINE.min(deadline.remaining() / 10),
+        );
+        let ((), rivals) = futures::join!(
+            outbox_runtime::publish::record_settings(&sweeper.store, &record, &budget),
+            outbox_runtime::publish::refuse_rivals(&sweeper.store, &record, &budget),
+        );
+        rivals?;
+    }
+    match trigger {
         Trigger::Schedule => {
             let report = sweeper.sweep(OffsetDateTime::now_utc(), &deadline).await;
             log(&report, "sweep finished");

@@ -7,8 +7,9 @@ use sweeper::{handler, SweepSettings, Sweeper};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let (config, sink, store) = publish::cold_start("sweeper").await?;
-    let sweeper = Sweeper::new(sink, store, SweepSettings::from(&config));
+    let (config, sink, store, record) = publish::cold_start("sweeper").await?;
+    let mut sweeper = Sweeper::new(sink, store, SweepSettings::from(&config));
+    sweeper.heartbeat = record;
     let sweeper = &sweeper;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         handler(sweeper, event)

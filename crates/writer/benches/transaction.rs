@@ -7,11 +7,12 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use criterion::{criterion_group, criterion_main, Criterion};
+use outbox_core::size::EventLimits;
 use outbox_core::EventEnvelope;
 use writer::{OutboxSettings, OutboxTransaction};
 
 fn bench(c: &mut Criterion) {
-    let settings = OutboxSettings::new("orders", "outbox.orders", 8);
+    let settings = OutboxSettings::new("orders", EventLimits::eventbridge("outbox.orders"), 8);
     let order = serde_json::json!({
         "orderId": "01JDQ3V7X8KZ4M2N5P6R7S8T9V", "customerId": "cust-42", "currency": "EUR",
         "items": [{"sku": "BOOK-1", "quantity": 2, "unitPriceCents": 1500}, {"sku": "PEN-7", "quantity": 1, "unitPriceCents": 250}],

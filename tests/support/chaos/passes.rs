@@ -100,7 +100,8 @@ pub(super) async fn drain_on_failure(
 
 /// Passes of the pump, each followed by a scheduled sweep (when `sweep`)
 /// and the OnFailure queue fed to the sweeper, until a pass reads nothing
-/// new; returns the OnFailure messages handled.
+/// new for the publisher (each sweep writes its settings record, a record
+/// the mapping's filter drops); returns the OnFailure messages handled.
 pub(super) async fn drain(
     pump: &mut devkit::Pump<&Sandboxes>,
     sweeper: &Tagged,

@@ -29,11 +29,41 @@ impl Stack {
         parameters: &[(&str, &str)],
         extra: &[(&str, &str)],
     ) -> crate::lambda::LambdaFunction {
+        self.function_with(function, endpoint, self.env(function, parameters), extra)
+    }
+
+    /// `function` of another stack deployed on this table: the templates'
+    /// environment with `stack_name` as `AWS::StackName` (so its own
+    /// `STACK_NAME` and `STACK_ID`), as a second `sam deploy` of the
+    /// reusable stack on the same table gives it.
+    pub fn function_of_stack(
+        &self,
+        stack_name: &str,
+        function: devkit::Function,
+        parameters: &[(&str, &str)],
+    ) -> crate::lambda::LambdaFunction {
+        let mut deployment = self.deployment.clone();
+        deployment.stack_name = stack_name.to_owned();
+        let env = parameters
+            .iter()
+            .fold(deployment, |d, (k, v)| d.with_parameter(k, v))
+            .env_vec(function)
+            .unwrap_or_else(|e| panic!("{} from the templates: {e}", function.logical_id()));
+        self.function_with(function, None, env, &[])
+    }
+
+    fn function_with(
+        &self,
+        function: devkit::Function,
+        endpoint: Option<&str>,
+        templates: Vec<(String, String)>,
+        extra: &[(&str, &str)],
+    ) -> crate::lambda::LambdaFunction {
         let mut env: Vec<(String, String)> = crate::lambda::loopback_env();
         if let Some(endpoint) = endpoint {
             env.extend(devkit::endpoint_env_at(endpoint));
         }
-        env.extend(self.env(function, parameters));
+        env.extend(templates);
         env.extend(
             extra
                 .iter()

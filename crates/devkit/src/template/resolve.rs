@@ -223,6 +223,13 @@ impl Resolved {
             "AWS::NoValue" => return Ok(None),
             "AWS::Region" => return Ok(Some(self.with.region.clone())),
             "AWS::StackName" => return Ok(Some(self.with.stack_name.clone())),
+            // One per local stack name, as CloudFormation's is one per stack.
+            "AWS::StackId" => {
+                return Ok(Some(format!(
+                    "arn:aws:cloudformation:{}:{LOCAL_ACCOUNT}:stack/{}/local",
+                    self.with.region, self.with.stack_name
+                )))
+            }
             "AWS::AccountId" => return Ok(Some(LOCAL_ACCOUNT.to_owned())),
             "AWS::Partition" => return Ok(Some("aws".to_owned())),
             "AWS::URLSuffix" => return Ok(Some("amazonaws.com".to_owned())),

@@ -80,7 +80,7 @@ impl Default for KeySchema {
 const ABSENT_PLACEHOLDER: &str = "#outboxPk";
 
 /// The outbox item's own attribute names, which no key setting may take.
-const ITEM_ATTRIBUTES: [&str; 21] = [
+const ITEM_ATTRIBUTES: [&str; 22] = [
     attr::EVENT_ID,
     attr::HOME_REGION,
     attr::EVENT_TYPE,
@@ -102,6 +102,7 @@ const ITEM_ATTRIBUTES: [&str; 21] = [
     attr::SHARDS_HIGH_WATER,
     attr::VARIABLES,
     attr::RECORDED_BY,
+    attr::RECORDED_SINCE,
 ];
 
 impl KeySchema {

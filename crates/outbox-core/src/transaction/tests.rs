@@ -1,10 +1,11 @@
 //! Unit tests of `crates/outbox-core/src/transaction.rs`.
 
 use super::*;
+use crate::size::EventLimits;
 use serde_json::json;
 
 fn settings() -> OutboxSettings {
-    OutboxSettings::new("t", "outbox.orders", 8)
+    OutboxSettings::new("t", EventLimits::eventbridge("outbox.orders"), 8)
 }
 
 fn put(pk: &str, sk: &str, extra: usize) -> Put {

@@ -196,13 +196,52 @@ fn mappings_are_counted_and_the_publishers_checked() {
     assert!(problems(&none).is_empty(), "before deploying: a warning");
     assert!(none.iter().any(|f| f.severity == Severity::Warning));
     let cases = [
-        (vec![good.clone(), good.clone(), good.clone()], "mappings"),
-        (vec![mapping("evt#", true, true)], "publisher-mapping"),
-        (vec![mapping("OUTBOX#", false, true)], "publisher-mapping"),
-        (vec![mapping("OUTBOX#", true, false)], "publisher-mapping"),
+        (
+            vec![good.clone(), good.clone(), good.clone()],
+            vec!["mappings", "publisher-mapping"],
+        ),
+        // Two publishers on one stream (#61 point 3): each would delete
+        // what it published, so the other's sink misses it.
+        (vec![good.clone(), good.clone()], vec!["publisher-mapping"]),
+        (vec![mapping("evt#", true, true)], vec!["publisher-mapping"]),
+        (
+            vec![mapping("OUTBOX#", false, true)],
+            vec!["publisher-mapping"],
+        ),
+        (
+            vec![mapping("OUTBOX#", true, false)],
+            vec!["publisher-mapping"],
+        ),
     ];
-    for (mappings, check) in cases {
+    for (mappings, checks) in cases {
         let findings = check_mappings(&KeySchema::default(), &mappings);
-        assert_eq!(problems(&findings), vec![check], "{findings:?}");
+        assert_eq!(problems(&findings), checks, "{findings:?}");
     }
+}
+
+#[test]
+fn two_live_stacks_in_a_region_are_a_problem() {
+    use outbox_core::keys::RecordedSettings;
+    let now = time::OffsetDateTime::now_utc();
+    let record = |stack: &str, minutes_ago: i64| RecordedSettings {
+        region: "eu-west-1".into(),
+        stack: stack.into(),
+        function: "sweeper".into(),
+        by: RecordedSettings::by_now(stack, now - time::Duration::minutes(minutes_ago)),
+        since: None,
+        variables: Default::default(),
+    };
+    let check = |records: &[RecordedSettings]| check_stacks(records, "eu-west-1", now).severity;
+    assert_eq!(check(&[record("one", 5)]), Severity::Ok);
+    // A deleted stack's record stays, and is not live.
+    assert_eq!(
+        check(&[record("one", 5), record("gone", 600)]),
+        Severity::Ok
+    );
+    assert_eq!(
+        check(&[record("one", 5), record("two", 1)]),
+        Severity::Problem
+    );
+    assert_eq!(check(&[record("gone", 600)]), Severity::Warning);
+    assert_eq!(check(&[]), Severity::Warning);
 }

@@ -229,6 +229,23 @@ pub enum ColdStartError {
     /// The sink's target does not answer as configured.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// Another outbox stack publishes from the table in this region, and
+    /// was there first ([`refuse_rivals`]).
+    #[error(transparent)]
+    OtherStack(#[from] OtherStack),
+}
+
+/// Another outbox stack of this region publishes from the table, and was
+/// there first ([`refuse_rivals`]): the message names it and what to do.
+#[derive(thiserror::Error)]
+#[error("{0}")]
+pub struct OtherStack(pub String);
+
+/// The message alone, as the function's init log prints it.
+impl std::fmt::Debug for OtherStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// As the inner error: `main` returning it prints `Error: {:?}`, and the
@@ -239,55 +256,123 @@ impl std::fmt::Debug for ColdStartError {
         match self {
             Self::Config(e) => std::fmt::Debug::fmt(e, f),
             Self::Sink(e) => std::fmt::Debug::fmt(e, f),
+            Self::OtherStack(e) => std::fmt::Debug::fmt(e, f),
         }
     }
 }
 
 /// A publishing function's cold start, for the publisher's and the
 /// sweeper's `main`: JSON logs, [`Config`] from the environment, the SDK
-/// configuration, [`connect`] (the sink verified), and the settings
-/// recorded for the operator's tool ([`record_settings`]) as `function`.
+/// configuration, [`connect`] (the sink verified), the settings recorded in
+/// the table as `function` ([`record_settings`]), and no other stack
+/// publishing from the table ([`refuse_rivals`]). Also returns the record,
+/// which the sweeper writes again on every run (its heartbeat).
 #[cfg(feature = "sinks")]
 pub async fn cold_start(
     function: &str,
-) -> Result<(Config, AnySink, crate::store::DynamoStore), ColdStartError> {
+) -> Result<
+    (
+        Config,
+        AnySink,
+        crate::store::DynamoStore,
+        Option<crate::RecordedSettings>,
+    ),
+    ColdStartError,
+> {
     crate::telemetry::init_logging();
     let config = Config::from_env()?;
     let sdk = crate::aws::load().await;
     let (sink, store) = connect(&config, &sdk).await?;
-    record_settings(&store, &sdk, function).await;
-    Ok((config, sink, store))
+    let record = settings_record(&sdk, function);
+    if let Some(record) = &record {
+        let deadline = crate::retry::Deadline::after(SETTINGS_CALL_DEADLINE);
+        record_settings(&store, record, &deadline).await;
+        refuse_rivals(&store, record, &deadline).await?;
+    } else {
+        tracing::warn!("no region: the settings were not recorded in the table");
+    }
+    Ok((config, sink, store, record))
 }
 
-/// Records, at cold start, the settings this function runs with (every
-/// variable of [`crate::VARIABLES`] in its environment) in its region's
-/// settings record, so that the operator's tool (`outboxctl`) finds the
-/// stack's key schema, home region, sink and ordering in the table. A
-/// failure is logged and does not stop the function: publishing matters
-/// more, and the operator's tool says when nothing is recorded.
-pub async fn record_settings<T: crate::store::PublishStore>(
-    store: &T,
+/// How long the settings record's write, and the read of the table's
+/// records, may take at cold start (the sweeper's runs give them less).
+pub const SETTINGS_CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The settings record `function` writes now: its region, `STACK_NAME`,
+/// every variable of [`crate::VARIABLES`] in its environment, its name
+/// (`AWS_LAMBDA_FUNCTION_NAME`) and the time. `None` without a region.
+pub fn settings_record(
     sdk: &aws_config::SdkConfig,
     function: &str,
-) {
-    let Some(region) = sdk.region() else {
-        tracing::warn!("no region: the settings were not recorded for the operator's tool");
-        return;
-    };
+) -> Option<crate::RecordedSettings> {
+    let region = sdk.region()?.to_string();
     let name = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| function.into());
-    let at = outbox_core::now_utc_millis()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default();
-    let settings = crate::RecordedSettings {
-        region: region.to_string(),
+    let now = outbox_core::now_utc_millis();
+    Some(crate::RecordedSettings {
+        region,
+        stack: std::env::var(crate::metrics::STACK_NAME_VAR).unwrap_or_default(),
         function: function.to_owned(),
-        by: format!("{name} at {at}"),
-        variables: crate::RecordedSettings::variables_of(|k| std::env::var(k).ok()),
-    };
-    let deadline = crate::retry::Deadline::after(std::time::Duration::from_secs(3));
-    if let Err(e) = store.record_settings(&settings, &deadline).await {
-        tracing::warn!(error = %e, "the settings were not recorded for the operator's tool");
+        by: crate::RecordedSettings::by_now(&name, now),
+        since: now
+            .format(&time::format_description::well_known::Rfc3339)
+            .ok(),
+        variables: crate::recorded_variables(|k| std::env::var(k).ok()),
+    })
+}
+
+/// Records `settings` in the table (at cold start, and the sweeper on every
+/// run), so that writers and the operator's tool find the stack's key
+/// schema, home region, sink and ordering there, and a second stack on the
+/// table is seen. A failure is logged and does not stop the function:
+/// publishing matters more, and the readers say when nothing is recorded.
+pub async fn record_settings<T: crate::store::PublishStore>(
+    store: &T,
+    settings: &crate::RecordedSettings,
+    deadline: &crate::retry::Deadline,
+) {
+    if let Err(e) = store.record_settings(settings, deadline).await {
+        tracing::warn!(error = %e, "the settings were not recorded in the table");
     }
+}
+
+/// Fails when another outbox stack of this region published from `table`
+/// within the last hour and was there first
+/// ([`outbox_core::keys::rivals`]): two stacks on one table would each
+/// publish a share of the events and delete them, so each sink would miss
+/// the other's share. The function then fails (its cold start, or the
+/// sweep), which the `Errors` alarms report, and the events stay in the
+/// table for the stack that publishes them. One consistent `Query` of the
+/// settings records; when it fails, logged, and the function goes on (the
+/// check guards against a misconfiguration, it is not a lock).
+pub async fn refuse_rivals<T: crate::store::PublishStore>(
+    store: &T,
+    mine: &crate::RecordedSettings,
+    deadline: &crate::retry::Deadline,
+) -> Result<(), OtherStack> {
+    let table = mine.variable("TABLE_NAME").unwrap_or("the table");
+    let records = match store.recorded_settings(deadline).await {
+        Ok(records) => records,
+        Err(e) => {
+            tracing::warn!(error = %e, "the stack settings were not read: another stack on the table would not be seen");
+            return Ok(());
+        }
+    };
+    let rivals = outbox_core::keys::rivals(&records, mine, outbox_core::now_utc_millis());
+    if rivals.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = rivals
+        .iter()
+        .map(|r| format!("{} ({}, {})", r.stack, r.function, r.by))
+        .collect();
+    let message = format!(
+        "another outbox stack publishes from {table} in {}: {}. Two stacks on one table would each publish and delete a share of the events, so this stack ({}) does not publish; its events stay in the table. Delete one of the stacks (this one starts an hour after the other's last record), or give each its own table (docs/adopt.md, \"One table, one stack\")",
+        mine.region,
+        named.join("; "),
+        if mine.stack.is_empty() { "unnamed" } else { mine.stack.as_str() },
+    );
+    tracing::error!(rivals = %named.join("; "), "another outbox stack publishes from the table");
+    Err(OtherStack(message))
 }
 
 #[cfg(feature = "sinks")]

@@ -33,9 +33,9 @@ use std::future::Future;
 
 use ulid::Ulid;
 
-use crate::config::RecordedSettings;
 use crate::retry::Deadline;
 use outbox_core::keys::ItemKey;
+use outbox_core::keys::RecordedSettings;
 use outbox_core::OutboxItem;
 
 pub use dynamo::{record_shard_count, DynamoStore};
@@ -192,13 +192,23 @@ pub trait PublishStore: Send + Sync {
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
 
     /// Records the settings a function runs with (one `UpdateItem` of its
-    /// region's record, [`outbox_core::keys::stack_settings_key`]), for
-    /// [`OperatorStore::recorded_settings`].
+    /// region's and stack's record, [`outbox_core::keys::stack_settings_key`]),
+    /// for [`PublishStore::recorded_settings`]: the variables and `by`
+    /// replaced, `since` kept once set.
     fn record_settings(
         &self,
         settings: &RecordedSettings,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Every settings record in the table, of every region and function
+    /// (one consistent `Query`). Only the table's partition and sort key
+    /// names matter to it, so an operator's tool can read them before it
+    /// knows the rest of the schema.
+    fn recorded_settings(
+        &self,
+        deadline: &Deadline,
+    ) -> impl Future<Output = Result<Vec<RecordedSettings>, StoreError>> + Send;
 }
 
 /// What the scheduled sweep reads and reports: the shard count, the pending
@@ -330,15 +340,6 @@ pub trait OperatorStore: Send + Sync {
         key: &ItemKey,
         deadline: &Deadline,
     ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
-
-    /// Every settings record in the table, of every region and function
-    /// (one consistent `Query`). Only the table's partition and sort key
-    /// names matter to it, so an operator's tool can read them before it
-    /// knows the rest of the schema.
-    fn recorded_settings(
-        &self,
-        deadline: &Deadline,
-    ) -> impl Future<Output = Result<Vec<RecordedSettings>, StoreError>> + Send;
 }
 
 /// The whole port: what `outboxctl`'s operations, and any adapter, speak.

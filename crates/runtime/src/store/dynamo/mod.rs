@@ -24,8 +24,8 @@ use super::{
     PendingQuery, PublishStore, ShardStats, StoreError, SweepStore, MAX_BATCH_GET, MAX_BATCH_WRITE,
 };
 use crate::aws::{error_code, error_message};
-use crate::config::RecordedSettings;
 use crate::retry::{Deadline, RetryPolicy};
+use outbox_core::keys::RecordedSettings;
 use outbox_core::keys::{self, attr, ItemKey};
 use outbox_core::now_utc_millis;
 use outbox_core::OutboxItem;

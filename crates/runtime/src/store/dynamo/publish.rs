@@ -501,19 +501,57 @@ impl PublishStore for DynamoStore {
             self.client
                 .update_item()
                 .table_name(&self.table)
-                .set_key(Some(self.keys.key(&keys::stack_settings_key(
-                    &settings.region,
-                    &settings.function,
-                ))))
-                .update_expression("SET #variables = :variables, #by = :by")
+                .set_key(Some(self.keys.key(&settings.key())))
+                .update_expression(
+                    "SET #variables = :variables, #by = :by, #since = if_not_exists(#since, :since)",
+                )
                 .expression_attribute_names("#variables", attr::VARIABLES)
                 .expression_attribute_names("#by", attr::RECORDED_BY)
+                .expression_attribute_names("#since", attr::RECORDED_SINCE)
                 .expression_attribute_values(":variables", variables)
                 .expression_attribute_values(":by", s(settings.by.clone()))
+                .expression_attribute_values(
+                    ":since",
+                    s(settings.since.clone().unwrap_or_else(|| {
+                        settings.recorded_at().map_or_else(String::new, |at| {
+                            at.format(&time::format_description::well_known::Rfc3339)
+                                .unwrap_or_default()
+                        })
+                    })),
+                )
                 .send(),
         )
         .await
         .map(|_| ())
         .map_err(|e| e.into_store("record_settings"))
+    }
+
+    async fn recorded_settings(
+        &self,
+        deadline: &Deadline,
+    ) -> Result<Vec<RecordedSettings>, StoreError> {
+        let out = self
+            .call(
+                "recorded_settings",
+                deadline,
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                    .expression_attribute_names("#pk", self.keys.partition_key.as_str())
+                    .expression_attribute_names("#sk", self.keys.sort_key.as_str())
+                    .expression_attribute_values(":pk", s(keys::SETTINGS_PK))
+                    .expression_attribute_values(":prefix", s(keys::STACK_SETTINGS_PREFIX))
+                    .consistent_read(true)
+                    .send(),
+            )
+            .await
+            .map_err(|e| e.into_store("recorded_settings"))?;
+        let sort_key = self.keys.sort_key.as_str();
+        Ok(out
+            .items()
+            .iter()
+            .filter_map(|item| RecordedSettings::from_item(item, sort_key))
+            .collect())
     }
 }

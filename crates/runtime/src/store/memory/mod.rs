@@ -17,8 +17,8 @@ use super::{
     DeadLetterRecord, Marked, OperatorStore, Page, PendingItem, PendingQuery, PublishStore,
     ShardStats, StoreError, SweepStore,
 };
-use crate::config::RecordedSettings;
 use crate::retry::Deadline;
+use outbox_core::keys::RecordedSettings;
 use outbox_core::keys::{self, ItemKey};
 use outbox_core::now_utc_millis;
 use outbox_core::OutboxItem;

@@ -221,9 +221,17 @@ impl PublishStore for MemoryStore {
         _: &Deadline,
     ) -> Result<(), StoreError> {
         let mut records = lock(&self.settings);
-        records.retain(|r| (&r.region, &r.function) != (&settings.region, &settings.function));
-        records.push(settings.clone());
+        let mut settings = settings.clone();
+        if let Some(old) = records.iter().find(|r| r.key() == settings.key()) {
+            settings.since = old.since.clone().or(settings.since);
+        }
+        records.retain(|r| r.key() != settings.key());
+        records.push(settings);
         Ok(())
+    }
+
+    async fn recorded_settings(&self, _: &Deadline) -> Result<Vec<RecordedSettings>, StoreError> {
+        Ok(lock(&self.settings).clone())
     }
 }
 
@@ -424,9 +432,5 @@ impl OperatorStore for MemoryStore {
         Ok(self.hand_to_schedule(key, None, |item| {
             item.next_attempt_at = Some(now_utc_millis().unix_timestamp());
         }))
-    }
-
-    async fn recorded_settings(&self, _: &Deadline) -> Result<Vec<RecordedSettings>, StoreError> {
-        Ok(lock(&self.settings).clone())
     }
 }

@@ -1,0 +1,191 @@
+//! Issue #61 points 2 and 3: one table, one publishing stack, and writers
+//! that learn the stack's settings from the table.
+//!
+//! The fault each test names: a second outbox stack deployed on a table
+//! that already has one (a migration from EventBridge to SNS, a second
+//! sink added). At `b82c310` both stacks' publishers published and deleted
+//! whatever their mapping gave them first, each read the other's deletes
+//! as its own publishes, and `outboxctl` took whichever stack's settings
+//! were recorded last. Now the stack that was there first keeps
+//! publishing, the second one's publisher fails its cold start and its
+//! sweeper fails its runs (their `Errors` alarms), the events stay in the
+//! table, `doctor` reports both stacks, and `outboxctl` asks which one.
+
+use outbox_core::transaction::{OutboxSettings, StackSettingsError};
+use outbox_core::{keys, size::EventLimits, KeySchema};
+use testkit::lambda::FunctionError;
+use testkit::rig::{scheduled, stream_event};
+use testkit::{unique, Operator, Stack};
+
+/// Two stacks on one table, through the real binaries with the templates'
+/// environments: stack one (the orders example on a bus) runs first;
+/// stack two is the same templates deployed under another stack name.
+#[tokio::test]
+async fn a_second_stack_on_the_table_refuses_to_publish_and_the_first_goes_on() {
+    let stack = Stack::with_bus().await;
+    let one_publisher = stack.function(devkit::Function::Publisher, &[], &[]);
+    let one_sweeper = stack.function(devkit::Function::Sweeper, &[], &[]);
+    let payload = |v: &serde_json::Value| serde_json::to_vec(v).expect("JSON");
+    // Stack one is in service: its sweeper's run records its heartbeat.
+    one_sweeper
+        .invoke(&payload(&scheduled()))
+        .await
+        .expect("stack one's sweep");
+
+    let second = unique("second");
+    let two_publisher = stack.function_of_stack(&second, devkit::Function::Publisher, &[]);
+    let two_sweeper = stack.function_of_stack(&second, devkit::Function::Sweeper, &[]);
+    assert_eq!(two_publisher.env("STACK_NAME"), Some(second.as_str()));
+    assert_ne!(two_publisher.env("STACK_ID"), one_publisher.env("STACK_ID"));
+
+    stack.create_orders(1).await;
+    let records = stack.outbox_inserts().await;
+    assert_eq!(records.len(), 1);
+    let event = payload(&stream_event(records.clone()));
+
+    // Stack two's mapping delivers the record first: its publisher does
+    // not start, and publishes nothing.
+    let refused = two_publisher.invoke(&event).await;
+    assert!(
+        matches!(refused, Err(FunctionError::Crashed)),
+        "the second stack's publisher fails its cold start: {refused:?}"
+    );
+    let log = std::fs::read_to_string(two_publisher.log()).unwrap_or_default();
+    assert!(
+        log.contains("another outbox stack publishes from")
+            && log.contains(&stack.deployment.stack_name),
+        "the failure names the stack in service: {log}"
+    );
+    assert_eq!(
+        stack.outbox_items().await.len(),
+        1,
+        "the event stays in the table"
+    );
+    // Its sweeper refuses its runs too (it would republish and delete).
+    let sweep = two_sweeper.invoke(&payload(&scheduled())).await;
+    assert!(
+        sweep.is_err(),
+        "the second stack's sweeper refuses: {sweep:?}"
+    );
+    assert_eq!(stack.outbox_items().await.len(), 1);
+
+    // Stack one, started after stack two recorded its settings, goes on:
+    // adding a stack never stops the one in service.
+    let answer = one_publisher
+        .invoke(&event)
+        .await
+        .expect("stack one publishes");
+    let response: serde_json::Value = serde_json::from_slice(&answer).expect("JSON");
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    assert!(
+        stack.outbox_items().await.is_empty(),
+        "published, then deleted"
+    );
+    let (_, subscriber) = stack.bus.clone().expect("a bus");
+    assert_eq!(
+        testkit::drain_queue(&stack.sdk, &subscriber.queue_url)
+            .await
+            .len(),
+        1,
+        "stack one's bus has the event"
+    );
+
+    // doctor reports the two stacks; outboxctl asks which one.
+    let findings = outboxctl::diagnose(
+        &stack.sdk,
+        &KeySchema::default(),
+        &stack.table,
+        &outboxctl::SinkToCheck::default(),
+    )
+    .await;
+    assert!(
+        outboxctl::problems(&findings).contains(&"stacks"),
+        "{findings:?}"
+    );
+    let operator = Operator::new(&stack.table);
+    let (ok, _, err) = operator.status(&[]);
+    assert!(
+        !ok && err.contains("--stack") && err.contains(&second),
+        "{err}"
+    );
+    let (ok, out, err) = operator.status(&["--stack", &stack.deployment.stack_name]);
+    assert!(ok, "{out}{err}");
+
+    // A writer asking the table for its stack's settings is asked the same.
+    let several = OutboxSettings::from_stack(&stack.ddb, &stack.table)
+        .load()
+        .await
+        .expect_err("two live stacks");
+    assert!(
+        matches!(
+            &several,
+            StackSettingsError::Choice {
+                source: keys::StackChoiceError::SeveralStacks { .. },
+                ..
+            }
+        ),
+        "{several}"
+    );
+    let settings = OutboxSettings::from_stack(&stack.ddb, &stack.table)
+        .stack(&stack.deployment.stack_name)
+        .load()
+        .await
+        .expect("the named stack's settings");
+    assert_eq!(settings.keys, stack.keys);
+}
+
+/// A writer that takes its settings from the table cannot drift from its
+/// stack: on an adopter's table with its own key names, an SNS FIFO sink
+/// and 4 shards, one `Query` gives the writer the stack's names, shards,
+/// home region and the SNS limit (at `b82c310` the writer restated them,
+/// and `OutboxSettings::new` assumed EventBridge's 1 MB, four times what
+/// the SNS stack can publish).
+#[tokio::test]
+async fn a_writer_learns_the_stacks_key_names_shards_region_and_limit_from_the_table() {
+    let schema = KeySchema {
+        partition_key: "pk".into(),
+        sort_key: "sk".into(),
+        outbox_prefix: "evt#".into(),
+        pending_index: "pending".into(),
+        pending_partition_key: "data".into(),
+        pending_sort_key: "status".into(),
+        ..KeySchema::default()
+    };
+    let mut stack = Stack::with_schema(&schema, &[]).await;
+    let (topic, _) = devkit::create_fifo_topic(&stack.sdk, &unique("orders"))
+        .await
+        .expect("topic");
+    stack.use_topic(&topic).await;
+    // The functions record as they start (the sweeper's run).
+    let sweeper = stack.function(devkit::Function::Sweeper, &[("OutboxShards", "4")], &[]);
+    sweeper
+        .invoke(&serde_json::to_vec(&scheduled()).expect("JSON"))
+        .await
+        .expect("the sweep");
+
+    let without_names = OutboxSettings::from_stack(&stack.ddb, &stack.table)
+        .load()
+        .await;
+    assert!(
+        matches!(
+            &without_names,
+            Err(StackSettingsError::Read { code, .. }) if code == "ValidationException"
+        ),
+        "a table keyed pk/sk is read with its key names: {without_names:?}"
+    );
+    let settings = OutboxSettings::from_stack(&stack.ddb, &stack.table)
+        .key_names("pk", "sk")
+        .load()
+        .await
+        .expect("the stack's settings");
+    assert_eq!(settings.table, stack.table);
+    assert_eq!(settings.shards, 4);
+    assert_eq!(settings.keys.pending_partition_key, "data");
+    assert_eq!(settings.keys.outbox_prefix, "evt#");
+    assert_eq!(
+        settings.keys.home_region.as_deref(),
+        Some(stack.deployment.region.as_str())
+    );
+    assert_eq!(settings.key_attributes, ["pk", "sk"]);
+    assert_eq!(settings.limits, EventLimits::sns(true));
+}

@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::pump::Invoker;
+use crate::pump::{InvokeError, Invoker};
 
 /// How long one invocation may take, the function's own run included
 /// (longer than any function timeout in `template.yaml`).
@@ -23,34 +23,6 @@ pub struct HttpInvoker {
     function: String,
     timeout: Duration,
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
-}
-
-/// An invocation that gave no response.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvokeError {
-    /// The Invoke API could not be reached, or did not answer in time.
-    #[error("invoke {function}: {reason}")]
-    Unreachable {
-        /// The function.
-        function: String,
-        /// Why.
-        reason: String,
-    },
-    /// The function failed: an error payload (`X-Amz-Function-Error`) or
-    /// an answer other than 200.
-    #[error("function error (HTTP {status}): {body}")]
-    Function {
-        /// The Invoke API's status.
-        status: u16,
-        /// The error payload.
-        body: String,
-    },
-    /// The answer is not the response the event source expects.
-    #[error("invalid response: {0}")]
-    Invalid(String),
-    /// Another invoker's failure (a crash, a timeout, an error returned).
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// The stream event source mapping's response in an invocation's answer.

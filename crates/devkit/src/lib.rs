@@ -47,12 +47,14 @@ pub mod template;
 
 pub use deployment::{Function, LocalDeployment, LocalSink};
 pub use filter::{FilterCriteria, PatternError};
-pub use invoke::{stream_response, HttpInvoker, Invocation, InvokeError, INVOKE_TIMEOUT};
+pub use invoke::{stream_response, HttpInvoker, Invocation, INVOKE_TIMEOUT};
 pub use local::{
     dynamodb_endpoint, endpoint, endpoint_env, endpoint_env_at, is_loopback, sdk_config,
     sdk_config_at, sdk_config_in_region, streams_endpoint, LocalError, REGION,
 };
-pub use pump::{on_failure_message, GivenUp, Invoker, OnFailure, Pump, PumpError, PumpStats};
+pub use pump::{
+    on_failure_message, GivenUp, InvokeError, Invoker, OnFailure, Pump, PumpError, PumpStats,
+};
 pub use sqs::{drain_queue, receive_until_empty, DrainStats};
 pub use stack::{
     create_bus, create_fifo_topic, create_queue, create_queue_with, create_read_model,

@@ -42,7 +42,6 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::filter::FilterCriteria;
-use crate::invoke::InvokeError;
 use crate::stream::{StreamCursor, StreamError};
 use crate::template::{MappingSettings, MAX_PARALLELIZATION_FACTOR};
 
@@ -57,6 +56,34 @@ pub trait Invoker {
         &self,
         event: Event,
     ) -> impl Future<Output = Result<DynamoDbEventResponse, InvokeError>>;
+}
+
+/// An invocation that gave no response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvokeError {
+    /// The Invoke API could not be reached, or did not answer in time.
+    #[error("invoke {function}: {reason}")]
+    Unreachable {
+        /// The function.
+        function: String,
+        /// Why.
+        reason: String,
+    },
+    /// The function failed: an error payload (`X-Amz-Function-Error`) or
+    /// an answer other than 200.
+    #[error("function error (HTTP {status}): {body}")]
+    Function {
+        /// The Invoke API's status.
+        status: u16,
+        /// The error payload.
+        body: String,
+    },
+    /// The answer is not the response the event source expects.
+    #[error("invalid response: {0}")]
+    Invalid(String),
+    /// Another invoker's failure (a crash, a timeout, an error returned).
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// Where OnFailure messages go.

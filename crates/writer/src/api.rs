@@ -547,7 +547,7 @@ mod tests {
 
     #[test]
     fn internal_errors_hide_their_detail() {
-        let cause = crate::service::BackendError::Event(outbox_core::OutboxError::InvalidEvent(
+        let cause = crate::backend::BackendError::Event(outbox_core::OutboxError::InvalidEvent(
             "arn:aws:dynamodb:secret".into(),
         ));
         let response = ApiError::from(OrderError::Internal(cause)).into_response();

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
+use crate::backend::BackendError;
 use crate::caller::Caller;
-use crate::service::BackendError;
 
 /// `IDEMPOTENCY#<hash of the caller's key>` (sort key `META`): the caller's
 /// key is hashed so that whatever the client sends never becomes part of a

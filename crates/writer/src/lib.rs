@@ -11,6 +11,8 @@
 //! - `caller.rs`: [`Caller`], the authenticated principal that owns orders.
 //! - `idempotency.rs`: [`IdempotencyKey`]s scoped to their caller and the
 //!   records that replay a command's response.
+//! - `backend.rs`: [`BackendError`], a failure below the domain (DynamoDB,
+//!   encoding), for the service and the idempotency records alike.
 //! - `service.rs`: [`OrderService`]: create, pay and read a caller's orders,
 //!   with idempotency records stored in the same transaction.
 //! - `api.rs`: [`Api`], the HTTP API (API Gateway HTTP API, payload v2): the caller
@@ -20,6 +22,7 @@
 //!   types, as checked in under `schemas/`.
 
 mod api;
+mod backend;
 mod caller;
 mod idempotency;
 mod orders;
@@ -31,13 +34,14 @@ mod service;
 pub use outbox_core::transaction;
 
 pub use api::{Api, ApiError, ErrorCode, LOCAL_CALLER_ENV, MAX_BODY_BYTES};
+pub use backend::BackendError;
 pub use caller::Caller;
 pub use idempotency::{IdempotencyKey, StoredResponse};
 pub use orders::{
     CreateOrderRequest, FieldError, NewOrder, Order, OrderLine, OrderLineRequest, OrderStatus,
     PaymentRequest, MAX_LINES, MAX_SAFE_CENTS,
 };
-pub use service::{BackendError, OrderError, OrderService, Reply};
+pub use service::{OrderError, OrderService, Reply};
 pub use transaction::{
     Committed, FailedCondition, OutboxSettings, OutboxTransaction, TransactionError,
 };

@@ -12,11 +12,12 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use outbox_core::keys::{ItemKey, KeySchema};
 use outbox_core::now_utc_millis;
-use outbox_core::{EventEnvelope, OutboxError};
+use outbox_core::EventEnvelope;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use ulid::Ulid;
 
+use crate::backend::BackendError;
 use crate::caller::Caller;
 use crate::idempotency::{self, IdempotencyKey, IdempotencyRecord, Prior, StoredResponse};
 use crate::orders::{keys as order_keys, NewOrder, Order, OrderStatus};
@@ -40,33 +41,6 @@ pub enum Reply {
     Done(Order),
     /// Done before with the same idempotency key: the stored response.
     Replayed(StoredResponse),
-}
-
-/// A failure below the domain (DynamoDB, encoding), kept with its cause
-/// for the log; the API answers 500 without it.
-#[derive(Debug, thiserror::Error)]
-pub enum BackendError {
-    /// The transaction failed for a reason no condition explains.
-    #[error("the transaction failed")]
-    Transaction(#[source] TransactionError),
-    /// A read failed.
-    #[error("reading an item failed")]
-    Read(#[source] Box<SdkError<GetItemError, HttpResponse>>),
-    /// A stored order does not decode.
-    #[error("a stored order does not decode")]
-    Decode(#[source] serde_dynamo::Error),
-    /// An item does not encode.
-    #[error("an item does not encode")]
-    Encode(#[source] serde_dynamo::Error),
-    /// A response does not encode.
-    #[error("a response does not encode")]
-    Json(#[source] serde_json::Error),
-    /// The event could not be built.
-    #[error("the event could not be built")]
-    Event(#[source] OutboxError),
-    /// A request could not be built.
-    #[error("a DynamoDB request could not be built")]
-    Request(#[source] aws_sdk_dynamodb::error::BuildError),
 }
 
 /// Why a command (create, pay, get) failed. Nothing was written in any

@@ -76,8 +76,8 @@ impl OutboxSettings {
     }
 
     /// Reads the settings of the outbox stack publishing from `table` in
-    /// the client's region: one consistent `Query` of the stack settings
-    /// records (`dynamodb:Query` on the table). Hold the result for the
+    /// the client's region: the stack settings records (a consistent `Query`, its
+    /// pages) (`dynamodb:Query` on the table). Hold the result for the
     /// life of the process (it is the cache); read again after changing
     /// the stack. See [`FromStack`] for a table with other key names, a
     /// region or a stack to name.
@@ -153,7 +153,10 @@ impl FromStack<'_> {
                 AttributeValue::S(keys::STACK_SETTINGS_PREFIX.to_owned()),
             )
             .consistent_read(true)
+            .into_paginator()
+            .items()
             .send()
+            .collect::<Result<Vec<_>, _>>()
             .await
             .map_err(|e| StackSettingsError::Read {
                 table: self.table.clone(),
@@ -163,7 +166,6 @@ impl FromStack<'_> {
                 message: aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
             })?;
         let records: Vec<RecordedSettings> = out
-            .items()
             .iter()
             .filter_map(|item| RecordedSettings::from_item(item, &self.sort_key))
             .collect();

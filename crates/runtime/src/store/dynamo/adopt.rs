@@ -44,24 +44,23 @@ impl DynamoStore {
                     self.keys.dead_pk(shard),
                 ),
             };
-            let mut cursor = None;
-            loop {
-                let out = self
-                    .call(
-                        "adopt",
-                        deadline,
-                        self.client
-                            .query()
-                            .table_name(&self.table)
-                            .index_name(index_name)
-                            .key_condition_expression("#pk = :pk")
-                            .expression_attribute_names("#pk", pk_name)
-                            .expression_attribute_values(":pk", s(old.clone()))
-                            .set_exclusive_start_key(cursor.take())
-                            .send(),
-                    )
-                    .await
-                    .map_err(|e| e.into_store("adopt"))?;
+            // Page by page (the SDK's paginator), each page's items moved
+            // before the next is read.
+            let mut pages = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(index_name)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", pk_name)
+                .expression_attribute_values(":pk", s(old.clone()))
+                .into_paginator()
+                .send();
+            while let Some(out) = self
+                .call("adopt", deadline, async { pages.next().await.transpose() })
+                .await
+                .map_err(|e| e.into_store("adopt"))?
+            {
                 for item in out.items() {
                     let text = |name: &str| match item.get(name) {
                         Some(AttributeValue::S(v)) => Some(v.clone()),
@@ -117,10 +116,6 @@ impl DynamoStore {
                         index,
                         outcome,
                     });
-                }
-                match out.last_evaluated_key() {
-                    Some(next) => cursor = Some(next.clone()),
-                    None => break,
                 }
             }
         }

@@ -255,6 +255,27 @@ impl DynamoStore {
             .consistent_read(true)
     }
 
+    /// Every item `query` selects, page after page (the SDK's paginator),
+    /// all of it within `deadline`.
+    async fn query_all(
+        &self,
+        operation: &'static str,
+        deadline: &Deadline,
+        query: QueryFluentBuilder,
+    ) -> Result<Vec<Item>, StoreError> {
+        self.call(
+            operation,
+            deadline,
+            query
+                .into_paginator()
+                .items()
+                .send()
+                .collect::<Result<Vec<_>, _>>(),
+        )
+        .await
+        .map_err(|e| e.into_store(operation))
+    }
+
     /// The outbox items of `key`'s item collection older than it, oldest
     /// first, each with whether it is pending (in the pending index; a dead
     /// letter is not): strongly consistent `Query`s of the collection's
@@ -265,25 +286,18 @@ impl DynamoStore {
         deadline: &Deadline,
         operation: &'static str,
     ) -> Result<Vec<(String, bool)>, StoreError> {
-        let mut older = Vec::new();
-        let mut cursor = None;
-        loop {
-            let out = self
-                .call(
-                    operation,
-                    deadline,
-                    self.collection_range(&key.pk, &self.keys.outbox_prefix, &key.sk)
-                        .projection_expression("#sk, #ppk")
-                        .expression_attribute_names(
-                            "#ppk",
-                            self.keys.pending_partition_key.as_str(),
-                        )
-                        .set_exclusive_start_key(cursor)
-                        .send(),
-                )
-                .await
-                .map_err(|e| e.into_store(operation))?;
-            older.extend(out.items().iter().filter_map(|item| {
+        let items = self
+            .query_all(
+                operation,
+                deadline,
+                self.collection_range(&key.pk, &self.keys.outbox_prefix, &key.sk)
+                    .projection_expression("#sk, #ppk")
+                    .expression_attribute_names("#ppk", self.keys.pending_partition_key.as_str()),
+            )
+            .await?;
+        Ok(items
+            .iter()
+            .filter_map(|item| {
                 let sk = item
                     .get(self.keys.sort_key.as_str())
                     .and_then(|v| v.as_s().ok())?;
@@ -293,12 +307,8 @@ impl DynamoStore {
                         item.contains_key(self.keys.pending_partition_key.as_str()),
                     )
                 })
-            }));
-            match out.last_evaluated_key() {
-                Some(next) => cursor = Some(next.clone()),
-                None => return Ok(older),
-            }
-        }
+            })
+            .collect())
     }
 
     /// Sets `fields` on a pending outbox item and hands it to the scheduled

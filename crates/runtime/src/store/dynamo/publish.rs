@@ -399,54 +399,41 @@ impl PublishStore for DynamoStore {
         key: &ItemKey,
         deadline: &Deadline,
     ) -> Result<Vec<PendingItem>, StoreError> {
+        let items = self
+            .query_all(
+                "newer_pending",
+                deadline,
+                self.collection_range(&key.pk, &key.sk, &self.keys.outbox_sk_end())
+                    .filter_expression("attribute_exists(#ppk)")
+                    .expression_attribute_names("#ppk", self.keys.pending_partition_key.as_str()),
+            )
+            .await?;
         let mut newer = Vec::new();
-        let mut cursor = None;
-        loop {
-            let out = self
-                .call(
-                    "newer_pending",
-                    deadline,
-                    self.collection_range(&key.pk, &key.sk, &self.keys.outbox_sk_end())
-                        .filter_expression("attribute_exists(#ppk)")
-                        .expression_attribute_names(
-                            "#ppk",
-                            self.keys.pending_partition_key.as_str(),
-                        )
-                        .set_exclusive_start_key(cursor)
-                        .send(),
-                )
-                .await
-                .map_err(|e| e.into_store("newer_pending"))?;
-            let next = out.last_evaluated_key().cloned();
-            for item in out.items.unwrap_or_default() {
-                let Some(item_key) = self.keys.item_key(&item) else {
-                    continue;
-                };
-                if item_key.sk == key.sk {
-                    continue;
-                }
-                // Global tables: another region's events are its own to
-                // release.
-                let region = item.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
-                if !self.keys.publishes_region(region.map(String::as_str)) {
-                    continue;
-                }
-                newer.push(
-                    match OutboxItem::from_attributes(self.keys.from_table(item)) {
-                        Ok(decoded) => PendingItem::Item(decoded),
-                        Err(e) => PendingItem::Undecodable {
-                            event_id: self.keys.event_id_from_sk(&item_key.sk),
-                            key: item_key,
-                            reason: e.to_string(),
-                        },
+        for item in items {
+            let Some(item_key) = self.keys.item_key(&item) else {
+                continue;
+            };
+            if item_key.sk == key.sk {
+                continue;
+            }
+            // Global tables: another region's events are its own to
+            // release.
+            let region = item.get(attr::HOME_REGION).and_then(|v| v.as_s().ok());
+            if !self.keys.publishes_region(region.map(String::as_str)) {
+                continue;
+            }
+            newer.push(
+                match OutboxItem::from_attributes(self.keys.from_table(item)) {
+                    Ok(decoded) => PendingItem::Item(decoded),
+                    Err(e) => PendingItem::Undecodable {
+                        event_id: self.keys.event_id_from_sk(&item_key.sk),
+                        key: item_key,
+                        reason: e.to_string(),
                     },
-                );
-            }
-            match next {
-                Some(next) => cursor = Some(next),
-                None => return Ok(newer),
-            }
+                },
+            );
         }
+        Ok(newer)
     }
 
     async fn release_claim(
@@ -530,8 +517,8 @@ impl PublishStore for DynamoStore {
         &self,
         deadline: &Deadline,
     ) -> Result<Vec<RecordedSettings>, StoreError> {
-        let out = self
-            .call(
+        let items = self
+            .query_all(
                 "recorded_settings",
                 deadline,
                 self.client
@@ -542,14 +529,11 @@ impl PublishStore for DynamoStore {
                     .expression_attribute_names("#sk", self.keys.sort_key.as_str())
                     .expression_attribute_values(":pk", s(keys::SETTINGS_PK))
                     .expression_attribute_values(":prefix", s(keys::STACK_SETTINGS_PREFIX))
-                    .consistent_read(true)
-                    .send(),
+                    .consistent_read(true),
             )
-            .await
-            .map_err(|e| e.into_store("recorded_settings"))?;
+            .await?;
         let sort_key = self.keys.sort_key.as_str();
-        Ok(out
-            .items()
+        Ok(items
             .iter()
             .filter_map(|item| RecordedSettings::from_item(item, sort_key))
             .collect())

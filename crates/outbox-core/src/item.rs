@@ -91,6 +91,13 @@ pub struct OutboxItem {
 }
 
 impl OutboxItem {
+    /// Whether the sweeper may publish it at `now`: no failed attempt
+    /// recorded, or its `nextAttemptAt` has come.
+    pub fn is_due(&self, now: time::OffsetDateTime) -> bool {
+        self.next_attempt_at
+            .is_none_or(|at| at <= now.unix_timestamp())
+    }
+
     /// Builds the outbox item for `envelope`, stored in the item collection
     /// `pk`, and checks it against the configured sink's `limits` (the
     /// entry's size as that sink counts it; an SNS FIFO group id) and the
@@ -221,6 +228,24 @@ mod tests {
     }
 
     /// Issue #28 item 1: the writer records its home region on the item.
+    #[test]
+    fn an_item_is_due_without_a_failure_or_once_its_next_attempt_comes() {
+        let env = EventEnvelope::new("T", "A", "a", 1, serde_json::json!({})).unwrap();
+        let mut item = OutboxItem::new(
+            "ORDER#a",
+            &env,
+            &crate::size::EventLimits::eventbridge("s"),
+            8,
+        )
+        .unwrap();
+        let now = time::OffsetDateTime::from_unix_timestamp(1_000).unwrap();
+        assert!(item.is_due(now));
+        item.next_attempt_at = Some(1_000);
+        assert!(item.is_due(now));
+        item.next_attempt_at = Some(1_001);
+        assert!(!item.is_due(now));
+    }
+
     #[test]
     fn the_item_carries_the_writers_home_region() {
         let env = envelope(json!({}));

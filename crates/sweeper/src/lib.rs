@@ -217,10 +217,6 @@ impl<S: EventSink, T: PublishStore + SweepStore> Sweeper<S, T> {
         report: &mut SweepReport,
         deadline: &Deadline,
     ) -> Vec<Entry> {
-        let due = |item: &OutboxItem| {
-            item.next_attempt_at
-                .is_none_or(|at| at <= now.unix_timestamp())
-        };
         let marked =
             |item: &OutboxItem| item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk);
         // The reads needed: the first event of each aggregate in the page,
@@ -232,7 +228,7 @@ impl<S: EventSink, T: PublishStore + SweepStore> Sweeper<S, T> {
         let mut checks: Vec<(usize, ItemKey)> = Vec::new();
         for (i, stored) in items.iter().enumerate() {
             if let PendingItem::Item(item) = stored {
-                if first.insert(&item.aggregate_id) && due(item) && marked(item) {
+                if first.insert(&item.aggregate_id) && item.is_due(now) && marked(item) {
                     checks.push((i, item.key()));
                 }
             }

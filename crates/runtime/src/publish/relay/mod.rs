@@ -581,9 +581,7 @@ fn epoch_millis() -> u64 {
 fn due(item: &OutboxItem, mode: Mode) -> bool {
     match mode {
         Mode::Stream | Mode::Operator => true,
-        Mode::Sweep { now, .. } => item
-            .next_attempt_at
-            .is_none_or(|at| at <= now.unix_timestamp()),
+        Mode::Sweep { now, .. } => item.is_due(now),
     }
 }
 

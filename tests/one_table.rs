@@ -102,29 +102,41 @@ async fn a_second_stack_on_the_table_refuses_to_publish_and_the_first_goes_on() 
         outboxctl::problems(&findings).contains(&"stacks"),
         "{findings:?}"
     );
+    // outboxctl and a writer take the stack in service (the refused one
+    // recorded too, and stays live while its functions are invoked), and
+    // the other one by its name.
     let operator = Operator::new(&stack.table);
-    let (ok, _, err) = operator.status(&[]);
-    assert!(
-        !ok && err.contains("--stack") && err.contains(&second),
-        "{err}"
-    );
-    let (ok, out, err) = operator.status(&["--stack", &stack.deployment.stack_name]);
+    let (ok, out, err) = operator.status(&["--json"]);
     assert!(ok, "{out}{err}");
-
-    // A writer asking the table for its stack's settings is asked the same.
-    let several = OutboxSettings::from_stack(&stack.ddb, &stack.table)
+    let status: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(
+        status["settings"]["stack"].as_str(),
+        Some(stack.deployment.stack_name.as_str()),
+        "stack one's record: {out}"
+    );
+    let (ok, out, err) = operator.status(&["--stack", &second]);
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = operator.status(&["--stack", "no-such-stack"]);
+    assert!(!ok && err.contains(&second), "{err}");
+    let unnamed = OutboxSettings::from_stack(&stack.ddb, &stack.table)
         .load()
         .await
-        .expect_err("two live stacks");
+        .expect("the stack in service");
+    assert_eq!(unnamed.keys, stack.keys);
+    let missing = OutboxSettings::from_stack(&stack.ddb, &stack.table)
+        .stack("no-such-stack")
+        .load()
+        .await
+        .expect_err("no such stack");
     assert!(
         matches!(
-            &several,
+            &missing,
             StackSettingsError::Choice {
-                source: keys::StackChoiceError::SeveralStacks { .. },
+                source: keys::StackChoiceError::NoSuchStack { .. },
                 ..
             }
         ),
-        "{several}"
+        "{missing}"
     );
     let settings = OutboxSettings::from_stack(&stack.ddb, &stack.table)
         .stack(&stack.deployment.stack_name)
@@ -188,4 +200,43 @@ async fn a_writer_learns_the_stacks_key_names_shards_region_and_limit_from_the_t
     );
     assert_eq!(settings.key_attributes, ["pk", "sk"]);
     assert_eq!(settings.limits, EventLimits::sns(true));
+}
+
+/// A stack deleted and made again under its name (another CloudFormation
+/// stack id) is not "there first" with the deleted one's date: its record
+/// in DynamoDB starts anew (a conditional `UpdateItem` on the recorded
+/// `STACK_ID`, then an unconditional one), while the same stack recording
+/// again keeps its date.
+#[tokio::test]
+async fn a_stack_made_again_under_its_name_starts_its_record_anew() {
+    use outbox_runtime::store::PublishStore;
+    let stack = Stack::new().await;
+    let store = stack.store();
+    let record = |id: &str, since: &str| {
+        let mut r = stack.settings_record(devkit::Function::Sweeper);
+        r.variables.insert("STACK_ID".into(), id.into());
+        r.since = Some(since.into());
+        r
+    };
+    let read = || async {
+        let records = store
+            .recorded_settings(&testkit::far_deadline())
+            .await
+            .expect("read");
+        records
+            .into_iter()
+            .find(|r| r.function == "sweeper")
+            .and_then(|r| r.since)
+    };
+    for (id, since) in [
+        ("arn:old", "2026-01-01T00:00:00Z"),
+        ("arn:new", "2026-12-07T10:00:00Z"),
+        ("arn:new", "2026-12-07T11:00:00Z"),
+    ] {
+        store
+            .record_settings(&record(id, since), &testkit::far_deadline())
+            .await
+            .expect("recorded");
+    }
+    assert_eq!(read().await.as_deref(), Some("2026-12-07T10:00:00Z"));
 }

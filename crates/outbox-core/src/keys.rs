@@ -40,8 +40,8 @@ mod stacks;
 
 pub use schema::{check_region, KeySchema};
 pub use stacks::{
-    choose_stack, rivals, stack_settings_key, RecordedSettings, StackChoiceError, LIVE_WITHIN,
-    STACK_SETTINGS_PREFIX,
+    choose_stack, rivals, schedule_period, stack_settings_key, RecordedSettings, StackChoiceError,
+    LIVE_WITHIN, STACK_SETTINGS_PREFIX,
 };
 
 use std::collections::HashMap;

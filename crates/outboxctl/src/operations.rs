@@ -430,9 +430,12 @@ impl<S: OutboxStore> Operations<S> {
         which: &DueSelector,
         now: OffsetDateTime,
     ) -> Result<Vec<Released>, OpsError> {
+        // An age beyond the calendar selects what was created before it:
+        // nothing.
         let created_before = which.older_than.map(|age| {
+            let before = now.checked_sub(age).unwrap_or(OffsetDateTime::UNIX_EPOCH);
             Ulid::from_parts(
-                u64::try_from((now - age).unix_timestamp_nanos() / 1_000_000).unwrap_or(0),
+                u64::try_from(before.unix_timestamp_nanos() / 1_000_000).unwrap_or(0),
                 0,
             )
         });

@@ -28,6 +28,8 @@ pub(crate) enum Origin {
     Recorded {
         /// The record's region.
         region: String,
+        /// The stack that wrote it (its `STACK_NAME`).
+        stack: String,
         /// The function that wrote it, and when.
         by: String,
     },
@@ -144,6 +146,7 @@ impl Stack {
                 })?,
                 Origin::Recorded {
                     region: record.region.clone(),
+                    stack: record.stack.clone(),
                     by: record.by.clone(),
                 },
             ),

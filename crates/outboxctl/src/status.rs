@@ -160,8 +160,8 @@ async fn run(stack: &Stack, scan: bool, json: bool) -> Result<(), Error> {
         );
     }
     match stack.origin() {
-        Origin::Recorded { region, by } => {
-            println!("settings: the stack's record for {region} (by {by})\n")
+        Origin::Recorded { region, stack, by } => {
+            println!("settings: the record of stack {stack} for {region} (by {by})\n")
         }
         Origin::Environment => println!(
             "settings: this environment's (nothing is recorded in {}); the keys may not be the stack's\n",

@@ -89,6 +89,12 @@ pub struct Publisher<S, T> {
     /// whose pending-index keys name another shard, another region, other
     /// names or none is made sweepable before it is sent.
     pub shards: u16,
+    /// This function's stack settings record, written again and the
+    /// one-stack check made again at most every five minutes while it is
+    /// invoked (`publish::Heartbeat`); a batch that finds another stack
+    /// was there first fails whole, nothing sent (its records come back).
+    /// `None`: neither (tests of the relay alone).
+    pub heartbeat: Option<outbox_runtime::publish::Heartbeat>,
 }
 
 /// How many sequence numbers a process remembers (a few batches' worth:
@@ -291,6 +297,7 @@ impl<S: EventSink, T: PublishStore> Publisher<S, T> {
             keys: KeySchema::default(),
             redelivery: Redelivery::default(),
             shards: outbox_runtime::DEFAULT_OUTBOX_SHARDS,
+            heartbeat: None,
         }
     }
 
@@ -573,6 +580,9 @@ pub async fn handler<S: EventSink, T: PublishStore>(
     event: LambdaEvent<StreamEvent>,
 ) -> Result<DynamoDbEventResponse, Error> {
     let deadline = Deadline::from_epoch_millis(event.context.deadline, DEADLINE_MARGIN);
+    if let Some(heartbeat) = &publisher.heartbeat {
+        heartbeat.beat(&publisher.store, &deadline).await?;
+    }
     let report = publisher.process(event.payload, &deadline).await?;
     let count = report.records;
     tracing::info!(

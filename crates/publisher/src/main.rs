@@ -11,8 +11,9 @@ use publisher::{handler, Publisher};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let (config, sink, store, _) = publish::cold_start("publisher").await?;
+    let (config, sink, store, record) = publish::cold_start("publisher").await?;
     let mut publisher = Publisher::new(sink, store);
+    publisher.heartbeat = record.map(|r| publish::Heartbeat::new(r, publish::PUBLISHER_HEARTBEAT));
     publisher.ordering = config.ordering;
     publisher.send_concurrency = config.send_concurrency;
     publisher.keys = config.keys.clone();

@@ -229,26 +229,6 @@ pub const DEFAULT_SEND_CONCURRENCY: usize = 5;
 /// The period of the template's default sweep schedule, `rate(5 minutes)`.
 pub(crate) const DEFAULT_SWEEP_PERIOD: Duration = Duration::from_secs(300);
 
-/// The period of an EventBridge schedule expression: `rate(<n> <unit>)`
-/// exactly; a `cron(...)` expression, whose gaps vary, counts as one hour.
-/// `None` for anything else.
-pub(crate) fn schedule_period(expression: &str) -> Option<Duration> {
-    let expression = expression.trim();
-    if expression.starts_with("cron(") && expression.ends_with(')') {
-        return Some(Duration::from_secs(3_600));
-    }
-    let inner = expression.strip_prefix("rate(")?.strip_suffix(')')?;
-    let (count, unit) = inner.trim().split_once(' ')?;
-    let count: u64 = count.parse().ok().filter(|c| *c > 0)?;
-    let unit = match unit.trim() {
-        "minute" | "minutes" => 60,
-        "hour" | "hours" => 3_600,
-        "day" | "days" => 86_400,
-        _ => return None,
-    };
-    Some(Duration::from_secs(count.checked_mul(unit)?))
-}
-
 /// Order per aggregate (`ORDERING`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Ordering {
@@ -312,6 +292,15 @@ impl Config {
             outbox_core::size::EventLimits::Sns { .. } => get("EVENT_SOURCE")
                 .unwrap_or_else(|| outbox_core::size::DEFAULT_EVENT_SOURCE.to_owned()),
         };
+        // Checked for SNS too (EventBridge's is checked with its limits):
+        // the value is recorded, and a republish to a bus would use it.
+        if event_source.len() > 256 {
+            return Err(invalid(
+                "EVENT_SOURCE",
+                &event_source,
+                "longer than 256 characters",
+            ));
+        }
         let sink = match get("SINK").as_deref().unwrap_or("eventbridge") {
             "eventbridge" => SinkConfig::EventBridge {
                 bus_name: get("EVENT_BUS_NAME").unwrap_or_else(|| "default".to_owned()),
@@ -364,13 +353,15 @@ impl Config {
             send_concurrency: number(&get, "SEND_CONCURRENCY", DEFAULT_SEND_CONCURRENCY, 1, 10)?,
             sweep_period: match get("SWEEP_SCHEDULE") {
                 None => DEFAULT_SWEEP_PERIOD,
-                Some(schedule) => schedule_period(&schedule).ok_or_else(|| {
-                    invalid(
-                        "SWEEP_SCHEDULE",
-                        &schedule,
-                        "expected `rate(<n> <minutes|hours|days>)` or `cron(...)`",
-                    )
-                })?,
+                Some(schedule) => {
+                    outbox_core::keys::schedule_period(&schedule).ok_or_else(|| {
+                        invalid(
+                            "SWEEP_SCHEDULE",
+                            &schedule,
+                            "expected `rate(<n> <minutes|hours|days>)` or `cron(...)`",
+                        )
+                    })?
+                }
             },
             max_event_bytes: limits.max_bytes(),
             sink,

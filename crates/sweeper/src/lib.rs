@@ -150,7 +150,7 @@ pub struct Sweeper<S, T> {
     /// checks that no other stack publishes from the table
     /// (`publish::refuse_rivals`). `None`: neither (tests of the sweep
     /// alone).
-    pub heartbeat: Option<outbox_runtime::RecordedSettings>,
+    pub heartbeat: Option<outbox_runtime::publish::Heartbeat>,
 }
 
 /// The smallest ULID of a millisecond: every id created before `at` sorts
@@ -494,18 +494,8 @@ pub async fn handler<S: EventSink, T: PublishStore + SweepStore>(
 ) -> Result<Response, Error> {
     let deadline = Deadline::from_epoch_millis(event.context.deadline, DEADLINE_MARGIN);
     let trigger = Trigger::from_value(event.payload)?;
-    if let Some(record) = &sweeper.heartbeat {
-        // The heartbeat and the check at once, in a tenth of the run at
-        // most: a slow settings call never costs the sweep its time.
-        let record = record.renewed(outbox_core::now_utc_millis());
-        let budget = Deadline::after(
-            outbox_runtime::publish::SETTINGS_CALL_DEADLINE.min(deadline.remaining() / 10),
-        );
-        let ((), rivals) = futures::join!(
-            outbox_runtime::publish::record_settings(&sweeper.store, &record, &budget),
-            outbox_runtime::publish::refuse_rivals(&sweeper.store, &record, &budget),
-        );
-        rivals?;
+    if let Some(heartbeat) = &sweeper.heartbeat {
+        heartbeat.beat(&sweeper.store, &deadline).await?;
     }
     match trigger {
         Trigger::Schedule => {

@@ -9,7 +9,8 @@ use sweeper::{handler, SweepSettings, Sweeper};
 async fn main() -> Result<(), Error> {
     let (config, sink, store, record) = publish::cold_start("sweeper").await?;
     let mut sweeper = Sweeper::new(sink, store, SweepSettings::from(&config));
-    sweeper.heartbeat = record;
+    // Every run (a zero interval).
+    sweeper.heartbeat = record.map(|r| publish::Heartbeat::new(r, std::time::Duration::ZERO));
     let sweeper = &sweeper;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         handler(sweeper, event)

@@ -27,9 +27,35 @@ use super::{attr, ItemKey, SETTINGS_PK};
 pub const STACK_SETTINGS_PREFIX: &str = "STACK#";
 
 /// A stack whose functions recorded nothing for this long is taken as gone
-/// (deleted, or its schedule disabled): its sweeper records every run (five
-/// minutes by default), so an hour is twelve missed runs.
+/// (deleted), at the least: its sweeper records every run (five minutes by
+/// default: an hour is twelve missed runs), its publisher every five
+/// minutes while invoked. A sweep schedule slower than a third of it
+/// stretches it ([`RecordedSettings::live_within`]).
 pub const LIVE_WITHIN: time::Duration = time::Duration::hours(1);
+
+/// The sweep period a record without `SWEEP_SCHEDULE` runs at (the
+/// templates' default, `rate(5 minutes)`).
+const DEFAULT_SWEEP_PERIOD: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The period of an EventBridge schedule expression: `rate(<n> <unit>)`
+/// exactly; a `cron(...)` expression, whose gaps vary, counts as one hour.
+/// `None` for anything else.
+pub fn schedule_period(expression: &str) -> Option<std::time::Duration> {
+    let expression = expression.trim();
+    if expression.starts_with("cron(") && expression.ends_with(')') {
+        return Some(std::time::Duration::from_secs(3_600));
+    }
+    let inner = expression.strip_prefix("rate(")?.strip_suffix(')')?;
+    let (count, unit) = inner.trim().split_once(' ')?;
+    let count: u64 = count.parse().ok().filter(|c| *c > 0)?;
+    let unit = match unit.trim() {
+        "minute" | "minutes" => 60,
+        "hour" | "hours" => 3_600,
+        "day" | "days" => 86_400,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(count.checked_mul(unit)?))
+}
 
 /// The key of the settings record `function` of `stack` writes in
 /// `region`: `OUTBOX_SETTINGS` / `STACK#<region>#<stack>#<function>`. One per
@@ -125,9 +151,25 @@ impl RecordedSettings {
         OffsetDateTime::parse(at, &Rfc3339).ok()
     }
 
-    /// Whether it was written within [`LIVE_WITHIN`] of `now`.
+    /// How long after its last record this record's stack still counts as
+    /// live: three periods of its sweep schedule (`SWEEP_SCHEDULE`, a
+    /// `cron(...)` counting as an hour), and never less than
+    /// [`LIVE_WITHIN`].
+    pub fn live_within(&self) -> time::Duration {
+        let period = self
+            .variable("SWEEP_SCHEDULE")
+            .and_then(schedule_period)
+            .unwrap_or(DEFAULT_SWEEP_PERIOD);
+        let three =
+            time::Duration::try_from(period.saturating_mul(3)).unwrap_or(time::Duration::MAX);
+        three.max(LIVE_WITHIN)
+    }
+
+    /// Whether it was written within [`RecordedSettings::live_within`] of
+    /// `now`.
     pub fn is_live(&self, now: OffsetDateTime) -> bool {
-        self.recorded_at().is_some_and(|at| now - at < LIVE_WITHIN)
+        self.recorded_at()
+            .is_some_and(|at| now - at < self.live_within())
     }
 
     /// Whether `other` is a record of the same stack: the same
@@ -154,10 +196,11 @@ impl RecordedSettings {
 
 /// The records of another stack than `mine` in `mine`'s region that is live
 /// and was there first (its earliest `since` is earlier than this stack's;
-/// a record of an earlier release counts as earliest; a tie goes to the
-/// smaller name): while there is one, `mine`'s functions must not publish.
-/// The first stack keeps publishing while a second one refuses, so adding a
-/// stack never stops the one in service.
+/// a tie goes to the smaller name): while there is one, `mine`'s functions
+/// must not publish. The first stack keeps publishing while a second one
+/// refuses, so adding a stack never stops the one in service. A record
+/// without `since` (of an earlier release, which did not check, or written
+/// by hand) is never a rival, and does not date its stack.
 pub fn rivals<'a>(
     records: &'a [RecordedSettings],
     mine: &RecordedSettings,
@@ -167,21 +210,22 @@ pub fn rivals<'a>(
         r.since
             .as_deref()
             .and_then(|at| OffsetDateTime::parse(at, &Rfc3339).ok())
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
     };
+    // A stack's first record; `now` when none of its records says.
     let first = |of: &RecordedSettings| {
         records
             .iter()
             .filter(|r| r.region == of.region && r.same_stack(of))
-            .map(since)
-            .chain(std::iter::once(since(of)))
+            .chain(std::iter::once(of))
+            .filter_map(since)
             .min()
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+            .unwrap_or(now)
     };
     let my_first = first(mine);
     records
         .iter()
         .filter(|r| r.region == mine.region && !r.same_stack(mine) && r.is_live(now))
+        .filter(|r| since(r).is_some())
         .filter(|r| (first(r), r.stack.as_str()) < (my_first, mine.stack.as_str()))
         .collect()
 }
@@ -222,7 +266,8 @@ pub enum StackChoiceError {
 
 /// The record to take the settings of `region`'s stack from: the sweeper's
 /// of the stack named `wanted`, else of the only stack of the region, else
-/// of the only live one (a deleted stack's records stay in the table);
+/// of the only live one (a deleted stack's records stay in the table), else
+/// of the live one in service (the one the others yield to, [`rivals`]);
 /// the publisher's when the sweeper never recorded.
 pub fn choose_stack<'a>(
     records: &'a [RecordedSettings],
@@ -288,8 +333,15 @@ pub fn choose_stack<'a>(
         return Ok(only);
     }
     let live: Vec<&RecordedSettings> = stacks.iter().copied().filter(|r| r.is_live(now)).collect();
-    match live.as_slice() {
-        [only] => Ok(only),
+    // Of several live ones, the one in service: the one no other was
+    // there before (the others refuse to publish).
+    let in_service: Vec<&RecordedSettings> = live
+        .iter()
+        .copied()
+        .filter(|r| r.since.is_some() && rivals(records, r, now).is_empty())
+        .collect();
+    match (live.as_slice(), in_service.as_slice()) {
+        ([only], _) | (_, [only]) => Ok(only),
         _ => Err(StackChoiceError::SeveralStacks {
             region: region.to_owned(),
             stacks: names(&stacks),
@@ -379,9 +431,20 @@ mod tests {
         // Stack one deleted: an hour after its last record, two publishes.
         let later = now() + time::Duration::minutes(61);
         assert!(rivals(&records, &two, later).is_empty());
-        // A record of an earlier release (no `since`) was there first.
+        // A record of an earlier release (no `since`) is never a rival.
         let old = record("old", "sweeper", "2026-12-07T11:58:00Z", "");
-        assert_eq!(rivals(&[old.clone(), one.clone()], &one, now()), vec![&old]);
+        assert!(rivals(&[old.clone(), one.clone()], &one, now()).is_empty());
+        // A slow sweep schedule keeps its stack live for three periods.
+        let mut slow = record(
+            "slow",
+            "sweeper",
+            "2026-12-07T07:00:00Z",
+            "2026-11-01T00:00:00Z",
+        );
+        slow.variables
+            .insert("SWEEP_SCHEDULE".into(), "rate(2 hours)".into());
+        assert_eq!(slow.live_within(), time::Duration::hours(6));
+        assert_eq!(rivals(&[slow.clone()], &two, now()), vec![&slow]);
         // Another region's stack is never a rival.
         let mut far = one.clone();
         far.region = "us-east-1".into();
@@ -449,6 +512,13 @@ mod tests {
             choose_stack(&records, "eu-west-1", Some("gone"), now()),
             Ok(&gone)
         );
+        // Two live stacks: the one in service (the other refuses).
+        let records = vec![one_s.clone(), two.clone()];
+        assert_eq!(choose_stack(&records, "eu-west-1", None, now()), Ok(&one_s));
+        // Two live stacks that nothing tells apart: name one.
+        let (mut one_s, mut two) = (one_s, two);
+        one_s.since = None;
+        two.since = None;
         let records = vec![one_s.clone(), two.clone()];
         let several = choose_stack(&records, "eu-west-1", None, now()).unwrap_err();
         assert!(

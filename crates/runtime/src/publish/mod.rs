@@ -285,8 +285,10 @@ pub async fn cold_start(
     let (sink, store) = connect(&config, &sdk).await?;
     let record = settings_record(&sdk, function);
     if let Some(record) = &record {
+        // Each call its own deadline: a slow write leaves the read its time.
         let deadline = crate::retry::Deadline::after(SETTINGS_CALL_DEADLINE);
         record_settings(&store, record, &deadline).await;
+        let deadline = crate::retry::Deadline::after(SETTINGS_CALL_DEADLINE);
         refuse_rivals(&store, record, &deadline).await?;
     } else {
         tracing::warn!("no region: the settings were not recorded in the table");
@@ -297,6 +299,61 @@ pub async fn cold_start(
 /// How long the settings record's write, and the read of the table's
 /// records, may take at cold start (the sweeper's runs give them less).
 pub const SETTINGS_CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A function's settings record written again, and the one-stack check
+/// made again, at most every `every` (the sweeper: every run; the
+/// publisher: every five minutes while it is invoked), so that a stack
+/// stays live while it runs and a warm function of a stack that must yield
+/// stops within that time ([`refuse_rivals`]).
+/// Clones share one clock.
+#[derive(Debug, Clone)]
+pub struct Heartbeat {
+    record: crate::RecordedSettings,
+    every: std::time::Duration,
+    last: std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+}
+
+/// How often a warm publisher records its settings and checks for another
+/// stack (at most; only while it is invoked).
+pub const PUBLISHER_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl Heartbeat {
+    /// A heartbeat of `record` every `every`, the first one due `every`
+    /// after now (the cold start has just recorded and checked).
+    pub fn new(record: crate::RecordedSettings, every: std::time::Duration) -> Self {
+        Self {
+            record,
+            every,
+            last: std::sync::Arc::new(std::sync::Mutex::new(Some(std::time::Instant::now()))),
+        }
+    }
+
+    /// When one is due: the record written at `now` and the check, at
+    /// once, each in a tenth of what `run` has left (at most
+    /// [`SETTINGS_CALL_DEADLINE`]), so a slow settings call never costs the
+    /// run its time. `Err` when another stack was there first.
+    pub async fn beat<T: crate::store::PublishStore>(
+        &self,
+        store: &T,
+        run: &crate::retry::Deadline,
+    ) -> Result<(), OtherStack> {
+        {
+            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| at.elapsed() < self.every) {
+                return Ok(());
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        let record = self.record.renewed(outbox_core::now_utc_millis());
+        let budget =
+            crate::retry::Deadline::after(SETTINGS_CALL_DEADLINE.min(run.remaining() / 10));
+        let ((), checked) = futures::join!(
+            record_settings(store, &record, &budget),
+            refuse_rivals(store, &record, &budget),
+        );
+        checked
+    }
+}
 
 /// The settings record `function` writes now: its region, `STACK_NAME`,
 /// every variable of [`crate::VARIABLES`] in its environment, its name

@@ -7,6 +7,7 @@
 mod batching;
 mod concurrency;
 mod failures;
+mod heartbeat;
 mod operator;
 mod strict;
 mod sweep;

@@ -482,35 +482,57 @@ impl PublishStore for DynamoStore {
                 .map(|(k, v)| (k.clone(), s(v.clone())))
                 .collect(),
         );
-        self.call(
-            "record_settings",
-            deadline,
-            self.client
+        // `recordedSince` is kept once set, unless another CloudFormation
+        // stack (another STACK_ID) held the name: a stack deleted and made
+        // again under its name starts anew. A record without a time (one
+        // written by hand) sets none.
+        let since = settings.since.clone().or_else(|| {
+            settings.recorded_at().and_then(|at| {
+                at.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
+        });
+        let stack_id = settings.variable("STACK_ID").map(str::to_owned);
+        let write = |keep_since: bool| {
+            let mut update = "SET #variables = :variables, #by = :by".to_owned();
+            let mut request = self
+                .client
                 .update_item()
                 .table_name(&self.table)
                 .set_key(Some(self.keys.key(&settings.key())))
-                .update_expression(
-                    "SET #variables = :variables, #by = :by, #since = if_not_exists(#since, :since)",
-                )
                 .expression_attribute_names("#variables", attr::VARIABLES)
                 .expression_attribute_names("#by", attr::RECORDED_BY)
-                .expression_attribute_names("#since", attr::RECORDED_SINCE)
-                .expression_attribute_values(":variables", variables)
-                .expression_attribute_values(":by", s(settings.by.clone()))
-                .expression_attribute_values(
-                    ":since",
-                    s(settings.since.clone().unwrap_or_else(|| {
-                        settings.recorded_at().map_or_else(String::new, |at| {
-                            at.format(&time::format_description::well_known::Rfc3339)
-                                .unwrap_or_default()
-                        })
-                    })),
-                )
-                .send(),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| e.into_store("record_settings"))
+                .expression_attribute_values(":variables", variables.clone())
+                .expression_attribute_values(":by", s(settings.by.clone()));
+            if let Some(since) = &since {
+                update.push_str(if keep_since {
+                    ", #since = if_not_exists(#since, :since)"
+                } else {
+                    ", #since = :since"
+                });
+                request = request
+                    .expression_attribute_names("#since", attr::RECORDED_SINCE)
+                    .expression_attribute_values(":since", s(since.clone()));
+            }
+            if let (true, Some(id)) = (keep_since, &stack_id) {
+                request = request
+                    .condition_expression(
+                        "attribute_not_exists(#variables.#sid) OR #variables.#sid = :sid",
+                    )
+                    .expression_attribute_names("#sid", "STACK_ID")
+                    .expression_attribute_values(":sid", s(id.clone()));
+            }
+            request.update_expression(update).send()
+        };
+        match self.call("record_settings", deadline, write(true)).await {
+            Ok(_) => Ok(()),
+            Err(Failed::Service(UpdateItemError::ConditionalCheckFailedException(_), _)) => self
+                .call("record_settings", deadline, write(false))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.into_store("record_settings")),
+            Err(e) => Err(e.into_store("record_settings")),
+        }
     }
 
     async fn recorded_settings(

@@ -223,7 +223,15 @@ impl PublishStore for MemoryStore {
         let mut records = lock(&self.settings);
         let mut settings = settings.clone();
         if let Some(old) = records.iter().find(|r| r.key() == settings.key()) {
-            settings.since = old.since.clone().or(settings.since);
+            // Kept, unless another CloudFormation stack held the name (as
+            // the DynamoDB store does).
+            let other_stack = matches!(
+                (old.variable("STACK_ID"), settings.variable("STACK_ID")),
+                (Some(a), Some(b)) if a != b
+            );
+            if !other_stack {
+                settings.since = old.since.clone().or(settings.since);
+            }
         }
         records.retain(|r| r.key() != settings.key());
         records.push(settings);

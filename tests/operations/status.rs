@@ -224,7 +224,8 @@ async fn with_nothing_recorded_status_and_redrive_on_failure_do_not_guess() {
 /// no pending-index keys at all, and another region's keys with no stack
 /// there) are invisible to the per-shard counts; `status --scan` counts
 /// them, names them and fails. A dead letter and a normal pending event
-/// are not counted. `--scan` does not exist at `b82c310`.
+/// are not counted; `doctor --scan` reports them as a problem. `--scan`
+/// does not exist at `b82c310`.
 #[tokio::test]
 async fn status_scan_counts_items_no_sweeper_reads() {
     let stack = Stack::with_bus().await;
@@ -277,6 +278,24 @@ async fn status_scan_counts_items_no_sweeper_reads() {
     assert_eq!(
         json["pending"], 1,
         "the per-shard counts see only the normal one"
+    );
+    // doctor --scan counts them too, as a problem of its own check.
+    let bus = stack.bus.as_ref().expect("bus").0.clone();
+    let (ok, out, err) = stack
+        .operator()
+        .doctor(&["--bus", &bus, "--scan", "--json"]);
+    assert!(!ok, "a problem: {out}{err}");
+    let findings: Vec<serde_json::Value> = serde_json::from_str(&out).expect("JSON");
+    let scan = findings
+        .iter()
+        .find(|f| f["check"] == "unsweepable")
+        .expect("the scan's finding");
+    assert_eq!(scan["severity"], "problem", "{out}");
+    assert!(
+        scan["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("2 of 3")),
+        "{out}"
     );
 
     // Without them, the scan passes.

@@ -618,6 +618,11 @@ pub(crate) struct DoctorArgs {
     /// default the sink's: 1 MiB for EventBridge, 256 KiB for SNS).
     #[arg(long)]
     max_event_bytes: Option<usize>,
+    /// Also read the whole table (one paginated `Scan`, `dynamodb:Scan`):
+    /// pending outbox items under keys no stack's sweeper reads are a
+    /// problem (`status --scan` lists them).
+    #[arg(long)]
+    scan: bool,
     #[command(flatten)]
     json: JsonArg,
 }
@@ -637,11 +642,39 @@ pub(crate) async fn run(sdk: &SdkConfig, args: DoctorArgs) -> Result<(), Error> 
     // The table's recorded key schema when it can be read; else (no such
     // table, several stacks, say) the environment's, and the doctor
     // reports what it finds.
-    let keys = match Stack::load(sdk, table, settings, stack.as_deref()).await {
+    let loaded = Stack::load(sdk, table, settings, stack.as_deref()).await;
+    let keys = match &loaded {
         Ok(stack) => stack.keys().clone(),
         Err(_) => KeySchema::from_lookup(|k| std::env::var(k).ok())?,
     };
-    report(sdk, &keys, table, &sink, args.json.json).await
+    let mut extra = Vec::new();
+    if args.scan {
+        extra.push(match &loaded {
+            Ok(stack) => match stack.unsweepable().await {
+                Ok(u) if u.count == 0 => Finding::ok(
+                    "unsweepable",
+                    format!("all {} outbox items are where a sweeper looks", u.scanned),
+                ),
+                Ok(u) => Finding::problem(
+                    "unsweepable",
+                    format!(
+                        "{} of {} outbox items are pending under keys no stack's sweeper reads: {}",
+                        u.count,
+                        u.scanned,
+                        u.examples.join(", ")
+                    ),
+                    "fix their writer's key settings (docs/adopt.md \"What the publisher checks\"), then give them the stack's keys",
+                ),
+                Err(e) => Finding::problem("unsweepable", e.to_string(), "grant dynamodb:Scan on the table"),
+            },
+            Err(e) => Finding::problem(
+                "unsweepable",
+                format!("no stack settings to scan with: {e}"),
+                "run where the stack's settings are recorded (--region, --stack)",
+            ),
+        });
+    }
+    report(sdk, &keys, table, &sink, extra, args.json.json).await
 }
 
 async fn report(
@@ -649,9 +682,11 @@ async fn report(
     schema: &KeySchema,
     table_name: &str,
     sink: &SinkToCheck,
+    extra: Vec<Finding>,
     json: bool,
 ) -> Result<(), Error> {
-    let findings = diagnose(sdk, schema, table_name, sink).await;
+    let mut findings = diagnose(sdk, schema, table_name, sink).await;
+    findings.extend(extra);
     if json {
         print_json(&findings)?;
     } else {

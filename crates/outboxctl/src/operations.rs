@@ -472,18 +472,9 @@ impl<S: OutboxStore> Operations<S> {
                 if !selected {
                     continue;
                 }
-                let outcome = match self.store.make_due(&key, &deadline()).await? {
-                    Marked::Updated => "due now",
-                    Marked::Gone | Marked::Claimed => {
-                        "skipped: published, dead-lettered or claimed meanwhile"
-                    }
-                    Marked::Refused => {
-                        "refused: still in the table, in no pending index this stack reads (check the writer's keys)"
-                    }
-                };
                 released.push(Released {
+                    outcome: self.make_one_due(&key, "due now").await?,
                     event_id: event_id.map_or(key.sk.clone(), |id| id.to_string()),
-                    outcome: outcome.to_owned(),
                 });
             }
         }
@@ -528,21 +519,29 @@ impl<S: OutboxStore> Operations<S> {
                 PendingItem::Item(item) => item.key(),
                 PendingItem::Undecodable { key, .. } => key.clone(),
             };
-            let outcome = match self.store.make_due(&key, &deadline()).await? {
-                Marked::Updated => "released",
-                Marked::Gone | Marked::Claimed => {
-                    "skipped: published, dead-lettered or claimed meanwhile"
-                }
-                Marked::Refused => {
-                    "refused: still in the table, in no pending index this stack reads (check the writer's keys)"
-                }
-            };
             released.push(Released {
+                outcome: self.make_one_due(&key, "released").await?,
                 event_id: ulid_of(&key.sk).map_or(key.sk.clone(), |id| id.to_string()),
-                outcome: outcome.to_owned(),
             });
         }
         Ok(released)
+    }
+
+    /// Makes one pending event due (`OperatorStore::make_due`); what
+    /// happened, `done` when it was.
+    async fn make_one_due(
+        &self,
+        key: &outbox_core::keys::ItemKey,
+        done: &str,
+    ) -> Result<String, OpsError> {
+        Ok(match self.store.make_due(key, &deadline()).await? {
+            Marked::Updated => done,
+            Marked::Gone | Marked::Claimed => "skipped: published, dead-lettered or claimed meanwhile",
+            Marked::Refused => {
+                "refused: still in the table, in no pending index this stack reads (check the writer's keys)"
+            }
+        }
+        .to_owned())
     }
 
     /// Deletes a dead letter ([`Marked::Gone`]: it was no longer one).

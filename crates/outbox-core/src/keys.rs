@@ -24,7 +24,7 @@
 //!
 //! The stack settings records hold the variables the publisher and the
 //! sweeper run with, one record per region, stack and function, written at
-//! cold start and by every sweep ([`stack_settings_key`], `keys/stacks.rs`):
+//! cold start, by every sweep and by a warm publisher every five minutes ([`stack_settings_key`], `keys/stacks.rs`):
 //! writers ([`crate::transaction::OutboxSettings::from_stack`]) and
 //! `outboxctl` read them to learn the key schema, the shards, the home
 //! region, the sink and the ordering of the stack, so nothing is restated

@@ -2,12 +2,14 @@
 //! the AWS CLI's credential chain, region and endpoint options.
 //!
 //! ```text
-//! outboxctl status --table T [--json]
+//! outboxctl status --table T [--stack NAME] [--scan] [--json]
+//! outboxctl release --table T AGGREGATE
+//! outboxctl make-due --table T [--event-id ULID]... [--aggregate ID] [--older-than SECONDS]
 //! outboxctl adopt-region --table T --from R [--dry-run] [--json]
 //! outboxctl dead-letters list|show|redrive|discard --table T …
 //! outboxctl redrive-on-failure --queue URL --table T [--bus B | --topic ARN]
 //! outboxctl replay --bus B --archive A --from T --to T [--rule R]
-//! outboxctl doctor --table T [--bus B | --topic ARN] [--max-event-bytes N]
+//! outboxctl doctor --table T [--bus B | --topic ARN] [--max-event-bytes N] [--scan]
 //! ```
 //!
 //! `outboxctl help COMMAND` says what each takes. The local AWS kit (the
@@ -32,7 +34,7 @@
 //!   records), and the outbox items under other key shapes.
 //! - `operations.rs`: [`Operations`], status and dead letters through the
 //!   store port (`outbox_runtime::store::OutboxStore`).
-//! - `status.rs` (`status`, `release`), `dead_letters.rs`,
+//! - `status.rs` (`status`, `release`, `make-due`), `dead_letters.rs`,
 //!   `redrive_on_failure.rs`, `replay.rs`, `adopt_region.rs` (global
 //!   tables: a lost region's items handed over): one command group each,
 //!   with its arguments.

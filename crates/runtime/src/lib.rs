@@ -20,10 +20,11 @@
 //! - `config.rs`: [`Config`] from the environment: the sink, the ordering,
 //!   the home-region rule (`HOME_REGION`, `HOME_REGION_RULE`), and
 //!   [`recorded_variables`], the variables each function records at cold
-//!   start (and the sweeper on every run) in its stack settings record
-//!   (`outbox_core::keys::RecordedSettings`; written by
-//!   [`publish::record_settings`], read by the store's `recorded_settings`
-//!   and, at cold start, [`publish::refuse_rivals`]).
+//!   start (and again, with the one-stack check, the sweeper on every run
+//!   and a publisher every five minutes: [`publish::Heartbeat`]) in its
+//!   stack settings record (`outbox_core::keys::RecordedSettings`; written
+//!   by [`publish::record_settings`], read by the store's
+//!   `recorded_settings` and [`publish::refuse_rivals`]).
 //! - [`retry`]: the one backoff type, the deadline that bounds every call,
 //!   the retry policy for what the SDK cannot see (unprocessed items, failed
 //!   entries); the codes worth retrying are `outbox_core::codes`.

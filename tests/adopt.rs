@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use outbox_core::size::EventLimits;
 use outbox_core::transaction::{OutboxSettings, OutboxTransaction};
 use outbox_core::{keys, EventEnvelope, KeySchema};
-use outbox_runtime::store::DynamoStore;
+use outbox_runtime::DynamoStore;
 use testkit::rig::{scheduled, stream_event, Rig};
 use testkit::Stack;
 
@@ -646,7 +646,7 @@ async fn reserved_words_and_odd_names_run_the_whole_pipeline() {
     assert_eq!(listed.len(), 1, "the poison event: {listed:?}");
     assert_eq!(
         ops.redrive(&listed[0]).await.expect("redrive"),
-        outbox_runtime::store::Marked::Updated
+        outbox_engine::Marked::Updated
     );
     rig.invoke(&sweeper, &scheduled()).await;
     let listed = ops

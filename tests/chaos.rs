@@ -15,7 +15,7 @@
 //! chaos` runs, runs them all on one pair of local servers and assembles
 //! `target/chaos/report.md`).
 
-use outbox_runtime::Ordering;
+use outbox_engine::Ordering;
 use testkit::chaos::{run, ChaosConfig, SinkKind, Verdict};
 use testkit::proxy::Sabotage;
 

@@ -9,8 +9,9 @@ use std::time::{Duration, SystemTime};
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::LambdaEvent;
 use outbox_core::EventEnvelope;
-use outbox_runtime::publish::EventSink;
-use outbox_runtime::store::{DynamoStore, PublishStore, SweepStore};
+use outbox_engine::EventSink;
+use outbox_engine::{PublishStore, SweepStore};
+use outbox_runtime::DynamoStore;
 use publisher::Publisher;
 use serde_json::Value;
 use sweeper::{Response, SweepSettings, Sweeper};
@@ -338,7 +339,7 @@ async fn stranded_events_reach_the_sink_in_aggregate_order_despite_failures() {
 async fn lowering_the_shard_count_strands_nothing() {
     let stack = Stack::with_bus().await;
     // The writer's cold start with 16 shards records them.
-    outbox_runtime::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 16)
+    outbox_runtime::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 16)
         .await
         .unwrap();
     let mut items = Vec::new();
@@ -355,7 +356,7 @@ async fn lowering_the_shard_count_strands_nothing() {
         .expect("an item in a shard above 4");
     let dead = DynamoStore::new(stack.ddb.clone(), &stack.table, 16).with_keys(stack.keys.clone());
     dead.dead_letter(
-        outbox_runtime::store::DeadLetter {
+        outbox_engine::DeadLetter {
             key: &high.key(),
             aggregate_id: Some(&high.aggregate_id),
             reason: "test",
@@ -401,7 +402,7 @@ async fn raising_the_shard_count_strands_nothing() {
     assert_eq!((report.shards, report.republished), (16, 12));
     // Back to 4: the mark stays at 16.
     assert_eq!(
-        outbox_runtime::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 4)
+        outbox_runtime::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 4)
             .await
             .unwrap(),
         16
@@ -478,7 +479,7 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
 /// so the batch is published in one invocation instead of being reported.
 #[tokio::test]
 async fn errors_are_classified_as_the_sdk_classifies_them() {
-    use outbox_runtime::publish::FailureKind;
+    use outbox_engine::FailureKind;
     let stack = Stack::new().await;
     let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
         .await
@@ -504,7 +505,7 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
     ] {
         proxy.heal();
         proxy.inject("PublishBatch", Fault::Status(status, code.into()), None);
-        let sends = outbox_runtime::aws::SendCounter::default();
+        let sends = outbox_engine::SendCounter::default();
         let outcome = sink
             .publish_batch(&[&item], outbox_runtime::aws::SDK_MAX_ATTEMPTS, &sends)
             .await;
@@ -570,7 +571,7 @@ async fn an_sns_limit_above_the_topics_maximum_message_size_is_refused_at_cold_s
 /// three attempts of a call are sent).
 #[tokio::test]
 async fn an_entry_is_sent_a_bounded_number_of_times_per_invocation() {
-    use outbox_runtime::publish::relay::MAX_SENDS_PER_ENTRY;
+    use outbox_engine::MAX_SENDS_PER_ENTRY;
     let stack = Stack::with_bus().await;
     stack.create_orders(1).await;
     let records = stack.outbox_inserts().await;

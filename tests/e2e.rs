@@ -10,10 +10,11 @@ use std::time::Duration;
 use lambda_runtime::LambdaEvent;
 use outbox_core::keys::{self, ItemKey};
 use outbox_core::EventEnvelope;
+use outbox_engine::Deadline;
+use outbox_engine::EventSink;
+use outbox_engine::{DeadLetter, Marked, PublishStore, StoreError};
 use outbox_runtime::publish::eventbridge::EventBridgeSink;
-use outbox_runtime::publish::EventSink;
-use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::{DeadLetter, DynamoStore, Marked, PublishStore, StoreError};
+use outbox_runtime::DynamoStore;
 use serde_json::Value;
 use sweeper::{Response, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
@@ -219,9 +220,9 @@ impl PublishStore for CrashBeforeDelete {
     async fn claim_pending(
         &self,
         key: &ItemKey,
-        claim: &outbox_runtime::store::Claim,
+        claim: &outbox_engine::Claim,
         deadline: &Deadline,
-    ) -> Result<outbox_runtime::store::ClaimOutcome, StoreError> {
+    ) -> Result<outbox_engine::ClaimOutcome, StoreError> {
         self.inner.claim_pending(key, claim, deadline).await
     }
 
@@ -230,7 +231,7 @@ impl PublishStore for CrashBeforeDelete {
         key: &ItemKey,
         limit: i32,
         deadline: &Deadline,
-    ) -> Result<outbox_runtime::store::CollectionRead, StoreError> {
+    ) -> Result<outbox_engine::CollectionRead, StoreError> {
         self.inner.collection_below(key, limit, deadline).await
     }
 
@@ -240,7 +241,7 @@ impl PublishStore for CrashBeforeDelete {
         behind: &str,
         claim: Option<&str>,
         deadline: &Deadline,
-    ) -> Result<outbox_runtime::store::Marked, StoreError> {
+    ) -> Result<outbox_engine::Marked, StoreError> {
         self.inner.hold(key, behind, claim, deadline).await
     }
 
@@ -248,14 +249,14 @@ impl PublishStore for CrashBeforeDelete {
         &self,
         key: &ItemKey,
         deadline: &Deadline,
-    ) -> Result<Vec<outbox_runtime::store::PendingItem>, StoreError> {
+    ) -> Result<Vec<outbox_engine::PendingItem>, StoreError> {
         self.inner.newer_pending(key, deadline).await
     }
 
     async fn release_claim(
         &self,
         key: &ItemKey,
-        claim: &outbox_runtime::store::Claim,
+        claim: &outbox_engine::Claim,
         error: Option<&str>,
         deadline: &Deadline,
     ) -> Result<Marked, StoreError> {

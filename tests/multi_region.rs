@@ -11,7 +11,7 @@
 //! `outboxctl adopt-region` runs in the other, and every one of those events
 //! is published once, with its original id, by the region that took them.
 
-use outbox_runtime::store::{PublishStore, SweepStore};
+use outbox_engine::{PublishStore, SweepStore};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -167,13 +167,9 @@ impl Region {
 
     /// The store as this region's functions (and `outboxctl`, with
     /// `HOME_REGION`) see the table.
-    fn store(&self) -> outbox_runtime::store::DynamoStore {
-        outbox_runtime::store::DynamoStore::new(
-            aws_sdk_dynamodb::Client::new(&self.sdk),
-            &self.table,
-            8,
-        )
-        .with_keys(KeySchema::default().with_home_region(Some(self.name.to_owned())))
+    fn store(&self) -> outbox_runtime::DynamoStore {
+        outbox_runtime::DynamoStore::new(aws_sdk_dynamodb::Client::new(&self.sdk), &self.table, 8)
+            .with_keys(KeySchema::default().with_home_region(Some(self.name.to_owned())))
     }
 
     /// The event ids this region's bus delivered.
@@ -393,7 +389,7 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     let marked = west
         .store()
         .dead_letter(
-            outbox_runtime::store::DeadLetter {
+            outbox_engine::DeadLetter {
                 key: &letter_key,
                 aggregate_id: Some(&text(letter, "aggregateId")),
                 reason: "the sink stayed down",
@@ -404,7 +400,7 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
         )
         .await
         .unwrap();
-    assert_eq!(marked, outbox_runtime::store::Marked::Updated);
+    assert_eq!(marked, outbox_engine::Marked::Updated);
     settle(&mut replicator).await;
     // East's mapping drops every one of them: west's items.
     east_pump.run_until_idle().await.unwrap();

@@ -209,7 +209,7 @@ async fn a_writer_learns_the_stacks_key_names_shards_region_and_limit_from_the_t
 /// again keeps its date.
 #[tokio::test]
 async fn a_stack_made_again_under_its_name_starts_its_record_anew() {
-    use outbox_runtime::store::PublishStore;
+    use outbox_engine::PublishStore;
     let stack = Stack::new().await;
     let store = stack.store();
     let record = |id: &str, since: &str| {

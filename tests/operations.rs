@@ -13,7 +13,7 @@ mod status;
 
 use std::time::Duration;
 
-use outbox_runtime::store::DynamoStore;
+use outbox_runtime::DynamoStore;
 use sweeper::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, fast_retry, Stack};

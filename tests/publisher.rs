@@ -7,23 +7,20 @@ use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_runtime::LambdaEvent;
 use outbox_core::{EventEnvelope, OutboxItem};
+use outbox_engine::EventSink;
 use outbox_runtime::publish::sns::SnsSink;
-use outbox_runtime::publish::EventSink;
 use publisher::{handler, Publisher};
 use serde_json::Value;
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, fast_retry, Stack};
 
-fn publisher<S: EventSink>(
-    sink: S,
-    stack: &Stack,
-) -> Publisher<S, outbox_runtime::store::DynamoStore> {
+fn publisher<S: EventSink>(sink: S, stack: &Stack) -> Publisher<S, outbox_runtime::DynamoStore> {
     let mut publisher = Publisher::new(sink, stack.store()).with_keys(stack.keys.clone());
     publisher.retry = fast_retry();
     publisher
 }
 
-fn publisher_with<S: EventSink, T: outbox_runtime::store::PublishStore>(
+fn publisher_with<S: EventSink, T: outbox_engine::PublishStore>(
     sink: S,
     store: T,
     stack: &Stack,

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_runtime::store::MAX_BATCH_WRITE;
+use outbox_engine::MAX_BATCH_WRITE;
 use testkit::lambda::LambdaFunction;
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::Stack;
@@ -25,7 +25,7 @@ fn publisher(stack: &Stack, proxy: &FaultProxy, ordering: &str) -> LambdaFunctio
         stack,
         proxy,
         ordering,
-        outbox_runtime::DEFAULT_SEND_CONCURRENCY,
+        outbox_engine::DEFAULT_SEND_CONCURRENCY,
     )
 }
 
@@ -124,7 +124,7 @@ async fn killed_after_deletes(events: usize, deletes: &str, ordering: &str) {
 #[tokio::test]
 async fn a_kill_during_a_sink_call_repeats_at_most_the_calls_in_flight_and_the_deletes_beside_them()
 {
-    let default = outbox_runtime::DEFAULT_SEND_CONCURRENCY;
+    let default = outbox_engine::DEFAULT_SEND_CONCURRENCY;
     for (ordering, concurrency, k) in [
         ("relaxed", 1, 3),
         ("relaxed", 1, 6),

@@ -2,13 +2,13 @@
 //! republishing through the real EventBridge adapter, persisted backoff,
 //! dead letters, lag metrics and read cost.
 
-use outbox_runtime::store::{PublishStore, SweepStore};
+use outbox_engine::{PublishStore, SweepStore};
 use std::time::Duration;
 
 use lambda_runtime::LambdaEvent;
 use outbox_core::OutboxItem;
-use outbox_runtime::publish::{EventSink, FakeSink};
-use outbox_runtime::store::DynamoStore;
+use outbox_engine::{EventSink, FakeSink};
+use outbox_runtime::DynamoStore;
 use sweeper::{handler, Response, SweepReport, SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, fast_retry, throttled, Stack};
@@ -23,7 +23,7 @@ fn sweeper<S: EventSink>(sink: S, stack: &Stack, max_attempts: u32) -> Sweeper<S
     sweeper
 }
 
-async fn sweep<S: EventSink, T: outbox_runtime::store::OutboxStore>(
+async fn sweep<S: EventSink, T: outbox_engine::OutboxStore>(
     sweeper: &Sweeper<S, T>,
     at: OffsetDateTime,
 ) -> SweepReport {
@@ -257,7 +257,7 @@ async fn a_sweep_past_its_deadline_starts_nothing() {
     let report = sweeper(sink, &stack, 12)
         .sweep(
             OffsetDateTime::now_utc(),
-            &outbox_runtime::retry::Deadline::after(Duration::ZERO),
+            &outbox_engine::Deadline::after(Duration::ZERO),
         )
         .await;
     assert!(report.stopped_early);
@@ -274,7 +274,7 @@ async fn a_sweep_past_its_deadline_starts_nothing() {
 /// publishes the older one first, the redriven one with the next sweep.
 #[tokio::test]
 async fn a_redriven_event_waits_behind_an_older_pending_event_of_its_aggregate() {
-    use outbox_runtime::store::DeadLetter;
+    use outbox_engine::DeadLetter;
     let stack = Stack::with_bus().await;
     let aggregate = ulid::Ulid::new().to_string();
     let first = stack
@@ -451,7 +451,7 @@ async fn a_window_whose_event_a_dead_run_claimed_is_redriven_once_the_claim_laps
     let event = stack
         .put_aggregate_event("a", 1, Duration::ZERO, 0, 8)
         .await;
-    let dead = outbox_runtime::store::Claim::new(Duration::from_secs(1));
+    let dead = outbox_engine::Claim::new(Duration::from_secs(1));
     stack
         .store()
         .claim_pending(&event.key(), &dead, &far_deadline())
@@ -575,7 +575,7 @@ async fn a_page_of_handed_over_events_is_checked_at_once_and_published() {
     // publish at most about 70 of the 100 in this deadline); together they
     // take about a second, which leaves room for a loaded machine (a 10 s
     // deadline failed once under the full suite).
-    let deadline = outbox_runtime::retry::Deadline::after(Duration::from_secs(15));
+    let deadline = outbox_engine::Deadline::after(Duration::from_secs(15));
     let report = sweeper.sweep(now, &deadline).await;
     assert_eq!(report.republished, 100, "{report:?}");
     assert!(stack.outbox_items().await.is_empty());

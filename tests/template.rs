@@ -219,7 +219,7 @@ async fn the_pattern_against_real_stream_records() {
         .await
         .unwrap();
     stack.create_orders(2).await;
-    outbox_runtime::store::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 8)
+    outbox_runtime::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 8)
         .await
         .unwrap();
     // The sweeper with a sink that refuses everything: one stranded item
@@ -249,15 +249,9 @@ async fn the_pattern_against_real_stream_records() {
     let a2 = stack
         .put_aggregate_event("held", 2, Duration::ZERO, 1, 8)
         .await;
-    outbox_runtime::store::PublishStore::hold(
-        &stack.store(),
-        &a2.key(),
-        &a1.sk,
-        None,
-        &far_deadline(),
-    )
-    .await
-    .unwrap();
+    outbox_engine::PublishStore::hold(&stack.store(), &a2.key(), &a1.sk, None, &far_deadline())
+        .await
+        .unwrap();
     // The publisher: its deletes (REMOVE).
     let mut stream = stack.stream();
     let mut records = stream.read().await.unwrap();
@@ -449,10 +443,9 @@ async fn the_functions_run_with_the_templates_environment() {
         .invoke(&serde_json::to_vec(&testkit::rig::scheduled()).unwrap())
         .await
         .expect("a scheduled sweep");
-    let records =
-        outbox_runtime::store::PublishStore::recorded_settings(&stack.store(), &far_deadline())
-            .await
-            .expect("records");
+    let records = outbox_engine::PublishStore::recorded_settings(&stack.store(), &far_deadline())
+        .await
+        .expect("records");
     assert_eq!(records.len(), 2, "{records:?}");
     for record in &records {
         assert_eq!(record.region, devkit::REGION);

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use outbox_runtime::store::Marked;
+use outbox_engine::Marked;
 use outboxctl::{envelope_of, DeadLetterFilter as Filter, OpsError};
 use testkit::proxy::FaultProxy;
 use testkit::{far_deadline, Stack};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use outbox_runtime::store::{Marked, OperatorStore, PublishStore};
+use outbox_engine::{Marked, OperatorStore, PublishStore};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, Stack};
 
@@ -180,7 +180,7 @@ async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
     );
 
     // Another operator holds `other` (a live claim): every path leaves it.
-    let claim = outbox_runtime::store::Claim::new(Duration::from_secs(300));
+    let claim = outbox_engine::Claim::new(Duration::from_secs(300));
     let held = store
         .claim_dead_letter(&letter(other.event_id).await, &claim, &far_deadline())
         .await

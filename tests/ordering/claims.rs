@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use outbox_core::keys;
-use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::{Claim, ClaimOutcome, OperatorStore, PublishStore};
+use outbox_engine::Deadline;
+use outbox_engine::{Claim, ClaimOutcome, OperatorStore, PublishStore};
 use testkit::rig::{scheduled, stream_event, Rig};
 
 use super::now;

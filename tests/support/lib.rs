@@ -36,11 +36,12 @@ use devkit::StreamCursor;
 use devkit::{self, Subscriber};
 use devkit::{Invoker, OnFailure, Pump};
 use outbox_core::OutboxItem;
+use outbox_engine::PublishStore;
+use outbox_engine::{Deadline, RetryPolicy};
+use outbox_engine::{EventSink, FailureKind, PublishFailure};
 use outbox_runtime::publish::eventbridge::EventBridgeSink;
-use outbox_runtime::publish::{EventSink, FailureKind, PublishFailure};
-use outbox_runtime::retry::{Deadline, RetryPolicy};
-use outbox_runtime::store::{DynamoStore, PublishStore};
 use outbox_runtime::Config;
+use outbox_runtime::DynamoStore;
 
 pub mod chaos;
 pub mod contract;
@@ -58,11 +59,11 @@ pub type Item = HashMap<String, AttributeValue>;
 
 /// A persisted backoff of a millisecond: a failed attempt is due again at
 /// once (tests that sweep again right after a failure).
-pub fn instant_backoff() -> outbox_runtime::retry::Backoff {
-    outbox_runtime::retry::Backoff {
+pub fn instant_backoff() -> outbox_engine::Backoff {
+    outbox_engine::Backoff {
         base: std::time::Duration::from_millis(1),
         cap: std::time::Duration::from_millis(1),
-        jitter: outbox_runtime::retry::Jitter::Full,
+        jitter: outbox_engine::Jitter::Full,
     }
 }
 
@@ -310,10 +311,10 @@ pub fn far_deadline() -> Deadline {
 pub fn fast_retry() -> RetryPolicy {
     RetryPolicy {
         max_attempts: 3,
-        backoff: outbox_runtime::retry::Backoff {
+        backoff: outbox_engine::Backoff {
             base: Duration::from_millis(1),
             cap: Duration::from_millis(5),
-            jitter: outbox_runtime::retry::Jitter::Full,
+            jitter: outbox_engine::Jitter::Full,
         },
     }
 }

@@ -2,9 +2,10 @@
 //! outbox items over to the region it runs in (global tables,
 //! docs/runbook.md "A region is lost").
 
-use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::{AdoptOutcome, AdoptedFrom, Adoption, DynamoStore};
-use outbox_runtime::store::{OperatorStore, SweepStore};
+use outbox_engine::Deadline;
+use outbox_engine::{AdoptOutcome, AdoptedFrom, Adoption};
+use outbox_engine::{OperatorStore, SweepStore};
+use outbox_runtime::DynamoStore;
 
 use aws_config::SdkConfig;
 

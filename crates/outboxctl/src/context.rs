@@ -5,7 +5,7 @@
 
 use aws_config::{Region, SdkConfig};
 use clap::Args;
-use outbox_runtime::store::DynamoStore;
+use outbox_runtime::DynamoStore;
 use outbox_runtime::{publish, SinkConfig, SinkSettings};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;

@@ -2,12 +2,13 @@
 
 use aws_config::SdkConfig;
 use clap::{Args, Subcommand};
-use outbox_runtime::publish::relay::{Entry, Relay, RelayOutcome};
-use outbox_runtime::publish::EventSink;
-use outbox_runtime::retry::{Deadline, RetryPolicy};
-use outbox_runtime::store::{Claim, DeadLetterRecord, DynamoStore, Marked};
-use outbox_runtime::store::{OperatorStore, PublishStore};
-use outbox_runtime::Ordering;
+use outbox_engine::EventSink;
+use outbox_engine::Ordering;
+use outbox_engine::{Claim, DeadLetterRecord, Marked};
+use outbox_engine::{Deadline, RetryPolicy};
+use outbox_engine::{Entry, Relay, RelayOutcome};
+use outbox_engine::{OperatorStore, PublishStore};
+use outbox_runtime::DynamoStore;
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;

@@ -16,8 +16,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_lambda::types::EventSourceMappingConfiguration;
 use outbox_core::KeySchema;
+use outbox_engine::EventSink;
 use outbox_runtime::aws::error_line;
-use outbox_runtime::publish::{AnySink, EventSink};
+use outbox_runtime::publish::AnySink;
 use outbox_runtime::Config;
 use serde::Serialize;
 
@@ -152,15 +153,15 @@ pub async fn diagnose(
             _ => {}
         }
     }
-    let store = outbox_runtime::store::DynamoStore::new(
+    let store = outbox_runtime::DynamoStore::new(
         dynamodb.clone(),
         table_name,
         outbox_runtime::DEFAULT_OUTBOX_SHARDS,
     )
     .with_keys(probe);
-    let deadline = outbox_runtime::retry::Deadline::after(std::time::Duration::from_secs(30));
+    let deadline = outbox_engine::Deadline::after(std::time::Duration::from_secs(30));
     findings.push(
-        match outbox_runtime::store::PublishStore::recorded_settings(&store, &deadline).await {
+        match outbox_engine::PublishStore::recorded_settings(&store, &deadline).await {
             Ok(records) => check_stacks(
                 &records,
                 &sdk.region().map(|r| r.to_string()).unwrap_or_default(),

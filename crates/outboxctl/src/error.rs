@@ -3,9 +3,9 @@
 //! `CallError`), so the one line `outboxctl` prints names them.
 
 use outbox_core::ConfigError;
+use outbox_engine::SinkError;
+use outbox_engine::StoreError;
 use outbox_runtime::aws::CallError;
-use outbox_runtime::publish::SinkError;
-use outbox_runtime::store::StoreError;
 
 use crate::operations::OpsError;
 

@@ -33,7 +33,7 @@
 //!   recorded there (DescribeTable for the key names, one Query of the
 //!   records), and the outbox items under other key shapes.
 //! - `operations.rs`: [`Operations`], status and dead letters through the
-//!   store port (`outbox_runtime::store::OutboxStore`).
+//!   store port (`outbox_engine::OutboxStore`).
 //! - `status.rs` (`status`, `release`, `make-due`), `dead_letters.rs`,
 //!   `redrive_on_failure.rs`, `replay.rs`, `adopt_region.rs` (global
 //!   tables: a lost region's items handed over): one command group each,

@@ -4,8 +4,8 @@
 //! every write is conditional, so two operators (or an operator and the
 //! sweeper) never double an effect.
 
-use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::{
+use outbox_engine::Deadline;
+use outbox_engine::{
     Created, Cursor, DeadLetterRecord, Marked, OutboxStore, PendingItem, PendingQuery, StoreError,
 };
 use serde::Serialize;
@@ -591,7 +591,7 @@ pub fn envelope_of(row: &DeadLetterRecord) -> Option<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use outbox_core::{EventEnvelope, OutboxItem};
-    use outbox_runtime::store::{DeadLetter, MemoryStore, PublishStore};
+    use outbox_engine::{DeadLetter, MemoryStore, PublishStore};
     use serde_json::json;
 
     use super::*;

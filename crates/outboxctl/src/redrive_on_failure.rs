@@ -1,7 +1,7 @@
 //! `outboxctl redrive-on-failure`: the publisher's OnFailure queue handled
 //! in this process, as the sweeper's SQS trigger would.
 
-use outbox_runtime::retry::Deadline;
+use outbox_engine::Deadline;
 use serde_json::json;
 
 use aws_config::SdkConfig;

@@ -9,10 +9,10 @@
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::KeyType;
 use outbox_core::{keys, KeySchema};
+use outbox_engine::Deadline;
+use outbox_engine::PublishStore;
 use outbox_runtime::aws::CallError;
-use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::DynamoStore;
-use outbox_runtime::store::PublishStore;
+use outbox_runtime::DynamoStore;
 use outbox_runtime::{Config, RecordedSettings};
 use serde::Serialize;
 use time::OffsetDateTime;

@@ -46,8 +46,8 @@ use inbox::{EventOutcome, Inbox, InboxError};
 use lambda_runtime::{Error, LambdaEvent};
 use model::{OrderState, Stored};
 use outbox_core::EventEnvelope;
-use outbox_runtime::metrics::{self, Unit};
-use outbox_runtime::retry::Deadline;
+use outbox_engine::Deadline;
+use outbox_runtime::{metrics, metrics::Unit};
 use std::time::Duration;
 use time::OffsetDateTime;
 

@@ -20,8 +20,8 @@ use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use outbox_core::{KeySchema, OutboxItem};
+use outbox_engine::EventSink;
 use outbox_runtime::publish::eventbridge::EventBridgeSink;
-use outbox_runtime::publish::EventSink;
 use publisher::StreamEvent;
 
 mod support;

@@ -15,7 +15,7 @@
 //! # Rules
 //! - Only `INSERT` records whose `SK` starts with `OUTBOX#` are published
 //!   (the mapping filters too; this is the defensive second check).
-//! - Records are relayed in order through [`outbox_runtime::publish::relay`] in
+//! - Records are relayed in order through [`outbox_engine::Relay`] in
 //!   [`Mode::Stream`]: the first record that is not handled is reported by
 //!   its `dynamodb.SequenceNumber`, and **nothing after its wave is sent**
 //!   in this invocation, whatever made it unhandled (a failure after
@@ -50,12 +50,12 @@ use futures::StreamExt;
 use lambda_runtime::{Error, LambdaEvent};
 use outbox_core::keys::{self, ItemKey, KeySchema};
 use outbox_core::OutboxItem;
-use outbox_runtime::metrics::{self, Unit};
-use outbox_runtime::publish::relay::{Entry, Mode, Relay};
-use outbox_runtime::publish::EventSink;
-use outbox_runtime::retry::{Deadline, RetryPolicy};
-use outbox_runtime::store::{Marked, PublishStore};
-use outbox_runtime::Ordering;
+use outbox_engine::EventSink;
+use outbox_engine::Ordering;
+use outbox_engine::{Deadline, RetryPolicy};
+use outbox_engine::{Entry, Mode, Relay};
+use outbox_engine::{Marked, PublishStore};
+use outbox_runtime::{metrics, metrics::Unit};
 
 mod stream;
 
@@ -293,7 +293,7 @@ impl<S: EventSink, T: PublishStore> Publisher<S, T> {
             store,
             retry: RetryPolicy::default(),
             ordering: Ordering::default(),
-            send_concurrency: outbox_runtime::DEFAULT_SEND_CONCURRENCY,
+            send_concurrency: outbox_engine::DEFAULT_SEND_CONCURRENCY,
             keys: KeySchema::default(),
             redelivery: Redelivery::default(),
             shards: outbox_runtime::DEFAULT_OUTBOX_SHARDS,

@@ -4,9 +4,9 @@
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use std::time::Duration;
 
+use outbox_engine::Deadline;
+use outbox_engine::SweepStore;
 use outbox_runtime::publish;
-use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::SweepStore;
 use publisher::{handler, Publisher};
 
 #[tokio::main]

@@ -8,7 +8,7 @@
 //!   whole operation at `OPERATION_TIMEOUT`. Nothing of ours retries a
 //!   whole call on top of that.
 //! - What the SDK cannot see, because the call succeeded, is retried by
-//!   [`crate::retry::RetryPolicy`]: `BatchWriteItem`'s unprocessed items and
+//!   `outbox_engine::RetryPolicy`: `BatchWriteItem`'s unprocessed items and
 //!   the failed entries of a `PutEvents`/`PublishBatch` answer.
 //! - Errors are classified from the SDK's error metadata
 //!   ([`ProvideErrorMetadata::code`]), never from `Debug` text.
@@ -21,6 +21,8 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_runtime_api::http::Response as HttpResponse;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use aws_smithy_types::retry::ProvideErrorKind;
+#[cfg(any(feature = "eventbridge", feature = "sns"))]
+use outbox_engine::SendCounter;
 
 /// The SDK's own attempts per call (standard retry mode).
 pub const SDK_MAX_ATTEMPTS: u32 = 3;
@@ -76,28 +78,19 @@ pub(crate) fn http_client() -> aws_smithy_runtime_api::client::http::SharedHttpC
         .build_https()
 }
 
-/// Counts the attempts the SDK transmits for one call: a sink call's
-/// entries are sent once per attempt, so the relay charges each of them
-/// with every attempt, including one whose answer was lost to the attempt
-/// timeout (the service may have accepted it).
-#[derive(Debug, Clone, Default)]
-pub struct SendCounter(std::sync::Arc<std::sync::atomic::AtomicU32>);
+/// Counts the attempts the SDK transmits for one call into the relay's
+/// [`SendCounter`]: a sink call's entries are sent once per attempt, so
+/// the relay charges each of them with every attempt, including one whose
+/// answer was lost to the attempt timeout (the service may have accepted
+/// it).
+#[cfg(any(feature = "eventbridge", feature = "sns"))]
+#[derive(Debug)]
+pub(crate) struct CountSends(pub(crate) SendCounter);
 
-impl SendCounter {
-    /// Attempts transmitted so far.
-    pub fn sends(&self) -> u32 {
-        self.0.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// Counts one attempt (a sink that does not go through the SDK).
-    pub fn record(&self) {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl aws_smithy_runtime_api::client::interceptors::Intercept for SendCounter {
+#[cfg(any(feature = "eventbridge", feature = "sns"))]
+impl aws_smithy_runtime_api::client::interceptors::Intercept for CountSends {
     fn name(&self) -> &'static str {
-        "SendCounter"
+        "CountSends"
     }
 
     fn read_before_transmit(
@@ -106,7 +99,7 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for SendCounter {
         _runtime_components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
         _cfg: &mut aws_smithy_types::config_bag::ConfigBag,
     ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.record();
         Ok(())
     }
 }
@@ -140,7 +133,7 @@ pub fn error_code<E: ProvideErrorMetadata>(error: &SdkError<E, HttpResponse>) ->
 /// for a reason a later try may clear, as the SDK's retry classifiers see
 /// it: a timeout, a failure to send or to read the answer, an error the
 /// service models as retryable, a throttling or transient code
-/// ([`crate::retry::is_transient`], the SDK's lists and ours), a 5xx, or a
+/// ([`outbox_core::codes::is_transient`], the SDK's lists and ours), a 5xx, or a
 /// 429 whatever its code says.
 pub fn is_retryable<E>(error: &SdkError<E, HttpResponse>) -> bool
 where
@@ -155,7 +148,8 @@ where
             service.err().retryable_error_kind().is_some()
                 || status.is_server_error()
                 || status.as_u16() == 429
-                || ProvideErrorMetadata::code(service.err()).is_some_and(crate::retry::is_transient)
+                || ProvideErrorMetadata::code(service.err())
+                    .is_some_and(outbox_core::codes::is_transient)
         }
         _ => false,
     }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use outbox_core::ConfigError;
+use outbox_engine::{Ordering, DEFAULT_SEND_CONCURRENCY};
 
 /// `OUTBOX_SHARDS` when it is not set.
 pub const DEFAULT_OUTBOX_SHARDS: u16 = 8;
@@ -221,41 +222,8 @@ pub struct Config {
     pub keys: outbox_core::keys::KeySchema,
 }
 
-/// Sink calls in flight at once unless `SEND_CONCURRENCY` says otherwise
-/// (the templates' `SendConcurrency`): a batch of 100 events (10 calls)
-/// goes out in two waves.
-pub const DEFAULT_SEND_CONCURRENCY: usize = 5;
-
 /// The period of the template's default sweep schedule, `rate(5 minutes)`.
 pub(crate) const DEFAULT_SWEEP_PERIOD: Duration = Duration::from_secs(300);
-
-/// Order per aggregate (`ORDERING`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Ordering {
-    /// No event of an aggregate is published while an older event of that
-    /// aggregate is still in the table (pending, backing off, held or
-    /// dead-lettered), whichever path publishes it: one consistent read of
-    /// the aggregate's item collection guards it. The default for an SNS
-    /// FIFO topic.
-    Strict,
-    /// Order as the stream and the sweeper give it: per item (partition and
-    /// sort key) at a `ParallelizationFactor` above 1, none across the
-    /// OnFailure path; consumers order by `aggregateVersion`. The default
-    /// for EventBridge (whose consumers get no order from the bus anyway)
-    /// and standard SNS topics.
-    #[default]
-    Relaxed,
-}
-
-impl Ordering {
-    /// The name the environment and the template use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Strict => "strict",
-            Self::Relaxed => "relaxed",
-        }
-    }
-}
 
 impl Config {
     /// Reads the process environment.

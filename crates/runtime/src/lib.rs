@@ -1,22 +1,23 @@
-//! The functions' runtime: what the publisher, the sweeper and `outboxctl`
-//! share, and what the writer and the projector functions need to start.
-//! Not published: a service depends on `dynamodb-outbox` (the contract,
-//! `outbox_core`), never on this.
+//! The functions' runtime: the AWS adapters of the publishing engine
+//! (`outbox_engine`, which holds the relay and the ports, with no AWS crate
+//! of its own) and the functions' plumbing, for the publisher, the sweeper
+//! and `outboxctl`, and what the writer and the projector functions need
+//! to start. Published for `outboxctl`, with no stable API: a service
+//! depends on `dynamodb-outbox` (the contract, `outbox_core`), never on
+//! this.
 //!
 //! # Layout
-//! - [`publish`]: the one publishing module (sink port, EventBridge and SNS
-//!   adapters behind the features `eventbridge` and `sns`, and
-//!   [`publish::relay`]: publishing and the handling of every outcome, for
-//!   the publisher, the sweeper and the operator's redrive alike), and
-//!   `publish/fake.rs`: [`publish::FakeSink`], the one configurable sink of
-//!   tests and benches (feature `testing`).
-//! - [`store`]: the store port, by role ([`store::PublishStore`],
-//!   [`store::SweepStore`], [`store::OperatorStore`]), and its adapters:
-//!   DynamoDB, and in memory for tests (feature `testing`). Deletes, dead
-//!   letters, failure records, the pending and dead-letter indexes, the
-//!   shard high-water mark, the operator's redrives and discards, and a
-//!   lost region's adoption (`store::DynamoStore::adopt`, for
-//!   `outboxctl adopt-region`).
+//! - [`publish`]: the sink adapters (EventBridge and SNS, behind the
+//!   features `eventbridge` and `sns`; `AnySink`, both, from the
+//!   configuration) of the engine's `EventSink`, and the publishing
+//!   functions' cold start and one-stack check.
+//! - `dynamo/`: [`DynamoStore`], the DynamoDB adapter of the engine's store
+//!   port (`PublishStore`, `SweepStore`, `OperatorStore`): `mod.rs` (the
+//!   client, calls, conditions, codecs, the item-collection range reads),
+//!   one file per role (`publish.rs`, `sweep.rs`, `operator.rs`), and
+//!   `adopt.rs` ([`DynamoStore::adopt`], a lost region's items handed
+//!   over, for `outboxctl adopt-region`); [`record_shard_count`], the shard
+//!   high-water mark.
 //! - `config.rs`: [`Config`] from the environment: the sink, the ordering,
 //!   the home-region rule (`HOME_REGION`, `HOME_REGION_RULE`), and
 //!   [`recorded_variables`], the variables each function records at cold
@@ -25,9 +26,6 @@
 //!   stack settings record (`outbox_core::keys::RecordedSettings`; written
 //!   by [`publish::record_settings`], read by the store's
 //!   `recorded_settings` and [`publish::refuse_rivals`]).
-//! - [`retry`]: the one backoff type, the deadline that bounds every call,
-//!   the retry policy for what the SDK cannot see (unprocessed items, failed
-//!   entries); the codes worth retrying are `outbox_core::codes`.
 //! - `queue` (feature `sqs`): SQS batches as Lambda's SQS mapping handles
 //!   them (receive, hand over, delete what was not reported), for
 //!   `outboxctl redrive-on-failure` and the local kit.
@@ -38,16 +36,15 @@
 
 pub mod aws;
 mod config;
+mod dynamo;
 pub mod metrics;
 pub mod publish;
 #[cfg(feature = "sqs")]
 pub mod queue;
-pub mod retry;
-pub mod store;
 pub mod telemetry;
 
 pub use config::{
-    recorded_variables, Config, Ordering, SinkConfig, SinkSettings, DEFAULT_OUTBOX_SHARDS,
-    DEFAULT_SEND_CONCURRENCY, VARIABLES,
+    recorded_variables, Config, SinkConfig, SinkSettings, DEFAULT_OUTBOX_SHARDS, VARIABLES,
 };
+pub use dynamo::{record_shard_count, DynamoStore};
 pub use outbox_core::keys::RecordedSettings;

@@ -53,13 +53,12 @@ use lambda_runtime::{Error, LambdaEvent};
 pub use on_failure::{redrive_messages, OnFailureMessage, RequestContext, StreamBatchInfo, Window};
 use outbox_core::keys;
 use outbox_core::{ItemKey, OutboxItem};
-use outbox_runtime::publish::relay::{Entry, Mode, Relay, RelayOutcome};
-use outbox_runtime::publish::EventSink;
-use outbox_runtime::retry::{Backoff, Deadline, RetryPolicy};
-use outbox_runtime::store::{
-    Created, PendingItem, PendingQuery, PublishStore, StoreError, SweepStore,
-};
-use outbox_runtime::{Config, Ordering};
+use outbox_engine::EventSink;
+use outbox_engine::Ordering;
+use outbox_engine::{Backoff, Deadline, RetryPolicy};
+use outbox_engine::{Created, PendingItem, PendingQuery, PublishStore, StoreError, SweepStore};
+use outbox_engine::{Entry, Mode, Relay, RelayOutcome};
+use outbox_runtime::Config;
 use report::log;
 pub use report::SweepReport;
 use serde::Serialize;

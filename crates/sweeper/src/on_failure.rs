@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use outbox_runtime::publish::EventSink;
-use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::{PublishStore, SweepStore};
+use outbox_engine::Deadline;
+use outbox_engine::EventSink;
+use outbox_engine::{PublishStore, SweepStore};
 use serde::Deserialize;
 use time::OffsetDateTime;
 

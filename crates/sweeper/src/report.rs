@@ -1,8 +1,8 @@
 //! What one sweeper run did and saw: [`SweepReport`], its EMF metrics and
 //! its log line.
 
-use outbox_runtime::metrics::{self, Unit};
-use outbox_runtime::publish::relay::RelayReport;
+use outbox_engine::RelayReport;
+use outbox_runtime::{metrics, metrics::Unit};
 use serde::Serialize;
 
 /// What one run did and saw.

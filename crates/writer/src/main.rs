@@ -15,7 +15,7 @@ async fn main() -> Result<(), Error> {
     // Record the shard count this writer uses before it writes any event, so
     // that a later, lower OUTBOX_SHARDS never hides the higher shards from
     // the sweeper. A failure only delays that: the sweeper records it too.
-    if let Err(e) = outbox_runtime::store::record_shard_count(
+    if let Err(e) = outbox_runtime::record_shard_count(
         &client,
         &config.table_name,
         &config.keys,

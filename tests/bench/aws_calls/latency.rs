@@ -142,7 +142,7 @@ impl Wire {
 /// invocation's, as the mapping waits for it (median of `repeats` on this
 /// machine; `make test`'s quick run makes one); nothing here asserts a time.
 pub(super) async fn send_latency((sustained, repeats): (usize, usize)) {
-    let concurrent = outbox_runtime::DEFAULT_SEND_CONCURRENCY;
+    let concurrent = outbox_engine::DEFAULT_SEND_CONCURRENCY;
     println!("## Concurrent sends: a 100-event batch with {} ms per `PutEvents` and {} ms per `BatchWriteItem` injected at the wire (publisher binary, {} build, relaxed ordering)\n", PUT_EVENTS_LATENCY.as_millis(), BATCH_WRITE_LATENCY.as_millis(), if quick() { "debug" } else { "release" });
     println!("| batch | `PutEvents` / `BatchWriteItem` answered by | `SendConcurrency` | invocation time (median of {repeats}) | `PutEvents` | `BatchWriteItem` | all calls per 1,000 events |");
     println!("|---|---|---|---|---|---|---|");

@@ -364,7 +364,7 @@ fn design_window(function: &Tagged) -> usize {
             .and_then(|v| v.parse::<usize>().ok())
             .unwrap_or(default)
     };
-    let calls = number("SEND_CONCURRENCY", outbox_runtime::DEFAULT_SEND_CONCURRENCY);
+    let calls = number("SEND_CONCURRENCY", outbox_engine::DEFAULT_SEND_CONCURRENCY);
     let lanes = match f.name() {
         "sweeper" => number(
             "OUTBOX_SHARDS",
@@ -378,14 +378,14 @@ fn design_window(function: &Tagged) -> usize {
 /// [`design_window`] of one relay with `calls` sink calls in flight.
 fn window_of(calls: usize) -> usize {
     let wave = calls * outbox_core::size::MAX_EVENTBRIDGE_ENTRIES;
-    let leftover = outbox_runtime::store::MAX_BATCH_WRITE - 1;
+    let leftover = outbox_engine::MAX_BATCH_WRITE - 1;
     // A wave in flight, and what earlier waves left: in the delete
     // batches beside it, or fewer than 25 waiting to fill one.
     wave + (leftover + wave)
 }
 
 /// Each invocation of `function` (tag → Lambda deadline, work deadline,
-/// end), the work deadline as `outbox_runtime::retry::Deadline` computes
+/// end), the work deadline as `outbox_engine::Deadline` computes
 /// it: the Lambda deadline less the function's `DEADLINE_MARGIN`, at most
 /// a quarter of the time the invocation had.
 fn deadlines(function: &Tagged) -> Vec<(u64, SystemTime, SystemTime, SystemTime)> {
@@ -415,10 +415,7 @@ fn delete_deadlines(function: &Tagged) -> BTreeMap<u64, SystemTime> {
         .into_iter()
         .map(|(tag, deadline, work, _)| {
             let hard = deadline - std::time::Duration::from_millis(200);
-            (
-                tag,
-                (work + outbox_runtime::publish::relay::FINISH_GRACE).min(hard),
-            )
+            (tag, (work + outbox_engine::FINISH_GRACE).min(hard))
         })
         .collect()
 }

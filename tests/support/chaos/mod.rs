@@ -149,7 +149,7 @@ pub struct ChaosConfig {
     pub parallelization: usize,
     /// The template parameter `Ordering`; `None` keeps its default (`auto`:
     /// strict for the SNS FIFO topic, relaxed for EventBridge).
-    pub ordering: Option<outbox_runtime::Ordering>,
+    pub ordering: Option<outbox_engine::Ordering>,
     /// Other template parameters than the defaults (name, value): a run
     /// that sets one says why.
     pub parameters: Vec<(String, String)>,
@@ -529,7 +529,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         &functions,
         &pump_stats.given_up,
         &events,
-        ordering == outbox_runtime::Ordering::Strict,
+        ordering == outbox_engine::Ordering::Strict,
     )
     .await;
     let outage = outage_start..outage_start + outage_invocations;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use outbox_runtime::store::SweepStore;
+use outbox_engine::SweepStore;
 
 use crate::proxy::{Call, Fault};
 
@@ -23,7 +23,7 @@ pub(super) type Sample = (f64, usize, f64);
 /// Samples the pending index (every shard: count and oldest id) until
 /// `sampling` turns false.
 pub(super) async fn sample_backlog(
-    store: outbox_runtime::store::DynamoStore,
+    store: outbox_runtime::DynamoStore,
     started: Instant,
     every: Duration,
     sampling: Arc<AtomicBool>,

@@ -6,10 +6,10 @@
 
 use aws_sdk_eventbridge::config::{BehaviorVersion, Region};
 use outbox_core::{EventEnvelope, OutboxItem};
+use outbox_engine::Deadline;
+use outbox_engine::FakeSink;
+use outbox_engine::MemoryStore;
 use outbox_runtime::publish::eventbridge::EventBridgeSink;
-use outbox_runtime::publish::FakeSink;
-use outbox_runtime::retry::Deadline;
-use outbox_runtime::store::MemoryStore;
 use publisher::{Publisher, StreamEvent};
 
 /// A stream batch of `n` outbox inserts of `n` aggregates, as JSON, with

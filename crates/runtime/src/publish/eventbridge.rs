@@ -2,12 +2,11 @@
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 
-use super::{
-    classify, sdk_failure, EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError,
-};
+use super::{classify, sdk_failure};
 use outbox_core::size;
 use outbox_core::xray_trace_header;
 use outbox_core::OutboxItem;
+use outbox_engine::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
 
 /// Entry error codes that mean the entry itself can never be accepted.
 const POISON_CODES: &[&str] = &["MalformedDetail", "InvalidArgument", "ValidationException"];
@@ -68,7 +67,7 @@ impl EventSink for EventBridgeSink {
         &self,
         items: &[&OutboxItem],
         max_sends: u32,
-        sends: &crate::aws::SendCounter,
+        sends: &outbox_engine::SendCounter,
     ) -> Vec<EntryOutcome> {
         let entries = items.iter().map(|item| self.entry(item)).collect();
         let response = match self
@@ -80,7 +79,7 @@ impl EventSink for EventBridgeSink {
                 aws_sdk_eventbridge::config::Builder::default()
                     .retry_config(crate::aws::retry_for_sends(max_sends)),
             )
-            .interceptor(sends.clone())
+            .interceptor(crate::aws::CountSends(sends.clone()))
             .send()
             .await
         {

@@ -1,37 +1,24 @@
-//! Publishing: the one module that turns outbox items into published events,
-//! used by the publisher, the sweeper and the operator's `redrive --now`;
-//! and the publishing functions' cold start (`cold_start`: the
-//! configuration, the verified sink, the store, and [`record_settings`], the
-//! settings a function records for `outboxctl`).
+//! The sink adapters of the engine's port (`outbox_engine::EventSink`) and
+//! the publishing functions' cold start: `cold_start` (the configuration,
+//! the verified sink, the store, and [`record_settings`], the settings a
+//! function records for `outboxctl`), the one-stack check
+//! ([`refuse_rivals`], [`Heartbeat`]).
 //!
 //! # Layout
-//! - [`EventSink`]: the port. One call publishes one batch already within
-//!   the sink's limits and says, per entry and in order, what happened.
 //! - `eventbridge::EventBridgeSink` and `sns::SnsSink`: the adapters, behind
 //!   the crate's `eventbridge` and `sns` features (the writer and the
 //!   projector link neither client); `AnySink` (both features, `sinks`)
-//!   picks one from the configuration.
-//! - [`relay`]: the one place that publishes and handles what happened:
-//!   batching, in-call retries, deleting the published, dead-lettering the
-//!   poison, recording (or reporting) the failed, per-aggregate order. The
-//!   publisher, the sweeper and the operator differ only in its
-//!   [`relay::Mode`].
-//! - [`classify`]: which failures are transient, which are the event's own
-//!   fault (poison) and which are neither.
-//! - `fake.rs`: [`FakeSink`] (feature `testing`), the one configurable sink
-//!   of the unit tests, benches and tests of other crates.
-//! - `tests/`: the relay's logic tests against [`FakeSink`] and the memory
-//!   store, by concern.
+//!   picks one from the configuration; `classify`, which of a service's
+//!   error codes are transient, poison or neither; `sdk_failure`, a whole
+//!   call's SDK error as every entry's failure.
+//! - `heartbeat_tests.rs`: the heartbeat against the engine's memory store.
 
 #[cfg(feature = "eventbridge")]
 pub mod eventbridge;
-#[cfg(any(test, feature = "testing"))]
-mod fake;
-pub mod relay;
+#[cfg(test)]
+mod heartbeat_tests;
 #[cfg(feature = "sns")]
 pub mod sns;
-
-use std::future::Future;
 
 #[cfg(any(feature = "eventbridge", feature = "sns"))]
 use aws_smithy_runtime_api::{client::result::SdkError, http::Response};
@@ -40,135 +27,12 @@ use aws_smithy_types::{error::metadata::ProvideErrorMetadata, retry::ProvideErro
 
 #[cfg(feature = "sinks")]
 use crate::config::{Config, SinkConfig};
+#[cfg(feature = "sinks")]
 use outbox_core::OutboxItem;
-
-#[cfg(any(test, feature = "testing"))]
-pub use fake::FakeSink;
-
-/// What kind of failure an entry met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// Throttling, 5xx, timeouts, dropped connections: worth retrying soon.
-    Transient,
-    /// The event itself can never be accepted (malformed, too large): retrying
-    /// cannot help, so it is dead-lettered instead of blocking its shard.
-    Poison,
-    /// Neither (a missing bus, a denied permission, an unknown code): the
-    /// event is kept and the failure reported; an operator must act.
-    Rejected,
-}
-
-/// The code of a failure the run's own deadline made (the sink call was
-/// cut before its answer).
-pub const DEADLINE_REACHED: &str = "DeadlineReached";
-
-/// The code with which the stream publisher reports a record it published
-/// but could neither delete nor hand to the scheduled sweep (the stream
-/// delivers it again; the next invocation publishes it again and deletes it).
-pub const NOT_DELETED: &str = "NotDeleted";
-
-/// Why one entry was not published.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublishFailure {
-    /// What kind of failure.
-    pub kind: FailureKind,
-    /// The service's error code, or a code of ours.
-    pub code: String,
-    /// A short, sanitized message (no payload).
-    pub message: String,
-    /// The whole call failed, after the SDK's own retries (crate::aws): the
-    /// relay does not retry it again; only failed entries of a call that
-    /// succeeded are retried by [`crate::retry::RetryPolicy`].
-    pub whole_call: bool,
-}
-
-impl PublishFailure {
-    /// A failure of one entry (the message cut at 256 bytes).
-    pub fn new(kind: FailureKind, code: impl Into<String>, message: impl Into<String>) -> Self {
-        let mut message: String = message.into();
-        if message.len() > 256 {
-            let mut cut = 256;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-        }
-        Self {
-            kind,
-            code: code.into(),
-            message,
-            whole_call: false,
-        }
-    }
-
-    /// The failure of an entry whose sink call the run's own deadline cut
-    /// (the sink may have accepted it; its answer never came).
-    pub(crate) fn deadline_reached() -> Self {
-        Self::new(
-            FailureKind::Transient,
-            DEADLINE_REACHED,
-            "the sink did not answer before the deadline",
-        )
-        .of_whole_call()
-    }
-
-    /// Whether the run's own deadline cut the call: not the sink's
-    /// answer, so (sweep mode) not an attempt of the event.
-    pub fn is_deadline_reached(&self) -> bool {
-        self.code == DEADLINE_REACHED
-    }
-
-    /// The same failure, for every entry of a call that failed as a whole.
-    pub(crate) fn of_whole_call(self) -> Self {
-        Self {
-            whole_call: true,
-            ..self
-        }
-    }
-}
-
-impl std::fmt::Display for PublishFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
-/// What a sink says about one entry of a batch.
-pub type EntryOutcome = Result<(), PublishFailure>;
-
-/// The sink could not be verified at start-up.
-#[derive(Debug, thiserror::Error)]
-#[error("event sink {target} is not usable: {reason}")]
-pub struct SinkError {
-    /// The bus or topic.
-    pub target: String,
-    /// Why it is not usable.
-    pub reason: String,
-}
-
-/// The port through which events leave the outbox.
-pub trait EventSink: Send + Sync {
-    /// Most entries in one call.
-    fn max_entries(&self) -> usize;
-    /// Most bytes in one call (and in one entry).
-    fn max_bytes(&self) -> usize;
-    /// The size of `item`'s entry as the service counts it.
-    fn entry_size(&self, item: &OutboxItem) -> usize;
-    /// Publishes one batch (within the limits above), transmitting it at
-    /// most `max_sends` times (the SDK's attempts of the call: a timed-out
-    /// attempt the service may have accepted is one send) and counting each
-    /// transmission in `sends`. Returns exactly one outcome per item, in
-    /// order; a whole-call error fails every entry.
-    fn publish_batch(
-        &self,
-        items: &[&OutboxItem],
-        max_sends: u32,
-        sends: &crate::aws::SendCounter,
-    ) -> impl Future<Output = Vec<EntryOutcome>> + Send;
-    /// Checks once, at cold start, that the target exists: some services
-    /// report success for a target that does not exist.
-    fn verify(&self) -> impl Future<Output = Result<(), SinkError>> + Send;
-}
+#[cfg(feature = "sinks")]
+use outbox_engine::{EntryOutcome, EventSink, SinkError};
+#[cfg(any(feature = "eventbridge", feature = "sns"))]
+use outbox_engine::{FailureKind, PublishFailure};
 
 /// The configured sink.
 #[cfg(feature = "sinks")]
@@ -207,10 +71,10 @@ impl AnySink {
 pub async fn connect(
     config: &Config,
     sdk: &aws_config::SdkConfig,
-) -> Result<(AnySink, crate::store::DynamoStore), SinkError> {
+) -> Result<(AnySink, crate::DynamoStore), SinkError> {
     let sink = AnySink::from_config(config, sdk);
     sink.verify().await?;
-    let store = crate::store::DynamoStore::new(
+    let store = crate::DynamoStore::new(
         aws_sdk_dynamodb::Client::new(sdk),
         &config.table_name,
         config.outbox_shards,
@@ -274,7 +138,7 @@ pub async fn cold_start(
     (
         Config,
         AnySink,
-        crate::store::DynamoStore,
+        crate::DynamoStore,
         Option<crate::RecordedSettings>,
     ),
     ColdStartError,
@@ -286,9 +150,9 @@ pub async fn cold_start(
     let record = settings_record(&sdk, function);
     if let Some(record) = &record {
         // Each call its own deadline: a slow write leaves the read its time.
-        let deadline = crate::retry::Deadline::after(SETTINGS_CALL_DEADLINE);
+        let deadline = outbox_engine::Deadline::after(SETTINGS_CALL_DEADLINE);
         record_settings(&store, record, &deadline).await;
-        let deadline = crate::retry::Deadline::after(SETTINGS_CALL_DEADLINE);
+        let deadline = outbox_engine::Deadline::after(SETTINGS_CALL_DEADLINE);
         refuse_rivals(&store, record, &deadline).await?;
     } else {
         tracing::warn!("no region: the settings were not recorded in the table");
@@ -332,10 +196,10 @@ impl Heartbeat {
     /// once, each in a tenth of what `run` has left (at most
     /// [`SETTINGS_CALL_DEADLINE`]), so a slow settings call never costs the
     /// run its time. `Err` when another stack was there first.
-    pub async fn beat<T: crate::store::PublishStore>(
+    pub async fn beat<T: outbox_engine::PublishStore>(
         &self,
         store: &T,
-        run: &crate::retry::Deadline,
+        run: &outbox_engine::Deadline,
     ) -> Result<(), OtherStack> {
         {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
@@ -346,7 +210,7 @@ impl Heartbeat {
         }
         let record = self.record.renewed(outbox_core::now_utc_millis());
         let budget =
-            crate::retry::Deadline::after(SETTINGS_CALL_DEADLINE.min(run.remaining() / 10));
+            outbox_engine::Deadline::after(SETTINGS_CALL_DEADLINE.min(run.remaining() / 10));
         let ((), checked) = futures::join!(
             record_settings(store, &record, &budget),
             refuse_rivals(store, &record, &budget),
@@ -382,10 +246,10 @@ pub fn settings_record(
 /// schema, home region, sink and ordering there, and a second stack on the
 /// table is seen. A failure is logged and does not stop the function:
 /// publishing matters more, and the readers say when nothing is recorded.
-pub async fn record_settings<T: crate::store::PublishStore>(
+pub async fn record_settings<T: outbox_engine::PublishStore>(
     store: &T,
     settings: &crate::RecordedSettings,
-    deadline: &crate::retry::Deadline,
+    deadline: &outbox_engine::Deadline,
 ) {
     if let Err(e) = store.record_settings(settings, deadline).await {
         tracing::warn!(error = %e, "the settings were not recorded in the table");
@@ -401,10 +265,10 @@ pub async fn record_settings<T: crate::store::PublishStore>(
 /// table for the stack that publishes them. One consistent `Query` of the
 /// settings records; when it fails, logged, and the function goes on (the
 /// check guards against a misconfiguration, it is not a lock).
-pub async fn refuse_rivals<T: crate::store::PublishStore>(
+pub async fn refuse_rivals<T: outbox_engine::PublishStore>(
     store: &T,
     mine: &crate::RecordedSettings,
-    deadline: &crate::retry::Deadline,
+    deadline: &outbox_engine::Deadline,
 ) -> Result<(), OtherStack> {
     let table = mine.variable("TABLE_NAME").unwrap_or("the table");
     let records = match store.recorded_settings(deadline).await {
@@ -456,7 +320,7 @@ impl EventSink for AnySink {
         &self,
         items: &[&OutboxItem],
         max_sends: u32,
-        sends: &crate::aws::SendCounter,
+        sends: &outbox_engine::SendCounter,
     ) -> Vec<EntryOutcome> {
         match self {
             Self::EventBridge(s) => s.publish_batch(items, max_sends, sends).await,
@@ -471,11 +335,12 @@ impl EventSink for AnySink {
     }
 }
 
+#[cfg(any(feature = "eventbridge", feature = "sns"))]
 /// Classifies an error code. `poison` lists the codes that mean "this entry
 /// can never be accepted" for the sink at hand; anything unknown is
 /// [`FailureKind::Rejected`]: kept and reported, never silently dropped.
-pub fn classify(code: &str, poison: &[&str]) -> FailureKind {
-    if crate::retry::is_transient(code) {
+pub(crate) fn classify(code: &str, poison: &[&str]) -> FailureKind {
+    if outbox_core::codes::is_transient(code) {
         FailureKind::Transient
     } else if poison.contains(&code) {
         FailureKind::Poison
@@ -510,5 +375,22 @@ where
     PublishFailure::new(kind, code, message).of_whole_call()
 }
 
-#[cfg(all(test, feature = "sinks"))]
-mod tests;
+#[cfg(all(test, any(feature = "eventbridge", feature = "sns")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        assert_eq!(classify("ThrottlingException", &[]), FailureKind::Transient);
+        assert_eq!(classify("InternalFailure", &[]), FailureKind::Transient);
+        assert_eq!(
+            classify("MalformedDetail", &["MalformedDetail"]),
+            FailureKind::Poison
+        );
+        assert_eq!(
+            classify("AccessDeniedException", &["MalformedDetail"]),
+            FailureKind::Rejected
+        );
+        assert_eq!(classify("SomethingNew", &[]), FailureKind::Rejected);
+    }
+}

@@ -3,11 +3,10 @@
 
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 
-use super::{
-    classify, sdk_failure, EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError,
-};
+use super::{classify, sdk_failure};
 use outbox_core::size;
 use outbox_core::OutboxItem;
+use outbox_engine::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
 
 /// Entry error codes that mean the entry itself can never be accepted.
 const POISON_CODES: &[&str] = &[
@@ -95,7 +94,7 @@ impl EventSink for SnsSink {
         &self,
         items: &[&OutboxItem],
         max_sends: u32,
-        sends: &crate::aws::SendCounter,
+        sends: &outbox_engine::SendCounter,
     ) -> Vec<EntryOutcome> {
         let mut outcomes: Vec<Option<EntryOutcome>> = vec![None; items.len()];
         let mut entries = Vec::with_capacity(items.len());
@@ -116,7 +115,7 @@ impl EventSink for SnsSink {
                     aws_sdk_sns::config::Builder::default()
                         .retry_config(crate::aws::retry_for_sends(max_sends)),
                 )
-                .interceptor(sends.clone())
+                .interceptor(crate::aws::CountSends(sends.clone()))
                 .send()
                 .await
             {

@@ -123,7 +123,7 @@ async fn a_concurrent_sweep_leaves_what_another_run_claimed_and_sends_the_rest()
     // goes out.
     let sink = FakeSink::new().overlapping();
     let (store, entries) = stored_items(60, 30);
-    let other = crate::store::Claim::new(Duration::from_secs(60));
+    let other = crate::Claim::new(Duration::from_secs(60));
     let Entry::Item(e4) = &entries[4] else {
         unreachable!()
     };

@@ -3,7 +3,7 @@
 //! that keep up with the sends.
 
 use super::*;
-use crate::store::MAX_BATCH_WRITE;
+use crate::MAX_BATCH_WRITE;
 
 #[tokio::test]
 async fn batches_of_ten_and_one_delete_list() {

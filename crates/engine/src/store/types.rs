@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 use ulid::Ulid;
 
@@ -12,9 +11,6 @@ use outbox_core::OutboxItem;
 
 /// Most requests in one `BatchWriteItem`.
 pub const MAX_BATCH_WRITE: usize = 25;
-
-/// Most keys in one `BatchGetItem`.
-pub(crate) const MAX_BATCH_GET: usize = 100;
 
 /// A store call failed (after the SDK's retries, or cut by the deadline).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -30,7 +26,8 @@ pub struct StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn new(operation: &'static str, code: impl Into<String>) -> Self {
+    /// A failure of `operation` with the service's (or our own) error code.
+    pub fn new(operation: &'static str, code: impl Into<String>) -> Self {
         Self {
             operation,
             code: code.into(),
@@ -159,8 +156,23 @@ pub struct PendingQuery {
     pub limit: i32,
 }
 
-/// Where a paged query goes on.
-pub type Cursor = HashMap<String, AttributeValue>;
+/// Where a paged query goes on: the last key a page read, attribute by
+/// attribute, as the store gave it (DynamoDB's `LastEvaluatedKey`; the
+/// memory store's last sort key). Opaque to the engine.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Cursor(pub HashMap<String, KeyValue>);
+
+/// One attribute of a [`Cursor`]: a key attribute is a string, a number or
+/// bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyValue {
+    /// A string.
+    S(String),
+    /// A number, in its decimal text.
+    N(String),
+    /// Bytes.
+    B(Vec<u8>),
+}
 
 /// A pending item as read from the index.
 // Nearly every value is an item: boxing it would cost an allocation per

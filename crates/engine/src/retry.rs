@@ -184,8 +184,6 @@ impl RetryPolicy {
     }
 }
 
-pub use outbox_core::codes::{is_throttling, is_transient};
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -414,7 +414,7 @@ async fn publish_with_retries<S: EventSink>(
     let mut sends_left = MAX_SENDS_PER_ENTRY;
     loop {
         let refs: Vec<&OutboxItem> = pending.iter().map(|i| items[*i]).collect();
-        let counter = crate::aws::SendCounter::default();
+        let counter = crate::SendCounter::default();
         let answer = match deadline
             .bound(sink.publish_batch(&refs, sends_left, &counter))
             .await

@@ -9,15 +9,14 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use ulid::Ulid;
 
 use super::{
     sanitize, Claim, ClaimOutcome, CollectionRead, Created, Cursor, DeadLetter, DeadLetterPage,
-    DeadLetterRecord, Marked, OperatorStore, Page, PendingItem, PendingQuery, PublishStore,
-    ShardStats, StoreError, SweepStore,
+    DeadLetterRecord, KeyValue, Marked, OperatorStore, Page, PendingItem, PendingQuery,
+    PublishStore, ShardStats, StoreError, SweepStore,
 };
-use crate::retry::Deadline;
+use crate::Deadline;
 use outbox_core::keys::RecordedSettings;
 use outbox_core::keys::{self, ItemKey};
 use outbox_core::now_utc_millis;
@@ -170,15 +169,14 @@ impl MemoryStore {
 
 /// A cursor holding the last sort key a page returned.
 fn cursor_after(sk: &str) -> Cursor {
-    Cursor::from([("after".to_owned(), AttributeValue::S(sk.to_owned()))])
+    Cursor([("after".to_owned(), KeyValue::S(sk.to_owned()))].into())
 }
 
 fn after(cursor: &Option<Cursor>) -> Option<String> {
-    cursor
-        .as_ref()
-        .and_then(|c| c.get("after"))
-        .and_then(|v| v.as_s().ok())
-        .cloned()
+    cursor.as_ref().and_then(|c| match c.0.get("after") {
+        Some(KeyValue::S(sk)) => Some(sk.clone()),
+        _ => None,
+    })
 }
 
 fn record_of(item: &OutboxItem, shard: u16) -> DeadLetterRecord {

@@ -56,7 +56,7 @@ impl SweepStore for DynamoStore {
             .expression_attribute_values(":pk", s(self.keys.pending_pk(query.shard)))
             .scan_index_forward(true)
             .limit(query.limit)
-            .set_exclusive_start_key(cursor);
+            .set_exclusive_start_key(cursor.map(start_key));
         if !bounds.is_empty() {
             request =
                 request.expression_attribute_names("#sk", self.keys.pending_sort_key.as_str());
@@ -70,7 +70,7 @@ impl SweepStore for DynamoStore {
             .map_err(|e| e.into_store("pending_page"))?;
         let mut page = Page {
             scanned: out.scanned_count().max(0) as usize,
-            next: out.last_evaluated_key().cloned(),
+            next: out.last_evaluated_key().map(cursor_of),
             ..Page::default()
         };
         for item in out.items.unwrap_or_default() {
@@ -167,13 +167,13 @@ impl SweepStore for DynamoStore {
                     .expression_attribute_values(":pk", s(self.keys.dead_pk(shard)))
                     .scan_index_forward(true)
                     .limit(limit)
-                    .set_exclusive_start_key(cursor)
+                    .set_exclusive_start_key(cursor.map(start_key))
                     .send(),
             )
             .await
             .map_err(|e| e.into_store("dead_letter_page"))?;
         Ok(DeadLetterPage {
-            next: out.last_evaluated_key().cloned(),
+            next: out.last_evaluated_key().map(cursor_of),
             items: out
                 .items()
                 .iter()

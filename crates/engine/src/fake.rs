@@ -12,9 +12,9 @@ use std::sync::{Mutex, MutexGuard};
 use futures::future::BoxFuture;
 use outbox_core::OutboxItem;
 
-use super::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
-use crate::aws::SendCounter;
-use crate::store::MemoryStore;
+use crate::MemoryStore;
+use crate::SendCounter;
+use crate::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
 
 /// The size of an entry as a sink counts it.
 type EntrySize = Box<dyn Fn(&OutboxItem) -> usize + Send + Sync>;

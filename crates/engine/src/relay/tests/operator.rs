@@ -8,7 +8,7 @@ use super::*;
 /// released with the failure as its reason, so the next `--now` can take it.
 #[tokio::test]
 async fn a_claimed_dead_letter_is_deleted_once_published_and_kept_when_not() {
-    use crate::store::Claim;
+    use crate::Claim;
     let store = MemoryStore::quiet(1);
     let all = items_of(2, 2);
     let deadline = far();

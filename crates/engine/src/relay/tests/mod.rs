@@ -7,7 +7,6 @@
 mod batching;
 mod concurrency;
 mod failures;
-mod heartbeat;
 mod operator;
 mod strict;
 mod sweep;
@@ -18,10 +17,10 @@ use std::time::Duration;
 use serde_json::json;
 use time::OffsetDateTime;
 
-use super::relay::{Entry, Mode, Relay, RelayOutcome, RelayReport};
 use super::*;
-use crate::retry::{Backoff, Deadline, Jitter, RetryPolicy};
-use crate::store::{DeadLetter, Marked, MemoryStore, OperatorStore, PublishStore, SweepStore};
+use crate::FakeSink;
+use crate::{Backoff, Deadline, Jitter, RetryPolicy};
+use crate::{DeadLetter, Marked, MemoryStore, OperatorStore, PublishStore, SweepStore};
 use outbox_core::keys::ItemKey;
 use outbox_core::EventEnvelope;
 

@@ -96,6 +96,8 @@
 
 mod guard;
 mod outcomes;
+#[cfg(test)]
+mod tests;
 mod waves;
 
 use std::collections::{HashMap, HashSet};
@@ -103,13 +105,13 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::{EntryOutcome, EventSink, FailureKind, PublishFailure, NOT_DELETED};
-use crate::config::Ordering;
-use crate::retry::{Backoff, Deadline, RetryPolicy};
-use crate::store::{
+use crate::Ordering;
+use crate::{Backoff, Deadline, RetryPolicy};
+use crate::{
     Claim, ClaimOutcome, CollectionRead, DeadLetter, Guarded, Marked, PendingItem, PublishStore,
     StoreError, MAX_BATCH_WRITE,
 };
+use crate::{EntryOutcome, EventSink, FailureKind, PublishFailure, NOT_DELETED};
 use outbox_core::keys::{self, ItemKey};
 use outbox_core::OutboxItem;
 

@@ -9,22 +9,19 @@
 //! - this file: the three role traits.
 //! - `types.rs`: the types they speak in ([`StoreError`], [`PendingItem`],
 //!   [`DeadLetterRecord`], [`CollectionRead`], …).
-//! - `dynamo/`: [`DynamoStore`], the DynamoDB adapter: `mod.rs` (the client,
-//!   calls, conditions, codecs, the item-collection range reads), one file
-//!   per role (`publish.rs`, `sweep.rs`, `operator.rs`), and `adopt.rs`
-//!   ([`DynamoStore::adopt`], a lost region's items handed over).
 //! - `memory/`: [`MemoryStore`] (feature `testing`), one in-memory store
 //!   that the unit tests, benches and examples share; `roles.rs` implements
 //!   the three roles.
+//!
+//! The DynamoDB adapter is the runtime's (`outbox_runtime::DynamoStore`).
 //!
 //! Every write is either a delete (harmless when the item is already gone)
 //! or an update conditioned on the item still existing in the state it
 //! expects, so nothing here can resurrect an item another process deleted.
 //! Every call is bounded by the caller's [`Deadline`]; whole calls are
-//! retried by the SDK only ([`crate::aws`]), unprocessed batch items by
-//! [`crate::retry::RetryPolicy`].
+//! retried by the SDK only (the runtime's client settings), unprocessed
+//! batch items by [`crate::RetryPolicy`].
 
-mod dynamo;
 #[cfg(any(test, feature = "testing"))]
 mod memory;
 mod types;
@@ -33,12 +30,11 @@ use std::future::Future;
 
 use ulid::Ulid;
 
-use crate::retry::Deadline;
+use crate::Deadline;
 use outbox_core::keys::ItemKey;
 use outbox_core::keys::RecordedSettings;
 use outbox_core::OutboxItem;
 
-pub use dynamo::{record_shard_count, DynamoStore};
 #[cfg(any(test, feature = "testing"))]
 pub use memory::{MemoryStore, WriteLog};
 pub use types::*;
@@ -349,7 +345,7 @@ pub trait OutboxStore: PublishStore + SweepStore + OperatorStore {}
 impl<T: PublishStore + SweepStore + OperatorStore> OutboxStore for T {}
 
 /// Keeps stored error text short and printable.
-pub(crate) fn sanitize(text: &str) -> String {
+pub fn sanitize(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .take(512)

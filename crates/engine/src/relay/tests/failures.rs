@@ -142,21 +142,6 @@ async fn a_sink_that_never_answers_is_cut_at_the_deadline() {
     assert!(matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == "DeadlineReached"));
 }
 
-#[test]
-fn classification() {
-    assert_eq!(classify("ThrottlingException", &[]), FailureKind::Transient);
-    assert_eq!(classify("InternalFailure", &[]), FailureKind::Transient);
-    assert_eq!(
-        classify("MalformedDetail", &["MalformedDetail"]),
-        FailureKind::Poison
-    );
-    assert_eq!(
-        classify("AccessDeniedException", &["MalformedDetail"]),
-        FailureKind::Rejected
-    );
-    assert_eq!(classify("SomethingNew", &[]), FailureKind::Rejected);
-}
-
 /// #43: a published event whose delete and hand-over both fail is
 /// reported, so that the stream delivers it again, instead of keeping its
 /// normal key until the day-old sweep (strict ordering held its
@@ -174,7 +159,7 @@ async fn a_published_event_neither_deleted_nor_handed_over_is_reported() {
     let report = run(&sink, &store, &entries, Mode::Stream).await;
     assert_eq!(published_types(&sink), ["E0", "E1"]);
     assert!(
-        matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == crate::publish::NOT_DELETED),
+        matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == crate::NOT_DELETED),
         "{:?}",
         report.outcomes
     );

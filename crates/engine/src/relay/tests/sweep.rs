@@ -53,7 +53,7 @@ async fn a_sweep_leaves_an_event_another_run_claimed() {
     for item in &all {
         store.insert(item.clone());
     }
-    let other = crate::store::Claim::new(Duration::from_secs(60));
+    let other = crate::Claim::new(Duration::from_secs(60));
     store
         .claim_pending(&all[0].key(), &other, &far())
         .await
@@ -137,7 +137,7 @@ async fn a_call_cut_at_the_deadline_is_not_an_attempt() {
         assert!(item
             .last_error
             .as_deref()
-            .is_some_and(|e| e.starts_with(crate::publish::DEADLINE_REACHED)));
+            .is_some_and(|e| e.starts_with(crate::DEADLINE_REACHED)));
         assert!(item.claim_token.is_none(), "claim released");
     }
 }

@@ -18,19 +18,57 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use ulid::Ulid;
 
-use super::{
-    sanitize, AdoptOutcome, AdoptedFrom, Adoption, Claim, ClaimOutcome, CollectionRead, Created,
-    Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, Marked, OperatorStore, Page, PendingItem,
-    PendingQuery, PublishStore, ShardStats, StoreError, SweepStore, MAX_BATCH_GET, MAX_BATCH_WRITE,
-};
 use crate::aws::{error_code, error_message};
-use crate::retry::{Deadline, RetryPolicy};
 use outbox_core::keys::RecordedSettings;
 use outbox_core::keys::{self, attr, ItemKey};
 use outbox_core::now_utc_millis;
 use outbox_core::OutboxItem;
+use outbox_engine::{
+    sanitize, AdoptOutcome, AdoptedFrom, Adoption, Claim, ClaimOutcome, CollectionRead, Created,
+    Cursor, DeadLetter, DeadLetterPage, DeadLetterRecord, KeyValue, Marked, OperatorStore, Page,
+    PendingItem, PendingQuery, PublishStore, ShardStats, StoreError, SweepStore, MAX_BATCH_WRITE,
+};
+use outbox_engine::{Deadline, RetryPolicy};
 
 type Item = HashMap<String, AttributeValue>;
+
+/// Most keys in one `BatchGetItem`.
+const MAX_BATCH_GET: usize = 100;
+
+/// The engine's [`Cursor`] of a page's `LastEvaluatedKey` (key attributes
+/// are strings, numbers or bytes; any other type is not a key and is left
+/// out).
+fn cursor_of(key: &Item) -> Cursor {
+    Cursor(
+        key.iter()
+            .filter_map(|(name, value)| {
+                let value = match value {
+                    AttributeValue::S(s) => KeyValue::S(s.clone()),
+                    AttributeValue::N(n) => KeyValue::N(n.clone()),
+                    AttributeValue::B(b) => KeyValue::B(b.clone().into_inner()),
+                    _ => return None,
+                };
+                Some((name.clone(), value))
+            })
+            .collect(),
+    )
+}
+
+/// The `ExclusiveStartKey` of a [`Cursor`].
+fn start_key(cursor: Cursor) -> Item {
+    cursor
+        .0
+        .into_iter()
+        .map(|(name, value)| {
+            let value = match value {
+                KeyValue::S(s) => AttributeValue::S(s),
+                KeyValue::N(n) => AttributeValue::N(n),
+                KeyValue::B(b) => AttributeValue::B(aws_smithy_types::Blob::new(b)),
+            };
+            (name, value)
+        })
+        .collect()
+}
 
 /// The DynamoDB adapter.
 #[derive(Debug, Clone)]

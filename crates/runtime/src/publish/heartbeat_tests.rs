@@ -2,7 +2,11 @@
 //! function of a stack that must yield stops at its next beat; one beat per
 //! interval; a stack made again under a deleted one's name starts anew.
 
-use super::*;
+use std::time::Duration;
+
+use outbox_engine::{Deadline, MemoryStore, PublishStore};
+
+use super::Heartbeat;
 
 fn record(stack: &str, id: &str, since: &str) -> crate::RecordedSettings {
     let now = outbox_core::now_utc_millis();

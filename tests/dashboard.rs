@@ -123,11 +123,7 @@ fn emitted() -> HashSet<(String, String)> {
             "{document}"
         );
         // This process's STACK_NAME (unset here: the documented fallback).
-        assert_eq!(
-            doc["Stack"],
-            outbox_runtime::metrics::stack_name(),
-            "{document}"
-        );
+        assert_eq!(doc["Stack"], outbox_runtime::stack_name(), "{document}");
         for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
             .as_array()
             .expect("metrics")

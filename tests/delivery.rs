@@ -428,8 +428,7 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
     assert_eq!(records.len(), 6);
     let proxy = FaultProxy::start().await;
     let sdk = proxy.sdk().await;
-    let sink =
-        outbox_runtime::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
+    let sink = outbox_runtime::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8)
         .with_keys(stack.keys.clone());
     let publisher = publisher(sink, store, &stack);
@@ -491,8 +490,7 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
     let item = stack.outbox_items().await.remove(0);
     let proxy = FaultProxy::start().await;
     let sdk = proxy.sdk().await;
-    let sink =
-        outbox_runtime::publish::sns::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
+    let sink = outbox_runtime::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
     for (status, code, kind) in [
         (429, "SomethingNobodyKnows", FailureKind::Transient),
         (
@@ -507,7 +505,7 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
         proxy.inject("PublishBatch", Fault::Status(status, code.into()), None);
         let sends = outbox_engine::SendCounter::default();
         let outcome = sink
-            .publish_batch(&[&item], outbox_runtime::aws::SDK_MAX_ATTEMPTS, &sends)
+            .publish_batch(&[&item], outbox_runtime::SDK_MAX_ATTEMPTS, &sends)
             .await;
         let failure = outcome[0].clone().expect_err("refused");
         assert_eq!(
@@ -553,8 +551,7 @@ async fn an_sns_limit_above_the_topics_maximum_message_size_is_refused_at_cold_s
         .unwrap();
     let client = aws_sdk_sns::Client::new(&stack.sdk);
     let sink = |bytes| {
-        outbox_runtime::publish::sns::SnsSink::new(client.clone(), topic_arn.clone())
-            .with_max_bytes(bytes)
+        outbox_runtime::SnsSink::new(client.clone(), topic_arn.clone()).with_max_bytes(bytes)
     };
     // The topic's attribute is not set: 256 KiB.
     let err = sink(300_000).verify().await.expect_err("refused");

@@ -27,7 +27,7 @@ async fn failing_sweeper(
     stack: &Stack,
     proxy: &FaultProxy,
     max_attempts: u32,
-) -> Sweeper<outbox_runtime::publish::eventbridge::EventBridgeSink, DynamoStore> {
+) -> Sweeper<outbox_runtime::EventBridgeSink, DynamoStore> {
     let (sink, store) = stack.through(proxy, 8).await;
     proxy.inject("PutEvents", Fault::refuse_all("ThrottlingException"), None);
     let mut sweeper = Sweeper::new(

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_runtime::LambdaEvent;
 use outbox_core::{EventEnvelope, OutboxItem};
 use outbox_engine::EventSink;
-use outbox_runtime::publish::sns::SnsSink;
+use outbox_runtime::SnsSink;
 use publisher::{handler, Publisher};
 use serde_json::Value;
 use testkit::proxy::{Fault, FaultProxy};
@@ -338,11 +338,8 @@ async fn a_missing_bus_fails_verification_and_keeps_everything() {
     stack.create_orders(2).await;
     let records = stack.stream().read().await.unwrap();
     let client = aws_sdk_eventbridge::Client::new(&stack.sdk);
-    let sink = outbox_runtime::publish::eventbridge::EventBridgeSink::new(
-        client,
-        "no-such-bus".into(),
-        "outbox.orders".into(),
-    );
+    let sink =
+        outbox_runtime::EventBridgeSink::new(client, "no-such-bus".into(), "outbox.orders".into());
     assert!(
         sink.verify().await.is_err(),
         "cold-start verification catches it"

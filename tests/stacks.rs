@@ -75,7 +75,7 @@ impl Alarm {
             names.sort_unstable();
             names == wanted
         };
-        definition["Namespace"] == outbox_runtime::metrics::NAMESPACE
+        definition["Namespace"] == outbox_runtime::NAMESPACE
             && definition["Metrics"]
                 .as_array()
                 .is_some_and(|m| m.iter().any(|d| d["Name"] == self.metric.as_str()))

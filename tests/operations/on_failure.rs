@@ -141,9 +141,7 @@ async fn redrive_on_failure_keeps_another_streams_message() {
     );
     assert_eq!(json["otherStreams"][0], theirs.stream_arn.as_str(), "{out}");
     let sqs = aws_sdk_sqs::Client::new(&ours.sdk);
-    let (visible, in_flight) = outbox_runtime::queue::queue_depth(&sqs, &queue)
-        .await
-        .unwrap();
+    let (visible, in_flight) = outbox_runtime::queue_depth(&sqs, &queue).await.unwrap();
     assert_eq!(visible + in_flight, 1, "the message is still in the queue");
     assert_eq!(theirs.outbox_items().await.len(), 1, "their event waits");
 }

@@ -39,9 +39,9 @@ use outbox_core::OutboxItem;
 use outbox_engine::PublishStore;
 use outbox_engine::{Deadline, RetryPolicy};
 use outbox_engine::{EventSink, FailureKind, PublishFailure};
-use outbox_runtime::publish::eventbridge::EventBridgeSink;
 use outbox_runtime::Config;
 use outbox_runtime::DynamoStore;
+use outbox_runtime::EventBridgeSink;
 
 pub mod chaos;
 pub mod contract;
@@ -379,10 +379,10 @@ pub async fn sqs_event(
     queue_url: &str,
 ) -> aws_lambda_events::event::sqs::SqsEvent {
     let sqs = aws_sdk_sqs::Client::new(sdk);
-    let messages = outbox_runtime::queue::receive_batch(&sqs, queue_url, 0)
+    let messages = outbox_runtime::receive_batch(&sqs, queue_url, 0)
         .await
         .expect("receive");
-    outbox_runtime::queue::batch_event(&messages)
+    outbox_runtime::batch_event(&messages)
 }
 
 /// A Lambda context whose deadline is `after` from now.

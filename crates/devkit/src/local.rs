@@ -183,7 +183,7 @@ async fn configured(endpoint: &str, endpoints: ServiceEndpoints) -> SdkConfig {
     // The endpoint is set on the loaded configuration, not on the loader:
     // a loader's endpoint counts as set in code, which every client takes
     // as is, never asking the per-service endpoints.
-    outbox_runtime::aws::loader()
+    outbox_runtime::sdk_config_loader()
         .region(Region::new(REGION))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
             "test", "test", None, None, "local",

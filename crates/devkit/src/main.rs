@@ -108,7 +108,7 @@ enum Command {
 enum Error {
     /// An AWS call failed (its operation, code and message).
     #[error(transparent)]
-    Aws(#[from] outbox_runtime::aws::CallError),
+    Aws(#[from] outbox_runtime::CallError),
     /// The local stack could not be provisioned.
     #[error(transparent)]
     Stack(#[from] devkit::StackError),
@@ -255,7 +255,7 @@ async fn pump(
         .table_name(table)
         .send()
         .await
-        .map_err(|e| outbox_runtime::aws::error_line("DescribeTable", &e))?
+        .map_err(|e| outbox_runtime::error_line("DescribeTable", &e))?
         .table
         .and_then(|t| t.latest_stream_arn)
         .ok_or_else(|| format!("table {table} has no stream"))?;

@@ -520,9 +520,7 @@ impl<I: Invoker> Pump<I> {
             .message_body(message.to_string())
             .send()
             .await
-            .map_err(|e| {
-                PumpError::OnFailure(outbox_runtime::aws::error_line("SendMessage", &e))
-            })?;
+            .map_err(|e| PumpError::OnFailure(outbox_runtime::error_line("SendMessage", &e)))?;
         Ok(())
     }
 }

@@ -6,10 +6,10 @@
 //! receive`).
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use outbox_runtime::aws::CallError;
+use outbox_runtime::CallError;
 use outbox_runtime::{
-    queue::batch_event, queue::delete_batch, queue::queue_depth, queue::receive_batch,
-    queue::receive_batch_with_attributes, queue::settle_batch,
+    batch_event, delete_batch, queue_depth, receive_batch, receive_batch_with_attributes,
+    settle_batch,
 };
 
 /// What [`drain_queue`] did.

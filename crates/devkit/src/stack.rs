@@ -154,17 +154,15 @@ pub async fn create_table_streaming(
                 .send()
                 .await
                 .map_err(|e| {
-                    fail(format!("table {table}"))(outbox_runtime::aws::error_line(
-                        "DescribeTable",
-                        &e,
-                    ))
+                    fail(format!("table {table}"))(outbox_runtime::error_line("DescribeTable", &e))
                 })?
                 .table
         }
         Err(e) => {
-            return Err(fail(format!("table {table}"))(
-                outbox_runtime::aws::error_line("CreateTable", &e),
-            ))
+            return Err(fail(format!("table {table}"))(outbox_runtime::error_line(
+                "CreateTable",
+                &e,
+            )))
         }
     };
     enable_ttl(&client, table, &schema.ttl_attribute).await?;
@@ -213,9 +211,7 @@ pub async fn create_queue_with(
     let queue_url = request
         .send()
         .await
-        .map_err(|e| {
-            fail(format!("queue {name}"))(outbox_runtime::aws::error_line("CreateQueue", &e))
-        })?
+        .map_err(|e| fail(format!("queue {name}"))(outbox_runtime::error_line("CreateQueue", &e)))?
         .queue_url
         .ok_or_else(|| fail(format!("queue {name}"))("no queue URL".into()))?;
     let queue_arn = sqs
@@ -225,7 +221,7 @@ pub async fn create_queue_with(
         .send()
         .await
         .map_err(|e| {
-            fail(format!("queue {name}"))(outbox_runtime::aws::error_line("GetQueueAttributes", &e))
+            fail(format!("queue {name}"))(outbox_runtime::error_line("GetQueueAttributes", &e))
         })?
         .attributes
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
@@ -251,7 +247,7 @@ pub async fn create_bus(
             if e.as_service_error()
                 .is_some_and(|e| e.is_resource_already_exists_exception()) => {}
         Err(e) => {
-            return Err(fail(format!("bus {bus}"))(outbox_runtime::aws::error_line(
+            return Err(fail(format!("bus {bus}"))(outbox_runtime::error_line(
                 "CreateEventBus",
                 &e,
             )))
@@ -295,9 +291,7 @@ async fn route(
         .event_pattern(pattern.to_string())
         .send()
         .await
-        .map_err(|e| {
-            fail(format!("rule {rule}"))(outbox_runtime::aws::error_line("PutRule", &e))
-        })?;
+        .map_err(|e| fail(format!("rule {rule}"))(outbox_runtime::error_line("PutRule", &e)))?;
     let target = Target::builder()
         .id("queue")
         .arn(&queue.queue_arn)
@@ -310,9 +304,7 @@ async fn route(
         .targets(target)
         .send()
         .await
-        .map_err(|e| {
-            fail(format!("rule {rule}"))(outbox_runtime::aws::error_line("PutTargets", &e))
-        })?;
+        .map_err(|e| fail(format!("rule {rule}"))(outbox_runtime::error_line("PutTargets", &e)))?;
     Ok(())
 }
 
@@ -390,9 +382,10 @@ pub async fn create_read_model_table(sdk: &SdkConfig, table: &str) -> Result<(),
             if e.as_service_error()
                 .is_some_and(|e| e.is_resource_in_use_exception()) => {}
         Err(e) => {
-            return Err(fail(format!("table {table}"))(
-                outbox_runtime::aws::error_line("CreateTable", &e),
-            ))
+            return Err(fail(format!("table {table}"))(outbox_runtime::error_line(
+                "CreateTable",
+                &e,
+            )))
         }
     }
     enable_ttl(&client, table, keys::TTL_ATTRIBUTE).await?;
@@ -416,7 +409,7 @@ async fn enable_ttl(
         )
         .send()
         .await
-        .map_err(|e| fail("ttl")(outbox_runtime::aws::error_line("UpdateTimeToLive", &e)))?;
+        .map_err(|e| fail("ttl")(outbox_runtime::error_line("UpdateTimeToLive", &e)))?;
     Ok(())
 }
 
@@ -433,9 +426,7 @@ pub async fn create_fifo_topic(
         .attributes("FifoTopic", "true")
         .send()
         .await
-        .map_err(|e| {
-            fail(format!("topic {name}"))(outbox_runtime::aws::error_line("CreateTopic", &e))
-        })?
+        .map_err(|e| fail(format!("topic {name}"))(outbox_runtime::error_line("CreateTopic", &e)))?
         .topic_arn
         .ok_or_else(|| fail(format!("topic {name}"))("no topic ARN".into()))?;
     let queue = create_queue(sdk, &format!("{name}-subscriber.fifo"), true).await?;
@@ -447,7 +438,7 @@ pub async fn create_fifo_topic(
         .send()
         .await
         .map_err(|e| {
-            fail(format!("subscription {name}"))(outbox_runtime::aws::error_line("Subscribe", &e))
+            fail(format!("subscription {name}"))(outbox_runtime::error_line("Subscribe", &e))
         })?;
     Ok((topic_arn, queue))
 }
@@ -459,7 +450,7 @@ pub async fn scan_all(
     table: &str,
 ) -> Result<
     Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>,
-    outbox_runtime::aws::CallError,
+    outbox_runtime::CallError,
 > {
     let mut pages = client
         .scan()
@@ -469,7 +460,7 @@ pub async fn scan_all(
         .send();
     let mut items = Vec::new();
     while let Some(item) = pages.next().await {
-        items.push(item.map_err(|e| outbox_runtime::aws::CallError::of("Scan", &e))?);
+        items.push(item.map_err(|e| outbox_runtime::CallError::of("Scan", &e))?);
     }
     Ok(items)
 }

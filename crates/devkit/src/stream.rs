@@ -70,9 +70,7 @@ impl StreamCursor {
             .stream_arn(&self.stream_arn)
             .send()
             .await
-            .map_err(|e| {
-                err("DescribeStream")(outbox_runtime::aws::error_line("DescribeStream", &e))
-            })?;
+            .map_err(|e| err("DescribeStream")(outbox_runtime::error_line("DescribeStream", &e)))?;
         let shards = description
             .stream_description()
             .map(|d| d.shards().to_vec())
@@ -97,7 +95,7 @@ impl StreamCursor {
                 .send()
                 .await
                 .map_err(|e| {
-                    err("GetShardIterator")(outbox_runtime::aws::error_line("GetShardIterator", &e))
+                    err("GetShardIterator")(outbox_runtime::error_line("GetShardIterator", &e))
                 })?
                 .shard_iterator;
             self.iterators.insert(id.to_owned(), iterator);
@@ -156,7 +154,7 @@ impl StreamCursor {
                     Err(e)
                         if !renewed
                             && matches!(
-                                outbox_runtime::aws::error_code(&e).as_str(),
+                                outbox_runtime::error_code(&e).as_str(),
                                 "ExpiredIteratorException" | "TrimmedDataAccessException"
                             ) =>
                     {
@@ -166,7 +164,7 @@ impl StreamCursor {
                         continue;
                     }
                     Err(e) => {
-                        return Err(err("GetRecords")(outbox_runtime::aws::error_line(
+                        return Err(err("GetRecords")(outbox_runtime::error_line(
                             "GetRecords",
                             &e,
                         )))

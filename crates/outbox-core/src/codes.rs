@@ -20,7 +20,7 @@ const ENTRY_THROTTLING_CODES: &[&str] = &[
 /// transient list ([`aws_runtime::retries::classifiers::TRANSIENT_ERRORS`]):
 /// the per-entry codes of `PutEvents` and `PublishBatch` and the 5xx codes
 /// services put in a body (whole calls are classified by their status too,
-/// `outbox_runtime::aws::is_retryable`).
+/// `outbox_runtime::is_retryable`).
 const SERVER_CODES: &[&str] = &[
     "InternalFailure",
     "InternalException",

@@ -6,7 +6,7 @@
 use aws_config::{Region, SdkConfig};
 use clap::Args;
 use outbox_runtime::DynamoStore;
-use outbox_runtime::{publish, SinkConfig, SinkSettings};
+use outbox_runtime::{SinkConfig, SinkSettings};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -164,7 +164,7 @@ pub(crate) async fn sweeper_for(
     stack: &Stack,
     ops: &crate::Operations<DynamoStore>,
     settings: &SinkSettings,
-) -> Result<sweeper::Sweeper<publish::AnySink, DynamoStore>, Error> {
+) -> Result<sweeper::Sweeper<outbox_runtime::AnySink, DynamoStore>, Error> {
     let mut config = stack.config().clone();
     config.outbox_shards = ops.shards().await?;
     config.event_source = settings.source.clone();
@@ -177,7 +177,7 @@ pub(crate) async fn sweeper_for(
             bus_name: settings.target.clone(),
         }
     };
-    let (sink, store) = publish::connect(&config, stack.sdk()).await?;
+    let (sink, store) = outbox_runtime::connect(&config, stack.sdk()).await?;
     Ok(sweeper::Sweeper::new(
         sink,
         store,
@@ -206,7 +206,7 @@ pub(crate) fn rfc3339(text: &str) -> Result<OffsetDateTime, String> {
 /// The SDK configuration for a deployed stack: the AWS CLI's chain, with
 /// the explicit options on top.
 pub(crate) async fn sdk_config(options: &AwsArgs) -> SdkConfig {
-    let mut loader = outbox_runtime::aws::loader();
+    let mut loader = outbox_runtime::sdk_config_loader();
     if let Some(region) = &options.region {
         loader = loader.region(Region::new(region.clone()));
     }

@@ -436,7 +436,7 @@ pub(crate) async fn discard(
         .map_err(|e| Error::AwsWhile {
             doing: "cannot name the AWS caller for the audit trail, so nothing was discarded"
                 .into(),
-            source: outbox_runtime::aws::CallError::of("GetCallerIdentity", &e),
+            source: outbox_runtime::CallError::of("GetCallerIdentity", &e),
         })?
         .arn
         .unwrap_or_default();

@@ -17,8 +17,8 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_lambda::types::EventSourceMappingConfiguration;
 use outbox_core::KeySchema;
 use outbox_engine::EventSink;
-use outbox_runtime::aws::error_line;
-use outbox_runtime::publish::AnySink;
+use outbox_runtime::error_line;
+use outbox_runtime::AnySink;
 use outbox_runtime::Config;
 use serde::Serialize;
 

@@ -5,7 +5,7 @@
 use outbox_core::ConfigError;
 use outbox_engine::SinkError;
 use outbox_engine::StoreError;
-use outbox_runtime::aws::CallError;
+use outbox_runtime::CallError;
 
 use crate::operations::OpsError;
 

@@ -59,7 +59,7 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
         aws_sdk_sqs::config::Builder::from(sdk)
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
-                    .connect_timeout(outbox_runtime::aws::CONNECT_TIMEOUT)
+                    .connect_timeout(outbox_runtime::CONNECT_TIMEOUT)
                     .operation_attempt_timeout(std::time::Duration::from_secs(
                         LONG_POLL_SECONDS as u64 + 5,
                     ))
@@ -74,11 +74,11 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
     let progress = Progress::new(json, None, "OnFailure messages");
     loop {
         // A long poll: a short one may answer empty while messages remain.
-        let messages = outbox_runtime::queue::receive_batch(&sqs, queue, LONG_POLL_SECONDS).await?;
+        let messages = outbox_runtime::receive_batch(&sqs, queue, LONG_POLL_SECONDS).await?;
         if messages.is_empty() {
             // Empty only when no message is visible any more (the ones kept
             // are in flight until the visibility timeout).
-            let (visible, _) = outbox_runtime::queue::queue_depth(&sqs, queue).await?;
+            let (visible, _) = outbox_runtime::queue_depth(&sqs, queue).await?;
             if visible == 0 {
                 break;
             }
@@ -117,7 +117,7 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
         if messages.is_empty() {
             continue;
         }
-        let event = outbox_runtime::queue::batch_event(&messages);
+        let event = outbox_runtime::batch_event(&messages);
         let deadline = Deadline::after(std::time::Duration::from_secs(300));
         let (response, run) = sweeper::redrive_messages(&sweeper, &event, &deadline).await;
         republished += run.republished;
@@ -128,7 +128,7 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
             .map(|f| f.item_identifier)
             .collect();
         let (deleted, reported) =
-            outbox_runtime::queue::settle_batch(&sqs, queue, &messages, &failed).await?;
+            outbox_runtime::settle_batch(&sqs, queue, &messages, &failed).await?;
         handled += deleted;
         kept += reported;
         progress.say(format!("{handled} OnFailure messages handled"));

@@ -3,7 +3,7 @@
 
 use aws_config::SdkConfig;
 use aws_sdk_eventbridge::types::{ReplayDestination, ReplayState};
-use outbox_runtime::aws::CallError;
+use outbox_runtime::CallError;
 use serde_json::json;
 use time::OffsetDateTime;
 
@@ -97,7 +97,7 @@ pub(crate) async fn run(sdk: &SdkConfig, args: ReplayArgs) -> Result<(), Error> 
         // The name is a fresh ULID of this run: a replay of that name is
         // this call's own, started by an attempt whose answer was lost
         // (the SDK retried it). Follow it.
-        Err(e) if outbox_runtime::aws::error_code(&e) == "ResourceAlreadyExistsException" => {}
+        Err(e) if outbox_runtime::error_code(&e) == "ResourceAlreadyExistsException" => {}
         Err(e) => return Err(CallError::of("StartReplay", &e).into()),
     }
     let started = std::time::Instant::now();

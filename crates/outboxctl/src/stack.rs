@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::KeyType;
 use outbox_core::{keys, KeySchema};
 use outbox_engine::Deadline;
 use outbox_engine::PublishStore;
-use outbox_runtime::aws::CallError;
+use outbox_runtime::CallError;
 use outbox_runtime::DynamoStore;
 use outbox_runtime::{Config, RecordedSettings};
 use serde::Serialize;

@@ -47,7 +47,7 @@ use lambda_runtime::{Error, LambdaEvent};
 use model::{OrderState, Stored};
 use outbox_core::EventEnvelope;
 use outbox_engine::Deadline;
-use outbox_runtime::{metrics, metrics::Unit};
+use outbox_runtime::Unit;
 use std::time::Duration;
 use time::OffsetDateTime;
 
@@ -262,7 +262,7 @@ pub fn emf(counts: &Counts, lag: Option<time::Duration>) -> String {
             Unit::Seconds,
         ));
     }
-    metrics::emf_line("projector", &line)
+    outbox_runtime::emf_line("projector", &line)
 }
 
 /// Applies a batch before `deadline` and names the messages to retry. The
@@ -297,7 +297,7 @@ pub async fn project_batch(
                 tracing::warn!(
                     message_id = %id,
                     retryable = e.is_retryable(),
-                    error = %outbox_runtime::telemetry::error_chain(&e),
+                    error = %outbox_runtime::error_chain(&e),
                     "message not applied; reported for retry"
                 );
                 let mut failure = BatchItemFailure::default();

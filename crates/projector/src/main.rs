@@ -2,14 +2,14 @@
 //! with the inbox settings, to the handler.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use outbox_runtime::{aws, telemetry};
+
 use projector::{handler, Projector};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init_logging();
+    outbox_runtime::init_logging();
     let inbox = inbox::Inbox::from_env()?;
-    let sdk = aws::load().await;
+    let sdk = outbox_runtime::load_sdk_config().await;
     let projector = Projector::new(aws_sdk_dynamodb::Client::new(&sdk), inbox);
     let projector = &projector;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

@@ -21,7 +21,7 @@ use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use outbox_core::{KeySchema, OutboxItem};
 use outbox_engine::EventSink;
-use outbox_runtime::publish::eventbridge::EventBridgeSink;
+use outbox_runtime::EventBridgeSink;
 use publisher::StreamEvent;
 
 mod support;

@@ -55,7 +55,7 @@ use outbox_engine::Ordering;
 use outbox_engine::{Deadline, RetryPolicy};
 use outbox_engine::{Entry, Mode, Relay};
 use outbox_engine::{Marked, PublishStore};
-use outbox_runtime::{metrics, metrics::Unit};
+use outbox_runtime::Unit;
 
 mod stream;
 
@@ -94,7 +94,7 @@ pub struct Publisher<S, T> {
     /// invoked (`publish::Heartbeat`); a batch that finds another stack
     /// was there first fails whole, nothing sent (its records come back).
     /// `None`: neither (tests of the relay alone).
-    pub heartbeat: Option<outbox_runtime::publish::Heartbeat>,
+    pub heartbeat: Option<outbox_runtime::Heartbeat>,
 }
 
 /// How many sequence numbers a process remembers (a few batches' worth:
@@ -273,11 +273,11 @@ impl Report {
         .filter(|(name, count, _)| *name == "Published" || *count > 0)
         .map(|(name, count, unit)| (name, count as f64, unit))
         .collect();
-        metrics::emf_lines(
+        outbox_runtime::emf_lines(
             "publisher",
             &counts,
-            metrics::Distribution {
-                name: metrics::COMMIT_TO_PUBLISH,
+            outbox_runtime::Distribution {
+                name: outbox_runtime::COMMIT_TO_PUBLISH,
                 values: &self.commit_to_publish_ms,
                 unit: Unit::Milliseconds,
             },

@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use outbox_engine::Deadline;
 use outbox_engine::SweepStore;
-use outbox_runtime::publish;
+
 use publisher::{handler, Publisher};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let (config, sink, store, record) = publish::cold_start("publisher").await?;
+    let (config, sink, store, record) = outbox_runtime::cold_start("publisher").await?;
     let mut publisher = Publisher::new(sink, store);
-    publisher.heartbeat = record.map(|r| publish::Heartbeat::new(r, publish::PUBLISHER_HEARTBEAT));
+    publisher.heartbeat =
+        record.map(|r| outbox_runtime::Heartbeat::new(r, outbox_runtime::PUBLISHER_HEARTBEAT));
     publisher.ordering = config.ordering;
     publisher.send_concurrency = config.send_concurrency;
     publisher.keys = config.keys.clone();

@@ -37,7 +37,7 @@ pub(crate) const OPERATION_TIMEOUT: Duration = Duration::from_secs(12);
 /// every client of ours uses, set explicitly rather than left to the SDK's
 /// defaults (which have no attempt or operation timeout: a hung call would
 /// hold an invocation until Lambda kills it).
-pub fn settings(loader: aws_config::ConfigLoader) -> aws_config::ConfigLoader {
+pub(crate) fn settings(loader: aws_config::ConfigLoader) -> aws_config::ConfigLoader {
     loader
         .http_client(http_client())
         .retry_config(RetryConfig::standard().with_max_attempts(SDK_MAX_ATTEMPTS))
@@ -50,12 +50,12 @@ pub fn settings(loader: aws_config::ConfigLoader) -> aws_config::ConfigLoader {
         )
 }
 
-/// The default loader (environment, profile, role) with [`settings`].
+/// The default loader (environment, profile, role) with `settings` (explicit retry and timeout settings, the HTTP client).
 pub fn loader() -> aws_config::ConfigLoader {
     settings(aws_config::defaults(aws_config::BehaviorVersion::latest()))
 }
 
-/// Loads the AWS configuration the usual way with [`settings`].
+/// Loads the AWS configuration the usual way with `settings` (explicit retry and timeout settings, the HTTP client).
 /// `AWS_ENDPOINT_URL` (and `AWS_ENDPOINT_URL_<SERVICE>`) point clients at a
 /// local emulator.
 pub async fn load() -> aws_config::SdkConfig {

@@ -7,7 +7,7 @@
 //! this.
 //!
 //! # Layout
-//! - [`publish`]: the sink adapters (EventBridge and SNS, behind the
+//! - `publish/`: the sink adapters (EventBridge and SNS, behind the
 //!   features `eventbridge` and `sns`; `AnySink`, both, from the
 //!   configuration) of the engine's `EventSink`, and the publishing
 //!   functions' cold start and one-stack check.
@@ -22,29 +22,56 @@
 //!   the home-region rule (`HOME_REGION`, `HOME_REGION_RULE`), and
 //!   [`recorded_variables`], the variables each function records at cold
 //!   start (and again, with the one-stack check, the sweeper on every run
-//!   and a publisher every five minutes: [`publish::Heartbeat`]) in its
+//!   and a publisher every five minutes: [`Heartbeat`]) in its
 //!   stack settings record (`outbox_core::keys::RecordedSettings`; written
-//!   by [`publish::record_settings`], read by the store's
-//!   `recorded_settings` and [`publish::refuse_rivals`]).
-//! - `queue` (feature `sqs`): SQS batches as Lambda's SQS mapping handles
+//!   by [`record_settings`], read by the store's
+//!   `recorded_settings` and [`refuse_rivals`]).
+//! - `queue.rs` (feature `sqs`): SQS batches as Lambda's SQS mapping handles
 //!   them (receive, hand over, delete what was not reported), for
 //!   `outboxctl redrive-on-failure` and the local kit.
-//! - [`metrics`]: CloudWatch Embedded Metric Format lines.
-//! - [`aws`]: client construction (explicit retry and timeout settings, the
-//!   HTTP client) and the classification of SDK errors from their metadata.
-//! - [`telemetry`]: JSON logs for the binaries.
+//! - `metrics.rs`: CloudWatch Embedded Metric Format lines ([`emf_line`],
+//!   [`emf_lines`]).
+//! - `aws.rs`: client construction ([`load_sdk_config`]: explicit retry and
+//!   timeout settings, the HTTP client) and the classification of SDK
+//!   errors from their metadata ([`error_code`], [`is_retryable`]).
+//!
+//! Modules are private; the crate's root re-exports what the functions,
+//! `outboxctl`, the local kit and the tests call.
+//! - `telemetry.rs`: JSON logs for the binaries ([`init_logging`]).
 
-pub mod aws;
+mod aws;
 mod config;
 mod dynamo;
-pub mod metrics;
-pub mod publish;
+mod metrics;
+mod publish;
 #[cfg(feature = "sqs")]
-pub mod queue;
-pub mod telemetry;
+mod queue;
+mod telemetry;
 
+pub use aws::{
+    error_code, error_line, is_retryable, load as load_sdk_config, loader as sdk_config_loader,
+    CallError, CONNECT_TIMEOUT, SDK_MAX_ATTEMPTS,
+};
 pub use config::{
     recorded_variables, Config, SinkConfig, SinkSettings, DEFAULT_OUTBOX_SHARDS, VARIABLES,
 };
 pub use dynamo::{record_shard_count, DynamoStore};
+pub use metrics::{
+    emf_line, emf_lines, stack_name, Distribution, Unit, COMMIT_TO_PUBLISH, NAMESPACE,
+};
 pub use outbox_core::keys::RecordedSettings;
+#[cfg(feature = "eventbridge")]
+pub use publish::eventbridge::EventBridgeSink;
+#[cfg(feature = "sns")]
+pub use publish::sns::SnsSink;
+#[cfg(feature = "sinks")]
+pub use publish::{cold_start, connect, AnySink, ColdStartError};
+pub use publish::{
+    record_settings, refuse_rivals, settings_record, Heartbeat, OtherStack, PUBLISHER_HEARTBEAT,
+};
+#[cfg(feature = "sqs")]
+pub use queue::{
+    batch_event, delete_batch, delete_message, queue_depth, receive_batch,
+    receive_batch_with_attributes, settle_batch,
+};
+pub use telemetry::{error_chain, init_logging};

@@ -10,9 +10,9 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use crate::aws::CallError;
 
 /// Most messages in one batch (one `ReceiveMessage`).
-pub const MAX_BATCH: i32 = 10;
+pub(crate) const MAX_BATCH: i32 = 10;
 
-/// Receives up to [`MAX_BATCH`] messages, waiting up to `wait_seconds`
+/// Receives up to 10 (`MAX_BATCH`) messages, waiting up to `wait_seconds`
 /// (0: a short poll, which may answer empty while messages remain; up to
 /// 20: a long poll); they stay in the queue, invisible for its visibility
 /// timeout, until deleted.
@@ -110,7 +110,7 @@ pub async fn delete_message(
     Ok(true)
 }
 
-/// Deletes received messages (one batch, at most [`MAX_BATCH`]) with one
+/// Deletes received messages (one batch, at most 10 (`MAX_BATCH`)) with one
 /// `DeleteMessageBatch`; returns how many it deleted (a message without a
 /// receipt handle is skipped). An entry the queue refuses fails the call,
 /// as a failed `DeleteMessage` does.

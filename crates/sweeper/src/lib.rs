@@ -149,7 +149,7 @@ pub struct Sweeper<S, T> {
     /// checks that no other stack publishes from the table
     /// (`publish::refuse_rivals`). `None`: neither (tests of the sweep
     /// alone).
-    pub heartbeat: Option<outbox_runtime::publish::Heartbeat>,
+    pub heartbeat: Option<outbox_runtime::Heartbeat>,
 }
 
 /// The smallest ULID of a millisecond: every id created before `at` sorts

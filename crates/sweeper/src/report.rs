@@ -2,7 +2,7 @@
 //! its log line.
 
 use outbox_engine::RelayReport;
-use outbox_runtime::{metrics, metrics::Unit};
+use outbox_runtime::Unit;
 use serde::Serialize;
 
 /// What one run did and saw.
@@ -140,11 +140,11 @@ impl SweepReport {
     /// `CommitToPublishLatency`, one value per event published, 100 to a
     /// document.
     pub fn emf_lines(&self) -> Vec<String> {
-        metrics::emf_lines(
+        outbox_runtime::emf_lines(
             "sweeper",
             &self.metrics(),
-            metrics::Distribution {
-                name: metrics::COMMIT_TO_PUBLISH,
+            outbox_runtime::Distribution {
+                name: outbox_runtime::COMMIT_TO_PUBLISH,
                 values: &self.commit_to_publish_ms,
                 unit: Unit::Milliseconds,
             },

@@ -168,7 +168,7 @@ impl ApiError {
 
     fn internal(error: &dyn std::error::Error) -> Self {
         // The cause goes to the log, never to the client.
-        let detail = outbox_runtime::telemetry::error_chain(error);
+        let detail = outbox_runtime::error_chain(error);
         tracing::error!(detail, "internal error");
         Self::new(ErrorCode::Internal, "internal error")
     }

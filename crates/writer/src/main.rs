@@ -3,14 +3,14 @@
 use std::convert::Infallible;
 
 use lambda_http::{service_fn, Error, Request};
-use outbox_runtime::{aws, telemetry, Config};
+use outbox_runtime::Config;
 use writer::{Api, OrderService};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init_logging();
+    outbox_runtime::init_logging();
     let config = Config::from_env()?;
-    let sdk = aws::load().await;
+    let sdk = outbox_runtime::load_sdk_config().await;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     // Record the shard count this writer uses before it writes any event, so
     // that a later, lower OUTBOX_SHARDS never hides the higher shards from

@@ -79,7 +79,7 @@ impl From<TransactionError> for OrderError {
 
 impl From<SdkError<GetItemError, HttpResponse>> for OrderError {
     fn from(e: SdkError<GetItemError, HttpResponse>) -> Self {
-        if outbox_core::codes::is_throttling(&outbox_runtime::aws::error_code(&e)) {
+        if outbox_core::codes::is_throttling(&outbox_runtime::error_code(&e)) {
             Self::Throttled
         } else {
             Self::Internal(BackendError::Read(Box::new(e)))

@@ -45,11 +45,7 @@ pub(super) async fn commit_to_publish(ticks: usize) {
         let mut values: Vec<u64> = function
             .emf()
             .iter()
-            .filter_map(|doc| {
-                doc[outbox_runtime::metrics::COMMIT_TO_PUBLISH]
-                    .as_array()
-                    .cloned()
-            })
+            .filter_map(|doc| doc[outbox_runtime::COMMIT_TO_PUBLISH].as_array().cloned())
             .flatten()
             .filter_map(|v| v.as_u64())
             .collect();

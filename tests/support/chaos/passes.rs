@@ -25,13 +25,13 @@ pub(super) async fn deliver_on_failure(
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let mut handled = 0;
     for _ in 0..20 {
-        let Ok(messages) = outbox_runtime::queue::receive_batch(&sqs, queue_url, 0).await else {
+        let Ok(messages) = outbox_runtime::receive_batch(&sqs, queue_url, 0).await else {
             break;
         };
         if messages.is_empty() {
             break;
         }
-        let event = outbox_runtime::queue::batch_event(&messages);
+        let event = outbox_runtime::batch_event(&messages);
         let payload = serde_json::to_vec(&event).unwrap_or_default();
         let failed: HashSet<String> = match sweeper.call(&payload).await {
             Ok(body) => serde_json::from_slice::<Value>(&body)
@@ -60,7 +60,7 @@ pub(super) async fn deliver_on_failure(
                 }
                 continue;
             }
-            if outbox_runtime::queue::delete_message(&sqs, queue_url, m)
+            if outbox_runtime::delete_message(&sqs, queue_url, m)
                 .await
                 .unwrap_or(false)
             {
@@ -87,7 +87,7 @@ pub(super) async fn drain_on_failure(
         if round == 4 {
             break;
         }
-        let in_flight = outbox_runtime::queue::queue_depth(&sqs, queue_url)
+        let in_flight = outbox_runtime::queue_depth(&sqs, queue_url)
             .await
             .map_or(0, |(_, in_flight)| in_flight);
         if in_flight == 0 {

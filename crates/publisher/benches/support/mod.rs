@@ -9,7 +9,7 @@ use outbox_core::{EventEnvelope, OutboxItem};
 use outbox_engine::Deadline;
 use outbox_engine::FakeSink;
 use outbox_engine::MemoryStore;
-use outbox_runtime::publish::eventbridge::EventBridgeSink;
+use outbox_runtime::EventBridgeSink;
 use publisher::{Publisher, StreamEvent};
 
 /// A stream batch of `n` outbox inserts of `n` aggregates, as JSON, with

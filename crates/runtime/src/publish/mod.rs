@@ -14,11 +14,11 @@
 //! - `heartbeat_tests.rs`: the heartbeat against the engine's memory store.
 
 #[cfg(feature = "eventbridge")]
-pub mod eventbridge;
+pub(crate) mod eventbridge;
 #[cfg(test)]
 mod heartbeat_tests;
 #[cfg(feature = "sns")]
-pub mod sns;
+pub(crate) mod sns;
 
 #[cfg(any(feature = "eventbridge", feature = "sns"))]
 use aws_smithy_runtime_api::{client::result::SdkError, http::Response};
@@ -162,7 +162,7 @@ pub async fn cold_start(
 
 /// How long the settings record's write, and the read of the table's
 /// records, may take at cold start (the sweeper's runs give them less).
-pub const SETTINGS_CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
+pub(crate) const SETTINGS_CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A function's settings record written again, and the one-stack check
 /// made again, at most every `every` (the sweeper: every run; the
@@ -194,7 +194,7 @@ impl Heartbeat {
 
     /// When one is due: the record written at `now` and the check, at
     /// once, each in a tenth of what `run` has left (at most
-    /// [`SETTINGS_CALL_DEADLINE`]), so a slow settings call never costs the
+    /// `SETTINGS_CALL_DEADLINE`, 3 s), so a slow settings call never costs the
     /// run its time. `Err` when another stack was there first.
     pub async fn beat<T: outbox_engine::PublishStore>(
         &self,

@@ -150,8 +150,8 @@ check-template: venv-infra
 	.venv-infra/bin/python infra/checks/figures.py --self-test docs/performance.md docs/reliability.md
 
 # The published crates (dynamodb-outbox, dynamodb-outbox-core,
-# dynamodb-outbox-inbox, and outboxctl with dynamodb-outbox-engine,
-# dynamodb-outbox-runtime and dynamodb-outbox-sweeper; docs/adopt.md, "The crates"): the dependency
+# dynamodb-outbox-inbox, and outboxctl with dynamodb-outbox-engine and
+# dynamodb-outbox-runtime; docs/adopt.md, "The crates"): the dependency
 # graph's licenses and bans (deny.toml), then `cargo package`, which builds
 # the three libraries from their packaged sources as crates.io would.
 crates: venv-infra
@@ -162,12 +162,12 @@ crates: venv-infra
 	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/dynamodb-outbox-* \
 	  "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/*/outboxctl-*
 	cargo package --locked -p dynamodb-outbox-core -p dynamodb-outbox-inbox -p dynamodb-outbox
-	# outboxctl and the three crates it is built from: packaged here (their
+	# outboxctl and the crates it is built from: packaged here (their
 	# manifests, files and lock file); built from those packages by `make
 	# release-check` (infra/package/install-check.sh), not here: compiling
 	# the AWS SDKs once more would add minutes to `make test`.
 	cargo package --locked --no-verify --quiet -p dynamodb-outbox-core -p dynamodb-outbox-engine \
-	  -p dynamodb-outbox-runtime -p dynamodb-outbox-sweeper -p outboxctl
+	  -p dynamodb-outbox-runtime -p outboxctl
 
 # The CDK example (infra/cdk): compiled, synthesized by `cdk synth` with no
 # network at all, its template checked (the application's parameters are

@@ -8,6 +8,7 @@
 //! service publishes for that resource. The widgets the issue asks for are
 //! there.
 
+use outbox_runtime::SweepMetrics;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde_json::Value;
@@ -88,7 +89,7 @@ const EMF_DIMENSIONS: [&str; 2] = ["Stack", "Function"];
 /// with all its optional metrics present; each document's dimension set
 /// and `Stack` value checked.
 fn emitted() -> HashSet<(String, String)> {
-    let sweep = sweeper::SweepReport {
+    let sweep = outbox_engine::SweepReport {
         stats_read: true,
         oldest_pending_age_seconds: Some(1.0),
         parked_aggregates: Some(0),

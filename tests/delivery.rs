@@ -3,6 +3,7 @@
 //! through `testkit::proxy::FaultProxy`. One test per behaviour the
 //! publisher and the sweeper owe (see docs/publisher.md and docs/sweeper.md).
 
+use outbox_runtime::SweepMetrics;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
@@ -11,10 +12,11 @@ use lambda_runtime::LambdaEvent;
 use outbox_core::EventEnvelope;
 use outbox_engine::EventSink;
 use outbox_engine::{PublishStore, SweepStore};
+use outbox_engine::{SweepSettings, Sweeper};
 use outbox_runtime::DynamoStore;
 use publisher::Publisher;
 use serde_json::Value;
-use sweeper::{Response, SweepSettings, Sweeper};
+use sweeper::Response;
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, fast_retry, Stack};
 use time::OffsetDateTime;
@@ -174,7 +176,7 @@ async fn a_hung_sink_still_lets_the_sweeper_report_before_the_deadline() {
     let event = serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap();
     let response = tokio::time::timeout(
         Duration::from_secs(60),
-        sweeper::handler(&sweeper, LambdaEvent::new(event, context)),
+        sweeper::handler(&sweeper, None, LambdaEvent::new(event, context)),
     )
     .await
     .expect("the handler returns")

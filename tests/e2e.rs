@@ -13,10 +13,11 @@ use outbox_core::EventEnvelope;
 use outbox_engine::Deadline;
 use outbox_engine::EventSink;
 use outbox_engine::{DeadLetter, Marked, PublishStore, StoreError};
+use outbox_engine::{SweepSettings, Sweeper};
 use outbox_runtime::DynamoStore;
 use outbox_runtime::EventBridgeSink;
 use serde_json::Value;
-use sweeper::{Response, SweepSettings, Sweeper};
+use sweeper::Response;
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{drain_queue, far_deadline, InProcessPublisher, Stack};
 use writer::{CreateOrderRequest, NewOrder};
@@ -423,6 +424,7 @@ async fn an_on_failure_message_makes_the_sweeper_republish_its_window_now() {
     let invoke = |event: &aws_lambda_events::event::sqs::SqsEvent| {
         sweeper::handler(
             &sweeper,
+            None,
             LambdaEvent::new(serde_json::to_value(event).unwrap(), testkit::context()),
         )
     };

@@ -13,8 +13,8 @@ mod status;
 
 use std::time::Duration;
 
+use outbox_engine::{SweepSettings, Sweeper};
 use outbox_runtime::DynamoStore;
-use sweeper::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, fast_retry, Stack};
 use time::OffsetDateTime;

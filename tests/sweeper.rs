@@ -3,13 +3,15 @@
 //! dead letters, lag metrics and read cost.
 
 use outbox_engine::{PublishStore, SweepStore};
+use outbox_runtime::SweepMetrics;
 use std::time::Duration;
 
 use lambda_runtime::LambdaEvent;
 use outbox_core::OutboxItem;
 use outbox_engine::{EventSink, FakeSink};
+use outbox_engine::{SweepReport, SweepSettings, Sweeper};
 use outbox_runtime::DynamoStore;
-use sweeper::{handler, Response, SweepReport, SweepSettings, Sweeper};
+use sweeper::{handler, Response};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, fast_retry, throttled, Stack};
 use time::OffsetDateTime;
@@ -239,9 +241,13 @@ async fn the_scheduled_sample_runs_the_handler() {
         serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap();
     let context = testkit::context();
     let (sink, _) = stack.eventbridge_sink();
-    let response = handler(&sweeper(sink, &stack, 12), LambdaEvent::new(event, context))
-        .await
-        .unwrap();
+    let response = handler(
+        &sweeper(sink, &stack, 12),
+        None,
+        LambdaEvent::new(event, context),
+    )
+    .await
+    .unwrap();
     let Response::Sweep(report) = response else {
         panic!("a scheduled event is a sweep: {response:?}")
     };
@@ -360,7 +366,7 @@ async fn an_on_failure_window_settles_when_its_items_are_published_or_handed_ove
     let mut sweeper = Sweeper::new(sink, store, settings);
     sweeper.retry = fast_retry();
     let now = OffsetDateTime::now_utc();
-    let window = sweeper::Window {
+    let window = outbox_engine::Window {
         from: now - Duration::from_secs(60),
         to: now + Duration::from_secs(60),
     };
@@ -416,7 +422,7 @@ async fn overlapping_windows_redriven_at_once_publish_each_event_once() {
     let (sink_b, _) = stack.eventbridge_sink();
     let (first, second) = (sweeper(sink_a, &stack, 12), sweeper(sink_b, &stack, 12));
     let now = OffsetDateTime::now_utc();
-    let window = |from: u64, to: u64| sweeper::Window {
+    let window = |from: u64, to: u64| outbox_engine::Window {
         from: now - Duration::from_secs(from),
         to: now + Duration::from_secs(to),
     };
@@ -460,7 +466,7 @@ async fn a_window_whose_event_a_dead_run_claimed_is_redriven_once_the_claim_laps
     let (sink, _) = stack.eventbridge_sink();
     let sweeper = sweeper(sink, &stack, 8);
     let now = OffsetDateTime::now_utc();
-    let window = sweeper::Window {
+    let window = outbox_engine::Window {
         from: now - Duration::from_secs(60),
         to: now + Duration::from_secs(60),
     };

@@ -9,7 +9,7 @@ use devkit::MappingSettings;
 use serde_json::Value;
 use std::time::Duration;
 
-use sweeper::{SweepSettings, Sweeper};
+use outbox_engine::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, root, sample, Stack};
 use time::OffsetDateTime;

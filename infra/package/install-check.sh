@@ -24,7 +24,7 @@ mkdir -p "$work"
 # packaged sibling).
 cargo package --locked --no-verify --quiet \
   -p dynamodb-outbox-core -p dynamodb-outbox-inbox -p dynamodb-outbox \
-  -p dynamodb-outbox-engine -p dynamodb-outbox-runtime -p dynamodb-outbox-sweeper -p outboxctl
+  -p dynamodb-outbox-engine -p dynamodb-outbox-runtime -p outboxctl
 
 # Every other dependency from the local cache (`cargo fetch` fills it; no
 # network here), then the packaged crates unpacked beside them, each with

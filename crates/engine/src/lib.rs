@@ -21,6 +21,12 @@
 //!   dead-lettering the poison, recording or reporting the failed, strict
 //!   order per aggregate), for the publisher, the sweeper and the
 //!   operator's `redrive --now` alike: they differ only in the [`Mode`].
+//! - `sweep/`: [`Sweeper`], the scheduled sweep of what the stream left
+//!   behind and the redrive of an abandoned batch's [`Window`], through the
+//!   relay in sweep mode; [`SweepReport`], what a run did and saw.
+//! - `redrive.rs`: [`redrive_now`], the operator's `dead-letters redrive
+//!   --now` of one dead letter (claim, older-event check, the relay in
+//!   operator mode, release).
 //! - `ordering.rs`: [`Ordering`], strict or relaxed order per aggregate.
 //! - `retry.rs`: [`Backoff`], the persisted and in-call retry delays;
 //!   [`Deadline`], which bounds every call; [`RetryPolicy`], the retries of
@@ -36,14 +42,17 @@
 #[cfg(any(test, feature = "testing"))]
 mod fake;
 mod ordering;
+mod redrive;
 mod relay;
 mod retry;
 mod sink;
 mod store;
+mod sweep;
 
 #[cfg(any(test, feature = "testing"))]
 pub use fake::FakeSink;
 pub use ordering::{Ordering, DEFAULT_SEND_CONCURRENCY};
+pub use redrive::{redrive_now, RedriveNow, REDRIVE_CLAIM_LEASE};
 pub use relay::{Entry, Mode, Relay, RelayOutcome, RelayReport, FINISH_GRACE, MAX_SENDS_PER_ENTRY};
 pub use retry::{Backoff, Deadline, Jitter, RetryPolicy};
 pub use sink::{
@@ -58,3 +67,6 @@ pub use store::{
 };
 #[cfg(any(test, feature = "testing"))]
 pub use store::{MemoryStore, WriteLog};
+pub use sweep::{
+    OnFailureMessage, RequestContext, StreamBatchInfo, SweepReport, SweepSettings, Sweeper, Window,
+};

@@ -158,13 +158,13 @@ impl SinkArgs {
     }
 }
 
-/// The stack's sweeper, in this process, publishing to `settings`, with
-/// the stack's ordering and key schema.
-pub(crate) async fn sweeper_for(
+/// The stack's sink, in this process, publishing to `settings`, with the
+/// stack's configuration (source, limits) and its store.
+pub(crate) async fn connect_sink(
     stack: &Stack,
     ops: &crate::Operations<DynamoStore>,
     settings: &SinkSettings,
-) -> Result<sweeper::Sweeper<outbox_runtime::AnySink, DynamoStore>, Error> {
+) -> Result<(outbox_runtime::AnySink, DynamoStore, outbox_runtime::Config), Error> {
     let mut config = stack.config().clone();
     config.outbox_shards = ops.shards().await?;
     config.event_source = settings.source.clone();
@@ -178,10 +178,21 @@ pub(crate) async fn sweeper_for(
         }
     };
     let (sink, store) = outbox_runtime::connect(&config, stack.sdk()).await?;
-    Ok(sweeper::Sweeper::new(
+    Ok((sink, store, config))
+}
+
+/// The stack's sweep, in this process, publishing to `settings`, with the
+/// stack's ordering and key schema.
+pub(crate) async fn sweeper_for(
+    stack: &Stack,
+    ops: &crate::Operations<DynamoStore>,
+    settings: &SinkSettings,
+) -> Result<outbox_engine::Sweeper<outbox_runtime::AnySink, DynamoStore>, Error> {
+    let (sink, store, config) = connect_sink(stack, ops, settings).await?;
+    Ok(outbox_engine::Sweeper::new(
         sink,
         store,
-        sweeper::SweepSettings::from(&config),
+        outbox_engine::SweepSettings::from(&config),
     ))
 }
 

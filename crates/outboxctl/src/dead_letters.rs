@@ -2,18 +2,13 @@
 
 use aws_config::SdkConfig;
 use clap::{Args, Subcommand};
-use outbox_engine::EventSink;
-use outbox_engine::Ordering;
-use outbox_engine::{Claim, DeadLetterRecord, Marked};
-use outbox_engine::{Deadline, RetryPolicy};
-use outbox_engine::{Entry, Relay, RelayOutcome};
-use outbox_engine::{OperatorStore, PublishStore};
+use outbox_engine::{redrive_now, DeadLetterRecord, Deadline, Marked, RedriveNow};
 use outbox_runtime::DynamoStore;
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::context::{rfc3339, sweeper_for, JsonArg, SinkArgs, TableArg};
+use crate::context::{connect_sink, rfc3339, JsonArg, SinkArgs, TableArg};
 use crate::error::Error;
 use crate::output::{print_json, table, Progress};
 use crate::stack::Stack;
@@ -271,23 +266,24 @@ pub(crate) async fn redrive(
         None => None,
     };
     let rows = selection.rows(&ops).await?;
-    let sweeper = match (&now, dry_run) {
-        (Some(settings), false) => Some(sweeper_for(stack, &ops, settings).await?),
+    let sink = match (&now, dry_run) {
+        (Some(settings), false) => Some(connect_sink(stack, &ops, settings).await?.0),
         _ => None,
     };
     let mut report = Vec::new();
     let mut failed = 0;
     let progress = Progress::new(json, Some(rows.len() as u64), "redriving");
     for row in &rows {
-        let outcome = match (&sweeper, dry_run) {
+        let outcome = match (&sink, dry_run) {
             (_, true) if now.is_some() => "would publish now".to_owned(),
             (_, true) => "would redrive".to_owned(),
-            (Some(sweeper), false) => {
-                let outcome = publish_now(&ops, &sweeper.sink, row).await?;
+            (Some(sink), false) => {
+                let deadline = Deadline::after(std::time::Duration::from_secs(60));
+                let outcome = redrive_now(sink, ops.store(), row, &deadline).await?;
                 if outcome.failed() {
                     failed += 1;
                 }
-                outcome.text()
+                now_text(&outcome)
             }
             (None, false) => match ops.redrive(row).await? {
                 Marked::Updated => "redriven".to_owned(),
@@ -334,86 +330,15 @@ pub(crate) async fn redrive(
     Ok(())
 }
 
-/// What `--now` did with one dead letter.
-enum NowOutcome {
-    Published,
-    Gone,
-    Waits,
-    PublishFailed(String),
-    NotDeleted,
-}
-
-impl NowOutcome {
-    fn failed(&self) -> bool {
-        matches!(self, Self::PublishFailed(_) | Self::NotDeleted)
+/// What `--now` did with one dead letter, for the operator.
+fn now_text(outcome: &RedriveNow) -> String {
+    match outcome {
+        RedriveNow::Published => "published".into(),
+        RedriveNow::Gone => "skipped: no longer a dead letter, or being republished by another redrive --now".into(),
+        RedriveNow::Waits => "redriven: waits behind an older event of its aggregate still in the table (the next scheduled sweep publishes it after that one)".into(),
+        RedriveNow::PublishFailed(e) => format!("not published ({e}): it stays a dead letter"),
+        RedriveNow::NotDeleted => "published, but its item was not deleted: it stays a dead letter; discard it, or a later redrive sends it again".into(),
     }
-
-    fn text(&self) -> String {
-        match self {
-            Self::Published => "published".into(),
-            Self::Gone => "skipped: no longer a dead letter, or being republished by another redrive --now".into(),
-            Self::Waits => "redriven: waits behind an older event of its aggregate still in the table (the next scheduled sweep publishes it after that one)".into(),
-            Self::PublishFailed(e) => format!("not published ({e}): it stays a dead letter"),
-            Self::NotDeleted => "published, but its item was not deleted: it stays a dead letter; discard it, or a later redrive sends it again".into(),
-        }
-    }
-}
-
-/// How long a `--now` claim holds a dead letter (its holder may die).
-const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// `--now` for one dead letter: claimed (so that no other path publishes
-/// it meanwhile: a claimed dead letter is in no pending index, and another
-/// redrive or discard leaves it alone), then published through the relay
-/// the publisher and the sweeper use ([`Relay::run_claimed`]), which deletes
-/// it once published and otherwise keeps it a dead letter with the failure
-/// as its reason. An event whose aggregate has an older event still in the
-/// table (pending, held or dead-lettered) is not published now: it is
-/// redriven and waits for that one, so an aggregate's events still go out
-/// oldest first.
-async fn publish_now<S: EventSink>(
-    ops: &Operations<DynamoStore>,
-    sink: &S,
-    row: &DeadLetterRecord,
-) -> Result<NowOutcome, Error> {
-    let store = ops.store();
-    let deadline = Deadline::after(std::time::Duration::from_secs(60));
-    let claim = Claim::new(CLAIM_LEASE);
-    let Some(item) = store.claim_dead_letter(row, &claim, &deadline).await? else {
-        return Ok(NowOutcome::Gone);
-    };
-    let key = row.key.clone();
-    // Any older event of its aggregate still in the table (pending, held or
-    // dead-lettered) goes first: strict order, whatever the setting.
-    // One read from its own key: itself and the nearest older item.
-    let below = store.collection_below(&key, 2, &deadline).await?;
-    if below.about(&key.sk).is_none_or(|g| g.older.is_some()) {
-        store.release_claim(&key, &claim, None, &deadline).await?;
-        return Ok(match ops.redrive(row).await? {
-            Marked::Updated => NowOutcome::Waits,
-            Marked::Gone | Marked::Claimed | Marked::Refused => NowOutcome::Gone,
-        });
-    }
-    let relay = Relay {
-        sink,
-        store,
-        retry: &RetryPolicy::default(),
-        ordering: Ordering::Relaxed,
-        concurrency: 1,
-    };
-    let report = relay
-        .run_claimed(&[Entry::Item(item)], &claim, &deadline)
-        .await;
-    Ok(match report.outcomes.first() {
-        Some(RelayOutcome::Published) if report.delete_failed > 0 => NowOutcome::NotDeleted,
-        Some(RelayOutcome::Published) => NowOutcome::Published,
-        Some(RelayOutcome::Failed(failure)) => NowOutcome::PublishFailed(failure.to_string()),
-        other => {
-            // Not sent (the deadline): given back as it was.
-            store.release_claim(&key, &claim, None, &deadline).await?;
-            NowOutcome::PublishFailed(format!("not sent ({other:?})"))
-        }
-    })
 }
 
 pub(crate) async fn discard(

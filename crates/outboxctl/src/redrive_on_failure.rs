@@ -119,7 +119,7 @@ async fn redrive(stack: &Stack, queue: &str, sink: &SinkArgs, json: bool) -> Res
         }
         let event = outbox_runtime::batch_event(&messages);
         let deadline = Deadline::after(std::time::Duration::from_secs(300));
-        let (response, run) = sweeper::redrive_messages(&sweeper, &event, &deadline).await;
+        let (response, run) = outbox_runtime::redrive_messages(&sweeper, &event, &deadline).await;
         republished += run.republished;
         claimed_elsewhere += run.claimed_elsewhere;
         let failed: std::collections::HashSet<String> = response
@@ -179,7 +179,7 @@ fn other_stream(
     table_stream: Option<&str>,
 ) -> Option<String> {
     let table_stream = table_stream?;
-    let parsed: sweeper::OnFailureMessage = serde_json::from_str(message.body()?).ok()?;
+    let parsed: outbox_engine::OnFailureMessage = serde_json::from_str(message.body()?).ok()?;
     // The table's part (`…:table/<name>`): a stream disabled and enabled
     // again gets a new label, and the old stream's messages are still this
     // table's.

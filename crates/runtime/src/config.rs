@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use outbox_core::ConfigError;
-use outbox_engine::{Ordering, DEFAULT_SEND_CONCURRENCY};
+use outbox_engine::{Backoff, Ordering, SweepSettings, DEFAULT_SEND_CONCURRENCY};
 
 /// `OUTBOX_SHARDS` when it is not set.
 pub const DEFAULT_OUTBOX_SHARDS: u16 = 8;
@@ -384,6 +384,32 @@ impl From<&Config> for outbox_core::transaction::OutboxSettings {
             config.outbox_shards,
         )
         .with_keys(config.keys.clone())
+    }
+}
+
+/// The sweep's settings from the function's configuration.
+impl From<&Config> for SweepSettings {
+    fn from(config: &Config) -> Self {
+        Self {
+            stranded_after: config.stranded_after,
+            max_attempts: config.max_attempts,
+            page_size: config.sweep_page_size,
+            backoff: Backoff {
+                base: config.retry_base,
+                ..Backoff::PERSISTED
+            },
+            count_limit: 1_000,
+            // An event id is made before its transaction commits (and its
+            // stream record arrives), by up to the writer's retries;
+            // arrival times are rounded to the second, and clocks differ a
+            // little.
+            window_lead: Duration::from_secs(300),
+            window_lag: Duration::from_secs(2),
+            ordering: config.ordering,
+            sweep_period: config.sweep_period,
+            settle_empty_windows: true,
+            send_concurrency: config.send_concurrency,
+        }
     }
 }
 

@@ -29,6 +29,10 @@
 //! - `queue.rs` (feature `sqs`): SQS batches as Lambda's SQS mapping handles
 //!   them (receive, hand over, delete what was not reported), for
 //!   `outboxctl redrive-on-failure` and the local kit.
+//! - `on_failure.rs` (feature `on-failure`): [`redrive_messages`], an SQS
+//!   batch of the OnFailure queue redriven window by window through the
+//!   engine's sweep; `sweep_metrics.rs`: a sweep's report as EMF
+//!   ([`SweepMetrics`]) and its log line ([`log_sweep`]).
 //! - `metrics.rs`: CloudWatch Embedded Metric Format lines ([`emf_line`],
 //!   [`emf_lines`]).
 //! - `aws.rs`: client construction ([`load_sdk_config`]: explicit retry and
@@ -43,9 +47,12 @@ mod aws;
 mod config;
 mod dynamo;
 mod metrics;
+#[cfg(feature = "on-failure")]
+mod on_failure;
 mod publish;
 #[cfg(feature = "sqs")]
 mod queue;
+mod sweep_metrics;
 mod telemetry;
 
 pub use aws::{
@@ -59,6 +66,8 @@ pub use dynamo::{record_shard_count, DynamoStore};
 pub use metrics::{
     emf_line, emf_lines, stack_name, Distribution, Unit, COMMIT_TO_PUBLISH, NAMESPACE,
 };
+#[cfg(feature = "on-failure")]
+pub use on_failure::redrive_messages;
 pub use outbox_core::keys::RecordedSettings;
 #[cfg(feature = "eventbridge")]
 pub use publish::eventbridge::EventBridgeSink;
@@ -74,4 +83,5 @@ pub use queue::{
     batch_event, delete_batch, delete_message, queue_depth, receive_batch,
     receive_batch_with_attributes, settle_batch,
 };
+pub use sweep_metrics::{log_sweep, SweepMetrics};
 pub use telemetry::{error_chain, init_logging};

@@ -1,20 +1,21 @@
-//! The `sweeper` Lambda, run on a schedule: wires the configured sink and
-//! the DynamoDB store to the handler; the sink is verified at cold start.
+//! The `sweeper` Lambda, run on a schedule and by the OnFailure queue:
+//! wires the configured sink and the DynamoDB store to the handler; the
+//! sink is verified at cold start.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-
-use sweeper::{handler, SweepSettings, Sweeper};
+use outbox_engine::{SweepSettings, Sweeper};
+use outbox_runtime::Heartbeat;
+use sweeper::handler;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let (config, sink, store, record) = outbox_runtime::cold_start("sweeper").await?;
-    let mut sweeper = Sweeper::new(sink, store, SweepSettings::from(&config));
+    let sweeper = Sweeper::new(sink, store, SweepSettings::from(&config));
     // Every run (a zero interval).
-    sweeper.heartbeat =
-        record.map(|r| outbox_runtime::Heartbeat::new(r, std::time::Duration::ZERO));
-    let sweeper = &sweeper;
+    let heartbeat = record.map(|r| Heartbeat::new(r, std::time::Duration::ZERO));
+    let (sweeper, heartbeat) = (&sweeper, heartbeat.as_ref());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
-        handler(sweeper, event)
+        handler(sweeper, heartbeat, event)
     }))
     .await
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sweeper::{SweepSettings, Sweeper};
+use outbox_engine::{SweepSettings, Sweeper};
 use testkit::{far_deadline, Stack};
 
 pub(super) async fn sweep_cost(sizes: &[usize]) {

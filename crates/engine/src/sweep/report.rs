@@ -1,8 +1,7 @@
-//! What one sweeper run did and saw: [`SweepReport`], its EMF metrics and
-//! its log line.
+//! What one sweep or redrive did and saw: [`SweepReport`] (its EMF metrics
+//! and log line are the runtime's: `outbox_runtime::SweepMetrics`).
 
-use outbox_engine::RelayReport;
-use outbox_runtime::Unit;
+use crate::RelayReport;
 use serde::Serialize;
 
 /// What one run did and saw.
@@ -83,7 +82,9 @@ pub struct SweepReport {
 }
 
 impl SweepReport {
-    pub(crate) fn add(&mut self, other: SweepReport) {
+    /// Adds another run's counts to this one's (the windows of one
+    /// OnFailure batch, the shards of one sweep).
+    pub fn add(&mut self, other: SweepReport) {
         self.adopted += other.adopted;
         self.stranded += other.stranded;
         self.republished += other.republished;
@@ -130,91 +131,4 @@ impl SweepReport {
     pub fn settled(&self) -> bool {
         self.shard_errors == 0 && !self.stopped_early && self.claimed_elsewhere == 0
     }
-
-    /// The EMF document of this run (with the first 100 latencies).
-    pub fn emf(&self) -> String {
-        self.emf_lines().swap_remove(0)
-    }
-
-    /// The EMF documents of this run: the counts and statistics, and
-    /// `CommitToPublishLatency`, one value per event published, 100 to a
-    /// document.
-    pub fn emf_lines(&self) -> Vec<String> {
-        outbox_runtime::emf_lines(
-            "sweeper",
-            &self.metrics(),
-            outbox_runtime::Distribution {
-                name: outbox_runtime::COMMIT_TO_PUBLISH,
-                values: &self.commit_to_publish_ms,
-                unit: Unit::Milliseconds,
-            },
-        )
-    }
-
-    fn metrics(&self) -> Vec<(&'static str, f64, Unit)> {
-        let flag = |b: bool| if b { 1.0 } else { 0.0 };
-        let mut metrics = vec![
-            ("Stranded", self.stranded as f64, Unit::Count),
-            ("Republished", self.republished as f64, Unit::Count),
-            ("Failed", self.failed as f64, Unit::Count),
-            ("DeadLettered", self.dead_lettered as f64, Unit::Count),
-            ("Deferred", self.deferred as f64, Unit::Count),
-            ("SweepErrors", self.shard_errors as f64, Unit::Count),
-            ("WindowsRedriven", self.windows_redriven as f64, Unit::Count),
-            ("WindowsFailed", self.windows_failed as f64, Unit::Count),
-            (
-                "ClaimedElsewhere",
-                self.claimed_elsewhere as f64,
-                Unit::Count,
-            ),
-            ("StatsIncomplete", flag(self.stats_incomplete), Unit::Count),
-            ("Held", self.held as f64, Unit::Count),
-            ("Released", self.released as f64, Unit::Count),
-        ];
-        if let (true, Some(age)) = (self.stats_read, self.oldest_pending_age_seconds) {
-            metrics.extend([
-                ("PendingCount", self.pending as f64, Unit::Count),
-                ("PendingCountCapped", flag(self.pending_capped), Unit::Count),
-                ("OldestPendingAgeSeconds", age, Unit::Seconds),
-                (
-                    "DeadLetterCount",
-                    self.dead_letter_count as f64,
-                    Unit::Count,
-                ),
-            ]);
-        }
-        if let (true, Some(parked)) = (self.stats_read, self.parked_aggregates) {
-            metrics.push(("ParkedAggregates", parked as f64, Unit::Count));
-        }
-        metrics
-    }
-}
-
-/// The run's EMF line on stdout and its summary in the log.
-pub(crate) fn log(report: &SweepReport, message: &'static str) {
-    for line in report.emf_lines() {
-        println!("{line}");
-    }
-    tracing::info!(
-        adopted = report.adopted,
-        stranded = report.stranded,
-        republished = report.republished,
-        failed = report.failed,
-        dead_lettered = report.dead_lettered,
-        deferred = report.deferred,
-        shards = report.shards,
-        pending = report.pending,
-        oldest_pending_age_seconds = report.oldest_pending_age_seconds,
-        stats_incomplete = report.stats_incomplete,
-        dead_letter_count = report.dead_letter_count,
-        items_read = report.items_read,
-        stopped_early = report.stopped_early,
-        windows_redriven = report.windows_redriven,
-        windows_failed = report.windows_failed,
-        claimed_elsewhere = report.claimed_elsewhere,
-        held = report.held,
-        released = report.released,
-        parked_aggregates = report.parked_aggregates,
-        "{message}"
-    );
 }

@@ -1,17 +1,12 @@
 //! The publisher mapping's OnFailure destination: what its messages say
-//! ([`OnFailureMessage`]), which items they point at ([`Window`]), and
-//! [`redrive_messages`], which republishes each window through the sweeper.
+//! ([`OnFailureMessage`]) and which items they point at ([`Window`]). The
+//! runtime's `redrive_messages` takes them from an SQS batch and redrives
+//! each window through [`Sweeper::redrive`](crate::Sweeper::redrive).
 
-use std::time::Duration;
-
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use outbox_engine::Deadline;
-use outbox_engine::EventSink;
-use outbox_engine::{PublishStore, SweepStore};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use crate::{SweepReport, SweepSettings, Sweeper};
+use super::SweepSettings;
 
 /// The message a DynamoDB stream mapping sends to its OnFailure destination
 /// (metadata only). Unknown fields and `condition` values are accepted.
@@ -82,63 +77,9 @@ impl Window {
     }
 }
 
-/// Redrives each OnFailure message's window, in order.
-pub async fn redrive_messages<S: EventSink, T: PublishStore + SweepStore>(
-    sweeper: &Sweeper<S, T>,
-    event: &SqsEvent,
-    deadline: &Deadline,
-) -> (SqsBatchResponse, SweepReport) {
-    let mut response = SqsBatchResponse::default();
-    let mut total = SweepReport::default();
-    for message in &event.records {
-        let id = message.message_id.clone().unwrap_or_default();
-        let parsed = message
-            .body
-            .as_deref()
-            .ok_or_else(|| "message has no body".to_owned())
-            .and_then(|b| serde_json::from_str::<OnFailureMessage>(b).map_err(|e| e.to_string()));
-        let settled = match parsed {
-            Err(e) => {
-                tracing::error!(message_id = %id, error = %e, "not an OnFailure message of a DynamoDB stream mapping");
-                false
-            }
-            Ok(_) if !deadline.allows(Duration::ZERO) => false,
-            Ok(message) => {
-                let window = Window::of(&message, &sweeper.settings);
-                let report = sweeper
-                    .redrive(window, OffsetDateTime::now_utc(), deadline)
-                    .await;
-                tracing::info!(
-                    message_id = %id,
-                    condition = message.request_context.condition.as_deref().unwrap_or(""),
-                    shard_id = message.batch.shard_id.as_deref().unwrap_or(""),
-                    batch_size = message.batch.batch_size.unwrap_or(0),
-                    found = report.stranded,
-                    republished = report.republished,
-                    settled = report.settled(),
-                    "OnFailure window redriven"
-                );
-                let settled = report.settled()
-                    && (report.stranded > 0 || sweeper.settings.settle_empty_windows);
-                total.add(report);
-                settled
-            }
-        };
-        if settled {
-            total.windows_redriven += 1;
-        } else {
-            total.windows_failed += 1;
-            let mut failure = aws_lambda_events::event::sqs::BatchItemFailure::default();
-            failure.item_identifier = id;
-            response.batch_item_failures.push(failure);
-        }
-    }
-    (response, total)
-}
-
 #[cfg(test)]
 mod tests {
-    use outbox_runtime::Config;
+    use std::time::Duration;
 
     use super::*;
 
@@ -166,9 +107,7 @@ mod tests {
                 message.request_context.condition.as_deref(),
                 Some(condition)
             );
-            let settings = SweepSettings::from(
-                &Config::from_lookup(|k| (k == "TABLE_NAME").then(|| "t".to_owned())).unwrap(),
-            );
+            let settings = crate::sweep::tests::settings();
             let window = Window::of(&message, &settings);
             assert_eq!(
                 window.from,

@@ -98,15 +98,19 @@ fn emitted() -> HashSet<(String, String)> {
     };
     // A count the publisher emits only when it is not zero: each is one.
     let published = publisher::Report {
-        published: 1,
         skipped: 1,
-        dead_lettered: 1,
-        delete_failed: 1,
-        deferred: 1,
         unhandled: 1,
-        held: 1,
-        released: 1,
-        commit_to_publish_ms: vec![1],
+        relayed: outbox_engine::RelayReport {
+            published: 1,
+            dead_lettered: 1,
+            delete_failed: 1,
+            // One held, one poison left for the sweeper (DeadLetterDeferred).
+            deferred: 2,
+            held: 1,
+            released: 1,
+            commit_to_publish_ms: vec![1],
+            ..Default::default()
+        },
         ..Default::default()
     };
     let documents = [

@@ -68,7 +68,10 @@ async fn a_poison_record_whose_dead_letter_fails_sends_nothing_after_it() {
         .process(records.clone(), &far_deadline())
         .await
         .unwrap();
-    assert_eq!(report.published, 1, "only the record before the poison");
+    assert_eq!(
+        report.relayed.published, 1,
+        "only the record before the poison"
+    );
     assert_eq!(
         report.first_failure, records[1].change.sequence_number,
         "the poison record is reported"
@@ -84,7 +87,10 @@ async fn a_poison_record_whose_dead_letter_fails_sends_nothing_after_it() {
         .await
         .unwrap();
     assert_eq!(report.first_failure, None);
-    assert_eq!((report.dead_lettered, report.published), (1, 3));
+    assert_eq!(
+        (report.relayed.dead_lettered, report.relayed.published),
+        (1, 3)
+    );
     let delivered = envelopes(&stack.drain_subscriber().await);
     let distinct: HashSet<_> = delivered.iter().map(|e| e.event_id).collect();
     assert_eq!(
@@ -113,7 +119,7 @@ async fn an_insert_without_its_image_is_reported_never_dead_lettered() {
         .await
         .unwrap();
     assert_eq!(report.first_failure, records[0].change.sequence_number);
-    assert_eq!(report.dead_lettered, 0);
+    assert_eq!(report.relayed.dead_lettered, 0);
     assert_eq!(proxy.seen("UpdateItem"), 0, "no dead-letter write");
     assert_eq!(proxy.seen("PutEvents"), 0);
     assert_eq!(stack.outbox_items().await.len(), 2, "both kept");
@@ -530,7 +536,7 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
     let report = publisher.process(records, &far_deadline()).await.unwrap();
     assert_eq!(proxy.faulted("PublishBatch") - before, 1);
     assert_eq!(
-        (report.published, report.first_failure),
+        (report.relayed.published, report.first_failure),
         (1, None),
         "retried within the call"
     );

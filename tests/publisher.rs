@@ -87,7 +87,7 @@ async fn meta_remove_and_modify_records_are_ignored() {
     let (sink, calls) = stack.eventbridge_sink();
     let publisher = publisher(sink, &stack);
     let report = publisher.process(first, &far_deadline()).await.unwrap();
-    assert_eq!(report.published, 2);
+    assert_eq!(report.relayed.published, 2);
     assert_eq!(
         report.skipped, 4,
         "the two META inserts and the stack's two settings records"
@@ -104,7 +104,7 @@ async fn meta_remove_and_modify_records_are_ignored() {
     calls.reset();
     let report = publisher.process(second, &far_deadline()).await.unwrap();
     assert_eq!(report.skipped, 3);
-    assert_eq!(report.published, 0);
+    assert_eq!(report.relayed.published, 0);
     assert!(calls.calls().is_empty(), "no sink call for ignored records");
     assert_eq!(stack.drain_subscriber().await.len(), 2);
 }
@@ -119,7 +119,7 @@ async fn a_batch_of_25_takes_3_put_events_and_1_batch_write() {
     stack.calls.reset();
     let publisher = publisher(sink, &stack);
     let report = publisher.process(records, &far_deadline()).await.unwrap();
-    assert_eq!(report.published, 25);
+    assert_eq!(report.relayed.published, 25);
     assert_eq!(calls.count("PutEvents"), 3);
     assert_eq!(stack.calls.count("BatchWriteItem"), 1);
     // The process's first batch is checked against the table first (#40:
@@ -135,7 +135,7 @@ async fn a_batch_of_25_takes_3_put_events_and_1_batch_write() {
     let records = stream.read().await.unwrap();
     stack.calls.reset();
     let report = publisher.process(records, &far_deadline()).await.unwrap();
-    assert_eq!(report.published, 25);
+    assert_eq!(report.relayed.published, 25);
     assert!(!report.rechecked);
     assert_eq!(stack.calls.calls().len(), 1, "{:?}", stack.calls.calls());
     assert_eq!(stack.drain_subscriber().await.len(), 25);
@@ -180,7 +180,7 @@ async fn a_sink_outage_from_record_k_reports_exactly_k_and_keeps_the_rest() {
         report.response().batch_item_failures[0].item_identifier,
         Some(sequence(&outbox[k]))
     );
-    assert_eq!(report.published, k);
+    assert_eq!(report.relayed.published, k);
     assert_eq!(
         stack.drain_subscriber().await.len(),
         k,
@@ -233,7 +233,7 @@ async fn a_lone_failed_entry_costs_at_most_its_call_mates_as_duplicates() {
         .await
         .unwrap();
     assert_eq!(report.first_failure, Some(fourth));
-    assert_eq!(report.published, 9);
+    assert_eq!(report.relayed.published, 9);
     assert_eq!(
         stack.outbox_items().await.len(),
         1,
@@ -260,7 +260,7 @@ async fn transient_failures_are_retried_within_the_invocation() {
         .await
         .unwrap();
     assert_eq!(report.first_failure, None);
-    assert_eq!(report.published, 3);
+    assert_eq!(report.relayed.published, 3);
     assert_eq!(
         (proxy.faulted("PutEvents"), proxy.seen("PutEvents")),
         (2, 3),
@@ -314,8 +314,8 @@ async fn poison_records_are_dead_lettered_and_do_not_block() {
         .await
         .unwrap();
     assert_eq!(report.first_failure, None, "poison does not fail the batch");
-    assert_eq!(report.dead_lettered, 2);
-    assert_eq!(report.published, 2);
+    assert_eq!(report.relayed.dead_lettered, 2);
+    assert_eq!(report.relayed.published, 2);
     assert_eq!(stack.drain_subscriber().await.len(), 2);
 
     let dead: Vec<testkit::Item> = stack
@@ -349,9 +349,9 @@ async fn a_missing_bus_fails_verification_and_keeps_everything() {
         .await
         .unwrap();
     assert!(report.first_failure.is_some());
-    assert_eq!(report.published, 0);
+    assert_eq!(report.relayed.published, 0);
     assert_eq!(
-        report.dead_lettered, 0,
+        report.relayed.dead_lettered, 0,
         "a missing bus is not the event's fault"
     );
     assert_eq!(stack.outbox_items().await.len(), 2);
@@ -381,7 +381,11 @@ async fn sample_events_decode_and_are_classified() {
             .await
             .unwrap();
         assert_eq!(
-            (report.published, report.skipped, report.dead_lettered),
+            (
+                report.relayed.published,
+                report.skipped,
+                report.relayed.dead_lettered
+            ),
             (published, skipped, dead),
             "{sample}"
         );
@@ -406,7 +410,7 @@ async fn sns_fifo_delivers_with_group_and_dedup_ids() {
         .process(records, &far_deadline())
         .await
         .unwrap();
-    assert_eq!(report.published, 3);
+    assert_eq!(report.relayed.published, 3);
     let delivered: Vec<Value> = testkit::drain_queue(&stack.sdk, &queue.queue_url).await;
     assert_eq!(delivered.len(), 3);
     for message in delivered {
@@ -450,7 +454,10 @@ async fn permanent_sink_rejections_on_the_wire_dead_letter_the_entry() {
         .await
         .unwrap();
     assert_eq!(report.first_failure, None);
-    assert_eq!((report.published, report.dead_lettered), (2, 1));
+    assert_eq!(
+        (report.relayed.published, report.relayed.dead_lettered),
+        (2, 1)
+    );
     let left = stack.outbox_items().await;
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].event_id, bad);
@@ -546,8 +553,8 @@ async fn another_regions_items_are_ignored_never_dead_lettered() {
     publisher.keys = outbox_core::KeySchema::default().with_home_region(Some("us-east-1".into()));
     let report = publisher.process(records, &far_deadline()).await.unwrap();
     assert_eq!(report.first_failure, None);
-    assert_eq!(report.published, 2, "ours and the unmarked one");
-    assert_eq!((report.foreign, report.dead_lettered), (1, 0));
+    assert_eq!(report.relayed.published, 2, "ours and the unmarked one");
+    assert_eq!((report.foreign, report.relayed.dead_lettered), (1, 0));
     let left = stack.outbox_raw().await;
     assert_eq!(left.len(), 1);
     assert_eq!(left[0]["homeRegion"].as_s().unwrap(), "eu-west-1");

@@ -235,7 +235,7 @@ async fn a_300_kb_event_is_written_published_and_delivered() {
         .process(records, &testkit::far_deadline())
         .await
         .unwrap();
-    assert_eq!((report.published, report.first_failure), (1, None));
+    assert_eq!((report.relayed.published, report.first_failure), (1, None));
     let delivered = stack.drain_subscriber().await;
     assert_eq!(delivered.len(), 1);
     let received: EventEnvelope = serde_json::from_value(delivered[0]["detail"].clone()).unwrap();

@@ -53,7 +53,7 @@ use outbox_core::OutboxItem;
 use outbox_engine::EventSink;
 use outbox_engine::Ordering;
 use outbox_engine::{Deadline, RetryPolicy};
-use outbox_engine::{Entry, Mode, Relay};
+use outbox_engine::{Entry, Mode, Relay, RelayReport};
 use outbox_engine::{Marked, PublishStore};
 use outbox_runtime::Unit;
 
@@ -176,7 +176,8 @@ impl Default for Redelivery {
     }
 }
 
-/// What one invocation did.
+/// What one invocation did: the batch's records before the relay, and the
+/// relay's own report of the entries it was given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     /// Records in the batch.
@@ -186,22 +187,12 @@ pub struct Report {
     /// Of those, outbox inserts of another home region (global tables),
     /// ignored: that region publishes them.
     pub foreign: usize,
-    /// Events accepted by the sink.
-    pub published: usize,
-    /// Records dead-lettered (poison).
-    pub dead_lettered: usize,
     /// Outbox items written without the pending-index keys this stack's
     /// sweeper reads (a writer on other key names, another region's keys,
     /// another shard count, none), given them before their event was sent,
     /// or, when the item cannot take them (`ValidationException`),
     /// published as it is (`KeysRepaired`: a writer and the stack disagree).
     pub repaired: usize,
-    /// Published events whose outbox item could not be deleted (the sweeper
-    /// will republish them later: a duplicate with the same event id).
-    pub delete_failed: usize,
-    /// Poison found by the sink whose dead-letter write failed: left
-    /// pending for the sweeper (not reported, see the relay's rules).
-    pub deferred: usize,
     /// Sequence number of the first record not handled, if any.
     pub first_failure: Option<String>,
     /// Records the mapping delivers again: the first failure and all
@@ -209,25 +200,24 @@ pub struct Report {
     /// beside the failure, in its wave; their items are deleted, so the
     /// redelivered batch's check does not send them again.
     pub unhandled: usize,
-    /// Strict ordering: events held behind an older event of their
-    /// aggregate (left pending for a later release; not reported).
-    pub held: usize,
-    /// Strict ordering: held events published later in this invocation
-    /// (counted in `published` too).
-    pub released: usize,
-    /// Strict ordering: consistent reads of item collections.
-    pub collection_reads: usize,
     /// The batch may be a redelivery and was checked against the table.
     pub rechecked: bool,
-    /// Events not sent again: their item was gone (published), another
-    /// region's or dead-lettered.
-    pub not_republished: usize,
-    /// Per event published, milliseconds from its commit to the sink's
-    /// acknowledgement (`CommitToPublishLatency`).
-    pub commit_to_publish_ms: Vec<u64>,
+    /// What the relay did with the outbox inserts (stream mode): events
+    /// published, dead-lettered, not deleted, held and released (strict
+    /// ordering), not sent again (`gone`: their item was gone, another
+    /// region's or dead-lettered), the collection reads, and each
+    /// published event's `CommitToPublishLatency`.
+    pub relayed: RelayReport,
 }
 
 impl Report {
+    /// Poison found by the sink whose dead-letter write failed: left
+    /// pending for the sweeper (not reported, see the relay's rules). Held
+    /// events are deferred on purpose and not counted here.
+    pub fn dead_letter_deferred(&self) -> usize {
+        self.relayed.deferred.saturating_sub(self.relayed.held)
+    }
+
     /// The partial-batch response: the first failure's sequence number, or
     /// nothing.
     pub fn response(&self) -> DynamoDbEventResponse {
@@ -259,15 +249,19 @@ impl Report {
     /// from the publisher (docs/performance.md §7).
     pub fn emf_lines(&self) -> Vec<String> {
         let counts: Vec<_> = [
-            ("Published", self.published, Unit::Count),
+            ("Published", self.relayed.published, Unit::Count),
             ("Skipped", self.skipped, Unit::Count),
-            ("DeadLettered", self.dead_lettered, Unit::Count),
+            ("DeadLettered", self.relayed.dead_lettered, Unit::Count),
             ("KeysRepaired", self.repaired, Unit::Count),
-            ("DeleteFailed", self.delete_failed, Unit::Count),
-            ("DeadLetterDeferred", self.deferred, Unit::Count),
+            ("DeleteFailed", self.relayed.delete_failed, Unit::Count),
+            (
+                "DeadLetterDeferred",
+                self.dead_letter_deferred(),
+                Unit::Count,
+            ),
             ("Unhandled", self.unhandled, Unit::Count),
-            ("Held", self.held, Unit::Count),
-            ("Released", self.released, Unit::Count),
+            ("Held", self.relayed.held, Unit::Count),
+            ("Released", self.relayed.released, Unit::Count),
         ]
         .into_iter()
         .filter(|(name, count, _)| *name == "Published" || *count > 0)
@@ -278,7 +272,7 @@ impl Report {
             &counts,
             outbox_runtime::Distribution {
                 name: outbox_runtime::COMMIT_TO_PUBLISH,
-                values: &self.commit_to_publish_ms,
+                values: &self.relayed.commit_to_publish_ms,
                 unit: Unit::Milliseconds,
             },
         )
@@ -369,25 +363,14 @@ impl<S: EventSink, T: PublishStore> Publisher<S, T> {
             ordering: self.ordering,
             concurrency: self.send_concurrency,
         };
-        let mut relayed = relay
+        report.relayed = relay
             .run(&entries, Mode::Stream, &mut Default::default(), deadline)
             .await;
-        report.not_republished = relayed.gone;
         self.redelivery.remember(
             all_sequences.iter().map(|s| s.as_ref()),
-            report.rechecked.then_some(report.not_republished > 0),
+            report.rechecked.then_some(report.relayed.gone > 0),
         );
-        report.published = relayed.published;
-        report.dead_lettered = relayed.dead_lettered;
-        report.delete_failed = relayed.delete_failed;
-        report.held = relayed.held;
-        report.released = relayed.released;
-        report.collection_reads = relayed.collection_reads;
-        report.commit_to_publish_ms = std::mem::take(&mut relayed.commit_to_publish_ms);
-        // Held events are deferred on purpose; `deferred` counts the poison
-        // left for the sweeper.
-        report.deferred = relayed.deferred.saturating_sub(relayed.held);
-        if let Some(first) = relayed.first_unhandled() {
+        if let Some(first) = report.relayed.first_unhandled() {
             report.unhandled = entries.len() - first;
             report.first_failure = Some(
                 sequences[first]
@@ -587,18 +570,18 @@ pub async fn handler<S: EventSink, T: PublishStore>(
     let count = report.records;
     tracing::info!(
         records = count,
-        published = report.published,
+        published = report.relayed.published,
         skipped = report.skipped,
         foreign = report.foreign,
-        dead_lettered = report.dead_lettered,
+        dead_lettered = report.relayed.dead_lettered,
         keys_repaired = report.repaired,
-        delete_failed = report.delete_failed,
-        dead_letter_deferred = report.deferred,
+        delete_failed = report.relayed.delete_failed,
+        dead_letter_deferred = report.dead_letter_deferred(),
         unhandled = report.unhandled,
-        held = report.held,
-        released = report.released,
+        held = report.relayed.held,
+        released = report.relayed.released,
         rechecked = report.rechecked,
-        not_republished = report.not_republished,
+        not_republished = report.relayed.gone,
         first_failure = report.first_failure.as_deref().unwrap_or(""),
         "batch handled"
     );

@@ -100,5 +100,6 @@ pub(crate) fn invoke(
     runtime
         .block_on(publisher.process(event, &deadline))
         .unwrap()
+        .relayed
         .published
 }

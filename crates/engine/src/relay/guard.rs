@@ -28,7 +28,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         let Entry::Item(item) = &entries[i] else {
             return None;
         };
-        if !run.strict || run.cleared.contains(&i) {
+        if !run.strict() || run.is_cleared(i) {
             return None;
         }
         if held.contains(&item.aggregate_id) {
@@ -36,14 +36,14 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             // invocation, or left pending (poison whose dead-letter write
             // failed); hold this one behind it. Sweep: the same, or
             // deferred by the usual rule (settle_alone).
-            let behind = match run.held_at.get(&item.aggregate_id) {
+            let behind = match run.held_at(&item.aggregate_id) {
                 Some(behind) => behind.clone(),
                 None if run.sweep() => return None,
                 None => keys::OUTBOX_PREFIX.to_owned(),
             };
             return Some(self.hold(i, item, &behind, run, held).await);
         }
-        if let Mode::Sweep { now, .. } = run.mode {
+        if let Mode::Sweep { now, .. } = run.mode() {
             if item
                 .next_attempt_at
                 .is_some_and(|at| at > now.unix_timestamp())
@@ -52,11 +52,11 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                 return None;
             }
         }
-        let ahead = run.reads.get(&item.pk).and_then(|r| r.about(&item.sk));
+        let ahead = run.read_about(&item.pk, &item.sk);
         let read = match ahead {
             Some(guarded) => Ok(guarded),
             None => {
-                run.collection_reads += 1;
+                run.count_reads(1);
                 self.store
                     .collection_below(&item.key(), OWN_READ_LIMIT, deadline)
                     .await
@@ -92,11 +92,11 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             return Some(RelayOutcome::Gone);
         }
         match guarded.older {
-            Some(behind) if !published_in(run, &item.pk, &behind) => {
+            Some(behind) if !run.published_in(&item.pk, &behind) => {
                 Some(self.hold(i, item, &behind, run, held).await)
             }
             _ => {
-                run.cleared.insert(i);
+                run.clear(i);
                 None
             }
         }
@@ -125,7 +125,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             if held.contains(&item.aggregate_id) {
                 continue;
             }
-            if let Mode::Sweep { now, .. } = run.mode {
+            if let Mode::Sweep { now, .. } = run.mode() {
                 if item
                     .next_attempt_at
                     .is_some_and(|at| at > now.unix_timestamp())
@@ -155,10 +155,10 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                     .collection_below(key, count.saturating_add(1), deadline)
             }))
             .await;
-            run.collection_reads += chunk.len();
+            run.count_reads(chunk.len());
             for ((key, _), read) in chunk.iter().zip(reads) {
                 if let Ok(read) = read {
-                    run.reads.insert(key.pk.clone(), read);
+                    run.read_ahead(key.pk.clone(), read);
                 }
             }
         }
@@ -183,7 +183,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         if !recorded {
             match self
                 .store
-                .hold(&item.key(), behind, run.claim_token(), &run.finish)
+                .hold(&item.key(), behind, run.claim_token(), &run.finish())
                 .await
             {
                 // Gone: published, or dead-lettered, by someone else.
@@ -211,9 +211,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         }
         tracing::info!(event_id = %item.event_id, behind, "event held behind an older event of its aggregate");
         held.insert(item.aggregate_id.clone());
-        run.held_at
-            .insert(item.aggregate_id.clone(), item.sk.clone());
-        run.held_entries.push((i, behind.to_owned()));
+        run.hold(i, &item.aggregate_id, &item.sk, behind);
         RelayOutcome::Deferred
     }
 
@@ -228,7 +226,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
     ) -> (Vec<Entry>, usize, usize) {
         // The newest published event of each item collection.
         let mut newest: HashMap<&str, &ItemKey> = HashMap::new();
-        for key in &run.published {
+        for key in run.published() {
             let slot = newest.entry(key.pk.as_str()).or_insert(key);
             if key.sk > slot.sk {
                 *slot = key;
@@ -264,27 +262,4 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         }
         (found, reads, errors)
     }
-}
-
-/// Strict ordering: whether the read made ahead for `item`'s collection
-/// clears it (its aggregate not held, its item present, and no older event
-/// of its aggregate in the table but one published in this run).
-pub(super) fn cleared_ahead(item: &OutboxItem, run: &Run, held: &HashSet<String>) -> bool {
-    !held.contains(&item.aggregate_id)
-        && run
-            .reads
-            .get(&item.pk)
-            .and_then(|r| r.about(&item.sk))
-            .is_some_and(|g| {
-                g.present
-                    && g.older
-                        .as_ref()
-                        .is_none_or(|o| published_in(run, &item.pk, o))
-            })
-}
-
-/// Whether the event of sort key `sk` in collection `pk` was published in
-/// this run (after its own guard passed).
-pub(super) fn published_in(run: &Run, pk: &str, sk: &str) -> bool {
-    run.published.iter().any(|k| k.pk == pk && k.sk == sk)
 }

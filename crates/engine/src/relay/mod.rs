@@ -5,7 +5,11 @@
 //!
 //! # Layout
 //! - this file: the modes, the entries, the outcomes and the report, and
-//!   [`Relay::run`] / [`Relay::run_claimed`], the run itself.
+//!   [`Relay::run`] / [`Relay::run_claimed`], the run itself: its turns,
+//!   each a step of the files below.
+//! - `run.rs`: `Run`, the state of one run (outcomes, what was published
+//!   and deleted, the guard's reads and holds, the claim); the steps change
+//!   it only through its methods (its fields are private to that file).
 //! - `waves.rs`: which entries are settled alone, how waves and batches are
 //!   cut, the sweep's claims, the sends.
 //! - `guard.rs`: strict order: the guard reads, holds, and the events behind
@@ -96,9 +100,12 @@
 
 mod guard;
 mod outcomes;
+mod run;
 #[cfg(test)]
 mod tests;
 mod waves;
+
+use run::Run;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -108,8 +115,8 @@ use time::OffsetDateTime;
 use crate::Ordering;
 use crate::{Backoff, Deadline, RetryPolicy};
 use crate::{
-    Claim, ClaimOutcome, CollectionRead, DeadLetter, Guarded, Marked, PendingItem, PublishStore,
-    StoreError, MAX_BATCH_WRITE,
+    Claim, ClaimOutcome, DeadLetter, Guarded, Marked, PendingItem, PublishStore, StoreError,
+    MAX_BATCH_WRITE,
 };
 use crate::{EntryOutcome, EventSink, FailureKind, PublishFailure, NOT_DELETED};
 use outbox_core::keys::{self, ItemKey};
@@ -314,88 +321,6 @@ struct Writes<'a> {
     finish: &'a Deadline,
 }
 
-/// The state of one [`Relay::run`].
-struct Run {
-    mode: Mode,
-    /// The deadline of deletes and bookkeeping writes.
-    finish: Deadline,
-    outcomes: Vec<RelayOutcome>,
-    published: Vec<ItemKey>,
-    /// How many of `published` (from the start) a delete was asked for.
-    deleted_upto: usize,
-    /// Published events whose delete failed.
-    undeleted: Vec<ItemKey>,
-    store_errors: usize,
-    /// Where the last batch's scan stopped.
-    batch_end: usize,
-    /// Strict ordering.
-    strict: bool,
-    /// Entries whose guard passed.
-    cleared: HashSet<usize>,
-    /// Aggregates held in this run, with the sort key of the event they
-    /// are held at (a later event of theirs is held behind it).
-    held_at: HashMap<String, String>,
-    /// Strict ordering: the guard reads made ahead, one per item collection
-    /// (partition key) of the run, from its newest event down.
-    reads: HashMap<String, CollectionRead>,
-    /// Sweep mode: the claim this run publishes under.
-    claim: Option<Claim>,
-    /// Entries another sweeper run had claimed (left to it).
-    claimed_elsewhere: HashSet<usize>,
-    /// Entries held by the guard in this run, with the sort key each is
-    /// held behind.
-    held_entries: Vec<(usize, String)>,
-    collection_reads: usize,
-    /// Per event published, commit to acknowledgement (ms).
-    latencies: Vec<u64>,
-}
-
-impl Run {
-    fn sweep(&self) -> bool {
-        matches!(self.mode, Mode::Sweep { .. })
-    }
-
-    /// The token of the claim this run publishes under (sweep mode): its
-    /// bookkeeping writes may clear that claim, and no other live one.
-    fn claim_token(&self) -> Option<&str> {
-        self.claim.as_ref().map(|c| c.token.as_str())
-    }
-
-    /// What a bookkeeping write of this run needs.
-    fn writes(&self) -> Writes<'_> {
-        Writes {
-            claim: self.claim_token(),
-            finish: &self.finish,
-        }
-    }
-
-    /// Records the outcome of entry `i`, settled alone. A failure holds its
-    /// aggregate; in stream mode it ends the run (returns `false`), in sweep
-    /// mode the entry stays pending (its write failed) and the run goes on.
-    fn record_alone(
-        &mut self,
-        i: usize,
-        entry: &Entry,
-        outcome: RelayOutcome,
-        held: &mut HashSet<String>,
-    ) -> bool {
-        if !matches!(outcome, RelayOutcome::Failed(_)) {
-            self.outcomes[i] = outcome;
-            return true;
-        }
-        if let Some(aggregate) = entry.aggregate() {
-            held.insert(aggregate.to_owned());
-        }
-        if !self.sweep() {
-            self.outcomes[i] = outcome;
-            return false;
-        }
-        self.store_errors += 1;
-        self.outcomes[i] = RelayOutcome::Deferred;
-        true
-    }
-}
-
 /// The sink, the store and the in-call retry policy.
 pub struct Relay<'a, S, T> {
     /// Where events go.
@@ -489,28 +414,17 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         held: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> (RelayReport, Run) {
-        let mut run = Run {
+        // The operator checks the older events itself (a dead letter is
+        // held by no guard).
+        let strict = self.ordering == Ordering::Strict && !matches!(mode, Mode::Operator);
+        let mut run = Run::new(
             mode,
-            finish: deadline.finishing(FINISH_GRACE),
-            outcomes: vec![RelayOutcome::NotAttempted; entries.len()],
-            published: Vec::new(),
-            deleted_upto: 0,
-            undeleted: Vec::new(),
-            store_errors: 0,
-            batch_end: 0,
-            // The operator checks the older events itself (a dead letter
-            // is held by no guard).
-            strict: self.ordering == Ordering::Strict && !matches!(mode, Mode::Operator),
-            cleared: HashSet::new(),
-            held_at: HashMap::new(),
-            held_entries: Vec::new(),
-            collection_reads: 0,
+            deadline.finishing(FINISH_GRACE),
+            entries.len(),
+            strict,
             claim,
-            claimed_elsewhere: HashSet::new(),
-            reads: HashMap::new(),
-            latencies: Vec::new(),
-        };
-        if run.strict {
+        );
+        if run.strict() {
             self.read_ahead(entries, &mut run, held, deadline).await;
         }
         let mut i = 0;
@@ -542,7 +456,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             let stop = self
                 .publish_wave(entries, &wave, &mut run, held, deadline)
                 .await;
-            i = run.batch_end;
+            i = run.batch_end();
             if stop {
                 break;
             }

@@ -15,12 +15,11 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
     /// and none waits for the 24-hour threshold. A write that fails is a
     /// store error (the window is then not settled).
     pub(super) async fn hand_over(&self, entries: &[Entry], run: &mut Run) {
-        let held_by_guard: HashSet<usize> = run.held_entries.iter().map(|(i, _)| *i).collect();
         for (i, entry) in entries.iter().enumerate() {
             let Entry::Item(item) = entry else { continue };
-            if run.outcomes[i] != RelayOutcome::Deferred
-                || held_by_guard.contains(&i)
-                || run.claimed_elsewhere.contains(&i)
+            if *run.outcome(i) != RelayOutcome::Deferred
+                || run.held_by_guard(i)
+                || run.claimed_elsewhere(i)
                 || item.pending_sk.as_deref().is_some_and(keys::is_redriven_sk)
             {
                 continue;
@@ -37,17 +36,17 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                 .unwrap_or_else(|| keys::OUTBOX_PREFIX.to_owned());
             match self
                 .store
-                .hold(&item.key(), &behind, run.claim_token(), &run.finish)
+                .hold(&item.key(), &behind, run.claim_token(), &run.finish())
                 .await
             {
                 Ok(Marked::Refused) => {
                     tracing::error!(event_id = %item.event_id, "hand-over refused: the item is in no index this stack reads");
-                    run.store_errors += 1;
+                    run.store_error();
                 }
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(event_id = %item.event_id, error = %e, "could not hand a deferred event to the scheduled sweep");
-                    run.store_errors += 1;
+                    run.store_error();
                 }
             }
         }
@@ -58,29 +57,19 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
     /// read, a dead-letter or failure write): what is published is not left
     /// waiting behind it.
     pub(super) async fn delete_full_batches(&self, run: &mut Run) {
-        let full = (run.published.len() - run.deleted_upto) / MAX_BATCH_WRITE * MAX_BATCH_WRITE;
-        if full == 0 {
+        let keys = run.full_delete_batches();
+        if keys.is_empty() {
             return;
         }
-        let finish = run.finish;
-        let undeleted = self
-            .delete_at_once(
-                &run.published[run.deleted_upto..run.deleted_upto + full],
-                &finish,
-            )
-            .await;
-        run.deleted_upto += full;
-        run.undeleted.extend(undeleted);
+        let undeleted = self.delete_at_once(&keys, &run.finish()).await;
+        run.not_deleted(undeleted);
     }
 
     /// Deletes everything published and not yet deleted.
     pub(super) async fn delete_rest(&self, run: &mut Run) {
-        let finish = run.finish;
-        let undeleted = self
-            .delete_at_once(&run.published[run.deleted_upto..], &finish)
-            .await;
-        run.deleted_upto = run.published.len();
-        run.undeleted.extend(undeleted);
+        let keys = run.rest_to_delete();
+        let undeleted = self.delete_at_once(&keys, &run.finish()).await;
+        run.not_deleted(undeleted);
     }
 
     /// Deletes `keys`, its batches of [`MAX_BATCH_WRITE`] at once; returns
@@ -119,13 +108,11 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         {
             RelayOutcome::Failed(_) => {
                 tracing::error!(event_id = %item.event_id, "poison event left pending for the sweeper (dead-letter write failed)");
-                run.store_errors += 1;
+                run.store_error();
                 // Its aggregate's later events in the run are held behind
                 // it, as behind a dead letter.
                 held.insert(item.aggregate_id.clone());
-                run.held_at
-                    .entry(item.aggregate_id.clone())
-                    .or_insert_with(|| item.sk.clone());
+                run.hold_aggregate_at(&item.aggregate_id, &item.sk);
                 RelayOutcome::Deferred
             }
             other => other,
@@ -140,19 +127,19 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
     /// events are not held behind it until it is stranded.
     pub(super) async fn finish(&self, entries: &[Entry], run: &mut Run) -> RelayReport {
         self.delete_rest(run).await;
-        let undeleted = std::mem::take(&mut run.undeleted);
+        let undeleted = run.take_undeleted();
         let now = outbox_core::now_utc_millis().unix_timestamp();
         for key in &undeleted {
-            if let (Mode::Operator, Some(claim)) = (run.mode, &run.claim) {
+            if let (Mode::Operator, Some(claim)) = (run.mode(), run.claim()) {
                 tracing::error!(key = %key, "republished dead letter not deleted; it stays a dead letter");
                 let reason = "published by redrive --now, but its item was not deleted: a later redrive sends it again";
                 if let Err(e) = self
                     .store
-                    .release_claim(key, claim, Some(reason), &run.finish)
+                    .release_claim(key, claim, Some(reason), &run.finish())
                     .await
                 {
                     tracing::error!(key = %key, error = %e, "could not release the claim (it lapses)");
-                    run.store_errors += 1;
+                    run.store_error();
                 }
                 continue;
             }
@@ -172,7 +159,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                     now,
                     "published, but its item was not deleted",
                     run.claim_token(),
-                    &run.finish,
+                    &run.finish(),
                 )
                 .await
                 .and_then(|marked| match marked {
@@ -181,7 +168,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                     other => Ok(other),
                 });
             if let Err(e) = handed {
-                run.store_errors += 1;
+                run.store_error();
                 // Stream mode: neither deleted nor handed over, the item
                 // keeps its normal key, and only the day-old sweep would
                 // take it (strict ordering would hold its aggregate's later
@@ -191,14 +178,17 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                 let index = entries
                     .iter()
                     .position(|e| matches!(e, Entry::Item(item) if item.key() == *key));
-                match (run.mode, index) {
+                match (run.mode(), index) {
                     (Mode::Stream, Some(index)) => {
                         tracing::error!(key = %key, error = %e, "could not hand an undeleted event to the scheduled sweep; its record is reported for the stream to retry");
-                        run.outcomes[index] = RelayOutcome::Failed(PublishFailure::new(
-                            FailureKind::Transient,
-                            NOT_DELETED,
-                            "published, but neither deleted nor handed to the scheduled sweep",
-                        ));
+                        run.settle(
+                            index,
+                            RelayOutcome::Failed(PublishFailure::new(
+                                FailureKind::Transient,
+                                NOT_DELETED,
+                                "published, but neither deleted nor handed to the scheduled sweep",
+                            )),
+                        );
                     }
                     _ => {
                         tracing::error!(key = %key, error = %e, "could not hand an undeleted event to the scheduled sweep");
@@ -206,24 +196,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                 }
             }
         }
-        let outcomes = run.outcomes.clone();
-        let count = |f: fn(&RelayOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
-        RelayReport {
-            published: run.published.len(),
-            dead_lettered: count(|o| *o == RelayOutcome::DeadLettered),
-            failed: count(|o| matches!(o, RelayOutcome::Failed(_))),
-            deferred: count(|o| *o == RelayOutcome::Deferred),
-            gone: count(|o| *o == RelayOutcome::Gone),
-            not_attempted: count(|o| *o == RelayOutcome::NotAttempted),
-            claimed_elsewhere: run.claimed_elsewhere.len(),
-            delete_failed: undeleted.len(),
-            store_errors: run.store_errors,
-            held: run.held_entries.len(),
-            released: 0,
-            collection_reads: run.collection_reads,
-            commit_to_publish_ms: std::mem::take(&mut run.latencies),
-            outcomes,
-        }
+        run.report(undeleted.len())
     }
 
     /// Sweep mode: whether `item` may be sent now (its aggregate is not
@@ -260,15 +233,15 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         run: &mut Run,
     ) -> RelayOutcome {
         tracing::warn!(key = %key, code = %failure.code, kind = ?failure.kind, "dead letter not republished; it stays a dead letter");
-        if let Some(claim) = &run.claim {
+        if let Some(claim) = run.claim() {
             let reason = format!("redrive --now: {failure}");
             if let Err(e) = self
                 .store
-                .release_claim(key, claim, Some(&reason), &run.finish)
+                .release_claim(key, claim, Some(&reason), &run.finish())
                 .await
             {
                 tracing::error!(key = %key, error = %e, "could not release the claim (it lapses)");
-                run.store_errors += 1;
+                run.store_error();
             }
         }
         RelayOutcome::Failed(failure)

@@ -3,7 +3,6 @@
 //! and what each answer means.
 
 #[allow(clippy::wildcard_imports)]
-use super::guard::cleared_ahead;
 use super::*;
 
 impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
@@ -38,7 +37,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                 self.dead_letter(key, aggregate_id.as_deref(), reason, None, run.writes())
                     .await,
             ),
-            Entry::Item(item) if sweep && !self.sendable(item, run.mode, held) => {
+            Entry::Item(item) if sweep && !self.sendable(item, run.mode(), held) => {
                 Some(RelayOutcome::Deferred)
             }
             Entry::Item(item) if self.sink.entry_size(item) > self.sink.max_bytes() => {
@@ -47,7 +46,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                     self.sink.entry_size(item),
                     self.sink.max_bytes()
                 );
-                if matches!(run.mode, Mode::Operator) {
+                if matches!(run.mode(), Mode::Operator) {
                     let failure = PublishFailure::new(FailureKind::Poison, "EntryTooLarge", reason);
                     return Some(self.keep_dead_letter(&item.key(), failure, run).await);
                 }
@@ -90,7 +89,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                 break;
             }
             wave.push(batch);
-            j = run.batch_end;
+            j = run.batch_end();
             if wave.len() >= self.concurrency.max(1)
                 || j >= entries.len()
                 || !self.batchable(entries, j, run, held)
@@ -116,8 +115,8 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         if !self.starts_wave(entries, j, run, held) {
             return false;
         }
-        if run.strict {
-            run.cleared.insert(j);
+        if run.strict() {
+            run.clear(j);
         }
         true
     }
@@ -138,8 +137,8 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         };
         !held.contains(&item.aggregate_id)
             && self.sink.entry_size(item) <= self.sink.max_bytes()
-            && due(item, run.mode)
-            && (!run.strict || run.cleared.contains(&j) || cleared_ahead(item, run, held))
+            && due(item, run.mode())
+            && (!run.strict() || run.is_cleared(j) || run.cleared_ahead(item, held))
     }
 
     /// The next batch from `start`: contiguous items, one per aggregate and
@@ -161,20 +160,20 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             let Entry::Item(item) = &entries[j] else {
                 break;
             };
-            if run.sweep() && !self.sendable(item, run.mode, held) {
+            if run.sweep() && !self.sendable(item, run.mode(), held) {
                 if batch.is_empty() {
                     break;
                 }
-                run.outcomes[j] = RelayOutcome::Deferred;
+                run.settle(j, RelayOutcome::Deferred);
                 j += 1;
                 continue;
             }
-            if run.strict && !batch.is_empty() && !run.cleared.contains(&j) {
-                if !cleared_ahead(item, run, held) {
+            if run.strict() && !batch.is_empty() && !run.is_cleared(j) {
+                if !run.cleared_ahead(item, held) {
                     // Its guard runs first, as the start of the next batch.
                     break;
                 }
-                run.cleared.insert(j);
+                run.clear(j);
             }
             let size = self.sink.entry_size(item);
             if in_wave.contains(item.aggregate_id.as_str())
@@ -188,7 +187,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             batch.push(j);
             j += 1;
         }
-        run.batch_end = j;
+        run.batch_ended(j);
         batch
     }
 
@@ -208,17 +207,14 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
     ) -> bool {
         // The full delete batches of what earlier waves published go out
         // beside this wave's claims and sends (issued first).
-        let full = (run.published.len() - run.deleted_upto) / MAX_BATCH_WRITE * MAX_BATCH_WRITE;
-        let to_delete: Vec<ItemKey> =
-            run.published[run.deleted_upto..run.deleted_upto + full].to_vec();
-        run.deleted_upto += full;
-        let finish = run.finish;
+        let to_delete = run.full_delete_batches();
+        let finish = run.finish();
         let (undeleted, (batches, results)) = futures::future::join(
             self.delete_at_once(&to_delete, &finish),
             self.claim_and_send(entries, wave, run, held, deadline),
         )
         .await;
-        run.undeleted.extend(undeleted);
+        run.not_deleted(undeleted);
         if batches.is_empty() {
             return false;
         }
@@ -229,10 +225,11 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             for ((index, item), result) in batch.iter().zip(items).zip(results) {
                 match result {
                     Ok(()) => {
-                        run.published.push(item.key());
-                        run.latencies
-                            .push(acknowledged.saturating_sub(item.event_id.timestamp_ms()));
-                        run.outcomes[*index] = RelayOutcome::Published;
+                        run.acknowledged(
+                            *index,
+                            item.key(),
+                            acknowledged.saturating_sub(item.event_id.timestamp_ms()),
+                        );
                     }
                     Err(failure) => failures.push((*index, *item, failure)),
                 }
@@ -243,7 +240,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         }
         let mut stop = false;
         for (index, item, failure) in failures {
-            run.outcomes[index] = match run.mode {
+            let outcome = match run.mode() {
                 // The operator's dead letter stays one, whatever the failure.
                 Mode::Operator => self.keep_dead_letter(&item.key(), failure, run).await,
                 _ if failure.kind == FailureKind::Poison => {
@@ -264,7 +261,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                     tracing::warn!(event_id = %item.event_id, "sink call cut at the run's deadline; not an attempt, the event stays due");
                     held.insert(item.aggregate_id.clone());
                     if !self.return_untried(item, &failure, now, run.writes()).await {
-                        run.store_errors += 1;
+                        run.store_error();
                     }
                     RelayOutcome::NotAttempted
                 }
@@ -279,11 +276,12 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                         .record_failure(item, failure, now, max_attempts, backoff, run.writes())
                         .await;
                     if !ok {
-                        run.store_errors += 1;
+                        run.store_error();
                     }
                     outcome
                 }
             };
+            run.settle(index, outcome);
         }
         stop
     }
@@ -303,11 +301,8 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
         Vec<(Vec<usize>, Vec<&'e OutboxItem>)>,
         Vec<(Vec<EntryOutcome>, u64)>,
     ) {
-        let wave = match &run.claim {
-            Some(claim) if run.sweep() => {
-                let claim = claim.clone();
-                self.claim_wave(entries, wave, &claim, run, held).await
-            }
+        let wave = match run.claim().cloned() {
+            Some(claim) if run.sweep() => self.claim_wave(entries, wave, &claim, run, held).await,
             _ => wave.to_vec(),
         };
         let batches: Vec<(Vec<usize>, Vec<&OutboxItem>)> = wave
@@ -351,7 +346,7 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                 _ => None,
             })
             .collect();
-        let finish = run.finish;
+        let finish = run.finish();
         let claims = futures::future::join_all(
             keyed
                 .iter()
@@ -363,11 +358,11 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
             let Entry::Item(item) = &entries[*index] else {
                 continue;
             };
-            run.outcomes[*index] = match claimed {
+            let outcome = match claimed {
                 Ok(ClaimOutcome::Claimed) => continue,
                 Ok(ClaimOutcome::ClaimedElsewhere) => {
                     tracing::info!(event_id = %item.event_id, "event claimed by another sweeper run; left to it");
-                    run.claimed_elsewhere.insert(*index);
+                    run.claimed_by_another(*index);
                     RelayOutcome::Deferred
                 }
                 Ok(ClaimOutcome::Gone) => {
@@ -376,10 +371,11 @@ impl<S: EventSink, T: PublishStore> Relay<'_, S, T> {
                 }
                 Err(e) => {
                     tracing::error!(event_id = %item.event_id, error = %e, "could not claim an event; it stays due");
-                    run.store_errors += 1;
+                    run.store_error();
                     RelayOutcome::Deferred
                 }
             };
+            run.settle(*index, outcome);
             held.insert(item.aggregate_id.clone());
             lost.insert(*index);
         }

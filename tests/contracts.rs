@@ -11,7 +11,11 @@ use testkit::root;
 fn schemas_are_the_ones_the_types_generate() {
     let dir = root().join("schemas");
     let update = std::env::var_os("UPDATE_SCHEMAS").is_some();
-    let generated = writer::schemas::all();
+    let mut generated = writer::schemas::all();
+    generated.push((
+        "outbox-item.v1.schema.json".to_owned(),
+        outbox_core::contract::item_schema(),
+    ));
     let mut stale = Vec::new();
     for (name, schema) in &generated {
         let text = serde_json::to_string_pretty(schema).unwrap() + "\n";
@@ -39,6 +43,58 @@ fn schemas_are_the_ones_the_types_generate() {
         on_disk, expected,
         "schemas/ holds exactly the generated files"
     );
+}
+
+/// The contract vectors the writer packages of other languages reproduce
+/// (`clients/`): what the Rust writer puts for each input, generated, as
+/// committed.
+#[test]
+fn contract_vectors_are_the_ones_the_rust_writer_makes() {
+    let path = root().join("schemas/contract-vectors.v1.json");
+    let text = serde_json::to_string_pretty(&outbox_core::contract::vectors()).unwrap() + "\n";
+    if std::env::var_os("UPDATE_SCHEMAS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    assert!(
+        std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()),
+        "schemas/contract-vectors.v1.json is stale: run `UPDATE_SCHEMAS=1 cargo nextest run -E 'test(/^contracts::/)'` and commit"
+    );
+}
+
+/// Every item the vectors put validates against the item schema, and an
+/// item with an attribute only the publisher writes does not.
+#[test]
+fn the_vectors_items_validate_against_the_item_schema() {
+    let schema = outbox_core::contract::item_schema();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let vectors = outbox_core::contract::vectors();
+    let mut checked = 0;
+    for vector in vectors["events"].as_array().unwrap() {
+        let Some(item) = vector["expect"]["put"]["Item"].as_object() else {
+            continue;
+        };
+        if vector["settings"]["keys"].is_object() {
+            continue; // the schema names the default attributes
+        }
+        let plain: serde_json::Map<String, Value> = item
+            .iter()
+            .map(|(k, v)| {
+                let value = match (v.get("S"), v.get("N")) {
+                    (Some(s), _) => s.clone(),
+                    (_, Some(n)) => serde_json::from_str(n.as_str().unwrap()).unwrap(),
+                    _ => panic!("unexpected attribute {k}: {v}"),
+                };
+                (k.clone(), value)
+            })
+            .collect();
+        let plain = Value::Object(plain);
+        assert!(validator.is_valid(&plain), "{}: {plain}", vector["name"]);
+        let mut held = plain.clone();
+        held["heldBehind"] = serde_json::json!("OUTBOX#01");
+        assert!(!validator.is_valid(&held), "{}", vector["name"]);
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked}");
 }
 
 #[test]

@@ -36,6 +36,18 @@ pub enum OutboxError {
     Serialize(String),
 }
 
+impl OutboxError {
+    /// The refusal's code, the same in every writer package.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidEvent(_) => "InvalidEvent",
+            Self::EventTooLarge { .. } => "EventTooLarge",
+            Self::ItemTooLarge { .. } => "ItemTooLarge",
+            Self::Serialize(_) => "Serialize",
+        }
+    }
+}
+
 /// Why a stored outbox image could not be decoded. Such an item can never be
 /// published as it is: it is dead-lettered, not retried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -18,6 +18,7 @@ use crate::size;
 /// committed is byte for byte what subscribers receive. The other attributes
 /// are what routing, retries and the indexes need without parsing it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OutboxItem {
     /// The item collection: the aggregate's partition key.
@@ -27,6 +28,7 @@ pub struct OutboxItem {
     #[serde(rename = "SK")]
     pub sk: String,
     /// The event id (stable across republishing).
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub event_id: Ulid,
     /// The event type (`OrderCreated`).
     pub event_type: String,

@@ -29,6 +29,8 @@
 //!   builder).
 
 pub mod codes;
+#[cfg(feature = "schema")]
+pub mod contract;
 mod envelope;
 mod error;
 mod item;

@@ -99,6 +99,27 @@ pub enum TransactionError {
 }
 
 impl TransactionError {
+    /// The refusal's code, the same in every writer package.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Empty => "Empty",
+            Self::TooManyActions { .. } => "TooManyActions",
+            Self::TooLarge { .. } => "TooLarge",
+            Self::DuplicateItem { .. } => "DuplicateItem",
+            Self::InvalidToken => "InvalidToken",
+            Self::Event(e) => e.code(),
+            Self::ConditionFailed(_) => "ConditionFailed",
+            Self::Conflict { .. } => "Conflict",
+            Self::Throttled => "Throttled",
+            Self::IdempotentParameterMismatch => "IdempotentParameterMismatch",
+            Self::InProgress => "InProgress",
+            Self::Rejected { .. } => "Rejected",
+            Self::Aws(_) => "Aws",
+        }
+    }
+}
+
+impl TransactionError {
     /// The failed condition of the action labelled `label`, if that is why
     /// the transaction was cancelled.
     pub fn failed_condition(&self, label: &str) -> Option<&FailedCondition> {

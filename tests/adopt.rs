@@ -1,5 +1,5 @@
 //! The outbox item contract of `docs/adopt.md`, written by another language:
-//! `docs/adopt/write_order.py` (boto3, following only that document) writes
+//! `docs/adopt/write_order.py` (the Python writer package, `clients/python`) writes
 //! orders and their events into DynamoDB Local, and the real publisher and
 //! sweeper binaries publish them exactly as they publish the Rust writer's:
 //! in order and once from the stream, swept when stranded, dead-lettered
@@ -21,12 +21,13 @@ use outbox_runtime::DynamoStore;
 use testkit::rig::{scheduled, stream_event, Rig};
 use testkit::Stack;
 
-/// The project's Python (`make venv` installs boto3 into it).
+/// The Python of the writer package's tests (`make clients-test` installs
+/// boto3 and the package into it; make test does).
 fn python() -> PathBuf {
-    let python = testkit::root().join(".venv/bin/python");
+    let python = testkit::root().join(".venv-clients/bin/python");
     assert!(
         python.exists(),
-        "{} is missing: run `make venv` (make test does)",
+        "{} is missing: run `make clients-test` (make test does)",
         python.display()
     );
     python
@@ -140,12 +141,12 @@ async fn a_poison_python_event_is_dead_lettered() {
 import sys, boto3
 sys.path.insert(0, "docs/adopt")
 import write_order as w
-table = sys.argv[1]
-env = w.envelope("OrderCreated", "Order", "py-p", 1, {})
-action = w.put_event(table, "ORDER#py-p", env, 8)
-action["Put"]["Item"]["envelope"] = {"S": "not json"}
-boto3.client("dynamodb").transact_write_items(TransactItems=[action])
-print(env["eventId"])
+from dynamodb_outbox import OutboxTransaction
+tx = OutboxTransaction(w.settings(sys.argv[1])).event("ORDER#py-p", "OrderCreated", "Order", "py-p", 1, {})
+actions = tx.build()
+actions[0]["Put"]["Item"]["envelope"] = {"S": "not json"}
+boto3.client("dynamodb").transact_write_items(TransactItems=actions)
+print(tx.event_ids[0])
 "#;
     let id = script(&["-c", poison, &rig.stack.table]);
     pump.run_until_idle().await.expect("pump");
@@ -299,10 +300,11 @@ async fn a_table_unlike_ours_publishes_everything_once_in_order() {
 import sys, boto3
 sys.path.insert(0, "docs/adopt")
 import write_order as w
-env = w.envelope("OrderCreated", "Order", "py-poison", 1, {})
-action = w.put_event(sys.argv[1], "ORDER#py-poison", env, 8)
-action["Put"]["Item"]["envelope"] = {"S": "not json"}
-boto3.client("dynamodb").transact_write_items(TransactItems=[action])
+from dynamodb_outbox import OutboxTransaction
+tx = OutboxTransaction(w.settings(sys.argv[1])).event("ORDER#py-poison", "OrderCreated", "Order", "py-poison", 1, {})
+actions = tx.build()
+actions[0]["Put"]["Item"]["envelope"] = {"S": "not json"}
+boto3.client("dynamodb").transact_write_items(TransactItems=actions)
 "#;
     script_with(&python_env, &["-c", poison, &rig.stack.table]);
 

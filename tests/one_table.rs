@@ -232,6 +232,29 @@ print(json.dumps([s.table, s.shards, s.keys.outbox_prefix, s.keys.pending_partit
             outbox_core::size::DEFAULT_SNS_BYTES
         ])
     );
+
+    // And so does the TypeScript package.
+    let module = testkit::root().join("clients/typescript/dist/src/index.js");
+    let script = format!(
+        r#"
+import {{ DynamoDBClient }} from "@aws-sdk/client-dynamodb";
+const {{ OutboxSettings }} = await import({module:?});
+const s = await OutboxSettings.fromStack(new DynamoDBClient({{}}), process.argv[1], {{ partitionKey: "pk", sortKey: "sk" }});
+console.log(JSON.stringify([s.table, s.shards, s.keys.outboxPrefix, s.keys.pendingPartitionKey,
+  s.keys.pendingSortKey, s.keys.homeRegion, s.limits.kind, s.limits.fifo, s.limits.maxBytes]));
+"#,
+        module = module.display().to_string()
+    );
+    let out = std::process::Command::new("node")
+        .args(["--input-type=module", "-e", &script, &stack.table])
+        .current_dir(testkit::root().join("clients/typescript"))
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", &stack.deployment.region)
+        .output()
+        .expect("node runs (make clients-test builds the package)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read_ts: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(read_ts, read, "TypeScript reads what Python and Rust read");
 }
 
 /// A stack deleted and made again under its name (another CloudFormation

@@ -35,7 +35,12 @@ def settings_of(s: dict[str, Any]) -> OutboxSettings:
 
 
 def event_of(e: dict[str, Any]) -> Event:
-    payload = {"pad": "x" * e["payloadPadding"]} if "payloadPadding" in e else e["payload"]
+    if "payloadText" in e:  # the writer's own key order
+        payload = json.loads(e["payloadText"])
+    elif "payloadPadding" in e:
+        payload = {"pad": "x" * e["payloadPadding"]}
+    else:
+        payload = e["payload"]
     return Event(
         e["eventType"],
         e["aggregateType"],

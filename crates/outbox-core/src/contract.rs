@@ -123,7 +123,12 @@ fn settings_of(case: &Case) -> Result<OutboxSettings, String> {
 
 /// The payload of a case: `payload`, or with `payloadPadding: N` the
 /// object `{"pad": "x" repeated N times}` (a large event, kept short here).
+/// With `payloadText`, the payload as the writer's JSON text, its keys in
+/// the writer's order (the envelope sorts them).
 fn payload_of(event: &Value) -> Value {
+    if let Some(text) = event["payloadText"].as_str() {
+        return serde_json::from_str(text).unwrap_or(Value::Null);
+    }
     match event["payloadPadding"].as_u64() {
         Some(n) => json!({"pad": "x".repeat(n as usize)}),
         None => event["payload"].clone(),
@@ -276,8 +281,16 @@ fn cases() -> Vec<Case> {
     bad_type["eventType"] = json!("Order Created");
     let mut bad_trace = event(8, "o-1", 1, json!({}));
     bad_trace["traceparent"] = json!("not-a-traceparent");
+    let mut unsorted = event(17, "o-17", 1, Value::Null);
+    if let Some(o) = unsorted.as_object_mut() {
+        o.remove("payload");
+    }
+    unsorted["payloadText"] = json!(
+        r#"{"zeta":{"b":2,"a":[{"y":1,"x":2}]},"\uff5e":"fullwidth tilde","🚀":"rocket","Alpha":1,"alpha":2,"é":3}"#
+    );
     vec![
-        plain("default keys, EventBridge, a payload's keys sorted", 0, "o-1", order),
+        plain("default keys, EventBridge", 0, "o-1", order),
+        Case { event: unsorted, ..plain("a payload's keys sorted by code point at every depth (U+FF5E before U+1F680)", 17, "o-17", json!({})) },
         plain("non-ASCII aggregate id and payload", 1, "ordre-é-東京-🚀", json!({"name": "Zoë", "city": "東京", "emoji": "🚀", "quote": "a \"b\" \\ c\n", "control": "\u{1}"})),
         Case { shards: 1, ..plain("one shard", 2, "o-2", json!({})) },
         Case { shards: 64, ..plain("64 shards", 3, "o-3", json!({})) },

@@ -225,7 +225,11 @@ async fn events_written_by_typescript_are_published_swept_and_dead_lettered() {
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     rig.invoke(&sweeper, &scheduled()).await;
     assert_eq!(received(&rig).await.get("ts-c"), Some(&vec![1]));
-    assert_eq!(rig.stack.outbox_raw().await.len(), 1, "the dead letter only");
+    assert_eq!(
+        rig.stack.outbox_raw().await.len(),
+        1,
+        "the dead letter only"
+    );
 }
 
 /// A table unlike ours (#27 item 7): lowercase `pk`/`sk`, an index named

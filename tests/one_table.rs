@@ -216,7 +216,11 @@ print(json.dumps([s.table, s.shards, s.keys.outbox_prefix, s.keys.pending_partit
         .env("AWS_REGION", &stack.deployment.region)
         .output()
         .unwrap_or_else(|e| panic!("{}: {e} (make clients-test installs it)", python.display()));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let read: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(
         read,
@@ -252,7 +256,11 @@ console.log(JSON.stringify([s.table, s.shards, s.keys.outboxPrefix, s.keys.pendi
         .env("AWS_REGION", &stack.deployment.region)
         .output()
         .expect("node runs (make clients-test builds the package)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let read_ts: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(read_ts, read, "TypeScript reads what Python and Rust read");
 }

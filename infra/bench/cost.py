@@ -169,7 +169,7 @@ def rust_block(relative, signature):
 # writes them): (function, file, the function that lists the names).
 EMITTERS = [
     ("publisher", "crates/publisher/src/lib.rs", "pub fn emf_lines("),
-    ("sweeper", "crates/sweeper/src/report.rs", "fn metrics("),
+    ("sweeper", "crates/runtime/src/sweep_metrics.rs", "fn metrics("),
     ("projector", "crates/projector/src/lib.rs", "pub fn emf("),
 ]
 
@@ -183,7 +183,7 @@ def emitted_metrics():
         if not found:
             refuse(f"no metric names found in {relative} `{signature}`")
         # The latency distribution is named by a constant of metrics.rs.
-        if "metrics::COMMIT_TO_PUBLISH" in (ROOT / relative).read_text():
+        if re.search(r"\bCOMMIT_TO_PUBLISH\b", (ROOT / relative).read_text()):
             found.append(re.search(r'pub const COMMIT_TO_PUBLISH: &str = "(\w+)"',
                                    (ROOT / "crates/runtime/src/metrics.rs").read_text()).group(1))
         names[function] = list(dict.fromkeys(found))

@@ -96,7 +96,7 @@ SETTINGS = {
         "the scaling model's rates, 100 events / T(100) and S × P times it, computed beside them "
         "from prices.json's assumed round trips, not measured",
     r"\b5 calls in flight":
-        "SendConcurrency's default (template.yaml, DEFAULT_SEND_CONCURRENCY in crates/runtime/src/config.rs), "
+        "SendConcurrency's default (template.yaml, DEFAULT_SEND_CONCURRENCY in crates/engine/src/ordering.rs), "
         "the setting the send-latency block's rows are run with",
 }
 ALLOWED = [re.compile(pattern.replace(" ", r"\s+")) for pattern in SETTINGS]

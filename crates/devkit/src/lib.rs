@@ -29,7 +29,7 @@
 //!   messages as the function gets them, settled by its partial batch
 //!   response ([`drain_queue`]); and the loop that receives and deletes a
 //!   queue's every message until it answers empty ([`receive_until_empty`]).
-//!   The batch primitives of both are `outbox_runtime::queue`'s.
+//!   The batch primitives of both are the runtime's (`crates/runtime/src/queue.rs`).
 //! - `invoke.rs`: invoking a function under `cargo lambda watch` on
 //!   loopback ([`HttpInvoker`]).
 //! - `main.rs`: the `devkit` command (provision, env, items, pump,

@@ -1,5 +1,6 @@
-//! The local kit's two receive loops, on the SQS batch primitives of
-//! `outbox_runtime::queue`: Lambda's SQS event source mapping, emulated
+//! The local kit's two receive loops, on the runtime's SQS batch
+//! primitives (`crates/runtime/src/queue.rs`): Lambda's SQS event source
+//! mapping, emulated
 //! ([`drain_queue`]: the projector's queue, the OnFailure queue), and a
 //! reader that takes every message off a queue ([`receive_until_empty`]:
 //! a subscriber's queue, read by the tests, the chaos run and `devkit

@@ -49,16 +49,21 @@ impl RedriveNow {
 /// still in the table (pending, held or dead-lettered) is not published
 /// now: it is redriven and waits for that one, so an aggregate's events
 /// still go out oldest first, whatever `ORDERING` says.
+///
+/// `budget` bounds the claim, the check, the publish and the release
+/// together; the redrive of one that waits gets a budget of its own (it
+/// comes after them, and must not fail for their time).
 pub async fn redrive_now<S, T>(
     sink: &S,
     store: &T,
     letter: &DeadLetterRecord,
-    deadline: &Deadline,
+    budget: Duration,
 ) -> Result<RedriveNow, StoreError>
 where
     S: EventSink,
     T: PublishStore + OperatorStore,
 {
+    let deadline = &Deadline::after(budget);
     let claim = Claim::new(REDRIVE_CLAIM_LEASE);
     let Some(item) = store.claim_dead_letter(letter, &claim, deadline).await? else {
         return Ok(RedriveNow::Gone);
@@ -68,10 +73,12 @@ where
     let below = store.collection_below(key, 2, deadline).await?;
     if below.about(&key.sk).is_none_or(|g| g.older.is_some()) {
         store.release_claim(key, &claim, None, deadline).await?;
-        return Ok(match store.redrive(letter, deadline).await? {
-            Marked::Updated => RedriveNow::Waits,
-            Marked::Gone | Marked::Claimed | Marked::Refused => RedriveNow::Gone,
-        });
+        return Ok(
+            match store.redrive(letter, &Deadline::after(budget)).await? {
+                Marked::Updated => RedriveNow::Waits,
+                Marked::Gone | Marked::Claimed | Marked::Refused => RedriveNow::Gone,
+            },
+        );
     }
     let relay = Relay {
         sink,

@@ -137,7 +137,7 @@ pub trait EventSink: Send + Sync {
 
 /// Counts the transmissions of sink calls (the SDK's attempts included):
 /// the runtime's adapters count through an SDK interceptor
-/// (`outbox_runtime::aws`), a sink that does not go through the SDK
+/// (the runtime's `CountSends`), a sink that does not go through the SDK
 /// calls [`SendCounter::record`].
 #[derive(Debug, Clone, Default)]
 pub struct SendCounter(Arc<AtomicU32>);

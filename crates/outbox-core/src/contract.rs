@@ -338,9 +338,9 @@ pub fn vectors() -> Value {
     let shards: Vec<Value> = shard_ids
         .iter()
         .flat_map(|id| {
-            [1u16, 7, 8, 64, 1000]
-                .into_iter()
-                .map(move |n| json!({"aggregateId": id, "shards": n, "shard": keys::shard_of(id, n)}))
+            [1u16, 7, 8, 64, 1000].into_iter().map(
+                move |n| json!({"aggregateId": id, "shards": n, "shard": keys::shard_of(id, n)}),
+            )
         })
         .collect();
     json!({
@@ -367,8 +367,14 @@ fn transaction_vectors() -> Value {
     let put = |i: usize| {
         aws_sdk_dynamodb::types::Put::builder()
             .table_name("orders")
-            .item(keys::PK, aws_sdk_dynamodb::types::AttributeValue::S(format!("ITEM#{i}")))
-            .item(keys::SK, aws_sdk_dynamodb::types::AttributeValue::S("META".into()))
+            .item(
+                keys::PK,
+                aws_sdk_dynamodb::types::AttributeValue::S(format!("ITEM#{i}")),
+            )
+            .item(
+                keys::SK,
+                aws_sdk_dynamodb::types::AttributeValue::S("META".into()),
+            )
             .build()
     };
     let code = |tx: OutboxTransaction| match tx.build() {

@@ -2,7 +2,7 @@
 
 use aws_config::SdkConfig;
 use clap::{Args, Subcommand};
-use outbox_engine::{redrive_now, DeadLetterRecord, Deadline, Marked, RedriveNow};
+use outbox_engine::{redrive_now, DeadLetterRecord, Marked, RedriveNow};
 use outbox_runtime::DynamoStore;
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
@@ -278,8 +278,8 @@ pub(crate) async fn redrive(
             (_, true) if now.is_some() => "would publish now".to_owned(),
             (_, true) => "would redrive".to_owned(),
             (Some(sink), false) => {
-                let deadline = Deadline::after(std::time::Duration::from_secs(60));
-                let outcome = redrive_now(sink, ops.store(), row, &deadline).await?;
+                let budget = std::time::Duration::from_secs(60);
+                let outcome = redrive_now(sink, ops.store(), row, budget).await?;
                 if outcome.failed() {
                     failed += 1;
                 }

@@ -45,7 +45,7 @@ help:
 	@echo "make crates         - cargo deny (licenses, bans) and cargo package of the published crates"
 	@echo "make cdk-check      - the CDK example synthesized offline (cdk synth) and its template checked"
 	@echo "make package        - the reusable stack as a Serverless Application Repository application (ARCH=arm64|x86_64) in dist/"
-	@echo "make release-check  - versions agree, the changelog has this one, the crates package, cargo install outboxctl works"
+	@echo "make release-check  - versions agree, the changelog has this one, the crates package, cargo install outboxctl works, the writer packages build and install"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 	$(ENSURE_VENV)
@@ -228,9 +228,11 @@ package: venv venv-infra
 # the changelog (package.py check), the published crates package and build
 # from their packaged sources (make crates), and outboxctl installs from its
 # packaged crate with a clean CARGO_HOME and prints that version.
-release-check: venv-infra crates
+release-check: venv-infra crates local $(CLIENTS_STAMP) $(CLIENTS_TS_STAMP)
 	.venv-infra/bin/python infra/package/package.py check
 	infra/package/install-check.sh $(VERSION)
+	# The writer packages built as published and installed from their files.
+	$(WITH_LOCAL) infra/package/clients-check.sh $(VERSION)
 	@echo "release-check: ready to tag v$(VERSION)"
 
 # Every requirements/constraints pair installs on the oldest Python here.

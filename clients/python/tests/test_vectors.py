@@ -80,13 +80,20 @@ def test_shard_vectors(vector: dict[str, Any]) -> None:
 def test_transaction_vectors(vector: dict[str, Any]) -> None:
     settings = OutboxSettings("orders", EventLimits.eventbridge("outbox.orders"), 8)
     tx = OutboxTransaction(settings)
-    put = lambda i: {"TableName": "orders", "Item": {"PK": {"S": f"ITEM#{i}"}, "SK": {"S": "META"}}}  # noqa: E731
+    def put(i: int, pad: int = 0) -> dict[str, Any]:
+        item = {"PK": {"S": f"ITEM#{i}"}, "SK": {"S": "META"}}
+        if pad:
+            item["pad"] = {"S": "x" * pad}
+        return {"TableName": "orders", "Item": item}
+
     if vector.get("samePutTwice"):
         tx.put("a", put(1)).put("b", put(1))
     for i in range(vector["puts"]):
-        tx.put(f"p{i}", put(i))
+        tx.put(f"p{i}", put(i, vector.get("putPadding", 0)))
     for n in range(vector["events"]):
         tx.event("ORDER#o-tx", "OrderCreated", "Order", "o-tx", 1 + n, {})
+    if "token" in vector:
+        tx.idempotency_token(vector["token"])
     expect = vector["expect"]
     try:
         actions = tx.build()

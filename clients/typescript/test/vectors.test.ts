@@ -80,11 +80,15 @@ test("shards", () => {
 for (const vector of vectors.transactions) {
   test(`transaction: ${vector.name}`, () => {
     const tx = new OutboxTransaction(OutboxSettings.of("orders", EventLimits.eventbridge("outbox.orders"), 8, { ...DEFAULT_KEYS }));
-    const put = (i: number) => ({ TableName: "orders", Item: { PK: { S: `ITEM#${i}` }, SK: { S: "META" } } });
+    const put = (i: number, pad = 0) => ({
+      TableName: "orders",
+      Item: { PK: { S: `ITEM#${i}` }, SK: { S: "META" }, ...(pad ? { pad: { S: "x".repeat(pad) } } : {}) },
+    });
     if (vector.samePutTwice) tx.put("a", put(1)).put("b", put(1));
-    for (let i = 0; i < vector.puts; i++) tx.put(`p${i}`, put(i));
+    for (let i = 0; i < vector.puts; i++) tx.put(`p${i}`, put(i, vector.putPadding ?? 0));
     for (let n = 0; n < vector.events; n++)
       tx.event("ORDER#o-tx", { eventType: "OrderCreated", aggregateType: "Order", aggregateId: "o-tx", aggregateVersion: 1 + n, payload: {} });
+    if (vector.token !== undefined) tx.idempotencyToken(vector.token);
     try {
       assert.equal(tx.build().length, vector.expect.actions);
     } catch (e) {

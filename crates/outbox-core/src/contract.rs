@@ -364,8 +364,9 @@ pub fn vectors() -> Value {
 /// item, none at all.
 fn transaction_vectors() -> Value {
     let settings = OutboxSettings::new("orders", EventLimits::eventbridge("outbox.orders"), 8);
-    let put = |i: usize| {
-        aws_sdk_dynamodb::types::Put::builder()
+    // Put `i`: `ITEM#<i>` / `META`, with a `pad` string of `pad` bytes.
+    let put = |i: usize, pad: usize| {
+        let mut put = aws_sdk_dynamodb::types::Put::builder()
             .table_name("orders")
             .item(
                 keys::PK,
@@ -374,38 +375,96 @@ fn transaction_vectors() -> Value {
             .item(
                 keys::SK,
                 aws_sdk_dynamodb::types::AttributeValue::S("META".into()),
-            )
-            .build()
+            );
+        if pad > 0 {
+            put = put.item(
+                "pad",
+                aws_sdk_dynamodb::types::AttributeValue::S("x".repeat(pad)),
+            );
+        }
+        put.build()
     };
-    let code = |tx: OutboxTransaction| match tx.build() {
-        Ok(actions) => json!({"actions": actions.len()}),
-        Err(e) => json!({"error": e.code()}),
-    };
-    let with_puts = |n: usize, events: usize| {
-        let mut tx = OutboxTransaction::new(&settings);
-        for i in 0..n {
-            if let Ok(p) = put(i) {
-                tx = tx.put(&format!("p{i}"), p);
+    // A vector: `puts` puts (`putPadding` bytes each), `events` events,
+    // `samePutTwice`, `token`, and what `build` says.
+    let vector =
+        |name: &str, puts: usize, pad: usize, events: usize, twice: bool, token: Option<&str>| {
+            let mut tx = OutboxTransaction::new(&settings);
+            if twice {
+                for label in ["a", "b"] {
+                    if let Ok(p) = put(1, 0) {
+                        tx = tx.put(label, p);
+                    }
+                }
             }
-        }
-        for e in 0..events {
-            let ev = event(100 + e as u64, "o-tx", 1 + e as u64, json!({}));
-            if let Ok(envelope) = envelope_of(&ev) {
-                tx = tx.event("ORDER#o-tx", &envelope);
+            for i in 0..puts {
+                if let Ok(p) = put(i, pad) {
+                    tx = tx.put(&format!("p{i}"), p);
+                }
             }
-        }
-        tx
-    };
-    let mut twice = OutboxTransaction::new(&settings);
-    for label in ["a", "b"] {
-        if let Ok(p) = put(1) {
-            twice = twice.put(label, p);
-        }
-    }
+            for e in 0..events {
+                let ev = event(100 + e as u64, "o-tx", 1 + e as u64, json!({}));
+                if let Ok(envelope) = envelope_of(&ev) {
+                    tx = tx.event("ORDER#o-tx", &envelope);
+                }
+            }
+            if let Some(token) = token {
+                tx = tx.idempotency_token(token);
+            }
+            let expect = match tx.build() {
+                Ok(actions) => json!({"actions": actions.len()}),
+                Err(e) => json!({"error": e.code()}),
+            };
+            let mut v = json!({"name": name, "puts": puts, "events": events, "expect": expect});
+            if pad > 0 {
+                v["putPadding"] = json!(pad);
+            }
+            if twice {
+                v["samePutTwice"] = json!(true);
+            }
+            if let Some(token) = token {
+                v["token"] = json!(token);
+            }
+            v
+        };
+    let long = "t".repeat(37);
+    let longest = "t".repeat(36);
     json!([
-        {"name": "99 puts and one event", "puts": 99, "events": 1, "expect": code(with_puts(99, 1))},
-        {"name": "100 puts and one event", "puts": 100, "events": 1, "expect": code(with_puts(100, 1))},
-        {"name": "two puts of one item", "puts": 0, "events": 0, "samePutTwice": true, "expect": code(twice)},
-        {"name": "nothing", "puts": 0, "events": 0, "expect": code(with_puts(0, 0))},
+        vector("99 puts and one event", 99, 0, 1, false, None),
+        vector("100 puts and one event", 100, 0, 1, false, None),
+        vector("two puts of one item", 0, 0, 0, true, None),
+        vector("nothing", 0, 0, 0, false, None),
+        vector(
+            "ten puts of 390 000 bytes and one event",
+            10,
+            390_000,
+            1,
+            false,
+            None
+        ),
+        vector(
+            "eleven puts of 390 000 bytes: over 4 MB",
+            11,
+            390_000,
+            0,
+            false,
+            None
+        ),
+        vector(
+            "an idempotency token of 36 characters",
+            0,
+            0,
+            1,
+            false,
+            Some(&longest)
+        ),
+        vector(
+            "an idempotency token of 37 characters",
+            0,
+            0,
+            1,
+            false,
+            Some(&long)
+        ),
+        vector("an empty idempotency token", 0, 0, 1, false, Some("")),
     ])
 }

@@ -496,3 +496,73 @@ async fn the_functions_run_with_the_templates_environment() {
         stack.deployment.env(devkit::Function::Sweeper).unwrap()
     );
 }
+
+/// #64 point 3: in both templates every parameter stands in exactly one
+/// labelled group (the console and `sam deploy --guided` show the groups in
+/// order), the first group holds what a user must decide, and every label
+/// names a parameter that exists.
+#[test]
+fn every_parameter_is_in_one_labelled_group_the_decisions_first() {
+    use serde_yaml_ng::Value as Y;
+    for (template, decisions) in [
+        (
+            devkit::OUTBOX_TEMPLATE,
+            &[
+                "TableName",
+                "TableStreamArn",
+                "EventBusName",
+                "EventTopicArn",
+                "Ordering",
+            ][..],
+        ),
+        (devkit::EXAMPLE_TEMPLATE, &["Sink", "Ordering"][..]),
+    ] {
+        let doc: Y = devkit::template::read(&root().join(template)).unwrap();
+        let parameters: Vec<String> = doc["Parameters"]
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str().unwrap().to_owned())
+            .collect();
+        let interface = &doc["Metadata"]["AWS::CloudFormation::Interface"];
+        let groups = interface["ParameterGroups"].as_sequence().expect("groups");
+        let mut grouped: Vec<String> = Vec::new();
+        for group in groups {
+            assert!(
+                group["Label"]["default"]
+                    .as_str()
+                    .is_some_and(|l| !l.is_empty()),
+                "{template}: a group without a label"
+            );
+            for name in group["Parameters"].as_sequence().unwrap() {
+                grouped.push(name.as_str().unwrap().to_owned());
+            }
+        }
+        let mut sorted = grouped.clone();
+        sorted.sort();
+        let mut expected = parameters.clone();
+        expected.sort();
+        assert_eq!(
+            sorted, expected,
+            "{template}: each parameter in exactly one group"
+        );
+        let first: Vec<&str> = groups[0]["Parameters"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        for decision in decisions {
+            assert!(
+                first.contains(decision),
+                "{template}: {decision} is not in the first group"
+            );
+        }
+        for (name, _) in interface["ParameterLabels"].as_mapping().unwrap() {
+            assert!(
+                parameters.iter().any(|p| Some(p.as_str()) == name.as_str()),
+                "{template}: label of no parameter {name:?}"
+            );
+        }
+    }
+}

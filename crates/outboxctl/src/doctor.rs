@@ -47,7 +47,9 @@ pub enum Severity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     /// What was checked: `table`, `keys`, `stream`, `pending-index`,
-    /// `dead-letter-index`, `ttl`, `mappings`, `publisher-mapping`, `sink`.
+    /// `dead-letter-index`, `ttl`, `mappings`, `publisher-mapping`, `sink`,
+    /// `stacks` (one live stack per table and region), and with `--scan`
+    /// `unsweepable` (pending items under keys no stack's sweeper reads).
     pub check: &'static str,
     /// How bad.
     pub severity: Severity,

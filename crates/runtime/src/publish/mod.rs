@@ -287,7 +287,7 @@ pub async fn refuse_rivals<T: outbox_engine::PublishStore>(
         .map(|r| format!("{} ({}, {})", r.stack, r.function, r.by))
         .collect();
     let message = format!(
-        "another outbox stack publishes from {table} in {}: {}. Two stacks on one table would each publish and delete a share of the events, so this stack ({}) does not publish; its events stay in the table. Delete one of the stacks (this one starts an hour after the other's last record), or give each its own table (docs/adopt.md, \"One table, one stack\")",
+        "another outbox stack publishes from {table} in {}: {}. Two stacks on one table would each publish and delete a share of the events, so this stack ({}) does not publish; its events stay in the table. Delete one of the stacks (this one starts once the other has not recorded for three of its sweep periods, an hour at least), or give each its own table (docs/adopt.md, \"One table, one stack\")",
         mine.region,
         named.join("; "),
         if mine.stack.is_empty() { "unnamed" } else { mine.stack.as_str() },

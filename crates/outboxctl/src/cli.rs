@@ -20,13 +20,25 @@ use crate::status::{MakeDueArgs, ReleaseArgs, StatusArgs};
 /// stack's key schema, home region, sink and ordering come from the
 /// settings its functions recorded in the table for this region.
 #[derive(Debug, Parser)]
-#[command(name = "outboxctl", version)]
+#[command(name = "outboxctl", version, after_help = EXAMPLES)]
 pub struct Cli {
     #[command(flatten)]
     aws: AwsArgs,
     #[command(subcommand)]
     command: Command,
 }
+
+/// The top-level help's examples.
+const EXAMPLES: &str = "Examples:
+  outboxctl status --table orders
+  outboxctl doctor --table orders --bus orders-events
+  outboxctl dead-letters list --table orders --since 1h
+  outboxctl dead-letters redrive --table orders --all --now
+  outboxctl make-due --table orders --older-than 3600
+  outboxctl completions bash > /etc/bash_completion.d/outboxctl
+  outboxctl man > outboxctl.1
+
+Colour: only clap's help and errors use it, on a terminal, and not with NO_COLOR set.";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -65,10 +77,30 @@ enum Command {
     /// Replay an EventBridge archive onto the bus (optionally to one rule)
     /// and follow the replay to its end.
     Replay(ReplayArgs),
+    /// Print the shell completion script (generated from this command line).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff, generated from this command line).
+    Man,
 }
 
 /// Runs a command.
 pub async fn run(cli: Cli) -> Result<(), Error> {
+    use clap::CommandFactory;
+    match &cli.command {
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(*shell, &mut command, "outboxctl", &mut std::io::stdout());
+            return Ok(());
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            return Ok(());
+        }
+        _ => {}
+    }
     let sdk = sdk_config(&cli.aws).await;
     match cli.command {
         Command::Status(args) => crate::status::status(&sdk, args).await,
@@ -81,6 +113,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Doctor(args) => crate::doctor::run(&sdk, args).await,
         Command::AdoptRegion(args) => crate::adopt_region::run(&sdk, args).await,
         Command::Replay(args) => crate::replay::run(&sdk, args).await,
+        Command::Completions { .. } | Command::Man => Ok(()),
     }
 }
 
@@ -114,6 +147,10 @@ mod tests {
         assert!(parse("dead-letters discard --table t X --yes --dry-run").is_err());
         assert!(parse("status --table t --table u").is_err());
         assert!(parse("dead-letters list --table t --since yesterday").is_err());
+        // An age before now, in humantime's units.
+        assert!(parse("dead-letters list --table t --since 1h").is_ok());
+        assert!(parse("dead-letters list --table t --since 2days").is_ok());
+        assert!(parse("replay --bus b --archive a --from 6h --to 0s").is_ok());
         // A sink is one of bus or topic.
         assert!(parse("redrive-on-failure --queue q --table t --bus b --topic a").is_err());
         let only_source = SinkArgs {
@@ -182,5 +219,54 @@ mod tests {
         assert!(parse("status --table t --region eu-west-1").is_ok());
         let help = parse("--help").unwrap_err();
         assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn an_age_is_a_time_before_now() {
+        let now = time::OffsetDateTime::now_utc();
+        let at = crate::context::point_in_time("1h").unwrap();
+        let age = now - at;
+        assert!(
+            age >= time::Duration::minutes(59) && age <= time::Duration::minutes(61),
+            "{age}"
+        );
+        let exact = crate::context::point_in_time("2026-12-01T10:00:00Z").unwrap();
+        assert_eq!(exact.unix_timestamp(), 1_796_119_200);
+        assert!(crate::context::point_in_time("100000000years").is_err());
+    }
+
+    #[test]
+    fn the_help_examples_parse() {
+        for line in EXAMPLES.lines().filter(|l| l.starts_with("  outboxctl ")) {
+            let command = line.trim().split(" > ").next().unwrap();
+            let words = command.split_whitespace().skip(1).collect::<Vec<_>>().join(" ");
+            assert!(parse(&words).is_ok(), "{command}: {:?}", parse(&words).err());
+        }
+    }
+
+    #[test]
+    fn completions_and_the_manual_come_from_the_definition() {
+        assert!(parse("completions bash").is_ok());
+        assert!(parse("completions zsh").is_ok());
+        assert!(parse("completions tcsh").is_err());
+        assert!(parse("man").is_ok());
+        let mut script = Vec::new();
+        clap_complete::generate(
+            clap_complete::Shell::Bash,
+            &mut Cli::command(),
+            "outboxctl",
+            &mut script,
+        );
+        let script = String::from_utf8(script).unwrap();
+        assert!(script.contains("dead-letters") && script.contains("make-due"));
+        let mut page = Vec::new();
+        clap_mangen::Man::new(Cli::command())
+            .render(&mut page)
+            .unwrap();
+        let page = String::from_utf8(page).unwrap();
+        assert!(
+            page.contains(".TH outboxctl") && page.contains("Examples"),
+            "{page}"
+        );
     }
 }

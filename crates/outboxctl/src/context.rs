@@ -210,8 +210,19 @@ pub(crate) fn setting(text: &str) -> Result<(String, String), String> {
     Ok((name.to_owned(), value.to_owned()))
 }
 
-pub(crate) fn rfc3339(text: &str) -> Result<OffsetDateTime, String> {
-    OffsetDateTime::parse(text, &Rfc3339).map_err(|_| format!("{text:?} is not an RFC 3339 time"))
+/// A point in time: RFC 3339 (`2026-12-01T10:00:00Z`), or an age before
+/// now (`90s`, `30m`, `1h`, `2days`, `1h 30m`: humantime's units).
+pub(crate) fn point_in_time(text: &str) -> Result<OffsetDateTime, String> {
+    if let Ok(at) = OffsetDateTime::parse(text, &Rfc3339) {
+        return Ok(at);
+    }
+    let age = humantime::parse_duration(text).map_err(|_| {
+        format!("{text:?} is neither an RFC 3339 time nor an age such as 30m, 1h or 2days")
+    })?;
+    let age = time::Duration::try_from(age).map_err(|_| format!("{text:?} is too long an age"))?;
+    OffsetDateTime::now_utc()
+        .checked_sub(age)
+        .ok_or_else(|| format!("{text:?} reaches before the calendar"))
 }
 
 /// The SDK configuration for a deployed stack: the AWS CLI's chain, with

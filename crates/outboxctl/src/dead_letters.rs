@@ -8,7 +8,7 @@ use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::context::{connect_sink, rfc3339, JsonArg, SinkArgs, TableArg};
+use crate::context::{connect_sink, point_in_time, JsonArg, SinkArgs, TableArg};
 use crate::error::Error;
 use crate::output::{print_json, table, Progress};
 use crate::stack::Stack;
@@ -84,8 +84,8 @@ pub(crate) struct FilterArgs {
     /// Only this aggregate.
     #[arg(long)]
     aggregate: Option<String>,
-    /// Dead-lettered at or after (RFC 3339).
-    #[arg(long, value_parser = rfc3339)]
+    /// Dead-lettered at or after: an RFC 3339 time, or an age (`1h`, `2days`).
+    #[arg(long, value_parser = point_in_time)]
     since: Option<OffsetDateTime>,
 }
 

@@ -15,6 +15,9 @@ pub enum Error {
     /// Arguments that do not go together, or that name nothing.
     #[error("{0}")]
     Usage(String),
+    /// Standard output could not be written (a closed pipe).
+    #[error("could not write the output: {0}")]
+    Write(#[from] std::io::Error),
     /// Refused before anything changed: a sink that disagrees with the
     /// stack's recorded one, settings of another region only, nothing
     /// recorded to take a setting from, a region name that is not one.

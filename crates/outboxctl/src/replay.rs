@@ -7,7 +7,7 @@ use outbox_runtime::CallError;
 use serde_json::json;
 use time::OffsetDateTime;
 
-use crate::context::{rfc3339, JsonArg};
+use crate::context::{point_in_time, JsonArg};
 use crate::error::Error;
 use crate::output::{print_json, Progress};
 
@@ -20,11 +20,11 @@ pub(crate) struct ReplayArgs {
     /// The archive.
     #[arg(long)]
     archive: String,
-    /// Events from (RFC 3339).
-    #[arg(long, value_parser = rfc3339)]
+    /// Events from: an RFC 3339 time, or an age (`6h`, `2days`).
+    #[arg(long, value_parser = point_in_time)]
     from: OffsetDateTime,
-    /// Events to (RFC 3339).
-    #[arg(long, value_parser = rfc3339)]
+    /// Events to: an RFC 3339 time, or an age (`0s`: now).
+    #[arg(long, value_parser = point_in_time)]
     to: OffsetDateTime,
     /// Only to this rule.
     #[arg(long)]

@@ -239,8 +239,16 @@ mod tests {
     fn the_help_examples_parse() {
         for line in EXAMPLES.lines().filter(|l| l.starts_with("  outboxctl ")) {
             let command = line.trim().split(" > ").next().unwrap();
-            let words = command.split_whitespace().skip(1).collect::<Vec<_>>().join(" ");
-            assert!(parse(&words).is_ok(), "{command}: {:?}", parse(&words).err());
+            let words = command
+                .split_whitespace()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                parse(&words).is_ok(),
+                "{command}: {:?}",
+                parse(&words).err()
+            );
         }
     }
 

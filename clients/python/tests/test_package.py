@@ -70,3 +70,51 @@ def test_a_cancelled_condition_names_its_action_and_the_old_item() -> None:
         tx.send(_Client())
     failed = refused.value.failed_condition("order")
     assert failed is not None and failed.item == {"PK": {"S": "ORDER#1"}}
+
+
+def test_names_regions_and_versions_are_checked_whole() -> None:
+    from dynamodb_outbox import InvalidEvent, InvalidSettings, KeySchema
+
+    settings = OutboxSettings("orders", EventLimits.eventbridge(), 8)
+    for bad in [
+        dict(event_type="OrderCreated\n"),
+        dict(aggregate_version=1.5),
+        dict(aggregate_version=True),
+        dict(schema_version=2.0),
+    ]:
+        args = {"event_type": "OrderCreated", "aggregate_version": 1, **bad}
+        schema_version = args.pop("schema_version", 1)
+        tx = OutboxTransaction(settings).event(
+            "ORDER#1", args["event_type"], "Order", "1", args["aggregate_version"], {}, schema_version=schema_version
+        )
+        with pytest.raises(InvalidEvent):
+            tx.build()
+    with pytest.raises(InvalidSettings):
+        KeySchema().with_home_region("eu-west-1\n")
+    with pytest.raises(Exception):
+        OutboxSettings("orders", EventLimits.eventbridge(), 8.0)  # type: ignore[arg-type]
+
+
+def test_throttling_in_the_reasons_is_retryable() -> None:
+    from dynamodb_outbox import Throttled
+
+    class Client(_Client):
+        def transact_write_items(self, **request: object) -> None:
+            raise _Canceled({"CancellationReasons": [{"Code": "ThrottlingError"}, {"Code": "None"}]})
+
+    tx = OutboxTransaction(OutboxSettings("orders", EventLimits.eventbridge(), 8)).event(
+        "ORDER#1", "OrderCreated", "Order", "1", 1, {}
+    )
+    with pytest.raises(Throttled) as refused:
+        tx.send(Client())
+    assert refused.value.retryable
+
+
+def test_a_stack_is_live_for_three_sweep_periods_an_hour_at_least() -> None:
+    from datetime import timedelta
+
+    from dynamodb_outbox.transaction import _live_within
+
+    assert _live_within({}) == timedelta(hours=1)
+    assert _live_within({"SWEEP_SCHEDULE": "rate(30 minutes)"}) == timedelta(minutes=90)
+    assert _live_within({"SWEEP_SCHEDULE": "cron(0 * * * ? *)"}) == timedelta(hours=3)

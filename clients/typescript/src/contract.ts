@@ -305,6 +305,12 @@ function byCodePoint(a: string, b: string): number {
 
 /** serde_json's text: no spaces, object keys sorted by code point. */
 function json(value: unknown): string {
+  // As JSON.stringify: a value with toJSON (a Date, a Buffer, a decimal) is
+  // written as what toJSON returns.
+  if (value !== null && typeof value === "object" && typeof (value as { toJSON?: unknown }).toJSON === "function") {
+    return json((value as { toJSON: () => unknown }).toJSON());
+  }
+  if (typeof value === "bigint") throw new InvalidEvent("payload is not JSON: a BigInt (pass it as a string)");
   if (value === null || typeof value !== "object") {
     if (typeof value === "number" && !Number.isFinite(value)) throw new InvalidEvent("payload is not JSON: a number that is not finite");
     const text = JSON.stringify(value);
@@ -340,8 +346,8 @@ function check(e: Event): void {
   if (utf8(e.aggregateId) < 1 || utf8(e.aggregateId) > 256) throw new InvalidEvent("aggregateId must be 1 to 256 bytes");
   if (e.traceparent !== undefined && !isValidTraceparent(e.traceparent))
     throw new InvalidEvent("traceparent is not a W3C traceparent value");
-  const positive = (n: number | undefined) => n === undefined || (Number.isSafeInteger(n) && n >= 1);
-  if (!positive(e.aggregateVersion) || !positive(e.schemaVersion))
+  const positive = (n: number | undefined, top: number) => n === undefined || (Number.isSafeInteger(n) && n >= 1 && n <= top);
+  if (!positive(e.aggregateVersion, Number.MAX_SAFE_INTEGER) || !positive(e.schemaVersion, 2 ** 32 - 1))
     throw new InvalidEvent("aggregateVersion and schemaVersion are positive integers");
 }
 

@@ -51,6 +51,8 @@ export class ItemTooLarge extends OutboxError {
 /** The transaction was not committed: nothing was written. */
 export class TransactionError extends OutboxError {
   override readonly code: string = "TransactionError";
+  /** Whether the same call may succeed later (a conflict, throttling). */
+  readonly retryable: boolean = false;
 }
 
 export class Empty extends TransactionError {
@@ -112,9 +114,16 @@ export class ConditionFailed extends TransactionError {
 /** Another transaction was writing the same item: retry. */
 export class Conflict extends TransactionError {
   override readonly code = "Conflict";
+  override readonly retryable = true;
   constructor(readonly label: string) {
     super(`transaction conflicted with another one on \`${label}\`; retry`);
   }
+}
+
+/** DynamoDB throttled the call: retry later. */
+export class Throttled extends TransactionError {
+  override readonly code = "Throttled";
+  override readonly retryable = true;
 }
 
 /** Cancelled for another reason. */

@@ -43,6 +43,7 @@ import {
   OutboxError,
   Rejected,
   StackSettingsError,
+  Throttled,
   TooLarge,
   TooManyActions,
   type FailedCondition,
@@ -166,9 +167,25 @@ function choose(records: StackRecord[], region: string, wanted: string | undefin
     return r;
   }
   if (best.size === 1) return [...best.values()][0];
-  const live = [...best.values()].filter((r) => Date.now() - r.at < 3_600_000);
+  const live = [...best.values()].filter((r) => Date.now() - r.at < liveWithin(r.variables));
   if (live.length === 1) return live[0];
   throw new StackSettingsError(`${table}: ${best.size} outbox stacks recorded their settings in ${region}: ${names}; name one (stack)`);
+}
+
+/**
+ * How long after its last record a stack counts as live: three periods of
+ * its `SWEEP_SCHEDULE` (a `cron(...)` counting as an hour), an hour at least
+ * (the Rust writer's `RecordedSettings::live_within`).
+ */
+export function liveWithin(variables: Record<string, string>): number {
+  const schedule = (variables.SWEEP_SCHEDULE ?? "").trim();
+  let period = 300_000;
+  if (schedule.startsWith("cron(") && schedule.endsWith(")")) period = 3_600_000;
+  else {
+    const m = /^rate\(\s*([1-9][0-9]*) (minute|minutes|hour|hours|day|days)\s*\)$/.exec(schedule);
+    if (m) period = Number(m[1]) * { minute: 60_000, hour: 3_600_000, day: 86_400_000 }[m[2].replace(/s$/, "") as "minute" | "hour" | "day"];
+  }
+  return Math.max(3 * period, 3_600_000);
 }
 
 interface Action {
@@ -255,7 +272,7 @@ export class OutboxTransaction {
 
   private add(label: string, kind: Kind, action: Put | Update | ConditionCheck | Delete): this {
     const copy = structuredClone(action) as Put & Update;
-    copy.ReturnValuesOnConditionCheckFailure = "ALL_OLD";
+    copy.ReturnValuesOnConditionCheckFailure ??= "ALL_OLD";
     const target = (kind === "Put" ? copy.Item : copy.Key) ?? {};
     const names = [this.settings.keys.partitionKey, this.settings.keys.sortKey];
     const identity = names.every((n) => n in target)
@@ -312,6 +329,8 @@ export class OutboxTransaction {
     if (failed.length > 0) return new ConditionFailed(failed);
     for (const [i, r] of reasons.entries()) {
       if (r.Code === "TransactionConflict" && i < this.actions.length) return new Conflict(this.actions[i].label);
+      if (r.Code && ["ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"].includes(r.Code))
+        return new Throttled("request was throttled; retry later");
       if (r.Code && r.Code !== "None") return new Rejected(r.Code, r.Message ?? "");
     }
     return new Rejected("TransactionCanceled", e.message);

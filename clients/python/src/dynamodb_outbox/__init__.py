@@ -33,6 +33,7 @@ from .errors import (
     Rejected,
     StackSettingsError,
     TooLarge,
+    Throttled,
     TooManyActions,
     TransactionError,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "Rejected",
     "StackSettingsError",
     "TooLarge",
+    "Throttled",
     "TooManyActions",
     "TransactionError",
     "shard_of",

@@ -71,6 +71,9 @@ class MonotonicIds:
 
 
 EVENT_IDS = MonotonicIds()
+# A forked child must not continue its parent's sequence: the two would make
+# the same id in one millisecond.
+os.register_at_fork(after_in_child=lambda: EVENT_IDS.__init__(EVENT_IDS._clock))
 
 
 def rfc3339_ms(ms: int) -> str:
@@ -160,14 +163,14 @@ class KeySchema:
                 if v == value:
                     raise invalid(name, value, f"{other} has the same name")
         for name, value in (("PENDING_INDEX", self.pending_index), ("DEAD_LETTER_INDEX", self.dead_letter_index)):
-            if not _INDEX.match(value):
+            if not _INDEX.fullmatch(value):
                 raise invalid(name, value, "an index name is 3 to 255 characters of letters, digits, '_', '.' and '-'")
         if self.pending_index == self.dead_letter_index:
             raise invalid("DEAD_LETTER_INDEX", self.dead_letter_index, "PENDING_INDEX has the same name")
         p = self.outbox_prefix
         if not 1 <= len(p) <= 64 or "!" in p or "~" in p:
             raise invalid("OUTBOX_PREFIX", p, "a prefix is 1 to 64 characters, without '!' or '~'")
-        if self.home_region is not None and not _REGION.match(self.home_region):
+        if self.home_region is not None and not _REGION.fullmatch(self.home_region):
             raise invalid("HOME_REGION", self.home_region, "a region is 1 to 32 lower-case letters, digits and '-'")
         return self
 
@@ -286,7 +289,7 @@ def is_valid_traceparent(value: str) -> bool:
     if len(parts) != 4:
         return False
     version, trace, parent, flags = parts
-    hexn = lambda s, n: len(s) == n and bool(_HEX.match(s))  # noqa: E731
+    hexn = lambda s, n: len(s) == n and bool(_HEX.fullmatch(s))  # noqa: E731
     return (
         hexn(version, 2)
         and version != "ff"
@@ -319,13 +322,16 @@ class Event:
 
     def checked(self) -> "Event":
         for name, value in (("eventType", self.event_type), ("aggregateType", self.aggregate_type)):
-            if not _NAME.match(value):
+            if not _NAME.fullmatch(value):
                 raise InvalidEvent(f"{name} must be 1 to 128 characters of letters, digits, '.', '_' or '-'")
         if not 1 <= len(self.aggregate_id.encode()) <= 256:
             raise InvalidEvent("aggregateId must be 1 to 256 bytes")
         if self.traceparent is not None and not is_valid_traceparent(self.traceparent):
             raise InvalidEvent("traceparent is not a W3C traceparent value")
-        if not 1 <= self.aggregate_version <= 2**53 - 1 or not 1 <= self.schema_version <= 2**32 - 1:
+        def integer(v: Any, top: int) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= top
+
+        if not integer(self.aggregate_version, 2**53 - 1) or not integer(self.schema_version, 2**32 - 1):
             raise InvalidEvent("aggregateVersion and schemaVersion are positive integers")
         return self
 
@@ -391,6 +397,10 @@ def outbox_item(keys: KeySchema, limits: EventLimits, shards: int, pk: str, even
     event.checked()
     limits.check_aggregate_id(event.aggregate_id)
     envelope = event.envelope_json()
+    try:
+        envelope.encode()
+    except UnicodeEncodeError as e:  # a lone surrogate: no UTF-8, no DynamoDB string
+        raise InvalidEvent(f"the event is not valid Unicode: {e.reason}") from e
     entry = limits.entry_size(event.event_type, event.event_id, envelope)
     if entry > limits.max_bytes:
         raise EventTooLarge(event.event_id, entry, limits.max_bytes)

@@ -57,9 +57,11 @@ class ItemTooLarge(OutboxError):
 
 
 class TransactionError(OutboxError):
-    """The transaction was not committed: nothing was written."""
+    """The transaction was not committed: nothing was written. ``retryable``:
+    whether the same call may succeed later (a conflict, throttling)."""
 
     code = "TransactionError"
+    retryable = False
 
 
 class Empty(TransactionError):
@@ -122,10 +124,18 @@ class Conflict(TransactionError):
     """Another transaction was writing the same item: retry."""
 
     code = "Conflict"
+    retryable = True
 
     def __init__(self, label: str) -> None:
         super().__init__(f"transaction conflicted with another one on `{label}`; retry")
         self.label = label
+
+
+class Throttled(TransactionError):
+    """DynamoDB throttled the call: retry later."""
+
+    code = "Throttled"
+    retryable = True
 
 
 class Rejected(TransactionError):

@@ -6,6 +6,7 @@ stack's functions record in the table."""
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
@@ -41,7 +42,7 @@ class OutboxSettings:
     keys: KeySchema = field(default_factory=KeySchema)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.shards <= 256:
+        if not isinstance(self.shards, int) or isinstance(self.shards, bool) or not 1 <= self.shards <= 256:
             raise errors.InvalidSettings(f"OUTBOX_SHARDS={self.shards} is invalid: 1 to 256")
 
     @classmethod
@@ -146,12 +147,28 @@ def _choose(records: list[dict[str, Any]], region: str, wanted: str | None, tabl
     if len(best) == 1:
         return next(iter(best.values()))
     now = datetime.now(timezone.utc)
-    live = [r for r in best.values() if r["at"] and now - r["at"] < timedelta(hours=1)]
+    live = [r for r in best.values() if r["at"] and now - r["at"] < _live_within(r["variables"])]
     if len(live) == 1:
         return live[0]
     raise errors.StackSettingsError(
         f"{table}: {len(best)} outbox stacks recorded their settings in {region}: {', '.join(sorted(best))}; name one (stack=)"
     )
+
+
+def _live_within(variables: Mapping[str, str]) -> timedelta:
+    """How long after its last record a stack counts as live: three periods
+    of its ``SWEEP_SCHEDULE`` (a ``cron(...)`` counting as an hour), an hour
+    at least (the Rust writer's ``RecordedSettings::live_within``)."""
+    schedule = (variables.get("SWEEP_SCHEDULE") or "").strip()
+    period = timedelta(minutes=5)
+    if schedule.startswith("cron(") and schedule.endswith(")"):
+        period = timedelta(hours=1)
+    else:
+        m = re.fullmatch(r"rate\(\s*([1-9][0-9]*) (minute|minutes|hour|hours|day|days)\s*\)", schedule)
+        if m:
+            unit = {"minute": 60, "hour": 3600, "day": 86400}[m.group(2).rstrip("s")]
+            period = timedelta(seconds=int(m.group(1)) * unit)
+    return max(3 * period, timedelta(hours=1))
 
 
 _ACTIONS = ("Put", "Update", "ConditionCheck", "Delete")
@@ -247,7 +264,7 @@ class OutboxTransaction:
 
     def _add(self, label: str, kind: str, action: Mapping[str, Any]) -> "OutboxTransaction":
         action = copy.deepcopy(dict(action))
-        action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        action.setdefault("ReturnValuesOnConditionCheckFailure", "ALL_OLD")
         target = action.get("Item") if kind == "Put" else action.get("Key")
         target = target or {}
         identity = None
@@ -313,6 +330,8 @@ class OutboxTransaction:
             code = r.get("Code")
             if code == "TransactionConflict" and i < len(self._actions):
                 return errors.Conflict(self._actions[i].label)
+            if code in ("ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"):
+                return errors.Throttled("request was throttled; retry later")
             if code not in (None, "None"):
                 return errors.Rejected(code, r.get("Message", ""))
         message = response.get("Error", {}).get("Message", "")

@@ -135,10 +135,14 @@ $(CLIENTS_TS_STAMP): clients/typescript/package.json clients/typescript/package-
 
 # The writer packages against the contract vectors the Rust writer makes
 # (schemas/contract-vectors.v1.json; `cargo nextest` checks that file is
-# the Rust writer's own): pytest, then tsc and node's test runner.
+# the Rust writer's own): ruff, mypy --strict and pytest, then eslint, tsc
+# --strict and node's test runner.
 clients-test: $(CLIENTS_STAMP) $(CLIENTS_TS_STAMP)
-	cd clients/python && ../../.venv-clients/bin/python -m pytest -q
-	cd clients/typescript && npm test --silent
+	cd clients/python && ../../.venv-clients/bin/ruff check src tests \
+	  && ../../.venv-clients/bin/ruff format --check src tests \
+	  && ../../.venv-clients/bin/mypy src tests \
+	  && ../../.venv-clients/bin/python -m pytest -q
+	cd clients/typescript && npm run --silent lint && npm test --silent
 
 # matplotlib for the chaos run's pictures (infra/local/plot_backlog.py).
 $(PLOT_STAMP): infra/local/requirements-plot.txt infra/local/constraints-plot.txt

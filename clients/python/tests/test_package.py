@@ -36,7 +36,7 @@ def test_ids_increase_within_a_millisecond_and_when_the_clock_steps_back() -> No
 
 
 class _Canceled(Exception):
-    def __init__(self, response: dict) -> None:
+    def __init__(self, response: dict[str, object]) -> None:
         super().__init__("cancelled")
         self.response = response
 
@@ -63,7 +63,14 @@ def test_a_cancelled_condition_names_its_action_and_the_old_item() -> None:
     settings = OutboxSettings("orders", EventLimits.eventbridge(), 8)
     tx = (
         OutboxTransaction(settings)
-        .put("order", {"TableName": "orders", "Item": {"PK": {"S": "ORDER#1"}, "SK": {"S": "META"}}, "ConditionExpression": "attribute_not_exists(PK)"})
+        .put(
+            "order",
+            {
+                "TableName": "orders",
+                "Item": {"PK": {"S": "ORDER#1"}, "SK": {"S": "META"}},
+                "ConditionExpression": "attribute_not_exists(PK)",
+            },
+        )
         .event("ORDER#1", "OrderCreated", "Order", "1", 1, {})
     )
     with pytest.raises(ConditionFailed) as refused:
@@ -73,25 +80,26 @@ def test_a_cancelled_condition_names_its_action_and_the_old_item() -> None:
 
 
 def test_names_regions_and_versions_are_checked_whole() -> None:
+    from typing import Any
+
     from dynamodb_outbox import InvalidEvent, InvalidSettings, KeySchema
 
     settings = OutboxSettings("orders", EventLimits.eventbridge(), 8)
-    for bad in [
-        dict(event_type="OrderCreated\n"),
-        dict(aggregate_version=1.5),
-        dict(aggregate_version=True),
-        dict(schema_version=2.0),
-    ]:
-        args = {"event_type": "OrderCreated", "aggregate_version": 1, **bad}
-        schema_version = args.pop("schema_version", 1)
+    bad: list[tuple[str, Any, Any]] = [
+        ("OrderCreated\n", 1, 1),  # a trailing newline is no name
+        ("OrderCreated", 1.5, 1),
+        ("OrderCreated", True, 1),
+        ("OrderCreated", 1, 2.0),
+    ]
+    for event_type, version, schema_version in bad:
         tx = OutboxTransaction(settings).event(
-            "ORDER#1", args["event_type"], "Order", "1", args["aggregate_version"], {}, schema_version=schema_version
+            "ORDER#1", event_type, "Order", "1", version, {}, schema_version=schema_version
         )
         with pytest.raises(InvalidEvent):
             tx.build()
     with pytest.raises(InvalidSettings):
         KeySchema().with_home_region("eu-west-1\n")
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidSettings):
         OutboxSettings("orders", EventLimits.eventbridge(), 8.0)  # type: ignore[arg-type]
 
 

@@ -29,7 +29,9 @@ def settings_of(s: dict[str, Any]) -> OutboxSettings:
     if sink["kind"] == "sns":
         limits = EventLimits.sns(sink["fifo"], **({"max_bytes": sink["maxBytes"]} if "maxBytes" in sink else {}))
     else:
-        limits = EventLimits.eventbridge(sink["source"], **({"max_bytes": sink["maxBytes"]} if "maxBytes" in sink else {}))
+        limits = EventLimits.eventbridge(
+            sink["source"], **({"max_bytes": sink["maxBytes"]} if "maxBytes" in sink else {})
+        )
     keys = KeySchema.from_variables(s["keys"] or {}).with_home_region(s["homeRegion"])
     return OutboxSettings(s["table"], limits, s["shards"], keys)
 
@@ -57,7 +59,9 @@ def test_event_vectors(vector: dict[str, Any]) -> None:
     expect = vector["expect"]
     try:
         settings = settings_of(vector["settings"])
-        tx = OutboxTransaction(settings)._event(vector["event"]["pk"], event_of(vector["event"]), vector["event"]["eventId"])
+        tx = OutboxTransaction(settings)._event(
+            vector["event"]["pk"], event_of(vector["event"]), vector["event"]["eventId"]
+        )
         actions = tx.build()
     except OutboxError as e:
         assert "error" in expect, f"refused with {e.code}: {e}"
@@ -80,6 +84,7 @@ def test_shard_vectors(vector: dict[str, Any]) -> None:
 def test_transaction_vectors(vector: dict[str, Any]) -> None:
     settings = OutboxSettings("orders", EventLimits.eventbridge("outbox.orders"), 8)
     tx = OutboxTransaction(settings)
+
     def put(i: int, pad: int = 0) -> dict[str, Any]:
         item = {"PK": {"S": f"ITEM#{i}"}, "SK": {"S": "META"}}
         if pad:

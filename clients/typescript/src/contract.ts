@@ -29,7 +29,7 @@ const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 export function ulidOf(ms: bigint, randomness: bigint): string {
   const value = (ms << 80n) | randomness;
   let out = "";
-  for (let i = 25; i >= 0; i--) out += CROCKFORD[Number((value >> BigInt(5 * i)) & 31n)];
+  for (let i = 25; i >= 0; i--) out += CROCKFORD.charAt(Number((value >> BigInt(5 * i)) & 31n));
   return out;
 }
 
@@ -154,7 +154,8 @@ export function keySchemaFromVariables(variables: Variables): KeySchema {
   const schema: KeySchema = { ...DEFAULT_KEYS };
   VARIABLES.forEach((name, i) => {
     const v = get(variables, name);
-    if (v !== undefined) schema[FIELDS[i]] = v;
+    const field = FIELDS[i];
+    if (v !== undefined && field !== undefined) schema[field] = v;
   });
   const rule = get(variables, "HOME_REGION_RULE") ?? "on";
   if (rule !== "on" && rule !== "off") throw new InvalidSettings(`HOME_REGION_RULE=${JSON.stringify(rule)} is invalid: on or off`);
@@ -280,9 +281,9 @@ function checkAggregateId(limits: EventLimits, aggregateId: string): void {
 
 /** `00-<32 hex>-<16 hex>-<2 hex>`, ids not all zero, version not `ff`. */
 export function isValidTraceparent(value: string): boolean {
-  const parts = value.split("-");
-  if (parts.length !== 4) return false;
-  const [version, trace, parent, flags] = parts;
+  const [version, trace, parent, flags, ...rest] = value.split("-");
+  if (version === undefined || trace === undefined || parent === undefined || flags === undefined || rest.length > 0)
+    return false;
   const hex = (s: string, n: number) => s.length === n && /^[0-9a-f]+$/.test(s);
   return (
     hex(version, 2) &&
@@ -299,7 +300,10 @@ export function isValidTraceparent(value: string): boolean {
 function byCodePoint(a: string, b: string): number {
   const x = Array.from(a, (c) => c.codePointAt(0) ?? 0);
   const y = Array.from(b, (c) => c.codePointAt(0) ?? 0);
-  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const [p, q] = [x[i] ?? 0, y[i] ?? 0];
+    if (p !== q) return p - q;
+  }
   return x.length - y.length;
 }
 
@@ -313,7 +317,8 @@ function json(value: unknown): string {
   if (typeof value === "bigint") throw new InvalidEvent("payload is not JSON: a BigInt (pass it as a string)");
   if (value === null || typeof value !== "object") {
     if (typeof value === "number" && !Number.isFinite(value)) throw new InvalidEvent("payload is not JSON: a number that is not finite");
-    const text = JSON.stringify(value);
+    // undefined, a function or a symbol: JSON.stringify gives no text.
+    const text = JSON.stringify(value) as string | undefined;
     if (text === undefined) throw new InvalidEvent("payload is not JSON");
     return text;
   }
@@ -340,7 +345,7 @@ function check(e: Event): void {
   for (const [name, value] of [
     ["eventType", e.eventType],
     ["aggregateType", e.aggregateType],
-  ]) {
+  ] as const) {
     if (!NAME.test(value)) throw new InvalidEvent(`${name} must be 1 to 128 characters of letters, digits, '.', '_' or '-'`);
   }
   if (utf8(e.aggregateId) < 1 || utf8(e.aggregateId) > 256) throw new InvalidEvent("aggregateId must be 1 to 256 bytes");
@@ -368,7 +373,7 @@ export function envelopeJson(e: Event, eventId: string): string {
 }
 
 function numberSize(n: string): number {
-  const digits = n.split(/[eE]/)[0].replace(/[^0-9]/g, "").length;
+  const digits = (n.split(/[eE]/)[0] ?? "").replace(/[^0-9]/g, "").length;
   return Math.ceil(digits / 2) + 1;
 }
 

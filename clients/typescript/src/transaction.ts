@@ -157,8 +157,9 @@ function choose(records: StackRecord[], region: string, wanted: string | undefin
   const rank = (r: StackRecord): [number, number] => [r.function === "sweeper" ? 1 : 0, r.at];
   for (const r of here) {
     const b = best.get(r.stack);
-    const [x, y] = [rank(r), b ? rank(b) : [-1, -1]];
-    if (!b || x[0] > y[0] || (x[0] === y[0] && x[1] > y[1])) best.set(r.stack, r);
+    const [x0, x1] = rank(r);
+    const [y0, y1] = b ? rank(b) : [-1, -1];
+    if (!b || x0 > y0 || (x0 === y0 && x1 > y1)) best.set(r.stack, r);
   }
   const names = [...best.keys()].sort().join(", ");
   if (wanted !== undefined) {
@@ -166,9 +167,11 @@ function choose(records: StackRecord[], region: string, wanted: string | undefin
     if (!r) throw new StackSettingsError(`${table}: no outbox stack named ${JSON.stringify(wanted)} recorded its settings in ${region} (recorded: ${names})`);
     return r;
   }
-  if (best.size === 1) return [...best.values()][0];
+  const [only, ...others] = [...best.values()];
+  if (only !== undefined && others.length === 0) return only;
   const live = [...best.values()].filter((r) => Date.now() - r.at < liveWithin(r.variables));
-  if (live.length === 1) return live[0];
+  const [alive, ...alsoLive] = live;
+  if (alive !== undefined && alsoLive.length === 0) return alive;
   throw new StackSettingsError(`${table}: ${best.size} outbox stacks recorded their settings in ${region}: ${names}; name one (stack)`);
 }
 
@@ -183,7 +186,8 @@ export function liveWithin(variables: Record<string, string>): number {
   if (schedule.startsWith("cron(") && schedule.endsWith(")")) period = 3_600_000;
   else {
     const m = /^rate\(\s*([1-9][0-9]*) (minute|minutes|hour|hours|day|days)\s*\)$/.exec(schedule);
-    if (m) period = Number(m[1]) * { minute: 60_000, hour: 3_600_000, day: 86_400_000 }[m[2].replace(/s$/, "") as "minute" | "hour" | "day"];
+    const units = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
+    if (m?.[1] && m[2]) period = Number(m[1]) * units[m[2].replace(/s$/, "") as keyof typeof units];
   }
   return Math.max(3 * period, 3_600_000);
 }
@@ -281,7 +285,8 @@ export class OutboxTransaction {
     const utf8 = (s: string | undefined) => Buffer.byteLength(s ?? "", "utf8");
     const size =
       itemSize(target) + utf8(copy.UpdateExpression) + utf8(copy.ConditionExpression) + itemSize(copy.ExpressionAttributeValues ?? {});
-    this.actions.push({ label, item: { [kind]: copy } as TransactWriteItem, identity, size });
+    const item: TransactWriteItem = { [kind]: copy };
+    this.actions.push({ label, item, identity, size });
     return this;
   }
 
@@ -323,12 +328,13 @@ export class OutboxTransaction {
     const reasons = e.CancellationReasons ?? [];
     const failed: FailedCondition[] = [];
     reasons.forEach((r, i) => {
-      if (r.Code === "ConditionalCheckFailed" && i < this.actions.length)
-        failed.push({ index: i, label: this.actions[i].label, item: r.Item });
+      const action = this.actions[i];
+      if (r.Code === "ConditionalCheckFailed" && action) failed.push({ index: i, label: action.label, item: r.Item });
     });
     if (failed.length > 0) return new ConditionFailed(failed);
     for (const [i, r] of reasons.entries()) {
-      if (r.Code === "TransactionConflict" && i < this.actions.length) return new Conflict(this.actions[i].label);
+      const action = this.actions[i];
+      if (r.Code === "TransactionConflict" && action) return new Conflict(action.label);
       if (r.Code && ["ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"].includes(r.Code))
         return new Throttled("request was throttled; retry later");
       if (r.Code && r.Code !== "None") return new Rejected(r.Code, r.Message ?? "");

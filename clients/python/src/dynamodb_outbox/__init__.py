@@ -32,8 +32,8 @@ from .errors import (
     OutboxError,
     Rejected,
     StackSettingsError,
-    TooLarge,
     Throttled,
+    TooLarge,
     TooManyActions,
     TransactionError,
 )

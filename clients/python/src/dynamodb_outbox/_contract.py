@@ -10,9 +10,10 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from .errors import EventTooLarge, InvalidEvent, InvalidSettings, ItemTooLarge
 
@@ -58,6 +59,11 @@ class MonotonicIds:
         self._last_ms = -1
         self._last_random = 0
 
+    def reset(self) -> None:
+        """Forgets the last id (a forked child starts its own sequence)."""
+        with self._lock:
+            self._last_ms, self._last_random = -1, 0
+
     def next(self) -> str:
         with self._lock:
             ms = self._clock()
@@ -73,13 +79,20 @@ class MonotonicIds:
 EVENT_IDS = MonotonicIds()
 # A forked child must not continue its parent's sequence: the two would make
 # the same id in one millisecond.
-os.register_at_fork(after_in_child=lambda: EVENT_IDS.__init__(EVENT_IDS._clock))
+os.register_at_fork(after_in_child=EVENT_IDS.reset)
+
+
+def setting(variables: Mapping[str, str], name: str) -> str | None:
+    """A stack variable as its functions read it: unset or blank is
+    ``None``, any other value is taken as it is (not stripped)."""
+    value = variables.get(name)
+    return value if value is not None and value.strip() else None
 
 
 def rfc3339_ms(ms: int) -> str:
     """RFC 3339 in UTC as the Rust writer prints it: seconds, then the
     millisecond fraction without trailing zeros (none when zero), then Z."""
-    at = datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
+    at = datetime.fromtimestamp(ms // 1000, tz=UTC)
     fraction = f"{ms % 1000:03d}".rstrip("0")
     return at.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}" if fraction else "") + "Z"
 
@@ -127,21 +140,24 @@ class KeySchema:
     home_region: str | None = None
 
     @classmethod
-    def from_variables(cls, variables: Mapping[str, str]) -> "KeySchema":
+    def from_variables(cls, variables: Mapping[str, str]) -> KeySchema:
         """From the stack's variables (``PARTITION_KEY``, …, ``HOME_REGION``,
         ``HOME_REGION_RULE``), as its functions read them."""
-        get = lambda name: (variables.get(name) or "").strip() or None  # noqa: E731
-        names = {f: get(v) for f, v in zip(_FIELDS, VARIABLES) if get(v)}
-        rule = get("HOME_REGION_RULE") or "on"
+        names: dict[str, str] = {}
+        for name, variable in zip(_FIELDS, VARIABLES, strict=True):
+            value = setting(variables, variable)
+            if value is not None:
+                names[name] = value
+        rule = setting(variables, "HOME_REGION_RULE") or "on"
         if rule not in ("on", "off"):
             raise InvalidSettings(f"HOME_REGION_RULE={rule!r} is invalid: on or off")
-        region = get("HOME_REGION") if rule == "on" else None
-        return cls(**names, home_region=region).validated()
+        region = setting(variables, "HOME_REGION") if rule == "on" else None
+        return replace(cls(), **names, home_region=region).validated()
 
-    def with_home_region(self, region: str | None) -> "KeySchema":
+    def with_home_region(self, region: str | None) -> KeySchema:
         return replace(self, home_region=region).validated()
 
-    def validated(self) -> "KeySchema":
+    def validated(self) -> KeySchema:
         def invalid(name: str, value: str, reason: str) -> InvalidSettings:
             return InvalidSettings(f"{name}={value!r} is invalid: {reason}")
 
@@ -225,18 +241,20 @@ class EventLimits:
     fifo: bool = False
 
     @classmethod
-    def eventbridge(cls, source: str = DEFAULT_EVENT_SOURCE, max_bytes: int = EVENTBRIDGE_MAX_BYTES) -> "EventLimits":
+    def eventbridge(cls, source: str = DEFAULT_EVENT_SOURCE, max_bytes: int = EVENTBRIDGE_MAX_BYTES) -> EventLimits:
         return cls("eventbridge", max_bytes, source=source)
 
     @classmethod
-    def sns(cls, fifo: bool, max_bytes: int = SNS_MAX_BYTES) -> "EventLimits":
+    def sns(cls, fifo: bool, max_bytes: int = SNS_MAX_BYTES) -> EventLimits:
         return cls("sns", max_bytes, fifo=fifo)
 
     @classmethod
-    def from_variables(cls, variables: Mapping[str, str]) -> "EventLimits":
+    def from_variables(cls, variables: Mapping[str, str]) -> EventLimits:
         """From the stack's ``SINK``, ``EVENT_SOURCE``, ``SNS_TOPIC_ARN`` and
         ``MAX_EVENT_BYTES``, as its functions read them."""
-        get = lambda name: (variables.get(name) or "").strip() or None  # noqa: E731
+
+        def get(name: str) -> str | None:
+            return setting(variables, name)
 
         def max_bytes(default: int) -> int:
             raw = get("MAX_EVENT_BYTES")
@@ -272,7 +290,8 @@ class EventLimits:
             ok = 0 < len(aggregate_id.encode()) <= MAX_FIFO_GROUP_ID and all("!" <= c <= "~" for c in aggregate_id)
             if not ok:
                 raise InvalidEvent(
-                    f"aggregateId must be 1 to {MAX_FIFO_GROUP_ID} letters, digits or punctuation to be an SNS FIFO message group id"
+                    f"aggregateId must be 1 to {MAX_FIFO_GROUP_ID} letters, digits or punctuation"
+                    " to be an SNS FIFO message group id"
                 )
 
 
@@ -289,7 +308,10 @@ def is_valid_traceparent(value: str) -> bool:
     if len(parts) != 4:
         return False
     version, trace, parent, flags = parts
-    hexn = lambda s, n: len(s) == n and bool(_HEX.fullmatch(s))  # noqa: E731
+
+    def hexn(s: str, n: int) -> bool:
+        return len(s) == n and bool(_HEX.fullmatch(s))
+
     return (
         hexn(version, 2)
         and version != "ff"
@@ -320,7 +342,7 @@ class Event:
     traceparent: str | None = None
     event_id: str = field(default="")
 
-    def checked(self) -> "Event":
+    def checked(self) -> Event:
         for name, value in (("eventType", self.event_type), ("aggregateType", self.aggregate_type)):
             if not _NAME.fullmatch(value):
                 raise InvalidEvent(f"{name} must be 1 to 128 characters of letters, digits, '.', '_' or '-'")
@@ -328,6 +350,7 @@ class Event:
             raise InvalidEvent("aggregateId must be 1 to 256 bytes")
         if self.traceparent is not None and not is_valid_traceparent(self.traceparent):
             raise InvalidEvent("traceparent is not a W3C traceparent value")
+
         def integer(v: Any, top: int) -> bool:
             return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= top
 
@@ -362,7 +385,7 @@ def _number_size(n: str) -> int:
 
 
 def _value_size(value: Mapping[str, Any]) -> int:
-    (kind, v), = value.items()
+    ((kind, v),) = value.items()
     if kind == "S":
         return len(v.encode())
     if kind == "N":

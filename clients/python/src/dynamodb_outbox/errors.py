@@ -50,9 +50,7 @@ class ItemTooLarge(OutboxError):
     code = "ItemTooLarge"
 
     def __init__(self, event_id: str, size: int, limit: int) -> None:
-        super().__init__(
-            f"outbox item for event {event_id} would be {size} bytes; the DynamoDB limit is {limit} bytes"
-        )
+        super().__init__(f"outbox item for event {event_id} would be {size} bytes; the DynamoDB limit is {limit} bytes")
         self.event_id, self.size, self.limit = event_id, size, limit
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from . import errors
 from ._contract import (
@@ -46,7 +47,7 @@ class OutboxSettings:
             raise errors.InvalidSettings(f"OUTBOX_SHARDS={self.shards} is invalid: 1 to 256")
 
     @classmethod
-    def from_variables(cls, table: str, variables: Mapping[str, str]) -> "OutboxSettings":
+    def from_variables(cls, table: str, variables: Mapping[str, str]) -> OutboxSettings:
         """The settings a stack's variables give (``OUTBOX_SHARDS``, the
         sink's, the key names, the home region), read as its functions read
         them."""
@@ -70,7 +71,7 @@ class OutboxSettings:
         stack: str | None = None,
         partition_key: str = "PK",
         sort_key: str = "SK",
-    ) -> "OutboxSettings":
+    ) -> OutboxSettings:
         """Reads the settings of the outbox stack publishing from ``table``
         in ``region`` (default: the client's) from the records its functions
         write (``OUTBOX_SETTINGS`` / ``STACK#<region>#<stack>#<function>``;
@@ -105,7 +106,7 @@ def _record(item: Mapping[str, Any], sort_key: str) -> dict[str, Any] | None:
     if not sk.startswith(STACK_SETTINGS_PREFIX):
         return None
     variables = {k: v["S"] for k, v in item.get("variables", {}).get("M", {}).items() if "S" in v}
-    parts = sk[len(STACK_SETTINGS_PREFIX):].split("#", 2)
+    parts = sk[len(STACK_SETTINGS_PREFIX) :].split("#", 2)
     if len(parts) == 3:
         region, stack, function = parts
     elif len(parts) == 2:
@@ -125,14 +126,17 @@ def _record(item: Mapping[str, Any], sort_key: str) -> dict[str, Any] | None:
 def _choose(records: list[dict[str, Any]], region: str, wanted: str | None, table: str) -> dict[str, Any]:
     if not records:
         raise errors.StackSettingsError(
-            f"{table}: no outbox stack recorded its settings in the table (its publisher and sweeper record them when they start: have they run?)"
+            f"{table}: no outbox stack recorded its settings in the table"
+            " (its publisher and sweeper record them when they start: have they run?)"
         )
     here = [r for r in records if r["region"] == region]
     if not here:
         found = ", ".join(sorted({r["region"] for r in records}))
-        raise errors.StackSettingsError(f"{table}: the table holds the settings of outbox stacks in {found} but none in {region}")
+        raise errors.StackSettingsError(
+            f"{table}: the table holds the settings of outbox stacks in {found} but none in {region}"
+        )
     best: dict[str, dict[str, Any]] = {}
-    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    epoch = datetime.min.replace(tzinfo=UTC)
     for r in here:  # per stack: the sweeper's, the latest
         rank = (r["function"] == "sweeper", r["at"] or epoch)
         b = best.get(r["stack"])
@@ -141,17 +145,19 @@ def _choose(records: list[dict[str, Any]], region: str, wanted: str | None, tabl
     if wanted is not None:
         if wanted not in best:
             raise errors.StackSettingsError(
-                f"{table}: no outbox stack named {wanted!r} recorded its settings in {region} (recorded: {', '.join(sorted(best))})"
+                f"{table}: no outbox stack named {wanted!r} recorded its settings in {region}"
+                f" (recorded: {', '.join(sorted(best))})"
             )
         return best[wanted]
     if len(best) == 1:
         return next(iter(best.values()))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     live = [r for r in best.values() if r["at"] and now - r["at"] < _live_within(r["variables"])]
     if len(live) == 1:
         return live[0]
     raise errors.StackSettingsError(
-        f"{table}: {len(best)} outbox stacks recorded their settings in {region}: {', '.join(sorted(best))}; name one (stack=)"
+        f"{table}: {len(best)} outbox stacks recorded their settings in {region}:"
+        f" {', '.join(sorted(best))}; name one (stack=)"
     )
 
 
@@ -204,16 +210,16 @@ class OutboxTransaction:
         self._token: str | None = None
         self.event_ids: list[str] = []
 
-    def put(self, label: str, put: Mapping[str, Any]) -> "OutboxTransaction":
+    def put(self, label: str, put: Mapping[str, Any]) -> OutboxTransaction:
         return self._add(label, "Put", put)
 
-    def update(self, label: str, update: Mapping[str, Any]) -> "OutboxTransaction":
+    def update(self, label: str, update: Mapping[str, Any]) -> OutboxTransaction:
         return self._add(label, "Update", update)
 
-    def condition_check(self, label: str, check: Mapping[str, Any]) -> "OutboxTransaction":
+    def condition_check(self, label: str, check: Mapping[str, Any]) -> OutboxTransaction:
         return self._add(label, "ConditionCheck", check)
 
-    def delete(self, label: str, delete: Mapping[str, Any]) -> "OutboxTransaction":
+    def delete(self, label: str, delete: Mapping[str, Any]) -> OutboxTransaction:
         return self._add(label, "Delete", delete)
 
     def event(
@@ -227,14 +233,14 @@ class OutboxTransaction:
         *,
         schema_version: int = 1,
         traceparent: str | None = None,
-    ) -> "OutboxTransaction":
+    ) -> OutboxTransaction:
         """Adds an outbox event, stored in the item collection ``pk`` (the
         aggregate's partition key) as ``<prefix><event id>``; its label is
         ``event:<event id>``."""
         ev = Event(event_type, aggregate_type, aggregate_id, aggregate_version, payload, schema_version, traceparent)
         return self._event(pk, ev, self._ids.next())
 
-    def _event(self, pk: str, ev: Event, event_id: str) -> "OutboxTransaction":
+    def _event(self, pk: str, ev: Event, event_id: str) -> OutboxTransaction:
         ev = Event(**{**ev.__dict__, "event_id": event_id})
         s = self.settings
         try:
@@ -251,7 +257,7 @@ class OutboxTransaction:
         self.event_ids.append(event_id)
         return self._add(f"event:{event_id}", "Put", put)
 
-    def idempotency_token(self, token: str) -> "OutboxTransaction":
+    def idempotency_token(self, token: str) -> OutboxTransaction:
         """Makes the call idempotent for ten minutes (``ClientRequestToken``)."""
         if not 1 <= len(token) <= 36:
             self._error = self._error or errors.InvalidToken("idempotency token must be 1 to 36 characters")
@@ -262,23 +268,23 @@ class OutboxTransaction:
     def __len__(self) -> int:
         return len(self._actions)
 
-    def _add(self, label: str, kind: str, action: Mapping[str, Any]) -> "OutboxTransaction":
-        action = copy.deepcopy(dict(action))
-        action.setdefault("ReturnValuesOnConditionCheckFailure", "ALL_OLD")
-        target = action.get("Item") if kind == "Put" else action.get("Key")
+    def _add(self, label: str, kind: str, action: Mapping[str, Any]) -> OutboxTransaction:
+        copied: dict[str, Any] = dict(copy.deepcopy(action))
+        copied.setdefault("ReturnValuesOnConditionCheckFailure", "ALL_OLD")
+        target = copied.get("Item") if kind == "Put" else copied.get("Key")
         target = target or {}
         identity = None
         key_names = (self.settings.keys.partition_key, self.settings.keys.sort_key)
         if all(n in target for n in key_names):
-            identity = action.get("TableName", "") + "".join("\0" + repr(target[n]) for n in key_names)
-        values = action.get("ExpressionAttributeValues") or {}
+            identity = copied.get("TableName", "") + "".join("\0" + repr(target[n]) for n in key_names)
+        values = copied.get("ExpressionAttributeValues") or {}
         size = (
             item_size(target)
-            + len(action.get("UpdateExpression", "").encode())
-            + len(action.get("ConditionExpression", "").encode())
+            + len(copied.get("UpdateExpression", "").encode())
+            + len(copied.get("ConditionExpression", "").encode())
             + item_size(values)
         )
-        self._actions.append(_Action(label, {kind: action}, identity, size))
+        self._actions.append(_Action(label, {kind: copied}, identity, size))
         return self
 
     def build(self) -> list[dict[str, Any]]:
@@ -336,4 +342,3 @@ class OutboxTransaction:
                 return errors.Rejected(code, r.get("Message", ""))
         message = response.get("Error", {}).get("Message", "")
         return errors.Rejected("TransactionCanceled", message)
-

@@ -219,7 +219,9 @@ async fn events_written_by_typescript_are_published_swept_and_dead_lettered() {
         "{items:?}"
     );
 
-    // Stranded: written after the stream was read; swept late.
+    // Stranded: written after the stream was read; swept late. The one
+    // override: STRANDED_AFTER_SECONDS=0 instead of the template's day, so
+    // that this sweep takes an item written a second ago.
     write_order_ts(&rig, &["create", "ts-c"]);
     let sweeper = rig.function("sweeper", "strict", &[("STRANDED_AFTER_SECONDS", "0")]);
     tokio::time::sleep(Duration::from_millis(1_100)).await;

@@ -441,12 +441,14 @@ impl InboxTransaction {
     /// one (read from `ALL_OLD`) → [`EventOutcome::Stale`]; anything else,
     /// including a guarded action's own condition failing on an older
     /// item → [`InboxError::ConditionFailed`] with the items as they were.
+    /// `table` is the SDK client, or any other
+    /// [`ItemTable`](outbox_core::table::ItemTable) (`MemoryTable` in unit tests).
     pub async fn commit(
         self,
-        client: &aws_sdk_dynamodb::Client,
+        table: &impl outbox_core::table::ItemTable,
     ) -> Result<EventOutcome, InboxError> {
         let guarded = self.guarded;
-        match self.tx.send(client).await {
+        match self.tx.send(table).await {
             Ok(_) => Ok(EventOutcome::Applied),
             Err(TransactionError::ConditionFailed(failed)) => {
                 classify(failed, &guarded, &self.version_attribute)

@@ -27,6 +27,9 @@
 //!   `TransactWriteItems` of the caller's actions plus outbox events, limits
 //!   checked first, typed cancellation reasons (the writer's and the inbox's
 //!   builder).
+//! - [`table`]: [`table::ItemTable`], the writer's port to DynamoDB (one
+//!   consistent `GetItem`, one `TransactWriteItems`), the SDK client as its
+//!   adapter, and `MemoryTable` (feature `testing`) for unit tests.
 
 pub mod codes;
 #[cfg(feature = "schema")]
@@ -36,6 +39,7 @@ mod error;
 mod item;
 pub mod keys;
 pub mod size;
+pub mod table;
 pub mod transaction;
 
 pub use envelope::{

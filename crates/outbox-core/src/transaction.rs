@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use crate::size::{self, MAX_TRANSACTION_ACTIONS, MAX_TRANSACTION_BYTES};
+use crate::table::ItemTable;
 use crate::{EventEnvelope, OutboxError, OutboxItem};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
@@ -355,18 +356,11 @@ impl OutboxTransaction {
         Ok(self.actions.iter().map(|a| a.item.clone()).collect())
     }
 
-    /// Sends the transaction: one `TransactWriteItems` call.
-    pub async fn send(
-        self,
-        client: &aws_sdk_dynamodb::Client,
-    ) -> Result<Committed, TransactionError> {
+    /// Sends the transaction: one `TransactWriteItems` call, through the
+    /// SDK client or any other [`ItemTable`].
+    pub async fn send(self, table: &impl ItemTable) -> Result<Committed, TransactionError> {
         let items = self.build()?;
-        let result = client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .set_client_request_token(self.token.clone())
-            .send()
-            .await;
+        let result = table.transact_write(items, self.token.clone()).await;
         match result {
             Ok(_) => Ok(Committed {
                 event_ids: self.event_ids,

@@ -45,6 +45,7 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use inbox::{EventOutcome, Inbox, InboxError};
 use lambda_runtime::{Error, LambdaEvent};
 use model::{OrderState, Stored};
+use outbox_core::table::ItemTable;
 use outbox_core::EventEnvelope;
 use outbox_engine::Deadline;
 use outbox_runtime::Unit;
@@ -106,18 +107,19 @@ pub struct Projected {
     pub occurred_at: OffsetDateTime,
 }
 
-/// The projector's dependencies: the DynamoDB client and the inbox
-/// settings (whose table is the read model's).
+/// The projector's dependencies: the table it writes through (the SDK
+/// client, or `MemoryTable` in unit tests) and the inbox settings (whose
+/// table is the read model's).
 #[derive(Debug, Clone)]
-pub struct Projector {
-    client: aws_sdk_dynamodb::Client,
+pub struct Projector<T = aws_sdk_dynamodb::Client> {
+    table: T,
     inbox: Inbox,
 }
 
-impl Projector {
-    /// A projector writing through `client` with `inbox`.
-    pub fn new(client: aws_sdk_dynamodb::Client, inbox: Inbox) -> Self {
-        Self { client, inbox }
+impl<T: ItemTable> Projector<T> {
+    /// A projector writing through `table` with `inbox`.
+    pub fn new(table: T, inbox: Inbox) -> Self {
+        Self { table, inbox }
     }
 
     /// Applies one SQS message body.
@@ -179,7 +181,7 @@ impl Projector {
             if let Some(update) = model::summary_update(table, &order, stored).map_err(build)? {
                 tx = tx.update("summary", update);
             }
-            match tx.commit(&self.client).await {
+            match tx.commit(&self.table).await {
                 Ok(outcome) => return Ok(outcome),
                 Err(e) => {
                     // Only the row's condition failed: its old item (ALL_OLD)
@@ -268,7 +270,7 @@ pub fn emf(counts: &Counts, lag: Option<time::Duration>) -> String {
 /// Applies a batch before `deadline` and names the messages to retry. The
 /// EMF line is printed; the counts are returned for tests.
 pub async fn project_batch(
-    projector: &Projector,
+    projector: &Projector<impl ItemTable>,
     event: &SqsEvent,
     deadline: &Deadline,
 ) -> (SqsBatchResponse, Counts) {
@@ -316,7 +318,7 @@ pub async fn project_batch(
 /// The Lambda handler: a batch in, the messages to retry out. A message
 /// without an id cannot be reported alone, so the whole batch fails then.
 pub async fn handler(
-    projector: &Projector,
+    projector: &Projector<impl ItemTable>,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let deadline = Deadline::from_epoch_millis(event.context.deadline, DEADLINE_MARGIN);
@@ -348,5 +350,126 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod memory_tests {
+    //! The projector's logic on the in-memory table: in order, out of
+    //! order and redelivered events give one row and one summary.
+    //! (`tests/projector.rs` runs it on DynamoDB Local and SQS.)
+
+    use super::*;
+    use outbox_core::keys::{ItemKey, KeySchema};
+    use outbox_core::table::MemoryTable;
+
+    const TABLE: &str = "read-model";
+
+    fn projector() -> Projector<MemoryTable> {
+        let inbox = Inbox::new(TABLE, 7 * 86_400).expect("inbox settings");
+        Projector::new(MemoryTable::new(KeySchema::default()), inbox)
+    }
+
+    fn body(envelope: &EventEnvelope) -> String {
+        serde_json::json!({
+            "version": "0",
+            "id": "00000000-0000-0000-0000-000000000000",
+            "detail-type": envelope.event_type,
+            "source": "orders.service",
+            "account": "123456789012",
+            "time": "2026-12-07T12:00:00Z",
+            "region": "us-east-1",
+            "resources": [],
+            "detail": envelope,
+        })
+        .to_string()
+    }
+
+    fn event(event_type: &str, version: u64, status: &str) -> EventEnvelope {
+        let payload = serde_json::json!({
+            "orderId": "o-1", "customerId": "c-1", "status": status,
+            "currency": "EUR", "totalCents": 300,
+        });
+        EventEnvelope::new(event_type, "Order", "o-1", version, payload).expect("an envelope")
+    }
+
+    fn number(projector: &Projector<MemoryTable>, sk: &str, attribute: &str) -> Option<String> {
+        let item = projector
+            .table
+            .item(TABLE, &ItemKey::new("CUSTOMER#c-1", sk))?;
+        item.get(attribute)
+            .and_then(|v| v.as_n().or_else(|_| v.as_s()).ok())
+            .cloned()
+    }
+
+    async fn outcome(projector: &Projector<MemoryTable>, envelope: &EventEnvelope) -> EventOutcome {
+        projector
+            .project(&body(envelope))
+            .await
+            .expect("projected")
+            .outcome
+    }
+
+    #[tokio::test]
+    async fn redelivered_and_out_of_order_events_leave_one_row_and_one_summary() {
+        let created = event(model::ORDER_CREATED, 1, "PENDING");
+        let paid = event(model::ORDER_PAID, 2, "PAID");
+        for order in [[&created, &paid], [&paid, &created]] {
+            let projector = projector();
+            let first = outcome(&projector, order[0]).await;
+            let second = outcome(&projector, order[1]).await;
+            let expected = if order[0].event_type == model::ORDER_CREATED {
+                [EventOutcome::Applied, EventOutcome::Applied]
+            } else {
+                [EventOutcome::Applied, EventOutcome::Stale]
+            };
+            assert_eq!([first, second], expected);
+            // A redelivery of an applied event is a duplicate; a stale one
+            // wrote nothing, so it is stale again.
+            for (envelope, was) in order.iter().zip(expected) {
+                let again = if was == EventOutcome::Applied {
+                    EventOutcome::Duplicate
+                } else {
+                    was
+                };
+                assert_eq!(outcome(&projector, envelope).await, again);
+            }
+            assert_eq!(
+                number(&projector, "ORDER#o-1", "status").as_deref(),
+                Some("PAID")
+            );
+            assert_eq!(
+                number(&projector, "ORDER#o-1", "version").as_deref(),
+                Some("2")
+            );
+            let summary: Vec<Option<String>> = ["orders", "paidOrders", "paidCents"]
+                .iter()
+                .map(|a| number(&projector, "SUMMARY", a))
+                .collect();
+            assert_eq!(
+                summary,
+                [
+                    Some("1".to_owned()),
+                    Some("1".to_owned()),
+                    Some("300".to_owned())
+                ],
+                "each event counted once, whatever the order"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_conflict_is_reported_for_retry_and_other_versions_are_ignored() {
+        let projector = projector();
+        projector.table.cancel_next("TransactionConflict");
+        let error = projector
+            .project(&body(&event(model::ORDER_CREATED, 1, "PENDING")))
+            .await
+            .expect_err("cancelled");
+        assert!(error.is_retryable(), "{error:?}");
+        let mut v2 = event(model::ORDER_CREATED, 1, "PENDING");
+        v2.schema_version = 2;
+        assert_eq!(outcome(&projector, &v2).await, EventOutcome::Ignored);
+        assert!(projector.table.items(TABLE).is_empty());
     }
 }

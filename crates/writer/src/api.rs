@@ -29,6 +29,7 @@ use crate::caller::Caller;
 use crate::idempotency::IdempotencyKey;
 use crate::orders::{CreateOrderRequest, NewOrder, Order, PaymentRequest};
 use crate::service::{OrderError, OrderService, Reply};
+use outbox_core::table::ItemTable;
 
 /// The environment variable naming the caller of requests that carry no
 /// principal. For local runs only: the template never sets it.
@@ -233,14 +234,14 @@ fn key_reused() -> ApiError {
 /// The orders API: the service, and who a request without a principal is
 /// (nobody, unless set for a local run).
 #[derive(Debug, Clone)]
-pub struct Api {
-    service: OrderService,
+pub struct Api<T = aws_sdk_dynamodb::Client> {
+    service: OrderService<T>,
     local_caller: Option<Caller>,
 }
 
-impl Api {
+impl<T: ItemTable> Api<T> {
     /// An API that answers 401 to every request without a principal.
-    pub fn new(service: OrderService) -> Self {
+    pub fn new(service: OrderService<T>) -> Self {
         Self {
             service,
             local_caller: None,
@@ -255,7 +256,7 @@ impl Api {
 
     /// [`Api::new`], with the local caller of `WRITER_LOCAL_CALLER` when it
     /// is set (an empty or invalid value is an error, not a silent 401).
-    pub fn from_env(service: OrderService) -> Result<Self, String> {
+    pub fn from_env(service: OrderService<T>) -> Result<Self, String> {
         match std::env::var(LOCAL_CALLER_ENV) {
             Err(_) => Ok(Self::new(service)),
             Ok(name) => {
@@ -357,7 +358,7 @@ enum Route<'a> {
 }
 
 async fn create(
-    service: &OrderService,
+    service: &OrderService<impl ItemTable>,
     caller: &Caller,
     request: &Request,
     traceparent: Option<&str>,
@@ -373,7 +374,7 @@ async fn create(
 }
 
 async fn pay(
-    service: &OrderService,
+    service: &OrderService<impl ItemTable>,
     caller: &Caller,
     request: &Request,
     id: &str,
@@ -390,7 +391,7 @@ async fn pay(
 }
 
 async fn get(
-    service: &OrderService,
+    service: &OrderService<impl ItemTable>,
     caller: &Caller,
     id: &str,
 ) -> Result<Response<Body>, ApiError> {

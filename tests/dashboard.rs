@@ -99,6 +99,7 @@ fn emitted() -> HashSet<(String, String)> {
     // A count the publisher emits only when it is not zero: each is one.
     let published = publisher::Report {
         skipped: 1,
+        repaired: 1,
         unhandled: 1,
         relayed: outbox_engine::RelayReport {
             published: 1,
@@ -122,21 +123,21 @@ fn emitted() -> HashSet<(String, String)> {
     for document in documents {
         let doc: Value = serde_json::from_str(&document).expect("EMF JSON");
         let function = doc["Function"].as_str().expect("Function").to_owned();
-        assert_eq!(
-            doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
-            serde_json::json!([EMF_DIMENSIONS]),
-            "{document}"
-        );
+        if doc.get("_aws").is_some() {
+            assert_eq!(
+                doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+                serde_json::json!([EMF_DIMENSIONS]),
+                "{document}"
+            );
+        }
         // This process's STACK_NAME (unset here: the documented fallback).
         assert_eq!(doc["Stack"], outbox_runtime::stack_name(), "{document}");
-        for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-            .as_array()
-            .expect("metrics")
-        {
-            names.insert((
-                function.clone(),
-                metric["Name"].as_str().unwrap().to_owned(),
-            ));
+        // Every value of the document: a metric with DetailedMetrics, and
+        // the core ones (`first_row_reads_the_default_metrics`) always.
+        for name in doc.as_object().expect("an object").keys() {
+            if !["_aws", "level", "timestamp", "Stack", "Function"].contains(&name.as_str()) {
+                names.insert((function.clone(), name.clone()));
+            }
         }
     }
     names
@@ -248,5 +249,53 @@ fn stack_placeholders_are_the_functions_stack_name() {
         );
         read += 1;
     }
-    assert_eq!(read, 6, "the widgets with outbox metrics");
+    assert_eq!(read, 7, "the widgets with outbox metrics");
+}
+
+/// With `DetailedMetrics` at its default the functions declare only
+/// `CORE_METRICS`: the dashboard's first row reads those (and AWS's own
+/// metrics) alone, so it is never empty on a lean stack; the widgets that
+/// read others say so in their title. Every alarm on an outbox metric
+/// reads a core one.
+#[test]
+fn first_row_reads_the_default_metrics() {
+    let widgets = widgets();
+    let (first, rest): (Vec<Value>, Vec<Value>) = widgets
+        .into_iter()
+        .partition(|w| w["y"].as_u64() == Some(0));
+    assert_eq!(first.len(), 2, "{first:#?}");
+    for (_, metric, _) in named(&first)
+        .into_iter()
+        .filter(|(namespace, _, _)| namespace == "DynamoDbOutbox")
+    {
+        assert!(
+            outbox_runtime::CORE_METRICS.contains(&metric.as_str()),
+            "{metric} on the first row is not a core metric"
+        );
+    }
+    for widget in &rest {
+        let detailed = named(std::slice::from_ref(widget))
+            .into_iter()
+            .any(|(n, m, _)| {
+                n == "DynamoDbOutbox" && !outbox_runtime::CORE_METRICS.contains(&m.as_str())
+            });
+        let title = widget["properties"]["title"].as_str().unwrap_or("");
+        assert!(
+            !detailed || title.contains("DetailedMetrics"),
+            "{title}: reads detailed metrics without saying so"
+        );
+    }
+    let template = template();
+    for (name, alarm) in template["Resources"].as_mapping().expect("resources") {
+        let p = &alarm["Properties"];
+        if p["Namespace"].as_str() == Some("DynamoDbOutbox")
+            && name.as_str() != Some("CommitToPublishLatencyAlarm")
+        {
+            let metric = p["MetricName"].as_str().expect("MetricName");
+            assert!(
+                outbox_runtime::CORE_METRICS.contains(&metric),
+                "{name:?} reads {metric}, which is not declared by default"
+            );
+        }
+    }
 }

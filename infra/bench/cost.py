@@ -16,8 +16,16 @@ infra/outbox.yaml at their defaults, the custom metrics counted in the
 functions' sources (the metric names each one emits), and the X-Ray traces
 of the scheduled sweeps.
 
+With DetailedMetrics at its default (false) the functions declare only the
+core metrics (CORE_METRICS in crates/runtime/src/metrics.rs) to CloudWatch;
+the options (DetailedMetrics, Dashboard, strict ordering) are priced after
+the table.
+
 usage: cost.py BENCH_DIR PRICES_JSON
        cost.py --fixed PRICES_JSON     (the fixed monthly cost alone; no bench run needed)
+       cost.py --check-fixed PAGE PRICES_JSON
+                                       (PAGE's fixed-cost block is this output, and the
+                                       reusable stack's total is within IDLE_BUDGET)
 """
 import json
 import math
@@ -28,6 +36,9 @@ import sys
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The reusable stack's fixed monthly cost at its defaults must stay within
+# this (#64): what a stack costs before its first event.
+IDLE_BUDGET = 3.00
 ORDERS = 1_000_000
 EVENTS = 2 * ORDERS
 KB = 1024
@@ -206,6 +217,16 @@ def emitted_metrics():
     return names, max(1, sets)
 
 
+def core_metrics():
+    """CORE_METRICS of crates/runtime/src/metrics.rs: the metrics declared
+    to CloudWatch unless DETAILED_METRICS is true."""
+    text = (ROOT / "crates/runtime/src/metrics.rs").read_text()
+    m = re.search(r"pub const CORE_METRICS: \[&str; \d+\] = \[(.*?)\];", text, re.S)
+    if not m:
+        refuse("no CORE_METRICS in crates/runtime/src/metrics.rs")
+    return re.findall(r'"(\w+)"', m.group(1))
+
+
 def rate_seconds(expression):
     m = re.fullmatch(r"rate\((\d+) (minute|hour|day)s?\)", expression.strip())
     if not m:
@@ -224,8 +245,22 @@ def fixed_cost(prices, show=True):
     dashboards = {t: len(resources_at_defaults(t, kind_dash)) for t in (example, reusable)}
     keys = {t: len(resources_at_defaults(t, kind_key)) for t in (example, reusable)}
     names, dimension_sets = emitted_metrics()
-    metrics_example = sum(len(v) for v in names.values()) * dimension_sets
-    metrics_reusable = sum(len(v) for f, v in names.items() if f != "projector") * dimension_sets
+    core = core_metrics()
+    tpl = template(reusable)
+    detailed = condition_holds(tpl, "DeclaresDetailedMetrics")
+    strict = condition_holds(tpl, "MayBeStrict")
+
+    def declared(function, every=detailed, strict=strict):
+        """The metric names `function` declares at these settings."""
+        return [n for n in names[function]
+                if (every or n in core) and (strict or n != "ParkedAggregates")]
+
+    def count(functions, **settings):
+        return sum(len(declared(f, **settings)) for f in functions) * dimension_sets
+
+    outbox_functions = [f for f in names if f != "projector"]
+    metrics_example = count(names)
+    metrics_reusable = count(outbox_functions)
     schedule = template(reusable)["Parameters"]["SweepSchedule"]["Default"]
     tracing = template(reusable)["Parameters"]["Tracing"]["Default"]
     sweeps = a["hours_per_month"] * 3600 / rate_seconds(schedule)
@@ -237,10 +272,11 @@ def fixed_cost(prices, show=True):
         ("CloudWatch dashboard", dashboards[example] + dashboards[reusable], dashboards[reusable],
          cw["dashboard_month"], f"{reusable}"),
         ("CloudWatch custom metrics (EMF)", metrics_example, metrics_reusable, cw["custom_metric_month"],
-         "the metric names the functions emit, counted in their sources ("
-         + ", ".join(f"{f} {len(v)}" for f, v in names.items())
-         + f"), each under {dimension_sets} dimension set(s); at most: the sweeper's ParkedAggregates "
-           "needs strict ordering, the projector's need the EventBridge sink"),
+         "the metric names the functions declare at DetailedMetrics "
+         + ("true" if detailed else "false (CORE_METRICS, crates/runtime/src/metrics.rs)")
+         + " (" + ", ".join(f"{f} {len(declared(f))} of {len(v)}" for f, v in names.items())
+         + f"), each under {dimension_sets} dimension set(s); at most: a count is sent only when "
+           "not zero, the projector's need the EventBridge sink"),
         ("KMS key (the alarm topic's)", keys[example] + keys[reusable], keys[reusable],
          prices["kms"]["key_month"],
          f"${prices['kms']['rotation_month']:,.2f} a month more after each of its first two yearly rotations"),
@@ -262,15 +298,52 @@ def fixed_cost(prices, show=True):
         say(f"| {name} | {n_example:,.0f} | ${n_example * price:,.2f} | {n_reusable:,.0f} | "
               f"${n_reusable * price:,.2f} | {how} |")
     say(f"| **total** | | **${totals[0]:,.2f}** | | **${totals[1]:,.2f}** | |")
+    metric, alarm = cw["custom_metric_month"], cw["alarm_metric_month"]
+    more_metrics = count(outbox_functions, every=True) - metrics_reusable
+    strict_metrics = count(outbox_functions, strict=True) - metrics_reusable
+    say("\nEach option's price a month on the reusable stack, on top of that total:\n")
+    say("| option | adds | per month |")
+    say("|---|---|---|")
+    say(f"| `DetailedMetrics=true` (or a `CommitToPublishAlarmMilliseconds` above 0, whose alarm reads one) "
+        f"| {more_metrics} custom metrics | ${more_metrics * metric:,.2f} |")
+    say(f"| `Dashboard=true` | 1 dashboard | ${cw['dashboard_month']:,.2f} |")
+    say(f"| strict ordering (`Ordering=strict`, or an SNS topic at `auto`) | {strict_metrics} custom metric "
+        f"and 1 alarm (ParkedAggregates) | ${strict_metrics * metric + alarm:,.2f} |")
+    say(f"| `CommitToPublishAlarmMilliseconds` above 0 | 1 alarm | ${alarm:,.2f} |")
     say("\nNot counted: the SQS mappings' pollers (Lambda's empty long polls are SQS requests), "
         "the scheduled sweeps' Lambda time and index queries (docs/performance.md, sweep cost), "
         "and storage by the GB (the tables, their point-in-time recovery, the logs).")
-    return totals[0]
+    return totals
+
+
+def check_fixed(page, prices):
+    """PAGE's `fixed-cost` block is what `--fixed` prints, and the reusable
+    stack's total is within IDLE_BUDGET."""
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        totals = fixed_cost(prices)
+    text = (ROOT / page).read_text()
+    m = re.search(r"<!-- fixed-cost:start -->\n(.*?)<!-- fixed-cost:end -->", text, re.S)
+    if not m:
+        sys.exit(f"cost.py: {page} has no fixed-cost block")
+    if m.group(1).strip() != out.getvalue().strip():
+        sys.exit(f"cost.py: {page}'s fixed-cost block is stale; paste the output of "
+                 "`infra/bench/cost.py --fixed infra/bench/prices.json` between its markers")
+    if totals[1] > IDLE_BUDGET + 1e-9:
+        sys.exit(f"cost.py: the reusable stack costs ${totals[1]:,.2f} a month idle, "
+                 f"over the ${IDLE_BUDGET:,.2f} budget")
+    print(f"cost.py: {page}'s fixed cost is current; the reusable stack idles at ${totals[1]:,.2f} "
+          f"(budget ${IDLE_BUDGET:,.2f})")
 
 
 def main():
     if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
         print(__doc__)
+        return
+    if len(sys.argv) == 4 and sys.argv[1] == "--check-fixed":
+        check_fixed(sys.argv[2], json.loads(pathlib.Path(sys.argv[3]).read_text()))
         return
     if len(sys.argv) == 3 and sys.argv[1] == "--fixed":
         fixed_cost(json.loads(pathlib.Path(sys.argv[2]).read_text()))
@@ -445,7 +518,7 @@ def main():
         if "Price of recovery" not in name and "metric documents" not in name and ours > pipe + 0.005:
             refuse(f"{name}: ours ${ours:,.2f} above Pipes' ${pipe:,.2f}, and not the price of recovery")
     totals = [sum(r[i] for r in rows) for i in (1, 2, 3)]
-    fixed = fixed_cost(prices, show=False)
+    fixed = fixed_cost(prices, show=False)[0]
 
     print(f"One million orders created and paid: {EVENTS:,} events. {prices['region']}, list prices as of "
           f"{prices['as_of']} (infra/bench/prices.json), Lambda on {lam['architecture']}, "

@@ -173,14 +173,16 @@ impl LambdaFunction {
         UNIX_EPOCH + Duration::from_millis(self.last_deadline_ms.load(Ordering::SeqCst))
     }
 
-    /// The EMF documents its processes printed so far that Lambda's
-    /// log-level filter lets through at the function's level (what
-    /// CloudWatch would turn into metrics).
+    /// The metric documents its processes printed so far that Lambda's
+    /// log-level filter lets through at the function's level: each with
+    /// its `Stack` and `Function` and every count as a field; the metrics
+    /// it declares (what CloudWatch turns into metrics) under `_aws`, absent
+    /// when it declares none (`DetailedMetrics=false` and no core metric).
     pub fn emf(&self) -> Vec<serde_json::Value> {
         self.delivered_lines()
             .iter()
-            .filter(|l| l.contains("\"_aws\""))
-            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|d| d["Stack"].is_string() && d["Function"].is_string())
             .collect()
     }
 

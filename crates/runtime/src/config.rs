@@ -106,10 +106,12 @@ const BEFORE_KEYS: [&str; 16] = [
 ];
 
 /// [`VARIABLES`] after the key schema's.
-const AFTER_KEYS: [&str; 7] = [
+const AFTER_KEYS: [&str; 8] = [
     "HOME_REGION_RULE",
     "HOME_REGION",
     "STACK_NAME",
+    // Which metrics the documents declare (crate::metrics::CORE_METRICS).
+    "DETAILED_METRICS",
     // The CloudFormation stack's id: a stack renamed (`NamePrefix`) is
     // still the same stack to the one-stack-per-table check.
     "STACK_ID",
@@ -288,6 +290,17 @@ impl Config {
                 return Err(invalid("ORDERING", other, "expected `strict` or `relaxed`"))
             }
         };
+        // Read by the metrics themselves (once a process); refused here, at
+        // cold start, rather than read as `false`.
+        if let Err(value) =
+            crate::metrics::Declared::parse(lookup(crate::metrics::DETAILED_METRICS_VAR).as_deref())
+        {
+            return Err(invalid(
+                crate::metrics::DETAILED_METRICS_VAR,
+                &value,
+                "expected `true` or `false`",
+            ));
+        }
         Ok(Self {
             keys: outbox_core::keys::KeySchema::from_lookup(&lookup)?,
             table_name,

@@ -64,7 +64,8 @@ pub use config::{
 };
 pub use dynamo::{record_shard_count, DynamoStore};
 pub use metrics::{
-    emf_line, emf_lines, stack_name, Distribution, Unit, COMMIT_TO_PUBLISH, NAMESPACE,
+    emf_line, emf_lines, stack_name, Distribution, Unit, COMMIT_TO_PUBLISH, CORE_METRICS,
+    DETAILED_METRICS_VAR, NAMESPACE,
 };
 #[cfg(feature = "on-failure")]
 pub use on_failure::redrive_messages;

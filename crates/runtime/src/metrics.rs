@@ -75,10 +75,63 @@ fn stack_name_from(value: Option<String>) -> String {
         .unwrap_or_else(|| UNNAMED_STACK.to_owned())
 }
 
+/// The metrics CloudWatch is told about by default: those the templates'
+/// alarms read, and the dashboard's first row. Every other value stays in
+/// the document as a log field (CloudWatch Logs Insights reads it) and
+/// becomes a metric only with `DETAILED_METRICS=true` (the templates'
+/// `DetailedMetrics`): each metric name costs $0.30 a month a stack.
+pub const CORE_METRICS: [&str; 5] = [
+    "OldestPendingAgeSeconds",
+    "DeadLetterCount",
+    "KeysRepaired",
+    "ParkedAggregates",
+    "ProjectionLagSeconds",
+];
+
+/// The environment variable that turns on every metric (`true`) or leaves
+/// [`CORE_METRICS`] alone (`false`, unset or empty).
+pub const DETAILED_METRICS_VAR: &str = "DETAILED_METRICS";
+
+/// Which metrics the documents declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Declared {
+    /// [`CORE_METRICS`] only.
+    Core,
+    /// Every value.
+    All,
+}
+
+impl Declared {
+    /// `DETAILED_METRICS`'s value: `true`, or `false` when unset or empty.
+    pub(crate) fn parse(value: Option<&str>) -> Result<Self, String> {
+        match value.map(str::trim) {
+            None | Some("") | Some("false") => Ok(Self::Core),
+            Some("true") => Ok(Self::All),
+            Some(other) => Err(other.to_owned()),
+        }
+    }
+
+    fn declares(self, name: &str) -> bool {
+        self == Self::All || CORE_METRICS.contains(&name)
+    }
+}
+
+/// This process's [`Declared`], read once (an invalid value, which the
+/// functions' configuration refuses at cold start, counts as `false`).
+fn declared() -> Declared {
+    static DECLARED: OnceLock<Declared> = OnceLock::new();
+    *DECLARED.get_or_init(|| {
+        Declared::parse(std::env::var(DETAILED_METRICS_VAR).ok().as_deref())
+            .unwrap_or(Declared::Core)
+    })
+}
+
 /// Builds one EMF document of this process's stack ([`stack_name`]): all
-/// `metrics` under the dimensions `Stack` and `Function` = `function`.
+/// `metrics` under the dimensions `Stack` and `Function` = `function`,
+/// those this process declares ([`CORE_METRICS`] unless
+/// `DETAILED_METRICS=true`) as metrics, the others as log fields.
 pub fn emf_line(function: &str, metrics: &[(&str, f64, Unit)]) -> String {
-    emf_line_of(stack_name(), function, metrics)
+    emf_line_of(stack_name(), function, metrics, declared())
 }
 
 /// Per event published, milliseconds from its commit to the sink's
@@ -109,7 +162,7 @@ pub fn emf_lines(
     metrics: &[(&str, f64, Unit)],
     distribution: Distribution<'_>,
 ) -> Vec<String> {
-    emf_lines_of(stack_name(), function, metrics, distribution)
+    emf_lines_of(stack_name(), function, metrics, distribution, declared())
 }
 
 /// [`emf_lines`] for the stack named `stack`.
@@ -118,6 +171,7 @@ pub(crate) fn emf_lines_of(
     function: &str,
     metrics: &[(&str, f64, Unit)],
     distribution: Distribution<'_>,
+    declared: Declared,
 ) -> Vec<String> {
     let mut chunks = distribution.values.chunks(MAX_VALUES);
     let scalars = metrics
@@ -133,24 +187,30 @@ pub(crate) fn emf_lines_of(
             .collect(),
         None => scalars.collect(),
     };
-    let mut lines = vec![document(stack, function, &first)];
+    let mut lines = vec![document(stack, function, &first, declared)];
     for values in chunks {
         lines.push(document(
             stack,
             function,
             &[(distribution.name, json!(values), distribution.unit)],
+            declared,
         ));
     }
     lines
 }
 
 /// [`emf_line`] for the stack named `stack`.
-pub(crate) fn emf_line_of(stack: &str, function: &str, metrics: &[(&str, f64, Unit)]) -> String {
+pub(crate) fn emf_line_of(
+    stack: &str,
+    function: &str,
+    metrics: &[(&str, f64, Unit)],
+    declared: Declared,
+) -> String {
     let metrics: Vec<(&str, Value, Unit)> = metrics
         .iter()
         .map(|(name, value, unit)| (*name, json!(value), *unit))
         .collect();
-    document(stack, function, &metrics)
+    document(stack, function, &metrics, declared)
 }
 
 /// The level of the metric documents: the function's application log level
@@ -165,12 +225,20 @@ fn level_of(lambda_level: Option<&str>) -> &'static str {
 }
 
 /// One EMF document: `metrics` (a number or an array of numbers each)
-/// under the dimensions `Stack` and `Function`.
-fn document(stack: &str, function: &str, metrics: &[(&str, Value, Unit)]) -> String {
+/// under the dimensions `Stack` and `Function`, the `declared` ones as
+/// metrics. A document that declares none has no `_aws` member: a log line
+/// CloudWatch extracts nothing from.
+fn document(
+    stack: &str,
+    function: &str,
+    metrics: &[(&str, Value, Unit)],
+    declared: Declared,
+) -> String {
     let now = outbox_core::now_utc_millis();
     let timestamp = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
     let definitions: Vec<Value> = metrics
         .iter()
+        .filter(|(name, _, _)| declared.declares(name))
         .map(|(name, _, unit)| json!({"Name": name, "Unit": unit.as_str()}))
         .collect();
     let mut doc = Map::new();
@@ -181,17 +249,19 @@ fn document(stack: &str, function: &str, metrics: &[(&str, Value, Unit)]) -> Str
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default()),
     );
-    doc.insert(
-        "_aws".into(),
-        json!({
-            "Timestamp": timestamp,
-            "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE,
-                "Dimensions": [["Stack", "Function"]],
-                "Metrics": definitions,
-            }]
-        }),
-    );
+    if !definitions.is_empty() {
+        doc.insert(
+            "_aws".into(),
+            json!({
+                "Timestamp": timestamp,
+                "CloudWatchMetrics": [{
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [["Stack", "Function"]],
+                    "Metrics": definitions,
+                }]
+            }),
+        );
+    }
     doc.insert("Stack".into(), json!(stack));
     doc.insert("Function".into(), json!(function));
     for (name, value, _) in metrics {
@@ -213,6 +283,7 @@ mod tests {
                 ("PendingCount", 3.0, Unit::Count),
                 ("OldestPendingAgeSeconds", 12.5, Unit::Seconds),
             ],
+            Declared::All,
         );
         let v: Value = serde_json::from_str(&line).unwrap();
         let cw = &v["_aws"]["CloudWatchMetrics"][0];
@@ -232,7 +303,12 @@ mod tests {
         assert_eq!(level_of(Some("FATAL")), "FATAL");
         assert_eq!(level_of(None), "INFO");
         assert_eq!(level_of(Some("loud")), "INFO");
-        let line = emf_line_of("orders", "publisher", &[("Published", 1.0, Unit::Count)]);
+        let line = emf_line_of(
+            "orders",
+            "publisher",
+            &[("Published", 1.0, Unit::Count)],
+            Declared::All,
+        );
         let v: Value = serde_json::from_str(&line).unwrap();
         assert!(["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]
             .contains(&v["level"].as_str().unwrap()));
@@ -258,6 +334,7 @@ mod tests {
                 values: &values,
                 unit: Unit::Milliseconds,
             },
+            Declared::All,
         );
         assert_eq!(lines.len(), 3);
         let docs: Vec<Value> = lines
@@ -287,9 +364,51 @@ mod tests {
                 values: &[],
                 unit: Unit::Milliseconds,
             },
+            Declared::All,
         );
         assert_eq!(none.len(), 1);
         assert!(!none[0].contains("CommitToPublishLatency"));
+    }
+
+    #[test]
+    fn by_default_only_the_core_metrics_are_declared_and_every_value_stays() {
+        let line = emf_line_of(
+            "orders",
+            "sweeper",
+            &[
+                ("PendingCount", 3.0, Unit::Count),
+                ("OldestPendingAgeSeconds", 12.5, Unit::Seconds),
+            ],
+            Declared::Core,
+        );
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            json!([{"Name": "OldestPendingAgeSeconds", "Unit": "Seconds"}])
+        );
+        assert_eq!(v["PendingCount"], 3.0, "a log field still");
+        // Nothing to declare: a plain log line, no empty directive.
+        let line = emf_line_of(
+            "orders",
+            "publisher",
+            &[("Published", 1.0, Unit::Count)],
+            Declared::Core,
+        );
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert!(v.get("_aws").is_none(), "{v}");
+        assert_eq!(
+            (v["Published"].as_f64(), v["Function"].as_str()),
+            (Some(1.0), Some("publisher"))
+        );
+        for (value, parsed) in [
+            (None, Ok(Declared::Core)),
+            (Some(""), Ok(Declared::Core)),
+            (Some("false"), Ok(Declared::Core)),
+            (Some("true"), Ok(Declared::All)),
+            (Some("yes"), Err("yes".to_owned())),
+        ] {
+            assert_eq!(Declared::parse(value), parsed, "{value:?}");
+        }
     }
 
     #[test]

@@ -182,6 +182,11 @@ impl Resolved {
         &self.doc
     }
 
+    /// Whether the template's condition `name` holds.
+    pub fn condition_holds(&self, name: &str) -> Result<bool, TemplateError> {
+        self.condition(name).map_err(TemplateError::Shape)
+    }
+
     /// `value` (a part of [`Resolved::document`]) evaluated; `None` for
     /// `AWS::NoValue`.
     pub fn evaluate(&self, value: &Value) -> Result<Option<String>, TemplateError> {

@@ -299,3 +299,62 @@ fn first_row_reads_the_default_metrics() {
         }
     }
 }
+
+/// The real sweeper binary, its environment from `infra/outbox.yaml`: at
+/// the template's defaults its document declares the core metrics alone
+/// and carries every count as a field; with the parameter
+/// `DetailedMetrics=true` (set here: the option under test) it declares
+/// every count.
+#[tokio::test]
+async fn detailed_metrics_is_a_parameter_of_the_template() {
+    let rig = testkit::rig::Rig::new().await;
+    rig.event("a", 1, 8).await;
+    for (parameters, every) in [(vec![], false), (vec![("DetailedMetrics", "true")], true)] {
+        let sweeper = rig.stack.function_through(
+            devkit::Function::Sweeper,
+            Some(&rig.proxy.endpoint),
+            &parameters,
+            &[],
+        );
+        rig.invoke(&sweeper, &testkit::rig::scheduled()).await;
+        let documents = sweeper.emf();
+        let doc = documents.last().expect("a metric document");
+        let declared: BTreeSet<&str> = doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("declared metrics")
+            .iter()
+            .filter_map(|m| m["Name"].as_str())
+            .collect();
+        let fields: BTreeSet<&str> = doc
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !["_aws", "level", "timestamp", "Stack", "Function"].contains(k))
+            .collect();
+        assert!(
+            fields.contains("PendingCount") && fields.contains("Republished"),
+            "{doc}"
+        );
+        if every {
+            assert_eq!(declared, fields, "{doc}");
+        } else {
+            // The rig's stack is strict (an SNS FIFO topic): ParkedAggregates
+            // is among them.
+            let core: BTreeSet<&str> = fields
+                .iter()
+                .copied()
+                .filter(|f| outbox_runtime::CORE_METRICS.contains(f))
+                .collect();
+            assert_eq!(
+                core,
+                BTreeSet::from([
+                    "OldestPendingAgeSeconds",
+                    "DeadLetterCount",
+                    "ParkedAggregates"
+                ])
+            );
+            assert_eq!(declared, core, "{doc}");
+        }
+    }
+}

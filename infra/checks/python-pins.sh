@@ -17,9 +17,7 @@ version=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
 "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
   || { echo "python-pins: $python is $version; the README supports 3.11.0 and newer" >&2; exit 1; }
 # A stock Debian python3 has no venv module until python3-venv is installed.
-if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
-  apt-get update -qq && apt-get install -y -qq python3-venv
-fi
+"$root/infra/checks/ensure-package.sh" "$python -c 'import ensurepip, venv'" python3-venv
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # One venv for every pair: a dry run installs nothing (--ignore-installed:
@@ -28,6 +26,7 @@ trap 'rm -rf "$work"' EXIT
 n=0
 for pair in \
   "infra/local/requirements.txt infra/local/constraints.txt" \
+  "infra/deploy/requirements.txt infra/deploy/constraints.txt" \
   "infra/checks/requirements.txt infra/checks/constraints.txt" \
   "infra/checks/requirements-checkov.txt infra/checks/constraints-checkov.txt" \
   "infra/contract/requirements.txt infra/contract/constraints.txt" \

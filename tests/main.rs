@@ -13,6 +13,7 @@ mod chaos;
 mod contracts;
 mod dashboard;
 mod delivery;
+mod docs;
 mod doctor;
 mod e2e;
 mod edges;

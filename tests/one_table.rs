@@ -164,7 +164,7 @@ async fn a_writer_learns_the_stacks_key_names_shards_region_and_limit_from_the_t
         ..KeySchema::default()
     };
     let mut stack = Stack::with_schema(&schema, &[]).await;
-    let (topic, _) = devkit::create_fifo_topic(&stack.sdk, &unique("orders"))
+    let (topic, _) = testkit::create_fifo_topic(&stack.sdk, &unique("orders"))
         .await
         .expect("topic");
     stack.use_topic(&topic).await;

@@ -399,7 +399,7 @@ async fn sample_events_decode_and_are_classified() {
 #[tokio::test]
 async fn sns_fifo_delivers_with_group_and_dedup_ids() {
     let stack = Stack::new().await;
-    let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+    let (topic_arn, queue) = testkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
         .await
         .unwrap();
     let orders = stack.create_orders(3).await;

@@ -52,7 +52,7 @@ pub mod rig;
 mod stack;
 
 pub use operator::{Operator, Said};
-pub use stack::Stack;
+pub use stack::{create_fifo_topic, Stack};
 
 /// A DynamoDB item, as the SDK holds it.
 pub type Item = HashMap<String, AttributeValue>;

@@ -34,7 +34,7 @@ impl Rig {
 
     /// The same around `stack` (a table with another key schema, say).
     pub async fn on(mut stack: Stack) -> Self {
-        let (topic_arn, queue) = devkit::create_fifo_topic(&stack.sdk, &unique("order"))
+        let (topic_arn, queue) = crate::create_fifo_topic(&stack.sdk, &unique("order"))
             .await
             .expect("topic");
         stack.use_topic(&topic_arn).await;

@@ -251,3 +251,36 @@ impl Stack {
         archive
     }
 }
+
+/// Creates an SNS FIFO topic (`<name>.fifo`) with an SQS FIFO queue
+/// subscribed with raw delivery (`devkit provision` makes none: the demo
+/// runs on the bus). Returns the topic ARN and the queue.
+pub async fn create_fifo_topic(
+    sdk: &SdkConfig,
+    name: &str,
+) -> Result<(String, Subscriber), devkit::StackError> {
+    let fail = |what: &str, message: String| devkit::StackError {
+        what: format!("{what} {name}"),
+        message,
+    };
+    let sns = aws_sdk_sns::Client::new(sdk);
+    let topic_arn = sns
+        .create_topic()
+        .name(format!("{name}.fifo"))
+        .attributes("FifoTopic", "true")
+        .send()
+        .await
+        .map_err(|e| fail("topic", outbox_runtime::error_line("CreateTopic", &e)))?
+        .topic_arn
+        .ok_or_else(|| fail("topic", "no topic ARN".into()))?;
+    let queue = devkit::create_queue(sdk, &format!("{name}-subscriber.fifo"), true).await?;
+    sns.subscribe()
+        .topic_arn(&topic_arn)
+        .protocol("sqs")
+        .endpoint(&queue.queue_arn)
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .map_err(|e| fail("subscription", outbox_runtime::error_line("Subscribe", &e)))?;
+    Ok((topic_arn, queue))
+}

@@ -14,7 +14,7 @@ use crate::pump::{InvokeError, Invoker};
 
 /// How long one invocation may take, the function's own run included
 /// (longer than any function timeout in `template.yaml`).
-pub const INVOKE_TIMEOUT: Duration = Duration::from_secs(960);
+pub(crate) const INVOKE_TIMEOUT: Duration = Duration::from_secs(960);
 
 /// `POST /2015-03-31/functions/<function>/invocations` on 127.0.0.1:`port`.
 #[derive(Debug, Clone)]

@@ -7,8 +7,7 @@
 //!   [`is_loopback`]), refusing any other endpoint.
 //! - `stack.rs`: the local stack, mirroring `template.yaml`: the table
 //!   (keys, stream, sparse indexes, TTL), the event bus with a rule to a
-//!   subscriber queue, an SNS FIFO topic to an SQS FIFO queue, the read
-//!   model and the projector's queue ([`create_table`], [`create_bus`], …).
+//!   subscriber queue, the read model and the projector's queue ([`create_table`], [`create_bus`], …).
 //! - `stream.rs`: reading a table's stream as an event source mapping does
 //!   ([`StreamCursor`]).
 //! - `filter.rs`: Lambda event filtering, the mapping's `FilterCriteria`
@@ -47,7 +46,7 @@ pub mod template;
 
 pub use deployment::{Function, LocalDeployment, LocalSink};
 pub use filter::{FilterCriteria, PatternError};
-pub use invoke::{stream_response, HttpInvoker, Invocation, INVOKE_TIMEOUT};
+pub use invoke::{stream_response, HttpInvoker, Invocation};
 pub use local::{
     dynamodb_endpoint, endpoint, endpoint_env, endpoint_env_at, is_loopback, sdk_config,
     sdk_config_at, sdk_config_in_region, streams_endpoint, LocalError, REGION,
@@ -57,12 +56,11 @@ pub use pump::{
 };
 pub use sqs::{drain_queue, receive_until_empty, DrainStats};
 pub use stack::{
-    create_bus, create_fifo_topic, create_queue, create_queue_with, create_read_model,
-    create_read_model_table, create_table, create_table_streaming, create_table_with,
-    projector_pattern, scan_all, ReadModel, StackError, Subscriber, PROJECTOR_MAX_RECEIVES,
+    create_bus, create_queue, create_read_model, create_read_model_table, create_table,
+    create_table_streaming, create_table_with, projector_pattern, scan_all, ReadModel, StackError,
+    Subscriber, PROJECTOR_MAX_RECEIVES,
 };
 pub use stream::{StreamCursor, StreamError};
 pub use template::{
-    MappingSettings, Resolved, Resolver, TemplateError, EXAMPLE_TEMPLATE, LOCAL_ACCOUNT,
-    MAX_PARALLELIZATION_FACTOR, OUTBOX_TEMPLATE,
+    MappingSettings, Resolved, Resolver, TemplateError, EXAMPLE_TEMPLATE, OUTBOX_TEMPLATE,
 };

@@ -198,7 +198,7 @@ pub async fn create_queue(
 }
 
 /// Creates an SQS queue with `attributes`.
-pub async fn create_queue_with(
+async fn create_queue_with(
     sdk: &SdkConfig,
     name: &str,
     attributes: &[(QueueAttributeName, String)],
@@ -411,36 +411,6 @@ async fn enable_ttl(
         .await
         .map_err(|e| fail("ttl")(outbox_runtime::error_line("UpdateTimeToLive", &e)))?;
     Ok(())
-}
-
-/// Creates an SNS FIFO topic (`<name>.fifo`) with an SQS FIFO queue
-/// subscribed with raw delivery. Returns the topic ARN and the queue.
-pub async fn create_fifo_topic(
-    sdk: &SdkConfig,
-    name: &str,
-) -> Result<(String, Subscriber), StackError> {
-    let sns = aws_sdk_sns::Client::new(sdk);
-    let topic_arn = sns
-        .create_topic()
-        .name(format!("{name}.fifo"))
-        .attributes("FifoTopic", "true")
-        .send()
-        .await
-        .map_err(|e| fail(format!("topic {name}"))(outbox_runtime::error_line("CreateTopic", &e)))?
-        .topic_arn
-        .ok_or_else(|| fail(format!("topic {name}"))("no topic ARN".into()))?;
-    let queue = create_queue(sdk, &format!("{name}-subscriber.fifo"), true).await?;
-    sns.subscribe()
-        .topic_arn(&topic_arn)
-        .protocol("sqs")
-        .endpoint(&queue.queue_arn)
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .map_err(|e| {
-            fail(format!("subscription {name}"))(outbox_runtime::error_line("Subscribe", &e))
-        })?;
-    Ok((topic_arn, queue))
 }
 
 /// Every item of `table` (a paginated `Scan`): for printing and checking a

@@ -199,7 +199,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         }
         SinkKind::SnsFifo => {
             let (topic, subscriber) =
-                devkit::create_fifo_topic(&stack.sdk, &crate::unique("chaos-events"))
+                crate::create_fifo_topic(&stack.sdk, &crate::unique("chaos-events"))
                     .await
                     .map_err(|e| e.to_string())?;
             stack.use_topic(&topic).await;

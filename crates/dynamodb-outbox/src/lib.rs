@@ -26,6 +26,8 @@
 //! - [`OutboxItem`] and [`size`]: the stored form and the service limits.
 //! - [`inbox`] (feature `inbox`, on by default): an inbox record in the
 //!   consumer's own transaction, and version guards.
+//! - `doctests.rs` (only under `cfg(doctest)`): the Rust examples of the
+//!   repository's `README.md` and `docs/`, compiled against this crate.
 //!
 //! Nothing here publishes: the relay, the sinks and the store adapter are the
 //! stack's functions' own runtime, so a service that writes or consumes
@@ -70,6 +72,13 @@
 //! # Ok(())
 //! # }
 //! ```
+
+// The examples of this crate and of the docs pages (`doctests.rs`) fail on
+// a warning, an unused import among them.
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
+#[cfg(doctest)]
+mod doctests;
 
 pub use outbox_core::{
     codes, keys, size, transaction, DecodeError, EventEnvelope, ItemKey, KeySchema, OutboxError,

@@ -310,7 +310,8 @@ sam-build-check: venv venv-infra
 	@ls -l .local/sam-build-check/*/bootstrap .local/sam-build-check/Outbox/*/bootstrap
 	# The reusable stack packaged as the application from that build (what
 	# `make package` does with the shipped profile).
-	.venv-infra/bin/python infra/package/package.py build --arch x86_64 \
+	# (--unpublished: never released, so without the repository's URL.)
+	.venv-infra/bin/python infra/package/package.py build --arch x86_64 --unpublished \
 	  --functions .local/sam-build-check/Outbox --out .local/dist
 	source infra/checks/env.sh && offline .venv-infra/bin/cfn-lint .local/dist/*/x86_64/template.yaml
 

@@ -318,7 +318,7 @@ def sha256(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build(arch, functions, out):
+def build(arch, functions, out, unpublished=False):
     import yaml
     from samtranslator.yaml_helper import yaml_parse
 
@@ -355,12 +355,13 @@ def build(arch, functions, out):
     metadata = template["Metadata"][METADATA]
     metadata["Name"] = f"{metadata['Name']}-{arch.replace('_', '-')}"
     url = repository_url()
-    if url is None:
+    if url is None and not unpublished:
         fail("set REPOSITORY_URL to the project's https URL (in GitHub Actions the run's repository is "
              "used): the application's HomePageUrl and SourceCodeUrl (its tag) are stamped from it")
-    metadata["HomePageUrl"] = url
-    metadata["SourceCodeUrl"] = f"{url}/tree/v{version}"
-    for field in URL_FIELDS:
+    if url is not None:
+        metadata["HomePageUrl"] = url
+        metadata["SourceCodeUrl"] = f"{url}/tree/v{version}"
+    for field in URL_FIELDS if url is not None else ():
         pattern, what = CONSTRAINTS[field]
         if not re.fullmatch(pattern, metadata[field]):
             fail(f"{field} {metadata[field]!r} is not {what}")
@@ -433,6 +434,8 @@ def main(args):
     build_cmd.add_argument("--arch", required=True, choices=["arm64", "x86_64"])
     build_cmd.add_argument("--functions", required=True, type=pathlib.Path)
     build_cmd.add_argument("--out", required=True, type=pathlib.Path)
+    build_cmd.add_argument("--unpublished", action="store_true",
+                           help="a check build (make test): no HomePageUrl/SourceCodeUrl when no URL is known")
     options = parser.parse_args(args)
     if options.command == "self-test":
         self_test()
@@ -441,7 +444,7 @@ def main(args):
     elif options.command == "check-cdk":
         check_cdk(options.synthesized)
     else:
-        build(options.arch, options.functions.resolve(), options.out.resolve())
+        build(options.arch, options.functions.resolve(), options.out.resolve(), options.unpublished)
 
 
 if __name__ == "__main__":

@@ -304,12 +304,13 @@ def fixed_cost(prices, show=True):
     say("\nEach option's price a month on the reusable stack, on top of that total:\n")
     say("| option | adds | per month |")
     say("|---|---|---|")
-    say(f"| `DetailedMetrics=true` (or a `CommitToPublishAlarmMilliseconds` above 0, whose alarm reads one) "
-        f"| {more_metrics} custom metrics | ${more_metrics * metric:,.2f} |")
+    say(f"| `DetailedMetrics=true` | {more_metrics} custom metrics | ${more_metrics * metric:,.2f} |")
     say(f"| `Dashboard=true` | 1 dashboard | ${cw['dashboard_month']:,.2f} |")
-    say(f"| strict ordering (`Ordering=strict`, or an SNS topic at `auto`) | {strict_metrics} custom metric "
-        f"and 1 alarm (ParkedAggregates) | ${strict_metrics * metric + alarm:,.2f} |")
-    say(f"| `CommitToPublishAlarmMilliseconds` above 0 | 1 alarm | ${alarm:,.2f} |")
+    say(f"| strict ordering (`Ordering=strict`, or an SNS FIFO topic at `auto`) | {strict_metrics} custom "
+        f"metric and 1 alarm (ParkedAggregates; a standard SNS topic at `auto` gets the alarm alone, "
+        f"${alarm:,.2f}) | ${strict_metrics * metric + alarm:,.2f} |")
+    say(f"| `CommitToPublishAlarmMilliseconds` above 0 | 1 alarm, and the {more_metrics} metrics of "
+        f"`DetailedMetrics=true` (the alarm reads one) | ${alarm + more_metrics * metric:,.2f} |")
     say("\nNot counted: the SQS mappings' pollers (Lambda's empty long polls are SQS requests), "
         "the scheduled sweeps' Lambda time and index queries (docs/performance.md, sweep cost), "
         "and storage by the GB (the tables, their point-in-time recovery, the logs).")

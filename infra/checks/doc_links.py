@@ -138,15 +138,17 @@ def self_test():
     assert slug("Calls per command (happy path)") == "calls-per-command-happy-path"
     assert slug("`outboxctl doctor`") == "outboxctl-doctor"
     assert anchors("# A\n## A\n```\n# not\n```\n") == {"a", "a-1"}
+    import shutil
     tmp = ROOT / "target" / "doc-links-self-test"
-    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     (tmp / "a.md").write_text("# Title\n[ok](b.md#there) [bad](b.md#nowhere) [gone](c.md)\n"
                               "```\n[in a block](x.md)\n```\n")
     (tmp / "b.md").write_text("## There\n")
     found = check([tmp / "a.md", tmp / "b.md"], [])
     assert len(found) == 2 and "nowhere" in found[0] and "c.md" in found[1], found
-    (tmp / "c.md").write_text("text\n```rust,ignore\nlet x = y;\n```\n")
-    found = doctest_problems([tmp / "c.md"], set())
+    (tmp / "d.md").write_text("text\n```rust,ignore\nlet x = y;\n```\n")
+    found = doctest_problems([tmp / "d.md"], set())
     assert any("fragment" in f for f in found), found
     print("doc_links.py --self-test: a missing page, a missing heading and an unmarked ignored block are refused")
 

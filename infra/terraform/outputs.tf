@@ -11,6 +11,4 @@ output "alarm_topic_arn" {
   value = aws_serverlessapplicationrepository_cloudformation_stack.outbox.outputs["AlarmTopicArn"]
 }
 
-output "dashboard_name" {
-  value = aws_serverlessapplicationrepository_cloudformation_stack.outbox.outputs["DashboardName"]
-}
+# DashboardName exists only with Dashboard=true (not passed here): not read.

@@ -1,6 +1,6 @@
 //! [`ItemTable`]: the two DynamoDB calls a writer makes, one consistent
 //! `GetItem` and one `TransactWriteItems`, as a port. The SDK client is its
-//! adapter; [`MemoryTable`] (feature `testing`) is an in-memory one for
+//! adapter; `MemoryTable` (feature `testing`) is an in-memory one for
 //! unit tests of the logic around them (the writer's orders, the inbox's
 //! projector). DynamoDB Local remains the test of the adapter itself.
 //!
@@ -53,6 +53,25 @@ pub trait ItemTable: Send + Sync {
         items: Vec<TransactWriteItem>,
         token: Option<String>,
     ) -> impl Future<Output = Result<(), TransactError>> + Send;
+}
+
+/// A shared table (an `Arc<Client>` a service holds) is a table too.
+impl<T: ItemTable + ?Sized> ItemTable for std::sync::Arc<T> {
+    fn get_item(
+        &self,
+        table: &str,
+        key: Item,
+    ) -> impl Future<Output = Result<Option<Item>, ReadError>> + Send {
+        (**self).get_item(table, key)
+    }
+
+    fn transact_write(
+        &self,
+        items: Vec<TransactWriteItem>,
+        token: Option<String>,
+    ) -> impl Future<Output = Result<(), TransactError>> + Send {
+        (**self).transact_write(items, token)
+    }
 }
 
 impl ItemTable for aws_sdk_dynamodb::Client {

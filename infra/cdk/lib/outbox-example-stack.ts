@@ -48,7 +48,8 @@ export class OutboxExampleStack extends Stack {
       },
     });
 
-    for (const output of ["PublisherFunctionName", "SweeperFunctionName", "AlarmTopicArn", "DashboardName"]) {
+    // DashboardName exists only with Dashboard=true: not read here.
+    for (const output of ["PublisherFunctionName", "SweeperFunctionName", "AlarmTopicArn"]) {
       new CfnOutput(this, output, { value: outbox.getAtt(`Outputs.${output}`).toString() });
     }
   }

@@ -30,6 +30,14 @@ use crate::keys::{ItemKey, KeySchema};
 /// Items are keyed by the [`KeySchema`]'s attribute names, in any table.
 /// A failure can be queued for the next transaction
 /// ([`MemoryTable::cancel_next`]), and the calls are counted.
+///
+/// It is a test double, not DynamoDB. Not modelled: the refusals of
+/// malformed requests DynamoDB makes (unused placeholders, reserved words,
+/// a `SET` of a key attribute, an empty transaction, a reused token with
+/// other contents), ordering of binary and boolean values, sets compared
+/// regardless of order, and numbers beyond an `f64`'s precision. An
+/// unsupported update is found only once every condition has held.
+/// DynamoDB Local stays the test of the real client.
 #[derive(Debug)]
 pub struct MemoryTable {
     schema: KeySchema,

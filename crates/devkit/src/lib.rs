@@ -29,11 +29,17 @@
 //!   response ([`drain_queue`]); and the loop that receives and deletes a
 //!   queue's every message until it answers empty ([`receive_until_empty`]).
 //!   The batch primitives of both are the runtime's (`crates/runtime/src/queue.rs`).
+//! - `bus.rs`: a local EventBridge Custom Event Bus (the `eventbridgev2`
+//!   API, which no local server implements): `PutEvents` with the model's
+//!   validation, deduplication and FIFO subscribers to SQS on moto
+//!   ([`LocalBus`], [`create_custom_bus`]); `bus/model.rs`, its rules and
+//!   their sources.
 //! - `invoke.rs`: invoking a function under `cargo lambda watch` on
 //!   loopback ([`HttpInvoker`]).
 //! - `main.rs`: the `devkit` command (provision, env, items, pump,
 //!   receive, deliver, read-model) that `make demo` and the scripts run.
 
+mod bus;
 mod deployment;
 mod filter;
 mod invoke;
@@ -44,6 +50,10 @@ mod stack;
 mod stream;
 pub mod template;
 
+pub use bus::{
+    create_custom_bus, BusStats, LocalBus, DEDUPLICATION_WINDOW, ENDPOINT_ENV as BUS_ENDPOINT_ENV,
+    UNGROUPED,
+};
 pub use deployment::{Function, LocalDeployment, LocalSink};
 pub use filter::{FilterCriteria, PatternError};
 pub use invoke::{stream_response, HttpInvoker, Invocation};

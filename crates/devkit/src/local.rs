@@ -118,6 +118,13 @@ pub fn endpoint_env_at(url: &str) -> Vec<(String, String)> {
 struct ServiceEndpoints {
     dynamodb: String,
     streams: String,
+    /// The local Custom Event Bus, when [`crate::bus::ENDPOINT_ENV`] names one.
+    bus: Option<String>,
+}
+
+/// The local Custom Event Bus the environment names, on loopback only.
+fn bus_endpoint() -> Result<Option<String>, LocalError> {
+    loopback_var(crate::bus::ENDPOINT_ENV)
 }
 
 impl aws_types::service_config::LoadServiceConfig for ServiceEndpoints {
@@ -128,6 +135,7 @@ impl aws_types::service_config::LoadServiceConfig for ServiceEndpoints {
         match key.service_id() {
             "DynamoDB" => Some(self.dynamodb.clone()),
             "DynamoDB Streams" => Some(self.streams.clone()),
+            "EventBridgeV2" => self.bus.clone(),
             _ => None,
         }
     }
@@ -142,6 +150,7 @@ pub async fn sdk_config() -> Result<SdkConfig, LocalError> {
     let endpoints = ServiceEndpoints {
         dynamodb: dynamodb_endpoint()?,
         streams: streams_endpoint()?,
+        bus: bus_endpoint()?,
     };
     Ok(configured(&endpoint()?, endpoints).await)
 }
@@ -156,6 +165,7 @@ pub async fn sdk_config_at(endpoint: &str) -> Result<SdkConfig, LocalError> {
     let endpoints = ServiceEndpoints {
         dynamodb: endpoint.to_owned(),
         streams: endpoint.to_owned(),
+        bus: bus_endpoint()?,
     };
     Ok(configured(endpoint, endpoints).await)
 }
@@ -171,6 +181,7 @@ pub async fn sdk_config_in_region(region: &str, dynamodb: &str) -> Result<SdkCon
     let endpoints = ServiceEndpoints {
         dynamodb: dynamodb.to_owned(),
         streams: dynamodb.to_owned(),
+        bus: bus_endpoint()?,
     };
     Ok(configured(&endpoint()?, endpoints)
         .await

@@ -5,95 +5,66 @@
 //! in order and once from the stream, swept when stranded, dead-lettered
 //! when poison.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::{Deref, RangeInclusive};
 use std::time::Duration;
 
-use std::collections::BTreeMap;
-
-use std::collections::HashMap;
-
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
+use outbox_core::keys::attr::{
+    AGGREGATE_ID, DEAD_LETTERED_AT, DEAD_LETTER_REASON, ENVELOPE, EVENT_ID,
+};
 use outbox_core::size::EventLimits;
 use outbox_core::transaction::{OutboxSettings, OutboxTransaction};
 use outbox_core::{keys, EventEnvelope, KeySchema};
-use outbox_runtime::DynamoStore;
+use testkit::lambda::LambdaFunction;
 use testkit::rig::{scheduled, stream_event, Rig};
+use testkit::scenario::{assert_no_failures, envelopes, node, python, versions};
 use testkit::Stack;
 
-/// The Python of the writer package's tests (`make clients-test` installs
-/// boto3 and the package into it; make test does).
-fn python() -> PathBuf {
-    let python = testkit::root().join(".venv-clients/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run `make clients-test` (make test does)",
-        python.display()
-    );
-    python
-}
-
-/// Runs `docs/adopt/write_order.py` with `args`, on the rig's table; the
-/// local endpoints, region and dummy credentials come from the
-/// environment `infra/local/with-local.sh` sets.
-fn write_order(rig: &Rig, args: &[&str]) -> String {
-    write_order_with(rig, &[], args)
-}
-
-/// The same with the variables `env` (a key schema).
-fn write_order_with(rig: &Rig, env: &[(&str, &str)], args: &[&str]) -> String {
+/// Runs `docs/adopt/write_order.py` with `args` on the rig's table, with
+/// the variables `env` (a key schema).
+fn write_order(rig: &Rig, env: &[(&str, &str)], args: &[&str]) -> String {
     let script = ["docs/adopt/write_order.py", "--table", &rig.stack.table];
-    script_with(env, &[&script[..], args].concat())
+    python(&[&script[..], args].concat(), env)
 }
 
-/// Runs the project's Python with `args`; its standard output.
-fn script(args: &[&str]) -> String {
-    script_with(&[], args)
+/// A Python writer's poison event of `order` (an envelope that is not JSON,
+/// which a buggy writer could commit); its event id.
+fn write_python_poison(rig: &Rig, env: &[(&str, &str)], order: &str) -> String {
+    const POISON: &str = r#"
+import sys, boto3
+sys.path.insert(0, "docs/adopt")
+import write_order as w
+from dynamodb_outbox import OutboxTransaction
+order = sys.argv[2]
+tx = OutboxTransaction(w.settings(sys.argv[1])).event("ORDER#" + order, "OrderCreated", "Order", order, 1, {})
+actions = tx.build()
+actions[0]["Put"]["Item"]["envelope"] = {"S": "not json"}
+boto3.client("dynamodb").transact_write_items(TransactItems=actions)
+print(tx.event_ids[0])
+"#;
+    python(&["-c", POISON, &rig.stack.table, order], env)
 }
 
-/// The same with the variables `env`.
-fn script_with(env: &[(&str, &str)], args: &[&str]) -> String {
-    let out = Command::new(python())
-        .args(args)
-        .envs(env.iter().copied())
-        .current_dir(testkit::root())
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+/// Runs the TypeScript writer package's example
+/// (`clients/typescript/examples/write-order.mjs`) with `args` on the
+/// rig's table; its standard output (the event id).
+fn write_order_ts(rig: &Rig, args: &[&str]) -> String {
+    let example = ["clients/typescript/examples/write-order.mjs", "--table"];
+    node(&[&example[..], &[&rig.stack.table], args].concat(), &[], "")
 }
 
 /// What the subscriber received: each aggregate's versions in order (each
-/// event once, as a consumer deduplicating by event id sees them). Every
-/// message must parse as the Rust `EventEnvelope`.
-async fn received(rig: &Rig) -> BTreeMap<String, Vec<u64>> {
-    received_counted(rig).await.0
+/// event once), and how many messages there were (duplicates included).
+/// Every message must parse as the Rust `EventEnvelope`.
+async fn drained(rig: &Rig) -> (BTreeMap<String, Vec<u64>>, usize) {
+    let all = envelopes(&testkit::drain_queue(&rig.stack.sdk, &rig.subscriber).await);
+    (versions(&all, true), all.len())
 }
 
-/// The same, and how many messages there were (duplicates included).
-async fn received_counted(rig: &Rig) -> (BTreeMap<String, Vec<u64>>, usize) {
-    let mut seen = std::collections::HashSet::new();
-    let mut versions: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let messages = testkit::drain_queue(&rig.stack.sdk, &rig.subscriber).await;
-    let count = messages.len();
-    for mut message in messages {
-        if let Some(o) = message.as_object_mut() {
-            o.remove("__sqs");
-        }
-        let e: EventEnvelope = serde_json::from_value(message).expect("an envelope");
-        if seen.insert(e.event_id) {
-            versions
-                .entry(e.aggregate_id)
-                .or_default()
-                .push(e.aggregate_version);
-        }
-    }
-    (versions, count)
+/// A raw item's string attribute `name`.
+fn text(item: &testkit::Item, name: &str) -> Option<String> {
+    item.get(name).and_then(|v| v.as_s().ok()).cloned()
 }
 
 /// From the stream: each event once, each order's events in order, the
@@ -104,12 +75,12 @@ async fn events_written_by_python_are_published_in_order_once() {
     let rig = Rig::new().await;
     let publisher = rig.function("publisher", "strict", &[]);
     let mut pump = rig.stack.pump(&publisher, Some(&rig.failures));
-    write_order(&rig, &["create", "py-a", "--total", "12.50"]);
-    write_order(&rig, &["pay", "py-a"]);
-    write_order(&rig, &["create", "py-b"]);
+    write_order(&rig, &[], &["create", "py-a", "--total", "12.50"]);
+    write_order(&rig, &[], &["pay", "py-a"]);
+    write_order(&rig, &[], &["create", "py-b"]);
     pump.run_until_idle().await.expect("pump");
     assert_eq!(pump.stats.on_failure_messages, 0);
-    let received = received(&rig).await;
+    let (received, _) = drained(&rig).await;
     assert_eq!(received.get("py-a"), Some(&vec![1, 2]), "{received:?}");
     assert_eq!(received.get("py-b"), Some(&vec![1]), "{received:?}");
     assert!(rig.stack.outbox_items().await.is_empty(), "all deleted");
@@ -121,15 +92,14 @@ async fn events_written_by_python_are_published_in_order_once() {
 async fn a_stranded_python_event_is_swept() {
     let rig = Rig::new().await;
     let sweeper = rig.function("sweeper", "strict", &[("STRANDED_AFTER_SECONDS", "0")]);
-    write_order(&rig, &["create", "py-c"]);
+    write_order(&rig, &[], &["create", "py-c"]);
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     rig.invoke(&sweeper, &scheduled()).await;
-    assert_eq!(received(&rig).await.get("py-c"), Some(&vec![1]));
+    assert_eq!(drained(&rig).await.0.get("py-c"), Some(&vec![1]));
     assert!(rig.stack.outbox_items().await.is_empty(), "all deleted");
 }
 
-/// Poison (an envelope that is not JSON, which a buggy writer could
-/// commit): the publisher dead-letters it with its reason, `outboxctl`
+/// Poison: the publisher dead-letters it with its reason, `outboxctl`
 /// lists it, and the next event of the aggregate is not blocked
 /// (relaxed) or waits behind it (strict; not asserted here).
 #[tokio::test]
@@ -137,59 +107,23 @@ async fn a_poison_python_event_is_dead_lettered() {
     let rig = Rig::new().await;
     let publisher = rig.function("publisher", "relaxed", &[]);
     let mut pump = rig.stack.pump(&publisher, Some(&rig.failures));
-    let poison = r#"
-import sys, boto3
-sys.path.insert(0, "docs/adopt")
-import write_order as w
-from dynamodb_outbox import OutboxTransaction
-tx = OutboxTransaction(w.settings(sys.argv[1])).event("ORDER#py-p", "OrderCreated", "Order", "py-p", 1, {})
-actions = tx.build()
-actions[0]["Put"]["Item"]["envelope"] = {"S": "not json"}
-boto3.client("dynamodb").transact_write_items(TransactItems=actions)
-print(tx.event_ids[0])
-"#;
-    let id = script(&["-c", poison, &rig.stack.table]);
+    let id = write_python_poison(&rig, &[], "py-p");
     pump.run_until_idle().await.expect("pump");
     let items = rig.stack.outbox_raw().await;
     assert_eq!(items.len(), 1, "{items:?}");
-    let text = |name: &str| items[0].get(name).and_then(|v| v.as_s().ok()).cloned();
-    assert_eq!(text(keys::attr::EVENT_ID), Some(id));
-    assert!(text(keys::attr::DEAD_LETTERED_AT).is_some(), "{items:?}");
-    assert!(text(keys::attr::DEAD_LETTER_REASON).is_some(), "{items:?}");
+    let item = &items[0];
+    assert_eq!(text(item, EVENT_ID), Some(id));
+    assert!(text(item, DEAD_LETTERED_AT).is_some(), "{items:?}");
+    assert!(text(item, DEAD_LETTER_REASON).is_some(), "{items:?}");
+    let filter = outboxctl::DeadLetterFilter::default();
     let listed = rig
         .stack
         .operations()
-        .dead_letters(&outboxctl::DeadLetterFilter::default())
+        .dead_letters(&filter)
         .await
         .expect("list");
     assert_eq!(listed.len(), 1);
-    assert!(received(&rig).await.is_empty());
-}
-
-/// Runs the TypeScript writer package's example
-/// (`clients/typescript/examples/write-order.mjs`) with `args` on the
-/// rig's table; its standard output (the event id).
-fn write_order_ts(rig: &Rig, args: &[&str]) -> String {
-    let dist = testkit::root().join("clients/typescript/dist/src/index.js");
-    assert!(
-        dist.exists(),
-        "{} is missing: run `make clients-test` (make test does)",
-        dist.display()
-    );
-    let example = "clients/typescript/examples/write-order.mjs";
-    let out = Command::new("node")
-        .args([example, "--table", &rig.stack.table])
-        .args(args)
-        .current_dir(testkit::root())
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .expect("node runs");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    assert!(drained(&rig).await.0.is_empty());
 }
 
 /// The TypeScript package, end to end through the real binaries: each event
@@ -206,18 +140,15 @@ async fn events_written_by_typescript_are_published_swept_and_dead_lettered() {
     let poison = write_order_ts(&rig, &["poison", "ts-p"]);
     pump.run_until_idle().await.expect("pump");
     assert_eq!(pump.stats.on_failure_messages, 0);
-    let got = received(&rig).await;
+    let (got, _) = drained(&rig).await;
     assert_eq!(got.get("ts-a"), Some(&vec![1, 2]), "{got:?}");
     assert_eq!(got.get("ts-b"), Some(&vec![1]), "{got:?}");
     assert!(!got.contains_key("ts-p"), "{got:?}");
     let items = rig.stack.outbox_raw().await;
     assert_eq!(items.len(), 1, "only the dead letter is left: {items:?}");
-    let text = |name: &str| items[0].get(name).and_then(|v| v.as_s().ok()).cloned();
-    assert_eq!(text(keys::attr::EVENT_ID), Some(poison));
-    assert!(
-        text(keys::attr::DEAD_LETTER_REASON).is_some_and(|r| !r.is_empty()),
-        "{items:?}"
-    );
+    assert_eq!(text(&items[0], EVENT_ID), Some(poison));
+    let reason = text(&items[0], DEAD_LETTER_REASON);
+    assert!(reason.is_some_and(|r| !r.is_empty()), "{items:?}");
 
     // Stranded: written after the stream was read; swept late. The one
     // override: STRANDED_AFTER_SECONDS=0 instead of the template's day, so
@@ -226,12 +157,9 @@ async fn events_written_by_typescript_are_published_swept_and_dead_lettered() {
     let sweeper = rig.function("sweeper", "strict", &[("STRANDED_AFTER_SECONDS", "0")]);
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     rig.invoke(&sweeper, &scheduled()).await;
-    assert_eq!(received(&rig).await.get("ts-c"), Some(&vec![1]));
-    assert_eq!(
-        rig.stack.outbox_raw().await.len(),
-        1,
-        "the dead letter only"
-    );
+    assert_eq!(rig.received("ts-c").await, vec![1]);
+    let left = rig.stack.outbox_raw().await;
+    assert_eq!(left.len(), 1, "the dead letter only");
 }
 
 /// A table unlike ours (#27 item 7): lowercase `pk`/`sk`, an index named
@@ -254,65 +182,96 @@ fn their_schema() -> KeySchema {
     }
 }
 
-/// The variables that give the functions (and the Python example) that
-/// schema.
-fn their_env() -> Vec<(&'static str, String)> {
-    let schema = their_schema();
-    vec![
-        ("PARTITION_KEY", schema.partition_key),
-        ("SORT_KEY", schema.sort_key),
-        ("OUTBOX_PREFIX", schema.outbox_prefix),
-        ("PENDING_INDEX", schema.pending_index),
-        ("PENDING_INDEX_PARTITION_KEY", schema.pending_partition_key),
-        ("PENDING_INDEX_SORT_KEY", schema.pending_sort_key),
-        ("DEAD_LETTER_INDEX", schema.dead_letter_index),
-        (
-            "DEAD_LETTER_INDEX_PARTITION_KEY",
-            schema.dead_letter_partition_key,
-        ),
-        ("DEAD_LETTER_INDEX_SORT_KEY", schema.dead_letter_sort_key),
-        ("TTL_ATTRIBUTE", schema.ttl_attribute),
-    ]
+/// A writer left on the default pending-index names (`GSI1PK`, `GSI1SK`)
+/// beside a stack that names them otherwise (#61 finding 1): its items
+/// are in no index the stack's sweeper reads.
+fn writer_on_defaults() -> KeySchema {
+    KeySchema {
+        pending_partition_key: keys::PENDING_PK.into(),
+        pending_sort_key: keys::PENDING_SK.into(),
+        ..their_schema()
+    }
 }
 
-/// Events of one aggregate from the Rust writer library, `versions` in
-/// order, each in its own transaction with the order's item.
-async fn rust_events(rig: &Rig, order: &str, versions: std::ops::RangeInclusive<u64>) {
-    rust_events_as(rig, &their_schema(), order, versions).await;
+/// A rig on an adopter's table keyed as `schema` names it, whose functions
+/// are given the schema's names as their variables (the template's key
+/// parameters).
+struct Adopter {
+    rig: Rig,
+    schema: KeySchema,
+    variables: Vec<(&'static str, String)>,
 }
 
-/// The same from a writer configured with `schema` (which may differ from
-/// the stack's).
-async fn rust_events_as(
-    rig: &Rig,
-    schema: &KeySchema,
-    order: &str,
-    versions: std::ops::RangeInclusive<u64>,
-) {
-    let schema = schema.clone();
+impl Deref for Adopter {
+    type Target = Rig;
+    fn deref(&self) -> &Rig {
+        &self.rig
+    }
+}
+
+impl Adopter {
+    /// `schema`'s table, with the application's own `indexes`.
+    async fn new(schema: KeySchema, indexes: &[(&str, &str, &str)]) -> Self {
+        let rig = Rig::on(Stack::with_schema(&schema, indexes).await).await;
+        let variables = schema.variables();
+        Self {
+            rig,
+            schema,
+            variables,
+        }
+    }
+
+    /// [`their_schema`]'s table, with the application's `GSI1`.
+    async fn theirs() -> Self {
+        Self::new(their_schema(), &[("GSI1", "GSI1PK", "GSI1SK")]).await
+    }
+
+    /// The schema's variables (for the Python example too).
+    fn env(&self) -> Vec<(&str, &str)> {
+        self.variables
+            .iter()
+            .map(|(k, v)| (*k, v.as_str()))
+            .collect()
+    }
+
+    /// [`Rig::function`] with the schema's variables, and `extra`.
+    fn function(&self, name: &str, ordering: &str, extra: &[(&str, &str)]) -> LambdaFunction {
+        self.rig
+            .function(name, ordering, &[self.env(), extra.to_vec()].concat())
+    }
+
+    /// The publisher mapping of the table, its filter built from the schema.
+    fn pump<'a>(&self, publisher: &'a LambdaFunction) -> devkit::Pump<&'a LambdaFunction> {
+        let pattern = Some(self.schema.stream_filter_pattern());
+        self.stack
+            .pump_filtered(publisher, Some(&self.failures), pattern)
+    }
+}
+
+/// Events of one aggregate from the Rust writer library configured with
+/// `schema` (which may differ from the stack's), `versions` in order, each
+/// in its own transaction with the order's item.
+async fn rust_events(rig: &Rig, schema: &KeySchema, order: &str, versions: RangeInclusive<u64>) {
+    let limits = EventLimits::Sns {
+        fifo: true,
+        max_bytes: outbox_core::size::DEFAULT_SNS_BYTES,
+    };
     let settings = OutboxSettings::new(
         &rig.stack.table,
         EventLimits::eventbridge("outbox.orders"),
         8,
     )
-    .with_limits(outbox_core::size::EventLimits::Sns {
-        fifo: true,
-        max_bytes: outbox_core::size::DEFAULT_SNS_BYTES,
-    })
+    .with_limits(limits)
     .with_keys(schema.clone());
     for version in versions {
-        let envelope = EventEnvelope::new(
-            if version == 1 {
-                "OrderCreated"
-            } else {
-                "OrderPaid"
-            },
-            "Order",
-            order,
-            version,
-            serde_json::json!({"orderId": order, "version": version}),
-        )
-        .expect("envelope");
+        let kind = if version == 1 {
+            "OrderCreated"
+        } else {
+            "OrderPaid"
+        };
+        let payload = serde_json::json!({"orderId": order, "version": version});
+        let envelope =
+            EventEnvelope::new(kind, "Order", order, version, payload).expect("envelope");
         let pk = format!("ORDER#{order}");
         let item = HashMap::from([
             (schema.partition_key.clone(), AttributeValue::S(pk.clone())),
@@ -321,11 +280,9 @@ async fn rust_events_as(
         ]);
         let put = Put::builder()
             .table_name(&rig.stack.table)
-            .set_item(Some(item))
-            .build()
-            .expect("put");
+            .set_item(Some(item));
         OutboxTransaction::new(&settings)
-            .put("order", put)
+            .put("order", put.build().expect("put"))
             .event(&pk, &envelope)
             .send(&rig.stack.ddb)
             .await
@@ -342,11 +299,8 @@ async fn rust_events_as(
 /// own pending index; the application's `GSI1` holds its own item only.
 #[tokio::test]
 async fn a_table_unlike_ours_publishes_everything_once_in_order() {
+    let rig = Adopter::theirs().await;
     let schema = their_schema();
-    let stack = Stack::with_schema(&schema, &[("GSI1", "GSI1PK", "GSI1SK")]).await;
-    let rig = Rig::on(stack).await;
-    let env = their_env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     // The application's own item, in its own GSI1.
     rig.stack
         .ddb
@@ -360,32 +314,17 @@ async fn a_table_unlike_ours_publishes_everything_once_in_order() {
         .await
         .expect("application item");
 
-    let python_env: Vec<(&str, &str)> = env.clone();
-    write_order_with(&rig, &python_env, &["create", "py-1"]);
-    rust_events(&rig, "rs-1", 1..=2).await;
-    write_order_with(&rig, &python_env, &["pay", "py-1"]);
-    let poison = r#"
-import sys, boto3
-sys.path.insert(0, "docs/adopt")
-import write_order as w
-from dynamodb_outbox import OutboxTransaction
-tx = OutboxTransaction(w.settings(sys.argv[1])).event("ORDER#py-poison", "OrderCreated", "Order", "py-poison", 1, {})
-actions = tx.build()
-actions[0]["Put"]["Item"]["envelope"] = {"S": "not json"}
-boto3.client("dynamodb").transact_write_items(TransactItems=actions)
-"#;
-    script_with(&python_env, &["-c", poison, &rig.stack.table]);
+    write_order(&rig, &rig.env(), &["create", "py-1"]);
+    rust_events(&rig, &schema, "rs-1", 1..=2).await;
+    write_order(&rig, &rig.env(), &["pay", "py-1"]);
+    write_python_poison(&rig, &rig.env(), "py-poison");
 
-    let publisher = rig.function("publisher", "strict", &env);
-    let mut pump = rig.stack.pump_filtered(
-        &publisher,
-        Some(&rig.failures),
-        Some(schema.stream_filter_pattern()),
-    );
+    let publisher = rig.function("publisher", "strict", &[]);
+    let mut pump = rig.pump(&publisher);
     pump.run_until_idle().await.expect("pump");
     assert_eq!(pump.stats.on_failure_messages, 0);
     // From the stream, by the publisher.
-    let (received, messages) = received_counted(&rig).await;
+    let (received, messages) = drained(&rig).await;
     assert_eq!(received.get("py-1"), Some(&vec![1, 2]), "{received:?}");
     assert_eq!(received.get("rs-1"), Some(&vec![1, 2]), "{received:?}");
     assert_eq!(received.len(), 2, "the poison event is not published");
@@ -393,39 +332,30 @@ boto3.client("dynamodb").transact_write_items(TransactItems=actions)
 
     // Stranded: written after the stream was read, swept from the outbox's
     // own pending index.
-    write_order_with(&rig, &python_env, &["create", "py-2"]);
-    rust_events(&rig, "rs-2", 1..=1).await;
-    let mut sweeper_env = env.clone();
-    sweeper_env.push(("STRANDED_AFTER_SECONDS", "0"));
-    let sweeper = rig.function("sweeper", "strict", &sweeper_env);
+    write_order(&rig, &rig.env(), &["create", "py-2"]);
+    rust_events(&rig, &schema, "rs-2", 1..=1).await;
+    let sweeper = rig.function("sweeper", "strict", &[("STRANDED_AFTER_SECONDS", "0")]);
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     rig.invoke(&sweeper, &scheduled()).await;
 
-    let (received, messages) = received_counted(&rig).await;
+    let (received, messages) = drained(&rig).await;
     assert_eq!(received.get("py-2"), Some(&vec![1]), "{received:?}");
     assert_eq!(received.get("rs-2"), Some(&vec![1]), "{received:?}");
     assert_eq!(received.len(), 2, "{received:?}");
     assert_eq!(messages, 2, "each event once");
 
-    // Left: the poison event's dead letter only, in the outbox's own
-    // dead-letter index, which the operator's tool reads.
-    let items = rig.stack.items().await;
-    let outbox: Vec<_> = items
-        .iter()
-        .filter(|i| {
-            i.get("sk")
-                .and_then(|v| v.as_s().ok())
-                .is_some_and(|sk| sk.starts_with("evt#"))
-        })
-        .collect();
+    // Left: the poison event's dead letter only (the outbox items are the
+    // `sk`s under `evt#`), in the outbox's own dead-letter index, which the
+    // operator's tool reads with the stack's keys.
+    let outbox = rig.stack.outbox_raw().await;
     assert_eq!(outbox.len(), 1, "{outbox:?}");
     assert!(outbox[0].contains_key("outboxDeadPk"), "{outbox:?}");
-    assert!(outbox[0].contains_key(keys::attr::DEAD_LETTER_REASON));
-    // The stack's keys: the schema's names, the region's keys.
-    let store = DynamoStore::new(rig.stack.ddb.clone(), &rig.stack.table, 8)
-        .with_keys(rig.stack.keys.clone());
-    let listed = outboxctl::Operations::new(store)
-        .dead_letters(&outboxctl::DeadLetterFilter::default())
+    assert!(outbox[0].contains_key(DEAD_LETTER_REASON));
+    let filter = outboxctl::DeadLetterFilter::default();
+    let listed = rig
+        .stack
+        .operations()
+        .dead_letters(&filter)
         .await
         .expect("list");
     assert_eq!(listed.len(), 1);
@@ -436,31 +366,8 @@ boto3.client("dynamodb").transact_write_items(TransactItems=actions)
         .ddb
         .scan()
         .table_name(&rig.stack.table)
-        .index_name("GSI1")
-        .send()
-        .await
-        .expect("scan GSI1");
-    assert_eq!(gsi1.count(), 1);
-}
-
-/// A writer left on the default pending-index names (`GSI1PK`, `GSI1SK`)
-/// beside a stack that names them otherwise (#61 finding 1): its items
-/// are in no index the stack's sweeper reads.
-fn writer_on_defaults() -> KeySchema {
-    KeySchema {
-        pending_partition_key: keys::PENDING_PK.into(),
-        pending_sort_key: keys::PENDING_SK.into(),
-        ..their_schema()
-    }
-}
-
-/// The variables of `schema`, for the functions.
-fn env_of(schema: &KeySchema) -> Vec<(&'static str, String)> {
-    schema.variables()
-}
-
-fn borrowed<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
-    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+        .index_name("GSI1");
+    assert_eq!(gsi1.send().await.expect("scan GSI1").count(), 1);
 }
 
 /// Strict ordering, two invocations of one shard at once (a
@@ -471,29 +378,24 @@ fn borrowed<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str
 /// gives A2 the stack's keys before it holds it, and the sweep releases it.
 #[tokio::test]
 async fn a_writer_on_other_index_names_loses_nothing_held_behind_an_older_event() {
-    let schema = their_schema();
-    let stack = Stack::with_schema(&schema, &[("GSI1", "GSI1PK", "GSI1SK")]).await;
-    let rig = Rig::on(stack).await;
-    let env = env_of(&schema);
-    let env = borrowed(&env);
-    rust_events_as(&rig, &writer_on_defaults(), "a", 1..=2).await;
+    let rig = Adopter::theirs().await;
+    rust_events(&rig, &writer_on_defaults(), "a", 1..=2).await;
     let records = rig.stack.outbox_inserts().await;
     assert_eq!(records.len(), 2);
     // The adopter's table: the functions take its names (the template's
     // key parameters), the writer does not.
-    let publisher = rig.function("publisher", "strict", &env);
+    let publisher = rig.function("publisher", "strict", &[]);
     for batch in [vec![records[1].clone()], vec![records[0].clone()]] {
-        let answer = rig.invoke(&publisher, &stream_event(batch)).await;
-        let response: serde_json::Value = serde_json::from_slice(&answer).expect("json");
-        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+        assert_no_failures(&rig.invoke(&publisher, &stream_event(batch)).await);
     }
     let held = rig.stack.outbox_items().await;
     assert_eq!(held.len(), 1, "A2 waits behind A1: {held:?}");
+    let sweepable = rig.stack.keys.sweepable(&held[0], 8);
     assert!(
-        rig.stack.keys.sweepable(&held[0], 8),
+        sweepable,
         "A2 carries the stack's pending-index keys: {held:?}"
     );
-    let sweeper = rig.function("sweeper", "strict", &env);
+    let sweeper = rig.function("sweeper", "strict", &[]);
     rig.invoke(&sweeper, &scheduled()).await;
     assert_eq!(rig.received("a").await, vec![1, 2]);
     assert!(rig.stack.outbox_items().await.is_empty());
@@ -510,30 +412,24 @@ async fn a_writer_on_other_index_names_loses_nothing_held_behind_an_older_event(
 /// in order, and nothing is left.
 #[tokio::test]
 async fn create_and_pay_bursts_from_a_writer_on_other_index_names_all_arrive_in_order() {
-    let schema = their_schema();
-    let stack = Stack::with_schema(&schema, &[("GSI1", "GSI1PK", "GSI1SK")]).await;
-    let rig = Rig::on(stack).await;
-    let env = env_of(&schema);
-    let env = borrowed(&env);
+    let rig = Adopter::theirs().await;
     let orders: Vec<String> = (0..12).map(|i| format!("burst-{i}")).collect();
     for order in &orders {
-        rust_events_as(&rig, &writer_on_defaults(), order, 1..=2).await;
+        rust_events(&rig, &writer_on_defaults(), order, 1..=2).await;
     }
     let records = rig.stack.outbox_inserts().await;
     assert_eq!(records.len(), 24);
     let version = |r: &aws_lambda_events::event::dynamodb::EventRecord| {
-        r.change
-            .new_image
-            .get("aggregateVersion")
-            .map(|v| format!("{v:?}"))
+        let v = r.change.new_image.get("aggregateVersion");
+        v.map(|v| format!("{v:?}"))
     };
     let (pays, creates): (Vec<_>, Vec<_>) = records
         .into_iter()
         .partition(|r| version(r).is_some_and(|v| v.contains('2')));
     assert_eq!((pays.len(), creates.len()), (12, 12));
     // Two lanes, two sandboxes, both warm so start-up does not decide it.
-    let first = rig.function("publisher", "strict", &env);
-    let second = rig.function("publisher", "strict", &env);
+    let first = rig.function("publisher", "strict", &[]);
+    let second = rig.function("publisher", "strict", &[]);
     for f in [&first, &second] {
         rig.invoke(f, &stream_event(Vec::new())).await;
     }
@@ -542,28 +438,13 @@ async fn create_and_pay_bursts_from_a_writer_on_other_index_names_all_arrive_in_
         tokio::time::sleep(Duration::from_millis(300)).await;
         rig.invoke(&second, &creates).await
     });
-    for answer in [paid, created] {
-        let response: serde_json::Value = serde_json::from_slice(&answer).expect("json");
-        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
-    }
-    let sweeper = rig.function("sweeper", "strict", &env);
+    assert_no_failures(&paid);
+    assert_no_failures(&created);
+    let sweeper = rig.function("sweeper", "strict", &[]);
     rig.invoke(&sweeper, &scheduled()).await;
     // The FIFO subscriber, drained once: each order's versions in the
     // order received, each event once.
-    let mut received: HashMap<String, Vec<u64>> = HashMap::new();
-    let mut seen = std::collections::HashSet::new();
-    for mut message in testkit::drain_queue(&rig.stack.sdk, &rig.subscriber).await {
-        if let Some(o) = message.as_object_mut() {
-            o.remove("__sqs");
-        }
-        let e: EventEnvelope = serde_json::from_value(message).expect("an envelope");
-        if seen.insert(e.event_id) {
-            received
-                .entry(e.aggregate_id)
-                .or_default()
-                .push(e.aggregate_version);
-        }
-    }
+    let (received, _) = drained(&rig).await;
     for order in &orders {
         assert_eq!(received.get(order), Some(&vec![1, 2]), "{order}");
     }
@@ -577,24 +458,13 @@ async fn create_and_pay_bursts_from_a_writer_on_other_index_names_all_arrive_in_
 /// stack's keys before its first send, and the window publishes it.
 #[tokio::test]
 async fn a_writer_on_other_index_names_loses_nothing_to_a_sink_outage() {
-    let schema = their_schema();
-    let stack = Stack::with_schema(&schema, &[("GSI1", "GSI1PK", "GSI1SK")]).await;
-    let rig = Rig::on(stack).await;
-    let env = env_of(&schema);
-    let env = borrowed(&env);
-    let publisher = rig.function("publisher", "relaxed", &env);
-    let sweeper = rig.function("sweeper", "relaxed", &env);
-    let mut pump = rig.stack.pump_filtered(
-        &publisher,
-        Some(&rig.failures),
-        Some(schema.stream_filter_pattern()),
-    );
-    rust_events_as(&rig, &writer_on_defaults(), "a", 1..=1).await;
-    rig.proxy.inject(
-        "PublishBatch",
-        testkit::proxy::Fault::refuse_all("InternalError"),
-        None,
-    );
+    let rig = Adopter::theirs().await;
+    let publisher = rig.function("publisher", "relaxed", &[]);
+    let sweeper = rig.function("sweeper", "relaxed", &[]);
+    let mut pump = rig.pump(&publisher);
+    rust_events(&rig, &writer_on_defaults(), "a", 1..=1).await;
+    let outage = testkit::proxy::Fault::refuse_all("InternalError");
+    rig.proxy.inject("PublishBatch", outage, None);
     pump.run_until_idle().await.expect("pump");
     assert_eq!(pump.stats.on_failure_messages, 1, "the mapping gave up A1");
     rig.proxy.heal();
@@ -629,37 +499,25 @@ async fn reserved_words_and_odd_names_run_the_whole_pipeline() {
         home_region: None,
     };
     schema.validate().expect("a valid schema");
-    let stack = Stack::with_schema(&schema, &[]).await;
-    let rig = Rig::on(stack).await;
-    let env = env_of(&schema);
-    let env = borrowed(&env);
-    rust_events_as(&rig, &schema, "a", 1..=2).await;
-    rust_events_as(&rig, &schema, "p", 1..=1).await;
+    let rig = Adopter::new(schema.clone(), &[]).await;
+    rust_events(&rig, &schema, "a", 1..=2).await;
+    rust_events(&rig, &schema, "p", 1..=1).await;
     // A poison copy of p's event: same aggregate, a new id, an envelope
     // that is not JSON.
     let valid = rig.stack.outbox_raw().await;
     let p1 = valid
         .iter()
-        .find(|i| {
-            i.get(keys::attr::AGGREGATE_ID)
-                .and_then(|v| v.as_s().ok())
-                .is_some_and(|a| a == "p")
-        })
+        .find(|i| text(i, AGGREGATE_ID).as_deref() == Some("p"))
         .expect("p's event")
         .clone();
-    let p1_id = p1
-        .get(keys::attr::EVENT_ID)
-        .and_then(|v| v.as_s().ok())
-        .cloned();
+    let p1_id = text(&p1, EVENT_ID);
     let id = ulid::Ulid::new().to_string();
     let mut poison = p1.clone();
     poison.insert("date".into(), AttributeValue::S(format!("OUTBOX#{id}")));
     poison.insert("status".into(), AttributeValue::S(id.clone()));
-    poison.insert(keys::attr::EVENT_ID.into(), AttributeValue::S(id));
-    poison.insert(
-        keys::attr::ENVELOPE.into(),
-        AttributeValue::S("not json".into()),
-    );
+    poison.insert(EVENT_ID.into(), AttributeValue::S(id));
+    let not_json = AttributeValue::S("not json".into());
+    poison.insert(ENVELOPE.into(), not_json);
     rig.stack
         .ddb
         .delete_item()
@@ -669,14 +527,7 @@ async fn reserved_words_and_odd_names_run_the_whole_pipeline() {
         .send()
         .await
         .expect("p1 out of the way");
-    rig.stack
-        .ddb
-        .put_item()
-        .table_name(&rig.stack.table)
-        .set_item(Some(poison))
-        .send()
-        .await
-        .expect("poison");
+    rig.stack.put_raw(poison).await;
     let records: Vec<_> = rig
         .stack
         .outbox_inserts()
@@ -684,50 +535,36 @@ async fn reserved_words_and_odd_names_run_the_whole_pipeline() {
         .into_iter()
         .filter(|r| {
             !matches!(
-                r.change.new_image.get(keys::attr::EVENT_ID),
+                r.change.new_image.get(EVENT_ID),
                 Some(serde_dynamo::AttributeValue::S(id)) if Some(id) == p1_id.as_ref()
             )
         })
         .collect();
     assert_eq!(records.len(), 3, "A1, A2 and the poison event");
 
-    let publisher = rig.function("publisher", "strict", &env);
+    let publisher = rig.function("publisher", "strict", &[]);
     // A2's invocation while A1 is in the table: held.
     for batch in [
         vec![records[1].clone()],
         vec![records[0].clone(), records[2].clone()],
     ] {
-        let answer = rig.invoke(&publisher, &stream_event(batch)).await;
-        let response: serde_json::Value = serde_json::from_slice(&answer).expect("json");
-        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+        assert_no_failures(&rig.invoke(&publisher, &stream_event(batch)).await);
     }
-    let sweeper = rig.function("sweeper", "strict", &env);
+    let sweeper = rig.function("sweeper", "strict", &[]);
     rig.invoke(&sweeper, &scheduled()).await;
     assert_eq!(rig.received("a").await, vec![1, 2]);
 
     // The stack's schema: these names, the functions' home region.
-    let store = DynamoStore::new(rig.stack.ddb.clone(), &rig.stack.table, 8)
-        .with_keys(rig.stack.keys.clone());
-    let ops = outboxctl::Operations::new(store);
-    let listed = ops
-        .dead_letters(&outboxctl::DeadLetterFilter::default())
-        .await
-        .expect("list");
+    let ops = rig.stack.operations();
+    let filter = outboxctl::DeadLetterFilter::default();
+    let listed = ops.dead_letters(&filter).await.expect("list");
     assert_eq!(listed.len(), 1, "the poison event: {listed:?}");
-    assert_eq!(
-        ops.redrive(&listed[0]).await.expect("redrive"),
-        outbox_engine::Marked::Updated
-    );
+    let redriven = ops.redrive(&listed[0]).await.expect("redrive");
+    assert_eq!(redriven, outbox_engine::Marked::Updated);
     rig.invoke(&sweeper, &scheduled()).await;
-    let listed = ops
-        .dead_letters(&outboxctl::DeadLetterFilter::default())
-        .await
-        .expect("list");
-    assert_eq!(
-        listed.len(),
-        1,
-        "dead-lettered again by the sweep: {listed:?}"
-    );
+    let listed = ops.dead_letters(&filter).await.expect("list");
+    let again = "dead-lettered again by the sweep";
+    assert_eq!(listed.len(), 1, "{again}: {listed:?}");
     let left = rig.stack.outbox_raw().await;
     assert_eq!(left.len(), 1, "the dead letter only: {left:?}");
     assert!(left[0].contains_key("dead-letter.pk"));

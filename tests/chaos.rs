@@ -20,12 +20,9 @@ use testkit::chaos::{run, ChaosConfig, SinkKind, Verdict};
 use testkit::proxy::Sabotage;
 
 fn report(verdicts: &[Verdict]) -> String {
-    let mut out = String::new();
-    out.push_str(Verdict::HEADER);
-    out.push('\n');
+    let mut out = format!("{}\n", Verdict::HEADER);
     for v in verdicts {
-        out.push_str(&v.row());
-        out.push('\n');
+        out.push_str(&format!("{}\n", v.row()));
     }
     for v in verdicts {
         out.push_str(&format!("\n{}\n\n{}", heading(v), v.fault_table()));
@@ -67,12 +64,17 @@ fn judge(verdicts: &[Verdict]) {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// One run's verdict, its report printed.
+async fn verdict_of(config: ChaosConfig) -> Verdict {
+    let verdict = run(&config).await.expect("chaos harness");
+    println!("{}", report(std::slice::from_ref(&verdict)));
+    verdict
+}
+
 /// One small run, judged (the run itself tops up the orders until every
 /// scripted fault has had its call: `testkit::chaos::run`).
 async fn small_run(config: ChaosConfig) {
-    let verdict = run(&config).await.expect("chaos harness");
-    println!("{}", report(std::slice::from_ref(&verdict)));
-    judge(&[verdict]);
+    judge(&[verdict_of(config).await]);
 }
 
 /// At a `ParallelizationFactor` of 2 (two lanes of the shard invoked at
@@ -96,7 +98,7 @@ async fn small_run_on_sns_fifo_loses_nothing() {
     small_run(ChaosConfig::small(7, SinkKind::SnsFifo)).await;
 }
 
-fn message(event_id: &str, version: u64, sent_ms: u64) -> serde_json::Value {
+fn message((event_id, version, sent_ms): (&str, u64, u64)) -> serde_json::Value {
     serde_json::json!({
         "detail": {"eventId": event_id, "aggregateId": "a", "aggregateVersion": version},
         "__sqs": {"SentTimestamp": sent_ms.to_string()},
@@ -109,26 +111,20 @@ fn message(event_id: &str, version: u64, sent_ms: u64) -> serde_json::Value {
 /// only reported with relaxed.
 #[test]
 fn inversions_on_eventbridge_are_judged_in_the_order_sent() {
-    let judged = |messages: Vec<serde_json::Value>| {
+    let judged = |messages: &[(&str, u64, u64)]| {
+        let messages = messages.iter().copied().map(message).collect();
         let ordered = testkit::chaos::in_delivery_order(SinkKind::EventBridge, messages)
             .expect("timed messages");
         testkit::chaos::inversions(SinkKind::EventBridge, &ordered).len()
     };
     // Received v2 first, but sent v1 first.
-    assert_eq!(judged(vec![message("e2", 2, 20), message("e1", 1, 10)]), 0);
+    assert_eq!(judged(&[("e2", 2, 20), ("e1", 1, 10)]), 0);
     // A duplicate of v1 after v2 repeats what went out in order.
-    assert_eq!(
-        judged(vec![
-            message("e1", 1, 10),
-            message("e2", 2, 20),
-            message("e1", 1, 30)
-        ]),
-        0
-    );
+    assert_eq!(judged(&[("e1", 1, 10), ("e2", 2, 20), ("e1", 1, 30)]), 0);
     // v1 sent after v2, received in order or not.
-    assert_eq!(judged(vec![message("e2", 2, 10), message("e1", 1, 20)]), 1);
-    assert_eq!(judged(vec![message("e1", 1, 20), message("e2", 2, 10)]), 1);
-    let mut untimed = message("e1", 1, 0);
+    assert_eq!(judged(&[("e2", 2, 10), ("e1", 1, 20)]), 1);
+    assert_eq!(judged(&[("e1", 1, 20), ("e2", 2, 10)]), 1);
+    let mut untimed = message(("e1", 1, 0));
     untimed["__sqs"] = serde_json::json!({});
     assert!(testkit::chaos::in_delivery_order(SinkKind::EventBridge, vec![untimed]).is_err());
 
@@ -142,59 +138,44 @@ fn inversions_on_eventbridge_are_judged_in_the_order_sent() {
     assert!(!inverted(verdict("relaxed")));
 }
 
-/// A sabotaged run on EventBridge: what its verdict says is wrong.
-async fn sabotaged(sabotage: Sabotage) -> Vec<String> {
-    // Scripted faults only (every kind once), no long outage: the verdict
-    // must fail for the sabotage, whatever else happens.
-    let mut config = ChaosConfig::small(11, SinkKind::EventBridge);
-    config.orders = 12;
-    config.fault_rate = 0.0;
-    config.writer_fault_rate = 0.0;
-    config.outage_beyond_retries = false;
-    config.sabotage = Some(sabotage);
-    run_sabotaged(config).await
+/// A small run on `sink` with `sabotage` and only the scripted faults
+/// (every kind once), no long outage: the verdict must fail for the
+/// sabotage, whatever else happens.
+fn sabotaged(sabotage: Sabotage, sink: SinkKind) -> ChaosConfig {
+    ChaosConfig {
+        orders: 12,
+        fault_rate: 0.0,
+        writer_fault_rate: 0.0,
+        outage_beyond_retries: false,
+        sabotage: Some(sabotage),
+        ..ChaosConfig::small(11, sink)
+    }
 }
 
-/// A small run with `sabotage` and no fault at all (no script, no short
-/// outage, no hang), but the outage that outlasts the mapping's retries
-/// when `give_up` (the OnFailure path's).
+/// [`sabotaged`] with no fault at all (no script, no short outage, no
+/// hang, no poison), for a sabotage that needs none to show, but the
+/// outage that outlasts the mapping's retries when `give_up` (the
+/// OnFailure path's).
 fn without_faults(sabotage: Sabotage, sink: SinkKind, give_up: bool) -> ChaosConfig {
-    let mut config = ChaosConfig::small(11, sink);
-    config.orders = 8;
-    config.poison = 0;
-    config.fault_rate = 0.0;
-    config.writer_fault_rate = 0.0;
-    config.scripted = false;
-    config.outage_invocations = 0;
-    config.outage_beyond_retries = give_up;
-    config.hangs = 0;
-    config.sabotage = Some(sabotage);
-    config
+    ChaosConfig {
+        orders: 8,
+        poison: 0,
+        scripted: false,
+        outage_invocations: 0,
+        outage_beyond_retries: give_up,
+        hangs: 0,
+        ..sabotaged(sabotage, sink)
+    }
 }
 
-/// A sabotaged run with no fault at all, for a sabotage that needs none to
-/// show: what its verdict says is wrong.
-async fn sabotaged_without_faults(sabotage: Sabotage, sink: SinkKind) -> Vec<String> {
-    run_sabotaged(without_faults(sabotage, sink, false)).await
-}
-
-/// Asserts that a sabotaged run's verdict names `reason` among its failures.
-fn fails_with(failures: Vec<String>, reason: &str) {
+/// Runs a sabotaged `config` and asserts that its verdict names `reason`
+/// among its failures.
+async fn fails_with(config: ChaosConfig, reason: &str) {
+    let failures = verdict_of(config).await.failures();
     assert!(
         failures.iter().any(|f| f.ends_with(reason)),
         "expected a failure ending in {reason:?}: {failures:#?}"
     );
-}
-
-async fn run_sabotaged(config: ChaosConfig) -> Vec<String> {
-    let verdict = run(&config).await.expect("chaos harness");
-    println!(
-        "{}\n{}\n\n{}",
-        Verdict::HEADER,
-        verdict.row(),
-        verdict.fault_table()
-    );
-    verdict.failures()
 }
 
 /// The verdict can fail: deletes answered as done but never made (no
@@ -202,10 +183,8 @@ async fn run_sabotaged(config: ChaosConfig) -> Vec<String> {
 /// and no cause in the journals explains those duplicates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_deletes_are_silently_dropped() {
-    fails_with(
-        sabotaged(Sabotage::DropDeletes).await,
-        "unexplained duplicates",
-    );
+    let config = sabotaged(Sabotage::DropDeletes, SinkKind::EventBridge);
+    fails_with(config, "unexplained duplicates").await;
 }
 
 /// The verdict can fail: sink calls answered as published but never
@@ -213,10 +192,12 @@ async fn the_verdict_fails_when_deletes_are_silently_dropped() {
 /// gone from the table, not merely left pending.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_sink_calls_are_swallowed() {
+    let config = sabotaged(Sabotage::SwallowSinkCalls, SinkKind::EventBridge);
     fails_with(
-        sabotaged(Sabotage::SwallowSinkCalls).await,
+        config,
         "events deleted from the table without being delivered",
-    );
+    )
+    .await;
 }
 
 /// The verdict can fail: a sweeper invocation that sends an event twice,
@@ -224,10 +205,8 @@ async fn the_verdict_fails_when_sink_calls_are_swallowed() {
 /// invocation is explained only by a call whose answer was lost).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_a_sweep_sends_an_event_twice() {
-    fails_with(
-        sabotaged(Sabotage::SendTwice).await,
-        "unexplained duplicates",
-    );
+    let config = sabotaged(Sabotage::SendTwice, SinkKind::EventBridge);
+    fails_with(config, "unexplained duplicates").await;
 }
 
 /// The verdict can fail: a publisher answer that also reports a record its
@@ -236,10 +215,8 @@ async fn the_verdict_fails_when_a_sweep_sends_an_event_twice() {
 /// the redelivered batch's check keeps it from sending anything twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_the_publisher_reports_records_it_published() {
-    fails_with(
-        sabotaged_without_faults(Sabotage::ReportFirstRecord, SinkKind::EventBridge).await,
-        "reported a record their invocation had published",
-    );
+    let config = without_faults(Sabotage::ReportFirstRecord, SinkKind::EventBridge, false);
+    fails_with(config, "reported a record their invocation had published").await;
 }
 
 /// The verdict can fail: a sink call acknowledged before it is forwarded
@@ -247,10 +224,8 @@ async fn the_verdict_fails_when_the_publisher_reports_records_it_published() {
 /// topic with strict ordering (its default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_an_aggregate_is_reordered() {
-    fails_with(
-        sabotaged_without_faults(Sabotage::AcknowledgeEarly, SinkKind::SnsFifo).await,
-        "per-aggregate inversions with strict ordering",
-    );
+    let config = without_faults(Sabotage::AcknowledgeEarly, SinkKind::SnsFifo, false);
+    fails_with(config, "per-aggregate inversions with strict ordering").await;
 }
 
 /// The verdict can fail: an OnFailure handler that does nothing (the
@@ -262,9 +237,10 @@ async fn the_verdict_fails_when_an_aggregate_is_reordered() {
 async fn the_verdict_fails_when_the_on_failure_handler_does_nothing() {
     let config = without_faults(Sabotage::IgnoreOnFailure, SinkKind::EventBridge, true);
     fails_with(
-        run_sabotaged(config).await,
+        config,
         "events of given-up batches not published by the OnFailure path",
-    );
+    )
+    .await;
 }
 
 /// The verdict can fail: a publisher that keeps every delete to the end
@@ -277,15 +253,23 @@ async fn the_verdict_fails_when_the_on_failure_handler_does_nothing() {
 /// kill could show the difference.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_verdict_fails_when_a_kill_repeats_more_than_the_design_allows() {
-    let mut config = without_faults(Sabotage::DeferDeletes, SinkKind::EventBridge, false);
-    // 100 orders, written before the publisher starts: batches of up to
-    // 100 records, so that one invocation publishes 50 before its end.
-    config.orders = 100;
-    config.parameters = vec![("SendConcurrency".to_owned(), "1".to_owned())];
-    fails_with(
-        run_sabotaged(config).await,
-        "instances repeated more than the design allows",
-    );
+    let config = ChaosConfig {
+        // 100 orders, written before the publisher starts: batches of up
+        // to 100 records, so that one invocation publishes 50 before its
+        // end.
+        orders: 100,
+        parameters: vec![("SendConcurrency".to_owned(), "1".to_owned())],
+        ..without_faults(Sabotage::DeferDeletes, SinkKind::EventBridge, false)
+    };
+    fails_with(config, "instances repeated more than the design allows").await;
+}
+
+/// `name`'s value, or `default` when it is unset or no number.
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -296,27 +280,17 @@ async fn chaos() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    let orders: usize = std::env::var("CHAOS_ORDERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    let orders = env_number("CHAOS_ORDERS", 100);
     let sinks: Vec<SinkKind> = std::env::var("CHAOS_SINKS")
         .unwrap_or_else(|_| "eventbridge,sns-fifo".into())
         .split(',')
-        .filter_map(|s| match s.trim() {
-            "eventbridge" => Some(SinkKind::EventBridge),
-            "sns-fifo" => Some(SinkKind::SnsFifo),
-            _ => None,
+        .filter_map(|s| {
+            let sinks = [SinkKind::EventBridge, SinkKind::SnsFifo];
+            sinks.into_iter().find(|sink| sink.name() == s.trim())
         })
         .collect();
     // One writer makes the stream's order, and so the whole run, replayable.
-    let writers: usize = std::env::var("CHAOS_WRITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
-    // Two lanes of each stream shard at once (the template's default is 1):
-    // where an aggregate's events overtake each other, so that each
-    // ordering shows what it promises there.
+    let writers = env_number("CHAOS_WRITERS", 4);
     let parallelization: usize = std::env::var("CHAOS_PARALLELIZATION")
         .ok()
         .map(|s| {
@@ -324,9 +298,6 @@ async fn chaos() {
                 .unwrap_or_else(|_| panic!("CHAOS_PARALLELIZATION: 1 to 10, not {s:?}"))
         })
         .unwrap_or(2);
-    // Strict on every sink by default (order is judged on both); `auto`
-    // is the template's `Ordering` (strict on SNS FIFO, relaxed on
-    // EventBridge).
     let ordering = match std::env::var("CHAOS_ORDERING").as_deref() {
         Ok("auto") => None,
         Err(_) | Ok("strict") => Some(Ordering::Strict),
@@ -391,10 +362,7 @@ async fn chaos() {
     }
     let report = report(&verdicts);
     println!("{report}");
-    let path = testkit::root()
-        .join("target")
-        .join("chaos")
-        .join("report.md");
+    let path = dir.join("report.md");
     std::fs::write(&path, &report).expect("write the report");
     eprintln!("written to {}", path.display());
     judge(&verdicts);

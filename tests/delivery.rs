@@ -4,189 +4,126 @@
 //! publisher and the sweeper owe (see docs/publisher.md and docs/sweeper.md).
 
 use outbox_runtime::SweepMetrics;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::LambdaEvent;
-use outbox_core::EventEnvelope;
-use outbox_engine::EventSink;
-use outbox_engine::{PublishStore, SweepStore};
-use outbox_engine::{SweepSettings, Sweeper};
-use outbox_runtime::DynamoStore;
-use publisher::Publisher;
+use outbox_engine::PublishStore;
+use outbox_runtime::{DynamoStore, SnsSink};
 use serde_json::Value;
 use sweeper::Response;
 use testkit::proxy::{Fault, FaultProxy};
-use testkit::{far_deadline, fast_retry, Stack};
+use testkit::scenario::{envelopes, process, publisher, sweep_now, sweeper, versions, Wire};
+use testkit::{far_deadline, Stack};
 use time::OffsetDateTime;
 
 const DAY: Duration = Duration::from_secs(86_400);
 
-fn publisher<S: EventSink, T: PublishStore>(sink: S, store: T, stack: &Stack) -> Publisher<S, T> {
-    let mut publisher = Publisher::new(sink, store).with_keys(stack.keys.clone());
-    publisher.retry = fast_retry();
-    publisher
-}
-
-fn sweeper<S: EventSink, T: PublishStore + SweepStore>(
-    sink: S,
-    store: T,
-    stack: &Stack,
-) -> Sweeper<S, T> {
-    let mut sweeper = Sweeper::new(sink, store, SweepSettings::from(&stack.config(&[])));
-    sweeper.retry = fast_retry();
-    sweeper
-}
-
-fn envelopes(messages: &[Value]) -> Vec<EventEnvelope> {
-    messages
-        .iter()
-        .map(|m| serde_json::from_value(m["detail"].clone()).expect("an envelope"))
-        .collect()
+/// The store of `stack`'s table writing `shards` shards.
+fn store(stack: &Stack, shards: u16) -> DynamoStore {
+    DynamoStore::new(stack.ddb.clone(), &stack.table, shards).with_keys(stack.keys.clone())
 }
 
 /// 1. A poison record whose dead-letter write fails: nothing after it is
 /// published in that invocation, so its redelivery duplicates nothing.
 #[tokio::test]
 async fn a_poison_record_whose_dead_letter_fails_sends_nothing_after_it() {
-    let stack = Stack::with_bus().await;
-    stack.create_orders(1).await;
+    let w = Wire::orders(1).await;
     // Invoked with its record (the mapping's filter would drop an outbox
     // insert without an envelope; one that is not JSON is the same case).
-    stack.put_poison("poison", None).await;
-    stack.create_orders(3).await;
-    let records = stack.outbox_inserts().await;
+    w.put_poison("poison", None).await;
+    w.create_orders(3).await;
+    let records = w.outbox_inserts().await;
     assert_eq!(records.len(), 5);
 
-    let proxy = FaultProxy::start().await;
-    let (sink, store) = stack.through(&proxy, 8).await;
-    let publisher = publisher(sink, store, &stack);
+    let publisher = w.publisher().await;
     // Every dead-letter write is throttled (the SDK's retries included).
-    proxy.inject("UpdateItem", Fault::Throttle, None);
-    let report = publisher
-        .process(records.clone(), &far_deadline())
-        .await
-        .unwrap();
+    w.proxy.inject("UpdateItem", Fault::Throttle, None);
+    let report = process(&publisher, records.clone()).await;
+    let published = report.relayed.published;
+    assert_eq!(published, 1, "only the record before the poison");
+    let reported = &report.first_failure;
     assert_eq!(
-        report.relayed.published, 1,
-        "only the record before the poison"
-    );
-    assert_eq!(
-        report.first_failure, records[1].change.sequence_number,
+        reported, &records[1].change.sequence_number,
         "the poison record is reported"
     );
     assert_eq!(report.unhandled, 4);
-    assert!(proxy.faulted("UpdateItem") > 0);
-    assert_eq!(envelopes(&stack.drain_subscriber().await).len(), 1);
+    assert!(w.proxy.faulted("UpdateItem") > 0);
+    assert_eq!(envelopes(&w.drain_subscriber().await).len(), 1);
 
     // Lambda redelivers from the reported record; the throttling is over.
-    proxy.heal();
-    let report = publisher
-        .process(records[1..].to_vec(), &far_deadline())
-        .await
-        .unwrap();
+    w.proxy.heal();
+    let report = process(&publisher, records[1..].to_vec()).await;
     assert_eq!(report.first_failure, None);
-    assert_eq!(
-        (report.relayed.dead_lettered, report.relayed.published),
-        (1, 3)
-    );
-    let delivered = envelopes(&stack.drain_subscriber().await);
+    let relayed = (report.relayed.dead_lettered, report.relayed.published);
+    assert_eq!(relayed, (1, 3));
+    let delivered = envelopes(&w.drain_subscriber().await);
     let distinct: HashSet<_> = delivered.iter().map(|e| e.event_id).collect();
-    assert_eq!(
-        (delivered.len(), distinct.len()),
-        (3, 3),
-        "no event went out twice"
-    );
+    let counts = (delivered.len(), distinct.len());
+    assert_eq!(counts, (3, 3), "no event went out twice");
 }
 
 /// 2. An INSERT without its NewImage (a KEYS_ONLY stream) is a
 /// configuration error: reported, never dead-lettered.
 #[tokio::test]
 async fn an_insert_without_its_image_is_reported_never_dead_lettered() {
-    let stack = Stack::with_bus().await;
-    stack.create_orders(2).await;
-    let mut records = stack.outbox_inserts().await;
+    let w = Wire::orders(2).await;
+    let mut records = w.outbox_inserts().await;
     for record in &mut records {
         record.change.new_image = Default::default();
         record.change.stream_view_type =
             Some(aws_lambda_events::event::dynamodb::StreamViewType::KeysOnly);
     }
-    let proxy = FaultProxy::start().await;
-    let (sink, store) = stack.through(&proxy, 8).await;
-    let report = publisher(sink, store, &stack)
-        .process(records.clone(), &far_deadline())
-        .await
-        .unwrap();
+    let report = process(&w.publisher().await, records.clone()).await;
     assert_eq!(report.first_failure, records[0].change.sequence_number);
     assert_eq!(report.relayed.dead_lettered, 0);
-    assert_eq!(proxy.seen("UpdateItem"), 0, "no dead-letter write");
-    assert_eq!(proxy.seen("PutEvents"), 0);
-    assert_eq!(stack.outbox_items().await.len(), 2, "both kept");
-    assert!(stack
-        .outbox_items()
-        .await
-        .iter()
-        .all(|i| i.dead_lettered_at.is_none()));
+    assert_eq!(w.proxy.seen("UpdateItem"), 0, "no dead-letter write");
+    assert_eq!(w.proxy.seen("PutEvents"), 0);
+    let kept = w.outbox_items().await;
+    assert_eq!(kept.len(), 2, "both kept");
+    assert!(kept.iter().all(|i| i.dead_lettered_at.is_none()));
 }
 
 /// 3. A sink call that never answers ends in a normal response, before the
 /// deadline, that reports the first record.
 #[tokio::test]
 async fn a_hung_sink_call_ends_in_a_normal_response_before_the_deadline() {
-    let stack = Stack::with_bus().await;
-    stack.create_orders(3).await;
-    let records = stack.outbox_inserts().await;
-    let proxy = FaultProxy::start().await;
-    let (sink, store) = stack.through(&proxy, 8).await;
-    proxy.inject("PutEvents", Fault::Hang, None);
-    let publisher = publisher(sink, store, &stack);
+    let w = Wire::orders(3).await;
+    let records = w.outbox_inserts().await;
+    w.proxy.inject("PutEvents", Fault::Hang, None);
+    let publisher = w.publisher().await;
     let context = testkit::context_with_deadline(Duration::from_secs(6));
     let lambda_deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(context.deadline);
-    let mut event = Event::default();
-    event.records = records.clone();
-    let response = tokio::time::timeout(
-        Duration::from_secs(60),
-        publisher::handler(
-            &publisher,
-            LambdaEvent::new(publisher::StreamEvent::from(event.records), context),
-        ),
-    )
-    .await
-    .expect("the handler returns")
-    .expect("a normal response, not an error");
-    assert!(
-        SystemTime::now() < lambda_deadline,
-        "answered before Lambda's deadline"
-    );
+    let event = publisher::StreamEvent::from(records.clone());
+    let handled = publisher::handler(&publisher, LambdaEvent::new(event, context));
+    let response = tokio::time::timeout(Duration::from_secs(60), handled)
+        .await
+        .expect("the handler returns")
+        .expect("a normal response, not an error");
+    let answered = SystemTime::now() < lambda_deadline;
+    assert!(answered, "answered before Lambda's deadline");
     assert_eq!(response.batch_item_failures.len(), 1);
-    assert_eq!(
-        response.batch_item_failures[0].item_identifier,
-        records[0].change.sequence_number
-    );
-    assert_eq!(stack.outbox_items().await.len(), 3, "nothing lost");
+    let first = &response.batch_item_failures[0].item_identifier;
+    assert_eq!(first, &records[0].change.sequence_number);
+    assert_eq!(w.outbox_items().await.len(), 3, "nothing lost");
 }
 
 /// 3b. The sweeper, with a sink that never answers, still returns its
 /// report (and its statistics) before the deadline.
 #[tokio::test]
 async fn a_hung_sink_still_lets_the_sweeper_report_before_the_deadline() {
-    let stack = Stack::with_bus().await;
-    stack.put_event_aged(DAY * 2).await;
-    let proxy = FaultProxy::start().await;
-    let (sink, store) = stack.through(&proxy, 8).await;
-    proxy.inject("PutEvents", Fault::Hang, None);
-    let sweeper = sweeper(sink, store, &stack);
+    let w = Wire::orders(0).await;
+    w.put_event_aged(DAY * 2).await;
+    w.proxy.inject("PutEvents", Fault::Hang, None);
+    let sweeper = w.sweeper(8, &[]).await;
     let context = testkit::context_with_deadline(Duration::from_secs(14));
     let lambda_deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(context.deadline);
-    let event = serde_json::from_str(&testkit::sample("sweeper-scheduled.json")).unwrap();
-    let response = tokio::time::timeout(
-        Duration::from_secs(60),
-        sweeper::handler(&sweeper, None, LambdaEvent::new(event, context)),
-    )
-    .await
-    .expect("the handler returns")
-    .expect("a report");
+    let event = testkit::rig::scheduled();
+    let handled = sweeper::handler(&sweeper, None, LambdaEvent::new(event, context));
+    let response = tokio::time::timeout(Duration::from_secs(60), handled)
+        .await
+        .expect("the handler returns")
+        .expect("a report");
     assert!(SystemTime::now() < lambda_deadline);
     let Response::Sweep(report) = response else {
         panic!("a sweep report: {response:?}")
@@ -194,7 +131,7 @@ async fn a_hung_sink_still_lets_the_sweeper_report_before_the_deadline() {
     assert!(report.stats_read, "the metric that matters was emitted");
     assert!(report.oldest_pending_age_seconds.unwrap() >= 2.0 * 86_400.0 - 60.0);
     assert_eq!(report.republished, 0);
-    assert_eq!(stack.outbox_items().await.len(), 1);
+    assert_eq!(w.outbox_items().await.len(), 1);
 }
 
 /// 4. The statistics read a bounded amount: the oldest item per shard, and
@@ -202,25 +139,20 @@ async fn a_hung_sink_still_lets_the_sweeper_report_before_the_deadline() {
 #[tokio::test]
 async fn sweeper_statistics_cost_a_bounded_amount() {
     let stack = Stack::with_bus().await;
-    let oldest = stack
-        .put_aggregate_event("old", 1, Duration::from_secs(3_600), 0, 8)
-        .await;
+    let old = Duration::from_secs(3_600);
+    let oldest = stack.put_aggregate_event("old", 1, old, 0, 8).await;
     for i in 0..40 {
         stack
             .put_aggregate_event("busy", i + 1, Duration::ZERO, i, 8)
             .await;
     }
     let (sink, _) = stack.eventbridge_sink();
-    let mut sweeper = sweeper(sink, stack.store(), &stack);
+    let mut sweeper = sweeper(sink, stack.store(), &stack, &[]);
     sweeper.settings.count_limit = 5;
-    let report = sweeper
-        .sweep(OffsetDateTime::now_utc(), &far_deadline())
-        .await;
+    let report = sweep_now(&sweeper).await;
     assert_eq!(report.stranded, 0, "nothing is a day old");
-    assert!(
-        report.pending_capped,
-        "41 pending, counted up to 5 per shard"
-    );
+    let capped = report.pending_capped;
+    assert!(capped, "41 pending, counted up to 5 per shard");
     assert!(report.pending <= 5 * 8);
     let age = report.oldest_pending_age_seconds.expect("every shard read");
     let expected =
@@ -228,11 +160,8 @@ async fn sweeper_statistics_cost_a_bounded_amount() {
     assert!((age - expected).abs() < 60.0, "{age} vs {expected}");
     // Per shard: one range page, the oldest item, two bounded counts.
     assert_eq!(report.queries, 8 * 4);
-    assert!(
-        report.items_read <= 8 * (1 + 5 + 5),
-        "read {}",
-        report.items_read
-    );
+    let items_read = report.items_read;
+    assert!(items_read <= 8 * (1 + 5 + 5), "read {items_read}");
 }
 
 /// 4b. The statistics are all or nothing (#26 item 7): when one shard's
@@ -241,32 +170,20 @@ async fn sweeper_statistics_cost_a_bounded_amount() {
 /// run is counted as incomplete and the alarm sees missing data.
 #[tokio::test]
 async fn statistics_are_emitted_only_when_every_shard_answered() {
-    let stack = Stack::with_bus().await;
-    stack
-        .put_aggregate_event("old", 1, Duration::from_secs(3_600), 0, 8)
+    let w = Wire::orders(0).await;
+    w.put_aggregate_event("old", 1, Duration::from_secs(3_600), 0, 8)
         .await;
-    let proxy = FaultProxy::start().await;
-    let (sink, store) = stack.through(&proxy, 8).await;
-    let sweeper = sweeper(sink, store, &stack);
+    let sweeper = w.sweeper(8, &[]).await;
     // The sweep's queries pass (with the region's keys, as deployed, first
     // 16 looking for items written before the home-region rule, both
     // indexes of each shard, then 8 range queries); then one statistics
     // query is refused (a non-retryable code: exactly one shard fails).
-    let sweep_queries = if stack.keys.home_region.is_some() {
-        24
-    } else {
-        8
-    };
-    proxy.inject("Query", Fault::Pass, Some(sweep_queries));
-    proxy.inject(
-        "Query",
-        Fault::Refuse("ValidationException".into()),
-        Some(1),
-    );
-    let report = sweeper
-        .sweep(OffsetDateTime::now_utc(), &far_deadline())
-        .await;
-    assert_eq!(proxy.faulted("Query"), 1);
+    let sweep_queries = if w.keys.home_region.is_some() { 24 } else { 8 };
+    w.proxy.inject("Query", Fault::Pass, Some(sweep_queries));
+    let refused = Fault::Refuse("ValidationException".into());
+    w.proxy.inject("Query", refused, Some(1));
+    let report = sweep_now(&sweeper).await;
+    assert_eq!(w.proxy.faulted("Query"), 1);
     assert!(report.stats_incomplete && !report.stats_read);
     assert_eq!(report.oldest_pending_age_seconds, None);
     assert_eq!(report.shard_errors, 1);
@@ -277,10 +194,8 @@ async fn statistics_are_emitted_only_when_every_shard_answered() {
     }
 
     // Every shard answers: the age is emitted, and it is the real one.
-    proxy.heal();
-    let report = sweeper
-        .sweep(OffsetDateTime::now_utc(), &far_deadline())
-        .await;
+    w.proxy.heal();
+    let report = sweep_now(&sweeper).await;
     assert!(report.stats_read && !report.stats_incomplete);
     assert!(report.oldest_pending_age_seconds.unwrap() >= 3_590.0);
     let emf: Value = serde_json::from_str(&report.emf()).unwrap();
@@ -292,51 +207,39 @@ async fn statistics_are_emitted_only_when_every_shard_answered() {
 /// wire: per aggregate, what reaches the subscriber is never inverted.
 #[tokio::test]
 async fn stranded_events_reach_the_sink_in_aggregate_order_despite_failures() {
-    let stack = Stack::with_bus().await;
-    let aggregates = 12;
-    let versions = 4;
-    for v in 1..=versions {
+    let w = Wire::orders(0).await;
+    let (aggregates, versions_each) = (12, 4);
+    for v in 1..=versions_each {
         for a in 0..aggregates {
-            stack
-                .put_aggregate_event(&format!("agg-{a}"), v, DAY * 2, v * 100 + a, 8)
+            let aggregate = format!("agg-{a}");
+            w.put_aggregate_event(&aggregate, v, DAY * 2, v * 100 + a, 8)
                 .await;
         }
     }
-    let proxy = FaultProxy::start().await;
-    let (sink, store) = stack.through(&proxy, 8).await;
-    let sweeper = sweeper(sink, store, &stack);
+    let sweeper = w.sweeper(8, &[]).await;
     // Some entries refused in 200 answers, and throttled calls.
-    proxy.inject("PutEvents", Fault::FailEntries(vec![0]), Some(6));
-    proxy.inject(
-        "PutEvents",
-        Fault::refuse(&["\"aggregateVersion\":2".into()], "ThrottlingException"),
-        Some(4),
-    );
-    proxy.inject("PutEvents", Fault::Throttle, Some(2));
+    w.proxy
+        .inject("PutEvents", Fault::FailEntries(vec![0]), Some(6));
+    let second = Fault::refuse(&["\"aggregateVersion\":2".into()], "ThrottlingException");
+    w.proxy.inject("PutEvents", second, Some(4));
+    w.proxy.inject("PutEvents", Fault::Throttle, Some(2));
     let mut now = OffsetDateTime::now_utc();
     for _ in 0..6 {
         sweeper.sweep(now, &far_deadline()).await;
-        if stack.outbox_items().await.is_empty() {
+        if w.outbox_items().await.is_empty() {
             break;
         }
-        proxy.heal();
+        w.proxy.heal();
         now += DAY; // every backoff is due
     }
-    assert!(stack.outbox_items().await.is_empty(), "all delivered");
-    assert!(proxy.faulted("PutEvents") > 0, "faults were injected");
+    assert!(w.outbox_items().await.is_empty(), "all delivered");
+    assert!(w.proxy.faulted("PutEvents") > 0, "faults were injected");
 
-    let mut seen: HashMap<String, Vec<u64>> = HashMap::new();
-    let mut distinct = HashSet::new();
-    for envelope in envelopes(&stack.drain_subscriber().await) {
-        if distinct.insert(envelope.event_id) {
-            seen.entry(envelope.aggregate_id.clone())
-                .or_default()
-                .push(envelope.aggregate_version);
-        }
-    }
-    assert_eq!(distinct.len() as u64, aggregates * versions);
-    for (aggregate, order) in &seen {
-        let sorted: Vec<u64> = (1..=versions).collect();
+    let delivered = envelopes(&w.drain_subscriber().await);
+    let distinct: HashSet<_> = delivered.iter().map(|e| e.event_id).collect();
+    assert_eq!(distinct.len() as u64, aggregates * versions_each);
+    let sorted: Vec<u64> = (1..=versions_each).collect();
+    for (aggregate, order) in &versions(&delivered, true) {
         assert_eq!(order, &sorted, "{aggregate} delivered out of order");
     }
 }
@@ -352,9 +255,10 @@ async fn lowering_the_shard_count_strands_nothing() {
         .unwrap();
     let mut items = Vec::new();
     for a in 0..24 {
+        let aggregate = format!("order-{a}");
         items.push(
             stack
-                .put_aggregate_event(&format!("order-{a}"), 1, DAY * 2, a, 16)
+                .put_aggregate_event(&aggregate, 1, DAY * 2, a, 16)
                 .await,
         );
     }
@@ -362,33 +266,26 @@ async fn lowering_the_shard_count_strands_nothing() {
         .iter()
         .find(|i| outbox_core::keys::shard_of(&i.aggregate_id, 16) >= 4)
         .expect("an item in a shard above 4");
-    let dead = DynamoStore::new(stack.ddb.clone(), &stack.table, 16).with_keys(stack.keys.clone());
-    dead.dead_letter(
-        outbox_engine::DeadLetter {
-            key: &high.key(),
-            aggregate_id: Some(&high.aggregate_id),
-            reason: "test",
-            attempts: None,
-            claim: None,
-        },
-        &far_deadline(),
-    )
-    .await
-    .unwrap();
+    let letter = outbox_engine::DeadLetter {
+        key: &high.key(),
+        aggregate_id: Some(&high.aggregate_id),
+        reason: "test",
+        attempts: None,
+        claim: None,
+    };
+    store(&stack, 16)
+        .dead_letter(letter, &far_deadline())
+        .await
+        .unwrap();
 
     // Now the stack runs with 4 shards.
     let (sink, _) = stack.eventbridge_sink();
-    let store = DynamoStore::new(stack.ddb.clone(), &stack.table, 4).with_keys(stack.keys.clone());
-    let report = sweeper(sink, store, &stack)
-        .sweep(OffsetDateTime::now_utc(), &far_deadline())
-        .await;
+    let report = sweep_now(&sweeper(sink, store(&stack, 4), &stack, &[])).await;
     assert_eq!(report.shards, 16);
     assert_eq!(report.republished, 23);
     assert_eq!(report.pending, 0);
-    assert_eq!(
-        report.dead_letter_count, 1,
-        "the dead letter of shard >= 4 counted"
-    );
+    let dead = report.dead_letter_count;
+    assert_eq!(dead, 1, "the dead letter of shard >= 4 counted");
     assert_eq!(stack.outbox_items().await.len(), 1, "only the dead letter");
 }
 
@@ -398,23 +295,34 @@ async fn lowering_the_shard_count_strands_nothing() {
 async fn raising_the_shard_count_strands_nothing() {
     let stack = Stack::with_bus().await;
     for a in 0..12 {
+        let aggregate = format!("order-{a}");
         stack
-            .put_aggregate_event(&format!("order-{a}"), 1, DAY * 2, a, 4)
+            .put_aggregate_event(&aggregate, 1, DAY * 2, a, 4)
             .await;
     }
     let (sink, _) = stack.eventbridge_sink();
-    let store = DynamoStore::new(stack.ddb.clone(), &stack.table, 16).with_keys(stack.keys.clone());
-    let report = sweeper(sink, store, &stack)
-        .sweep(OffsetDateTime::now_utc(), &far_deadline())
-        .await;
+    let report = sweep_now(&sweeper(sink, store(&stack, 16), &stack, &[])).await;
     assert_eq!((report.shards, report.republished), (16, 12));
     // Back to 4: the mark stays at 16.
-    assert_eq!(
-        outbox_runtime::record_shard_count(&stack.ddb, &stack.table, &Default::default(), 4)
-            .await
-            .unwrap(),
-        16
-    );
+    let keys = Default::default();
+    let mark = outbox_runtime::record_shard_count(&stack.ddb, &stack.table, &keys, 4);
+    assert_eq!(mark.await.unwrap(), 16);
+}
+
+/// A stack publishing to an SNS FIFO topic with a fault proxy in front: the
+/// sink and the store of its publisher through the proxy, and the
+/// topic's FIFO subscriber queue.
+async fn sns_fifo() -> (Stack, FaultProxy, SnsSink, DynamoStore, String) {
+    let stack = Stack::new().await;
+    let (topic_arn, queue) = testkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
+        .await
+        .unwrap();
+    let proxy = FaultProxy::start().await;
+    let sdk = proxy.sdk().await;
+    let sink = SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8)
+        .with_keys(stack.keys.clone());
+    (stack, proxy, sink, store, queue.queue_url)
 }
 
 /// 5b. SNS FIFO (group = aggregate): a partial `PublishBatch` failure never
@@ -422,10 +330,7 @@ async fn raising_the_shard_count_strands_nothing() {
 /// that failed; the retry's duplicates are dropped by SNS.
 #[tokio::test]
 async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
-    let stack = Stack::new().await;
-    let (topic_arn, queue) = testkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
-        .await
-        .unwrap();
+    let (stack, proxy, sink, store, queue) = sns_fifo().await;
     // Two orders, three events each, interleaved in the stream.
     for v in 1..=3 {
         for a in ["order-a", "order-b"] {
@@ -434,48 +339,27 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
     }
     let records = stack.outbox_inserts().await;
     assert_eq!(records.len(), 6);
-    let proxy = FaultProxy::start().await;
-    let sdk = proxy.sdk().await;
-    let sink = outbox_runtime::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8)
-        .with_keys(stack.keys.clone());
     let publisher = publisher(sink, store, &stack);
     // order-a's first event is refused (in-call retries included) while
     // order-b's goes through.
     let first_of_a = "\"aggregateId\":\"order-a\",\"aggregateVersion\":1".to_owned();
-    proxy.inject(
-        "PublishBatch",
-        Fault::refuse(&[first_of_a], "InternalError"),
-        Some(3),
-    );
-    let report = publisher
-        .process(records.clone(), &far_deadline())
-        .await
-        .unwrap();
+    let refused = Fault::refuse(&[first_of_a], "InternalError");
+    proxy.inject("PublishBatch", refused, Some(3));
+    let report = process(&publisher, records.clone()).await;
     assert_eq!(report.first_failure, records[0].change.sequence_number);
     assert_eq!(proxy.faulted("PublishBatch"), 3);
     // Lambda redelivers from the reported record.
-    let report = publisher.process(records, &far_deadline()).await.unwrap();
+    let report = process(&publisher, records).await;
     assert_eq!(report.first_failure, None);
 
-    let mut order: HashMap<String, Vec<u64>> = HashMap::new();
-    for message in testkit::drain_queue(&stack.sdk, &queue.queue_url).await {
-        let mut body = message.clone();
-        if let Some(m) = body.as_object_mut() {
-            m.remove("__sqs");
-        }
-        let envelope: EventEnvelope = serde_json::from_value(body).unwrap();
-        order
-            .entry(envelope.aggregate_id)
-            .or_default()
-            .push(envelope.aggregate_version);
-    }
-    assert_eq!(order["order-a"], vec![1, 2, 3], "never inverted");
-    assert_eq!(
-        order["order-b"],
-        vec![1, 2, 3],
-        "the retry's duplicate dropped by SNS"
+    // Every message, duplicates included (none: SNS dropped them).
+    let order = versions(
+        &envelopes(&testkit::drain_queue(&stack.sdk, &queue).await),
+        false,
     );
+    assert_eq!(order["order-a"], vec![1, 2, 3], "never inverted");
+    let b = &order["order-b"];
+    assert_eq!(b, &vec![1, 2, 3], "the retry's duplicate dropped by SNS");
     assert!(stack.outbox_items().await.is_empty());
 }
 
@@ -486,19 +370,13 @@ async fn a_partial_publish_batch_failure_never_inverts_a_fifo_group() {
 /// so the batch is published in one invocation instead of being reported.
 #[tokio::test]
 async fn errors_are_classified_as_the_sdk_classifies_them() {
-    use outbox_engine::FailureKind;
-    let stack = Stack::new().await;
-    let (topic_arn, queue) = testkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
-        .await
-        .unwrap();
+    use outbox_engine::{EventSink, FailureKind};
+    let (stack, proxy, sink, store, queue) = sns_fifo().await;
     stack
         .put_aggregate_event("order-a", 1, Duration::ZERO, 1, 8)
         .await;
     let records = stack.outbox_inserts().await;
     let item = stack.outbox_items().await.remove(0);
-    let proxy = FaultProxy::start().await;
-    let sdk = proxy.sdk().await;
-    let sink = outbox_runtime::SnsSink::new(aws_sdk_sns::Client::new(&sdk), topic_arn);
     for (status, code, kind) in [
         (429, "SomethingNobodyKnows", FailureKind::Transient),
         (
@@ -516,36 +394,19 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
             .publish_batch(&[&item], outbox_runtime::SDK_MAX_ATTEMPTS, &sends)
             .await;
         let failure = outcome[0].clone().expect_err("refused");
-        assert_eq!(
-            (failure.kind, failure.code.as_str(), failure.whole_call),
-            (kind, code, true),
-            "{status} {code}"
-        );
+        let got = (failure.kind, failure.code.as_str(), failure.whole_call);
+        assert_eq!(got, (kind, code, true), "{status} {code}");
     }
 
     proxy.heal();
     let before = proxy.faulted("PublishBatch");
-    proxy.inject(
-        "PublishBatch",
-        Fault::refuse(&[String::new()], "KMSThrottling"),
-        Some(1),
-    );
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.table, 8)
-        .with_keys(stack.keys.clone());
-    let publisher = publisher(sink, store, &stack);
-    let report = publisher.process(records, &far_deadline()).await.unwrap();
+    let throttled = Fault::refuse(&[String::new()], "KMSThrottling");
+    proxy.inject("PublishBatch", throttled, Some(1));
+    let report = process(&publisher(sink, store, &stack), records).await;
     assert_eq!(proxy.faulted("PublishBatch") - before, 1);
-    assert_eq!(
-        (report.relayed.published, report.first_failure),
-        (1, None),
-        "retried within the call"
-    );
-    assert_eq!(
-        testkit::drain_queue(&stack.sdk, &queue.queue_url)
-            .await
-            .len(),
-        1
-    );
+    let outcome = (report.relayed.published, report.first_failure);
+    assert_eq!(outcome, (1, None), "retried within the call");
+    assert_eq!(testkit::drain_queue(&stack.sdk, &queue).await.len(), 1);
 }
 
 /// #26 item 8: a `MAX_EVENT_BYTES` above the topic's `MaximumMessageSize`
@@ -553,14 +414,13 @@ async fn errors_are_classified_as_the_sdk_classifies_them() {
 /// topic's limit dead-lettered innocent events); one within it passes.
 #[tokio::test]
 async fn an_sns_limit_above_the_topics_maximum_message_size_is_refused_at_cold_start() {
+    use outbox_engine::EventSink;
     let stack = Stack::new().await;
     let (topic_arn, _) = testkit::create_fifo_topic(&stack.sdk, &testkit::unique("events"))
         .await
         .unwrap();
     let client = aws_sdk_sns::Client::new(&stack.sdk);
-    let sink = |bytes| {
-        outbox_runtime::SnsSink::new(client.clone(), topic_arn.clone()).with_max_bytes(bytes)
-    };
+    let sink = |bytes| SnsSink::new(client.clone(), topic_arn.clone()).with_max_bytes(bytes);
     // The topic's attribute is not set: 256 KiB.
     let err = sink(300_000).verify().await.expect_err("refused");
     assert!(err.reason.contains("MaximumMessageSize is 262144"), "{err}");
@@ -577,17 +437,16 @@ async fn an_sns_limit_above_the_topics_maximum_message_size_is_refused_at_cold_s
 #[tokio::test]
 async fn an_entry_is_sent_a_bounded_number_of_times_per_invocation() {
     use outbox_engine::MAX_SENDS_PER_ENTRY;
-    let stack = Stack::with_bus().await;
-    stack.create_orders(1).await;
-    let records = stack.outbox_inserts().await;
-    let proxy = FaultProxy::start().await;
-    let (sink, store) = stack.through(&proxy, 8).await;
-    let publisher = publisher(sink, store, &stack);
+    let w = Wire::orders(1).await;
+    let records = w.outbox_inserts().await;
+    let publisher = w.publisher().await;
     for _ in 0..4 {
-        proxy.inject("PutEvents", Fault::Late(Duration::from_secs(6)), Some(1));
-        proxy.inject("PutEvents", Fault::FailEntries(vec![0]), Some(1));
+        w.proxy
+            .inject("PutEvents", Fault::Late(Duration::from_secs(6)), Some(1));
+        w.proxy
+            .inject("PutEvents", Fault::FailEntries(vec![0]), Some(1));
     }
-    let report = publisher.process(records, &far_deadline()).await.unwrap();
+    let report = process(&publisher, records).await;
     assert!(report.first_failure.is_some(), "not published: reported");
-    assert_eq!(proxy.seen("PutEvents") as u32, MAX_SENDS_PER_ENTRY);
+    assert_eq!(w.proxy.seen("PutEvents") as u32, MAX_SENDS_PER_ENTRY);
 }

@@ -143,14 +143,13 @@ async fn the_stacks_table_is_fit() {
 
     // A table shaped like it, made here: the same.
     let fit = table(&stack, FIT).await;
-    let findings = diagnose(
-        &stack.sdk,
-        &KeySchema::default(),
-        &fit,
-        &SinkToCheck::default(),
-    )
-    .await;
+    let findings = check(&stack, &fit, &SinkToCheck::default()).await;
     assert!(problems(&findings).is_empty(), "{findings:?}");
+}
+
+/// `diagnose` of `table` (the default key schema) and `sink`.
+async fn check(stack: &Stack, table: &str, sink: &SinkToCheck) -> Vec<outboxctl::Finding> {
+    diagnose(&stack.sdk, &KeySchema::default(), table, sink).await
 }
 
 /// One broken copy per finding, each a problem of its own check only,
@@ -158,69 +157,25 @@ async fn the_stacks_table_is_fit() {
 #[tokio::test]
 async fn each_broken_copy_is_a_problem_of_its_own_check() {
     let stack = Stack::with_bus().await;
-    let cases = [
-        (
-            "keys",
-            Shape {
-                keys: ("pk", "sk"),
-                ..FIT
-            },
-        ),
-        (
-            "stream",
-            Shape {
-                stream: None,
-                ..FIT
-            },
-        ),
-        (
-            "stream",
-            Shape {
-                stream: Some(StreamViewType::KeysOnly),
-                ..FIT
-            },
-        ),
-        (
-            "pending-index",
-            Shape {
-                pending: None,
-                ..FIT
-            },
-        ),
-        (
-            "pending-index",
-            Shape {
-                pending: Some(("gsi1pk", "gsi1sk")),
-                ..FIT
-            },
-        ),
-        (
-            "dead-letter-index",
-            Shape {
-                dead_letter_projection: ProjectionType::KeysOnly,
-                ..FIT
-            },
-        ),
-        ("ttl", Shape { ttl: None, ..FIT }),
-        (
-            "ttl",
-            Shape {
-                ttl: Some("ttl"),
-                ..FIT
-            },
-        ),
+    let cases: [(&str, fn(&mut Shape)); 8] = [
+        ("keys", |s| s.keys = ("pk", "sk")),
+        ("stream", |s| s.stream = None),
+        ("stream", |s| s.stream = Some(StreamViewType::KeysOnly)),
+        ("pending-index", |s| s.pending = None),
+        ("pending-index", |s| s.pending = Some(("gsi1pk", "gsi1sk"))),
+        ("dead-letter-index", |s| {
+            s.dead_letter_projection = ProjectionType::KeysOnly
+        }),
+        ("ttl", |s| s.ttl = None),
+        ("ttl", |s| s.ttl = Some("ttl")),
     ];
-    for (check, shape) in cases {
+    for (check_name, broken) in cases {
+        let mut shape = FIT;
+        broken(&mut shape);
         let name = table(&stack, shape).await;
-        let findings = diagnose(
-            &stack.sdk,
-            &KeySchema::default(),
-            &name,
-            &SinkToCheck::default(),
-        )
-        .await;
-        assert_eq!(problems(&findings), vec![check], "{findings:?}");
-        let finding = findings.iter().find(|f| f.check == check).unwrap();
+        let findings = check(&stack, &name, &SinkToCheck::default()).await;
+        assert_eq!(problems(&findings), vec![check_name], "{findings:?}");
+        let finding = findings.iter().find(|f| f.check == check_name).unwrap();
         assert!(
             finding.fix.as_deref().is_some_and(|f| !f.is_empty()),
             "{finding:?}"
@@ -228,13 +183,7 @@ async fn each_broken_copy_is_a_problem_of_its_own_check() {
     }
 
     // No table.
-    let findings = diagnose(
-        &stack.sdk,
-        &KeySchema::default(),
-        &unique("missing"),
-        &SinkToCheck::default(),
-    )
-    .await;
+    let findings = check(&stack, &unique("missing"), &SinkToCheck::default()).await;
     assert_eq!(problems(&findings), vec!["table"]);
 
     // The sink: a bus that does not exist; a topic that does not accept
@@ -243,13 +192,7 @@ async fn each_broken_copy_is_a_problem_of_its_own_check() {
         bus: Some(unique("no-bus")),
         ..SinkToCheck::default()
     };
-    let findings = diagnose(
-        &stack.sdk,
-        &KeySchema::default(),
-        &stack.table,
-        &missing_bus,
-    )
-    .await;
+    let findings = check(&stack, &stack.table, &missing_bus).await;
     assert_eq!(problems(&findings), vec!["sink"], "{findings:?}");
     let (topic, _) = testkit::create_fifo_topic(&stack.sdk, &unique("doctor"))
         .await
@@ -259,16 +202,14 @@ async fn each_broken_copy_is_a_problem_of_its_own_check() {
         max_event_bytes: Some(1024 * 1024),
         ..SinkToCheck::default()
     };
-    let findings = diagnose(&stack.sdk, &KeySchema::default(), &stack.table, &too_big).await;
+    let findings = check(&stack, &stack.table, &too_big).await;
     assert_eq!(problems(&findings), vec!["sink"], "{findings:?}");
     let fits = SinkToCheck {
         topic: Some(topic),
         ..SinkToCheck::default()
     };
-    assert!(
-        problems(&diagnose(&stack.sdk, &KeySchema::default(), &stack.table, &fits).await)
-            .is_empty()
-    );
+    let findings = check(&stack, &stack.table, &fits).await;
+    assert!(problems(&findings).is_empty(), "{findings:?}");
 
     // The CLI: exit 1, the finding and its fix on stdout, the count on stderr.
     let broken = table(&stack, Shape { ttl: None, ..FIT }).await;

@@ -9,32 +9,26 @@ use std::time::Duration;
 
 use lambda_runtime::LambdaEvent;
 use outbox_core::keys::{self, ItemKey};
-use outbox_core::EventEnvelope;
 use outbox_engine::Deadline;
 use outbox_engine::EventSink;
 use outbox_engine::{DeadLetter, Marked, PublishStore, StoreError};
 use outbox_engine::{SweepSettings, Sweeper};
 use outbox_runtime::DynamoStore;
 use outbox_runtime::EventBridgeSink;
-use serde_json::Value;
 use sweeper::Response;
 use testkit::proxy::{Fault, FaultProxy};
-use testkit::{drain_queue, far_deadline, InProcessPublisher, Stack};
+use testkit::scenario::envelopes;
+use testkit::{drain_queue, far_deadline, queue_with, InProcessPublisher, Stack};
 use writer::{CreateOrderRequest, NewOrder};
 use writer::{OrderService, Reply};
 
-fn envelopes(messages: &[Value]) -> Vec<EventEnvelope> {
-    messages
-        .iter()
-        .map(|m| serde_json::from_value(m["detail"].clone()).expect("detail is an envelope"))
-        .collect()
-}
+type BusPump = devkit::Pump<InProcessPublisher<EventBridgeSink, DynamoStore>>;
 
-async fn on_failure_queue(stack: &Stack) -> String {
-    devkit::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
-        .await
-        .unwrap()
-        .queue_url
+/// The stack's stream mapping into the publisher in-process on `sink` and
+/// the stack's store, its OnFailure destination `on_failure`.
+fn bus_pump(stack: &Stack, sink: EventBridgeSink, on_failure: Option<&str>) -> BusPump {
+    let publisher = InProcessPublisher::new(sink, stack.store(), &stack.keys);
+    stack.pump(publisher, on_failure)
 }
 
 #[tokio::test]
@@ -67,17 +61,13 @@ async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
     }
     assert_eq!(orders.len(), n);
 
-    let (sink, _) = stack.eventbridge_sink();
-    let mut pump = stack.pump(
-        InProcessPublisher::new(sink, stack.store(), &stack.keys),
-        None,
-    );
+    let mut pump = bus_pump(&stack, stack.eventbridge_sink().0, None);
     pump.run_until_idle().await.unwrap();
 
     let delivered = envelopes(&stack.drain_subscriber_checked().await);
+    let deliveries = delivered.len();
     assert_eq!(
-        delivered.len(),
-        n,
+        deliveries, n,
         "exactly N deliveries, no duplicates without faults"
     );
     let ids: HashSet<_> = delivered.iter().map(|e| e.event_id).collect();
@@ -85,11 +75,8 @@ async fn hundreds_of_concurrent_orders_are_each_delivered_once() {
     for envelope in &delivered {
         let order = &orders[&envelope.aggregate_id];
         assert_eq!(envelope.event_type, "OrderCreated");
-        assert_eq!(
-            envelope.payload,
-            serde_json::to_value(order).unwrap(),
-            "envelope matches its order"
-        );
+        let payload = serde_json::to_value(order).unwrap();
+        assert_eq!(envelope.payload, payload, "envelope matches its order");
     }
     assert!(stack.outbox_items().await.is_empty());
     assert_eq!(
@@ -109,17 +96,12 @@ async fn a_sink_outage_loses_nothing_and_duplicates_stay_within_bounds() {
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
     proxy.inject("PutEvents", Fault::Pass, Some(3));
-    proxy.inject(
-        "PutEvents",
-        Fault::refuse_all("ThrottlingException"),
-        Some(17),
-    );
+    let outage = Fault::refuse_all("ThrottlingException");
+    proxy.inject("PutEvents", outage, Some(17));
     proxy.inject("PutEvents", Fault::FailEntries(vec![2]), Some(4));
-    let on_failure = on_failure_queue(&stack).await;
-    let mut pump = stack.pump(
-        InProcessPublisher::new(sink, store, &stack.keys),
-        Some(&on_failure),
-    );
+    let on_failure = queue_with(&stack.sdk, "on-failure", &[]).await;
+    let publisher = InProcessPublisher::new(sink, store, &stack.keys);
+    let mut pump = stack.pump(publisher, Some(&on_failure));
     pump.mapping_mut().batch_size = 25;
     pump.run_until_idle().await.unwrap();
 
@@ -134,10 +116,8 @@ async fn a_sink_outage_loses_nothing_and_duplicates_stay_within_bounds() {
     // were accepted after it, in that call. Entry 2 of four calls failed:
     // the bound is what those calls delivered past position 2 (the
     // outage's calls refused every entry, so they cost none).
-    assert!(
-        pump.stats.partial_failures > 0,
-        "the outage made the publisher report failures"
-    );
+    let reported = pump.stats.partial_failures > 0;
+    assert!(reported, "the outage made the publisher report failures");
     let bound: usize = proxy
         .journal()
         .iter()
@@ -165,6 +145,15 @@ struct CrashBeforeDelete {
     crashed: Arc<AtomicUsize>,
 }
 
+/// The methods of the port `CrashBeforeDelete` leaves to its inner store.
+macro_rules! forward {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {$(
+        async fn $name(&self, $($arg: $ty),*) -> $out {
+            self.inner.$name($($arg),*).await
+        }
+    )*};
+}
+
 impl PublishStore for CrashBeforeDelete {
     async fn delete_published(&self, keys: &[ItemKey], deadline: &Deadline) -> Vec<ItemKey> {
         if self.crashes_left.load(Ordering::SeqCst) > 0 {
@@ -175,108 +164,38 @@ impl PublishStore for CrashBeforeDelete {
         self.inner.delete_published(keys, deadline).await
     }
 
-    async fn dead_letter(
-        &self,
-        letter: DeadLetter<'_>,
-        deadline: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        self.inner.dead_letter(letter, deadline).await
-    }
-
-    async fn record_failure(
-        &self,
-        key: &ItemKey,
-        attempts: u32,
-        next: i64,
-        error: &str,
-        claim: Option<&str>,
-        deadline: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        self.inner
-            .record_failure(key, attempts, next, error, claim, deadline)
-            .await
-    }
-
-    async fn make_sweepable(
-        &self,
-        key: &ItemKey,
-        seen: Option<&str>,
-        pending_pk: &str,
-        pending_sk: &str,
-        deadline: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        self.inner
-            .make_sweepable(key, seen, pending_pk, pending_sk, deadline)
-            .await
-    }
-
-    async fn publishable(
-        &self,
-        keys: &[ItemKey],
-        deadline: &Deadline,
-    ) -> Result<std::collections::HashSet<ItemKey>, StoreError> {
-        self.inner.publishable(keys, deadline).await
-    }
-
-    async fn claim_pending(
-        &self,
-        key: &ItemKey,
-        claim: &outbox_engine::Claim,
-        deadline: &Deadline,
-    ) -> Result<outbox_engine::ClaimOutcome, StoreError> {
-        self.inner.claim_pending(key, claim, deadline).await
-    }
-
-    async fn collection_below(
-        &self,
-        key: &ItemKey,
-        limit: i32,
-        deadline: &Deadline,
-    ) -> Result<outbox_engine::CollectionRead, StoreError> {
-        self.inner.collection_below(key, limit, deadline).await
-    }
-
-    async fn hold(
-        &self,
-        key: &ItemKey,
-        behind: &str,
-        claim: Option<&str>,
-        deadline: &Deadline,
-    ) -> Result<outbox_engine::Marked, StoreError> {
-        self.inner.hold(key, behind, claim, deadline).await
-    }
-
-    async fn newer_pending(
-        &self,
-        key: &ItemKey,
-        deadline: &Deadline,
-    ) -> Result<Vec<outbox_engine::PendingItem>, StoreError> {
-        self.inner.newer_pending(key, deadline).await
-    }
-
-    async fn release_claim(
-        &self,
-        key: &ItemKey,
-        claim: &outbox_engine::Claim,
-        error: Option<&str>,
-        deadline: &Deadline,
-    ) -> Result<Marked, StoreError> {
-        self.inner.release_claim(key, claim, error, deadline).await
-    }
-
-    async fn record_settings(
-        &self,
-        settings: &outbox_runtime::RecordedSettings,
-        deadline: &Deadline,
-    ) -> Result<(), StoreError> {
-        self.inner.record_settings(settings, deadline).await
-    }
-
-    async fn recorded_settings(
-        &self,
-        deadline: &Deadline,
-    ) -> Result<Vec<outbox_runtime::RecordedSettings>, StoreError> {
-        self.inner.recorded_settings(deadline).await
+    forward! {
+        dead_letter(letter: DeadLetter<'_>, deadline: &Deadline) -> Result<Marked, StoreError>;
+        record_failure(
+            key: &ItemKey, attempts: u32, next: i64, error: &str, claim: Option<&str>,
+            deadline: &Deadline
+        ) -> Result<Marked, StoreError>;
+        make_sweepable(
+            key: &ItemKey, seen: Option<&str>, pending_pk: &str, pending_sk: &str,
+            deadline: &Deadline
+        ) -> Result<Marked, StoreError>;
+        publishable(keys: &[ItemKey], deadline: &Deadline) -> Result<HashSet<ItemKey>, StoreError>;
+        claim_pending(
+            key: &ItemKey, claim: &outbox_engine::Claim, deadline: &Deadline
+        ) -> Result<outbox_engine::ClaimOutcome, StoreError>;
+        collection_below(
+            key: &ItemKey, limit: i32, deadline: &Deadline
+        ) -> Result<outbox_engine::CollectionRead, StoreError>;
+        hold(
+            key: &ItemKey, behind: &str, claim: Option<&str>, deadline: &Deadline
+        ) -> Result<Marked, StoreError>;
+        newer_pending(
+            key: &ItemKey, deadline: &Deadline
+        ) -> Result<Vec<outbox_engine::PendingItem>, StoreError>;
+        release_claim(
+            key: &ItemKey, claim: &outbox_engine::Claim, error: Option<&str>, deadline: &Deadline
+        ) -> Result<Marked, StoreError>;
+        record_settings(
+            settings: &outbox_runtime::RecordedSettings, deadline: &Deadline
+        ) -> Result<(), StoreError>;
+        recorded_settings(
+            deadline: &Deadline
+        ) -> Result<Vec<outbox_runtime::RecordedSettings>, StoreError>;
     }
 }
 
@@ -323,10 +242,8 @@ async fn a_crash_between_publish_and_delete_redelivers_the_same_event() {
 
     let delivered = envelopes(&stack.drain_subscriber_checked().await);
     assert_eq!(delivered.len(), 2, "delivered again after the crash");
-    assert_eq!(
-        delivered[0].event_id, delivered[1].event_id,
-        "with the same event id"
-    );
+    let (first, again) = (delivered[0].event_id, delivered[1].event_id);
+    assert_eq!(first, again, "with the same event id");
     // An idempotent consumer sees it once.
     let mut processed = HashSet::new();
     let effects = delivered
@@ -334,34 +251,23 @@ async fn a_crash_between_publish_and_delete_redelivers_the_same_event() {
         .filter(|e| processed.insert(e.event_id))
         .count();
     assert_eq!(effects, 1);
-    assert!(
-        stack.outbox_items().await.is_empty(),
-        "deleted on the retry"
-    );
+    let left = stack.outbox_items().await;
+    assert!(left.is_empty(), "deleted on the retry: {left:?}");
 }
 
 /// Writes three orders and pumps them to a publisher whose bus does not
 /// exist (every publish fails, not the events' fault) until the mapping
 /// gives up after `retries` retries: one OnFailure message, in the returned
 /// queue.
-async fn abandoned_batch(
-    stack: &Stack,
-    retries: i64,
-) -> (
-    String,
-    devkit::Pump<InProcessPublisher<EventBridgeSink, DynamoStore>>,
-) {
+async fn abandoned_batch(stack: &Stack, retries: i64) -> (String, BusPump) {
     stack.create_orders(3).await;
     let missing = EventBridgeSink::new(
         aws_sdk_eventbridge::Client::new(&stack.sdk),
         "no-such-bus".into(),
         "outbox.orders".into(),
     );
-    let on_failure = on_failure_queue(stack).await;
-    let mut pump = stack.pump(
-        InProcessPublisher::new(missing, stack.store(), &stack.keys),
-        Some(&on_failure),
-    );
+    let on_failure = queue_with(&stack.sdk, "on-failure", &[]).await;
+    let mut pump = bus_pump(stack, missing, Some(&on_failure));
     pump.mapping_mut().maximum_retry_attempts = retries;
     pump.run_until_idle().await.unwrap();
     assert_eq!(pump.stats.on_failure_messages, 1);
@@ -377,11 +283,9 @@ async fn retry_exhaustion_sends_on_failure_and_the_sweeper_recovers() {
     let messages = drain_queue(&stack.sdk, &on_failure).await;
     assert_eq!(messages.len(), 1);
     let message = &messages[0];
-    assert_eq!(
-        message["requestContext"]["condition"],
-        "RetryAttemptsExhausted"
-    );
-    assert_eq!(message["requestContext"]["approximateInvokeCount"], 3);
+    let context = &message["requestContext"];
+    assert_eq!(context["condition"], "RetryAttemptsExhausted");
+    assert_eq!(context["approximateInvokeCount"], 3);
     let info = &message["DDBStreamBatchInfo"];
     assert_eq!(info["batchSize"], 3);
     assert!(info["startSequenceNumber"].is_string() && info["endSequenceNumber"].is_string());
@@ -414,10 +318,8 @@ async fn an_on_failure_message_makes_the_sweeper_republish_its_window_now() {
     // acknowledged (#26 item 9: it never waits on a backoff).
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
-    let mut settings = SweepSettings::from(&stack.config(&[]));
-    settings.backoff = testkit::instant_backoff();
-    let mut sweeper = Sweeper::new(sink, store, settings);
-    sweeper.retry = testkit::fast_retry();
+    let mut sweeper = testkit::scenario::sweeper(sink, store, &stack, &[]);
+    sweeper.settings.backoff = testkit::instant_backoff();
     proxy.inject("PutEvents", Fault::ServerError, None);
     let mut event = testkit::sqs_event(&stack.sdk, &on_failure).await;
     assert_eq!(event.records.len(), 1);
@@ -476,18 +378,11 @@ async fn a_poison_record_is_dead_lettered_and_the_rest_flows() {
     stack.put_poison("poison", Some("not json")).await;
     stack.create_orders(3).await;
 
-    let (sink, _) = stack.eventbridge_sink();
-    let on_failure = on_failure_queue(&stack).await;
-    let mut pump = stack.pump(
-        InProcessPublisher::new(sink, stack.store(), &stack.keys),
-        Some(&on_failure),
-    );
+    let on_failure = queue_with(&stack.sdk, "on-failure", &[]).await;
+    let mut pump = bus_pump(&stack, stack.eventbridge_sink().0, Some(&on_failure));
     pump.run_until_idle().await.unwrap();
-    assert_eq!(
-        envelopes(&stack.drain_subscriber_checked().await).len(),
-        6,
-        "the records after it still flow"
-    );
+    let delivered = envelopes(&stack.drain_subscriber_checked().await);
+    assert_eq!(delivered.len(), 6, "the records after it still flow");
     assert_eq!(pump.stats.on_failure_messages, 0);
     assert_eq!(pump.stats.function_errors + pump.stats.partial_failures, 0);
     let left = stack.items().await;
@@ -502,32 +397,21 @@ async fn a_poison_record_is_dead_lettered_and_the_rest_flows() {
 #[tokio::test]
 async fn meta_writes_and_the_publishers_deletes_never_invoke_it() {
     let stack = Stack::with_bus().await;
-    let service = OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));
     let orders = stack.create_orders(4).await;
-    let (sink, _) = stack.eventbridge_sink();
-    let mut pump = stack.pump(
-        InProcessPublisher::new(sink, stack.store(), &stack.keys),
-        None,
-    );
+    let mut pump = bus_pump(&stack, stack.eventbridge_sink().0, None);
     pump.run_until_idle().await.unwrap();
     // Pay two orders (META MODIFY + outbox INSERT each), then pump again: the
     // stream now also holds the publisher's REMOVEs.
-    for order in &orders[..2] {
-        service
-            .pay(&testkit::test_caller(), &order.order_id, None, None)
-            .await
-            .unwrap();
-    }
+    stack.pay_orders(&orders[..2]).await;
     pump.run_until_idle().await.unwrap();
 
-    let seen = pump_invoker_seen(&pump);
-    assert_eq!(
-        seen.len(),
-        6,
-        "4 OrderCreated + 2 OrderPaid inserts, nothing else"
-    );
-    for (name, sk) in &seen {
-        assert_eq!(name, "INSERT");
+    let seen = pump.invoker().seen.lock().unwrap().clone();
+    let only = "4 OrderCreated + 2 OrderPaid inserts, nothing else";
+    assert_eq!(seen.len(), 6, "{only}");
+    for record in &seen {
+        assert_eq!(record.event_name, "INSERT");
+        let sk = record.change.keys.get("SK").cloned().unwrap();
+        let sk: String = serde_dynamo::from_attribute_value(sk).unwrap();
         assert!(sk.starts_with("OUTBOX#"), "{sk}");
     }
     // Filtered out: 4 META inserts, 2 META modifies, 6 outbox REMOVEs, and
@@ -535,21 +419,4 @@ async fn meta_writes_and_the_publishers_deletes_never_invoke_it() {
     // starts).
     assert_eq!(pump.stats.filtered_out, 14);
     assert_eq!(envelopes(&stack.drain_subscriber_checked().await).len(), 6);
-}
-
-fn pump_invoker_seen<S: EventSink>(
-    pump: &devkit::Pump<InProcessPublisher<S, DynamoStore>>,
-) -> Vec<(String, String)> {
-    pump.invoker()
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let sk: String =
-                serde_dynamo::from_attribute_value(r.change.keys.get("SK").cloned().unwrap())
-                    .unwrap();
-            (r.event_name.clone(), sk)
-        })
-        .collect()
 }

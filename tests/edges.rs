@@ -4,16 +4,18 @@
 
 use std::time::Duration;
 
+use testkit::lambda::drain_queue_through;
 use testkit::proxy::Fault;
 use testkit::rig::{scheduled, stream_event, Rig};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-/// An OnFailure message whose window covers the last minute.
-fn on_failure_body() -> String {
+/// A new queue (its name from `prefix`) holding an OnFailure message whose
+/// window covers the last minute.
+async fn on_failure_queue(rig: &Rig, prefix: &str) -> String {
     let now = OffsetDateTime::now_utc();
     let at = |t: OffsetDateTime| t.format(&Rfc3339).unwrap();
-    serde_json::json!({
+    let body = serde_json::json!({
         "requestContext": {"condition": "RetryAttemptsExhausted"},
         "DDBStreamBatchInfo": {
             "shardId": "shardId-1",
@@ -24,8 +26,8 @@ fn on_failure_body() -> String {
             "batchSize": 3,
             "streamArn": "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/1"
         }
-    })
-    .to_string()
+    });
+    testkit::queue_with(&rig.stack.sdk, prefix, &[body.to_string()]).await
 }
 
 /// Item 7: one shard's statistics query fails: the sweeper emits no
@@ -49,11 +51,8 @@ async fn statistics_are_all_or_nothing() {
         8
     };
     rig.proxy.inject("Query", Fault::Pass, Some(sweep_queries));
-    rig.proxy.inject(
-        "Query",
-        Fault::Refuse("ValidationException".into()),
-        Some(1),
-    );
+    let refused = Fault::Refuse("ValidationException".into());
+    rig.proxy.inject("Query", refused, Some(1));
     let failed = sweeper
         .invoke(&serde_json::to_vec(&scheduled()).unwrap())
         .await;
@@ -63,11 +62,8 @@ async fn statistics_are_all_or_nothing() {
     let emf = sweeper.emf();
     assert_eq!(emf.len(), 2, "{emf:?}");
     assert_eq!(emf[0]["StatsIncomplete"], 1.0);
-    assert!(
-        emf[0].get("OldestPendingAgeSeconds").is_none(),
-        "{}",
-        emf[0]
-    );
+    let age = emf[0].get("OldestPendingAgeSeconds");
+    assert!(age.is_none(), "{}", emf[0]);
     assert_eq!(emf[1]["StatsIncomplete"], 0.0);
     assert!(emf[1]["OldestPendingAgeSeconds"].as_f64().unwrap() >= 3_590.0);
 }
@@ -80,18 +76,13 @@ async fn a_publisher_above_the_topics_message_size_does_not_start() {
     let rig = Rig::new().await;
     rig.event("a", 1, 8).await;
     let publisher = rig.function("publisher", "relaxed", &[("MAX_EVENT_BYTES", "300000")]);
-    let records = rig.stack.outbox_inserts().await;
-    let answer = publisher
-        .invoke(&serde_json::to_vec(&stream_event(records)).unwrap())
-        .await;
+    let event = stream_event(rig.stack.outbox_inserts().await);
+    let answer = publisher.invoke(&serde_json::to_vec(&event).unwrap()).await;
     assert!(answer.is_err(), "the init failed: {answer:?}");
     let log = std::fs::read_to_string(publisher.log()).unwrap();
     assert!(log.contains("MaximumMessageSize is 262144"), "{log}");
-    assert_eq!(
-        rig.stack.outbox_items().await.len(),
-        1,
-        "nothing sent, nothing lost"
-    );
+    let kept = rig.stack.outbox_items().await;
+    assert_eq!(kept.len(), 1, "nothing sent, nothing lost");
 }
 
 /// Item 9: an OnFailure window holds A1 and B1, B2; the sink refuses B.
@@ -105,26 +96,21 @@ async fn an_on_failure_message_settles_on_its_own_window() {
     let b1 = rig.event("b", 1, 8).await;
     rig.event("b", 2, 8).await;
     let sweeper = rig.function("sweeper", "relaxed", &[]);
-    rig.proxy.inject(
-        "PublishBatch",
-        Fault::refuse(&["\"aggregateId\":\"b\"".to_owned()], "InternalError"),
-        None,
-    );
-    let queue = testkit::queue_with(&rig.stack.sdk, "on-failure", &[on_failure_body()]).await;
+    let refused = Fault::refuse(&["\"aggregateId\":\"b\"".to_owned()], "InternalError");
+    rig.proxy.inject("PublishBatch", refused, None);
+    let queue = on_failure_queue(&rig, "on-failure").await;
     let sqs = aws_sdk_sqs::Client::new(&rig.stack.sdk);
-    let drained = testkit::lambda::drain_queue_through(&sqs, &queue, &sweeper).await;
-    assert_eq!(
-        (drained.messages, drained.reported),
-        (1, 0),
-        "settled at once"
-    );
+    let drained = drain_queue_through(&sqs, &queue, &sweeper).await;
+    let counts = (drained.messages, drained.reported);
+    assert_eq!(counts, (1, 0), "settled at once");
     assert_eq!(rig.received("a").await, vec![1]);
     let left = rig.stack.outbox_items().await;
     assert_eq!(left.len(), 2);
-    assert!(left.iter().all(|i| i
-        .pending_sk
-        .as_deref()
-        .is_some_and(outbox_core::keys::is_redriven_sk)));
+    let redriven = |i: &outbox_core::OutboxItem| {
+        let sk = i.pending_sk.as_deref();
+        sk.is_some_and(outbox_core::keys::is_redriven_sk)
+    };
+    assert!(left.iter().all(redriven), "{left:?}");
     let b2 = left.iter().find(|i| i.event_id != b1.event_id).unwrap();
     assert_eq!(b2.held_behind.as_deref(), Some(b1.sk.as_str()));
 }
@@ -144,13 +130,11 @@ async fn an_entry_is_sent_at_most_four_times_per_invocation() {
         rig.proxy
             .inject("PublishBatch", Fault::FailEntries(vec![0]), Some(1));
     }
-    let records = rig.stack.outbox_inserts().await;
-    let answer = rig.invoke(&publisher, &stream_event(records)).await;
-    let response: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-    assert_eq!(
-        response["batchItemFailures"].as_array().map(Vec::len),
-        Some(1)
-    );
+    let event = stream_event(rig.stack.outbox_inserts().await);
+    let response: serde_json::Value =
+        serde_json::from_slice(&rig.invoke(&publisher, &event).await).unwrap();
+    let failures = response["batchItemFailures"].as_array().map(Vec::len);
+    assert_eq!(failures, Some(1), "{response}");
     assert_eq!(rig.proxy.seen("PublishBatch"), 4);
 }
 
@@ -165,22 +149,18 @@ async fn overlapping_windows_in_two_sandboxes_publish_each_event_once() {
     for i in 0..20 {
         rig.event(&format!("agg-{i}"), 1, 8).await;
     }
-    let (first, second) = (
-        rig.function("sweeper", "relaxed", &[]),
-        rig.function("sweeper", "relaxed", &[]),
-    );
-    let q1 = testkit::queue_with(&rig.stack.sdk, "on-failure-1", &[on_failure_body()]).await;
-    let q2 = testkit::queue_with(&rig.stack.sdk, "on-failure-2", &[on_failure_body()]).await;
+    let first = rig.function("sweeper", "relaxed", &[]);
+    let second = rig.function("sweeper", "relaxed", &[]);
+    let q1 = on_failure_queue(&rig, "on-failure-1").await;
+    let q2 = on_failure_queue(&rig, "on-failure-2").await;
     let sqs = aws_sdk_sqs::Client::new(&rig.stack.sdk);
     let (a, b) = tokio::join!(
-        testkit::lambda::drain_queue_through(&sqs, &q1, &first),
-        testkit::lambda::drain_queue_through(&sqs, &q2, &second)
+        drain_queue_through(&sqs, &q1, &first),
+        drain_queue_through(&sqs, &q2, &second)
     );
     assert!(a.reported <= 1 && b.reported <= 1, "{a:?} {b:?}");
-    let sent: Vec<String> = rig
-        .proxy
-        .journal()
-        .into_iter()
+    let journal = rig.proxy.journal().into_iter();
+    let sent: Vec<String> = journal
         .filter(|c| c.operation == "PublishBatch")
         .flat_map(|c| c.delivered)
         .collect();
@@ -198,11 +178,8 @@ async fn a_kms_throttled_entry_is_retried_within_the_call() {
     let rig = Rig::new().await;
     rig.event("a", 1, 8).await;
     let publisher = rig.function("publisher", "relaxed", &[]);
-    rig.proxy.inject(
-        "PublishBatch",
-        Fault::refuse(&[String::new()], "KMSThrottling"),
-        Some(1),
-    );
+    let throttled = Fault::refuse(&[String::new()], "KMSThrottling");
+    rig.proxy.inject("PublishBatch", throttled, Some(1));
     let mut pump = rig.stack.pump(&publisher, Some(&rig.failures));
     pump.run_until_idle().await.expect("pump");
     assert_eq!(pump.stats.invocations, 1);

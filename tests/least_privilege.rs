@@ -75,6 +75,59 @@ fn queue_name(url: &str) -> String {
     format!("queue/{}", url.rsplit('/').next().unwrap_or(url))
 }
 
+/// The bindings of the publisher's and the sweeper's roles on `stack`: its
+/// table, `sink` (the bus or the topic, by logical name), the OnFailure
+/// queue `failures`, and for the sweeper its operations queue.
+fn relay_bindings(
+    stack: &Stack,
+    sink: (&'static str, String),
+    failures: &str,
+    sweeper: bool,
+) -> Bindings {
+    let mut names = vec![
+        ("OutboxTable", format!("table/{}", stack.table)),
+        sink.clone(),
+        ("PublisherFailureQueue", queue_name(failures)),
+    ];
+    if sweeper {
+        names.push(("OperationsDeadLetterQueue", "queue/operations".into()));
+    }
+    Bindings::new(sink.0 == "EventTopic", &names)
+}
+
+/// The publisher's workload, run by `relaxed` then by `strict` (the
+/// stack's two orderings), its calls through `proxy`: two orders and a
+/// poison event (it passes the mapping's filter, an envelope exists, and is
+/// dead-lettered: an UpdateItem; relaxed checks its process's first batch
+/// against the table, a BatchGetItem, which strict's guard read does
+/// without); then, strict, the payments and a version 2 behind the dead
+/// letter, each guarded by a consistent read of its aggregate's collection
+/// (Query), the one behind the dead letter held (an UpdateItem); then a
+/// lone event, its item deleted with a DeleteItem where the batches took a
+/// BatchWriteItem (the stream is read again from its start; strict order
+/// skips what is gone and keeps the held one).
+async fn publisher_workload(
+    stack: &Stack,
+    proxy: &FaultProxy,
+    (relaxed, strict): (&LambdaFunction, &LambdaFunction),
+    failures: Option<&str>,
+) {
+    let orders = stack.create_orders(2).await;
+    stack.put_poison("poison", Some("not json")).await;
+    pump_through(proxy, stack, relaxed, failures).await;
+    assert_eq!(stack.outbox_raw().await.len(), 1, "the dead letter stays");
+    stack.pay_orders(&orders).await;
+    stack
+        .put_aggregate_event("poison", 2, Duration::ZERO, 0, 8)
+        .await;
+    pump_through(proxy, stack, strict, failures).await;
+    let held = "the dead letter and the event held behind it";
+    assert_eq!(stack.outbox_raw().await.len(), 2, "{held}");
+    stack.create_orders(1).await;
+    pump_through(proxy, stack, strict, failures).await;
+    assert_eq!(stack.outbox_raw().await.len(), 2, "the lone event deleted");
+}
+
 #[tokio::test]
 async fn the_writer_role_grants_what_the_writer_uses() {
     let stack = Stack::new().await;
@@ -122,59 +175,24 @@ async fn the_writer_role_grants_what_the_writer_uses() {
     assert_eq!(call("GET", format!("/orders/{id}"), None).await.0, 200);
 
     let bindings = Bindings::new(false, &[("OutboxTable", format!("table/{}", stack.table))]);
-    assert_exact(
-        "WriterRole",
-        "WriterFunction",
-        &bindings,
-        &proxy.grants_used(),
-    );
+    let seen = proxy.grants_used();
+    assert_exact("WriterRole", "WriterFunction", &bindings, &seen);
 }
 
 #[tokio::test]
 async fn the_publisher_role_grants_what_the_publisher_uses() {
     let stack = Stack::with_bus().await;
     let (bus, _) = stack.bus.clone().unwrap();
-    let orders = stack.create_orders(2).await;
-    // An envelope that is not JSON: it passes the mapping's filter (an
-    // envelope exists) and is dead-lettered (an UpdateItem).
-    stack.put_poison("poison", Some("not json")).await;
     let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
-
     let proxy = FaultProxy::start().await;
+    // The default on a bus (relaxed), then the stack's other ordering
+    // (ORDERING=strict, the parameter Ordering's other value).
     let publisher = function("publisher", &stack, &proxy, &[]);
-    pump_through(&proxy, &stack, &publisher, Some(&failures)).await;
-    assert_eq!(stack.outbox_raw().await.len(), 1, "the dead letter stays");
-    // The stack's other ordering too (ORDERING=strict, the parameter
-    // Ordering's other value): later events of their aggregates, the
-    // payments and a version 2 behind the dead letter, each guarded by a
-    // consistent read of its aggregate's collection (Query); the one
-    // behind the dead letter is held (an UpdateItem).
     let strict = function("publisher", &stack, &proxy, &[("ORDERING", "strict")]);
-    stack.pay_orders(&orders).await;
-    stack
-        .put_aggregate_event("poison", 2, Duration::ZERO, 0, 8)
-        .await;
-    pump_through(&proxy, &stack, &strict, Some(&failures)).await;
-    assert_eq!(
-        stack.outbox_raw().await.len(),
-        2,
-        "the dead letter and the event held behind it"
-    );
-    // A lone event: its item is deleted with a DeleteItem, where the
-    // batches above took a BatchWriteItem (the stream is read again from
-    // its start; strict order skips what is gone and keeps the held one).
-    stack.create_orders(1).await;
-    pump_through(&proxy, &stack, &strict, Some(&failures)).await;
-    assert_eq!(stack.outbox_raw().await.len(), 2, "the lone event deleted");
+    publisher_workload(&stack, &proxy, (&publisher, &strict), Some(&failures)).await;
 
-    let bindings = Bindings::new(
-        false,
-        &[
-            ("OutboxTable", format!("table/{}", stack.table)),
-            ("EventBus", format!("event-bus/{bus}")),
-            ("PublisherFailureQueue", queue_name(&failures)),
-        ],
-    );
+    let bus = ("EventBus", format!("event-bus/{bus}"));
+    let bindings = relay_bindings(&stack, bus, &failures, false);
     let seen = proxy.grants_used();
     assert_exact("PublisherRole", "PublisherFunction", &bindings, &seen);
     // A copy of the reusable stack whose PublisherRole lacks the Query:
@@ -228,11 +246,7 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
         Fault::refuse(&[failing.event_id.to_string()], "ThrottlingException"),
         None,
     );
-    let scheduled = testkit::sample("sweeper-scheduled.json");
-    sweeper
-        .invoke(scheduled.as_bytes())
-        .await
-        .expect("first sweep");
+    sweeper.sweep_scheduled().await;
     // Redriven by the operator: the next sweep reads its aggregate's item
     // collection (a consistent Query on the table) before sending it again
     // (refused again: a dead letter again).
@@ -243,10 +257,7 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
         .unwrap();
     assert_eq!(dead.len(), 1);
     operations.redrive(&dead[0]).await.unwrap();
-    sweeper
-        .invoke(scheduled.as_bytes())
-        .await
-        .expect("second sweep");
+    sweeper.sweep_scheduled().await;
     let left = stack.outbox_items().await;
     assert_eq!(left.len(), 1, "the other one published");
     assert_eq!(left[0].event_id, failing.event_id);
@@ -257,30 +268,16 @@ async fn the_sweeper_role_grants_what_the_sweeper_uses() {
     let two_days = Duration::from_secs(2 * 86_400);
     stack.put_aggregate_event("both", 1, two_days, 0, 8).await;
     stack.put_aggregate_event("both", 2, two_days, 1, 8).await;
-    sweeper
-        .invoke(scheduled.as_bytes())
-        .await
-        .expect("third sweep");
+    sweeper.sweep_scheduled().await;
     assert_eq!(stack.outbox_items().await.len(), 1, "both published");
     // A batch the publisher mapping gave up on, through the SQS mapping.
     let proxied = aws_sdk_sqs::Client::new(&proxy.sdk().await);
     drain_queue_through(&proxied, &failures, &sweeper).await;
 
-    let bindings = Bindings::new(
-        false,
-        &[
-            ("OutboxTable", format!("table/{}", stack.table)),
-            ("EventBus", format!("event-bus/{bus}")),
-            ("PublisherFailureQueue", queue_name(&failures)),
-            ("OperationsDeadLetterQueue", "queue/operations".into()),
-        ],
-    );
-    assert_exact(
-        "SweeperRole",
-        "SweeperFunction",
-        &bindings,
-        &proxy.grants_used(),
-    );
+    let bus = ("EventBus", format!("event-bus/{bus}"));
+    let bindings = relay_bindings(&stack, bus, &failures, true);
+    let seen = proxy.grants_used();
+    assert_exact("SweeperRole", "SweeperFunction", &bindings, &seen);
 }
 
 #[tokio::test]
@@ -289,47 +286,21 @@ async fn the_sns_branch_grants_what_the_sns_sink_uses() {
     let (topic_arn, _) = testkit::create_fifo_topic(&stack.sdk, &unique("events"))
         .await
         .unwrap();
-    let orders = stack.create_orders(2).await;
     let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
     let proxy = FaultProxy::start().await;
     stack.use_topic(&topic_arn).await;
     // The stack's other ordering first (ORDERING=relaxed, the parameter
-    // Ordering's other value): its process's first batch is checked
-    // against the table (BatchGetItem), which strict's guard read does
-    // without.
+    // Ordering's other value), then SNS FIFO's default, strict.
     let relaxed = function("publisher", &stack, &proxy, &[("ORDERING", "relaxed")]);
-    stack.put_poison("poison", Some("not json")).await;
-    pump_through(&proxy, &stack, &relaxed, None).await;
     let publisher = function("publisher", &stack, &proxy, &[]);
-    // SNS FIFO is strict by default: later events of their aggregates, the
-    // payments and a version 2 behind a dead letter, each guarded by a
-    // Query; the one behind the dead letter is held.
-    stack.pay_orders(&orders).await;
-    stack
-        .put_aggregate_event("poison", 2, Duration::ZERO, 0, 8)
-        .await;
-    pump_through(&proxy, &stack, &publisher, None).await;
-    assert_eq!(
-        stack.outbox_raw().await.len(),
-        2,
-        "the dead letter and the event held behind it"
-    );
-    // A lone event: deleted with a DeleteItem (the batches above took a
-    // BatchWriteItem).
-    stack.create_orders(1).await;
-    pump_through(&proxy, &stack, &publisher, None).await;
-    assert_eq!(stack.outbox_raw().await.len(), 2, "the lone event deleted");
+    publisher_workload(&stack, &proxy, (&relaxed, &publisher), None).await;
 
-    let topic = format!("topic/{}", topic_arn.rsplit(':').next().unwrap());
-    let seen = proxy.grants_used();
-    let bindings = Bindings::new(
-        true,
-        &[
-            ("OutboxTable", format!("table/{}", stack.table)),
-            ("EventTopic", topic.clone()),
-            ("PublisherFailureQueue", queue_name(&failures)),
-        ],
+    let topic = (
+        "EventTopic",
+        format!("topic/{}", topic_arn.rsplit(':').next().unwrap()),
     );
+    let seen = proxy.grants_used();
+    let bindings = relay_bindings(&stack, topic.clone(), &failures, false);
     // (Its UpdateItem is the cold start's settings write.)
     assert_exact("PublisherRole", "PublisherFunction", &bindings, &seen);
     // The sweeper publishes through the same adapter: the same SNS grants.
@@ -339,15 +310,7 @@ async fn the_sns_branch_grants_what_the_sns_sink_uses() {
             .filter(|(a, _)| a.starts_with("sns:") || a.starts_with("events:"))
             .collect()
     };
-    let sweeper_bindings = Bindings::new(
-        true,
-        &[
-            ("OutboxTable", format!("table/{}", stack.table)),
-            ("EventTopic", topic),
-            ("PublisherFailureQueue", queue_name(&failures)),
-            ("OperationsDeadLetterQueue", "queue/operations".into()),
-        ],
-    );
+    let sweeper_bindings = relay_bindings(&stack, topic, &failures, true);
     assert_eq!(sns(granted("SweeperRole", &sweeper_bindings)), sns(seen));
 }
 
@@ -400,12 +363,8 @@ async fn the_projector_role_grants_what_the_projector_uses() {
             ("ProjectorQueue", queue_name(&queue)),
         ],
     );
-    assert_exact(
-        "ProjectorRole",
-        "ProjectorFunction",
-        &bindings,
-        &proxy.grants_used(),
-    );
+    let seen = proxy.grants_used();
+    assert_exact("ProjectorRole", "ProjectorFunction", &bindings, &seen);
 }
 
 /// The checker itself: resources are compared, not only actions; a

@@ -22,6 +22,7 @@ use devkit::{MappingSettings, Pump, StreamCursor};
 use outbox_core::KeySchema;
 use serde_json::Value;
 use testkit::lambda::{binary, loopback_env, FunctionSpec, LambdaFunction};
+use testkit::scenario::envelopes;
 use testkit::{drain_queue, root, unique};
 
 type Item = HashMap<String, AttributeValue>;
@@ -81,31 +82,21 @@ impl Region {
         let service = writer::OrderService::from_config(ddb, &config);
         let mut ids = Vec::new();
         for i in 0..n {
-            let new = writer::NewOrder::try_from(
-                serde_json::from_value::<writer::CreateOrderRequest>(serde_json::json!({
-                    "customerId": format!("{}-{i}", self.name),
-                    "currency": "EUR",
-                    "items": [{"sku": "A-1", "quantity": 1, "unitPriceCents": 100}]
-                }))
-                .expect("request"),
-            )
-            .expect("valid order");
-            match service
+            let request: writer::CreateOrderRequest = serde_json::from_value(serde_json::json!({
+                "customerId": format!("{}-{i}", self.name), "currency": "EUR",
+                "items": [{"sku": "A-1", "quantity": 1, "unitPriceCents": 100}]
+            }))
+            .expect("request");
+            let new = writer::NewOrder::try_from(request).expect("valid order");
+            let created = service
                 .create(&testkit::test_caller(), new, None, None)
-                .await
-                .expect("order created")
-            {
+                .await;
+            match created.expect("order created") {
                 writer::Reply::Done(order) => ids.push(order.order_id),
                 other => panic!("unexpected {other:?}"),
             }
         }
         ids
-    }
-
-    /// The real publisher binary, configured as this region's stack
-    /// configures it.
-    fn publisher(&self) -> LambdaFunction {
-        self.function("publisher")
     }
 
     /// This region's stack: the orders example on its replica, in its
@@ -124,20 +115,15 @@ impl Region {
     /// it.
     fn function(&self, name: &str) -> LambdaFunction {
         let function = devkit::Function::of_binary(name).expect("a function of the stack");
+        let region = [
+            ("AWS_REGION", self.name),
+            ("AWS_DEFAULT_REGION", self.name),
+            ("AWS_ENDPOINT_URL_DYNAMODB", &self.dynamodb),
+            ("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", &self.dynamodb),
+        ];
         let env = loopback_env()
             .into_iter()
-            .chain([
-                ("AWS_REGION".to_owned(), self.name.to_owned()),
-                ("AWS_DEFAULT_REGION".to_owned(), self.name.to_owned()),
-                (
-                    "AWS_ENDPOINT_URL_DYNAMODB".to_owned(),
-                    self.dynamodb.clone(),
-                ),
-                (
-                    "AWS_ENDPOINT_URL_DYNAMODB_STREAMS".to_owned(),
-                    self.dynamodb.clone(),
-                ),
-            ])
+            .chain(region.map(|(k, v)| (k.to_owned(), v.to_owned())))
             .chain(
                 self.deployment()
                     .env_vec(function)
@@ -172,29 +158,19 @@ impl Region {
             .with_keys(KeySchema::default().with_home_region(Some(self.name.to_owned())))
     }
 
-    /// The event ids this region's bus delivered.
-    async fn delivered_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = drain_queue(&self.sdk, &self.queue_url)
-            .await
-            .iter()
-            .map(|m| m["detail"]["eventId"].as_str().unwrap_or("?").to_owned())
-            .collect();
-        ids.sort();
-        ids
-    }
-
-    /// The aggregate ids of the events this region's bus delivered.
-    async fn delivered(&self) -> Vec<String> {
-        drain_queue(&self.sdk, &self.queue_url)
-            .await
-            .iter()
-            .map(|m| {
-                m["detail"]["aggregateId"]
-                    .as_str()
-                    .unwrap_or("?")
-                    .to_owned()
-            })
-            .collect()
+    /// What this region's bus delivered: the events' aggregate ids and
+    /// their event ids, each sorted.
+    async fn delivered(&self) -> (Vec<String>, Vec<String>) {
+        let events = envelopes(&drain_queue(&self.sdk, &self.queue_url).await);
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        let aggregates = sorted(events.iter().map(|e| e.aggregate_id.clone()).collect());
+        (
+            aggregates,
+            sorted(events.iter().map(|e| e.event_id.to_string()).collect()),
+        )
     }
 }
 
@@ -290,8 +266,8 @@ fn attributes(item: serde_dynamo::Item) -> Item {
 async fn each_event_is_published_once_by_its_home_region() {
     let (_, east, west, mut replicator) = two_regions().await;
 
-    let east_fn = east.publisher();
-    let west_fn = west.publisher();
+    let east_fn = east.function("publisher");
+    let west_fn = west.function("publisher");
     let mut east_pump = pump(&east, &east_fn);
     let mut west_pump = pump(&west, &west_fn);
 
@@ -313,8 +289,8 @@ async fn each_event_is_published_once_by_its_home_region() {
         v.sort();
         v
     };
-    assert_eq!(sorted(east.delivered().await), sorted(east_orders.clone()));
-    assert_eq!(sorted(west.delivered().await), sorted(west_orders.clone()));
+    assert_eq!(east.delivered().await.0, sorted(east_orders.clone()));
+    assert_eq!(west.delivered().await.0, sorted(west_orders.clone()));
     // Each region saw the other's inserts replicated into its stream, and
     // its filter dropped them.
     assert!(east_pump.stats.filtered_out >= west_orders.len());
@@ -366,7 +342,7 @@ async fn settle(replicator: &mut Replicator) {
 #[tokio::test]
 async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     let (table, east, west, mut replicator) = two_regions().await;
-    let east_fn = east.publisher();
+    let east_fn = east.function("publisher");
     let mut east_pump = pump(&east, &east_fn);
 
     // West writes four events; one is dead-lettered there (its sink was
@@ -386,25 +362,20 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     let text = |i: &Item, k: &str| i[k].as_s().unwrap().clone();
     let letter = &written[0];
     let letter_key = outbox_core::keys::ItemKey::new(text(letter, "PK"), text(letter, "SK"));
-    let marked = west
-        .store()
-        .dead_letter(
-            outbox_engine::DeadLetter {
-                key: &letter_key,
-                aggregate_id: Some(&text(letter, "aggregateId")),
-                reason: "the sink stayed down",
-                attempts: Some(12),
-                claim: None,
-            },
-            &testkit::far_deadline(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(marked, outbox_engine::Marked::Updated);
+    let (aggregate, deadline) = (text(letter, "aggregateId"), testkit::far_deadline());
+    let dead_letter = outbox_engine::DeadLetter {
+        key: &letter_key,
+        aggregate_id: Some(&aggregate),
+        reason: "the sink stayed down",
+        attempts: Some(12),
+        claim: None,
+    };
+    let marked = west.store().dead_letter(dead_letter, &deadline).await;
+    assert_eq!(marked.unwrap(), outbox_engine::Marked::Updated);
     settle(&mut replicator).await;
     // East's mapping drops every one of them: west's items.
     east_pump.run_until_idle().await.unwrap();
-    assert!(east.delivered().await.is_empty());
+    assert!(east.delivered().await.0.is_empty());
     let replicated = east.outbox_items().await;
     assert_eq!(ids(&replicated), all_ids);
     assert!(replicated
@@ -422,16 +393,15 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     // too (the operator's tool reads its own region's).
     for region in [&east, &west] {
         // The stack's own name, as its functions record it.
-        let stack = region
-            .publisher()
+        let publisher = region.function("publisher");
+        let stack = publisher
             .env("STACK_NAME")
-            .expect("the templates set STACK_NAME")
-            .to_owned();
+            .expect("the templates set STACK_NAME");
         PublishStore::record_settings(
             &region.store(),
             &outbox_runtime::RecordedSettings {
                 region: region.name.into(),
-                stack,
+                stack: stack.to_owned(),
                 function: "publisher".into(),
                 by: format!("outbox-publisher at {at}"),
                 since: Some(at.clone()),
@@ -446,10 +416,8 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     let operator = testkit::Operator::new(&table).with_env(&[("HOME_REGION", "us-east-1")]);
     let (ok, _, err) = operator.adopt_region(&["--from", "eu-west-1"]);
     assert!(!ok, "a region that ran within the hour is not adopted");
-    assert!(
-        err.contains("within the last hour") && err.contains("--force"),
-        "{err}"
-    );
+    let why = err.contains("within the last hour") && err.contains("--force");
+    assert!(why, "{err}");
     assert_eq!(east.outbox_items().await, replicated, "nothing moved");
 
     // adopt-region in east: a dry run changes nothing...
@@ -463,9 +431,7 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
             .collect::<Vec<Value>>()
     };
     // A region name that is not one: refused before anything is read.
-    let (ok, _, err) = testkit::Operator::new(&table)
-        .with_env(&[("HOME_REGION", "us-east-1")])
-        .adopt_region(&["--from", "EU West"]);
+    let (ok, _, err) = operator.adopt_region(&["--from", "EU West"]);
     assert!(!ok && err.contains("--from \"EU West\""), "{err}");
     let dry = adopt(&["--dry-run"]);
     assert_eq!(dry.len(), 5, "four audit lines and the summary: {dry:?}");
@@ -495,59 +461,49 @@ async fn a_lost_regions_events_are_adopted_and_published_once_by_another() {
     // eu-west-1, so its filter admits them); its publisher, a new process,
     // checks the batch and finds them adopted: nothing is published twice.
     settle(&mut replicator).await;
-    let west_fn = west.publisher();
+    let west_fn = west.function("publisher");
     pump(&west, &west_fn).run_until_idle().await.unwrap();
-    assert!(
-        west.delivered().await.is_empty(),
-        "adopted events are east's to publish"
-    );
+    let (published, _) = west.delivered().await;
+    assert!(published.is_empty(), "adopted events are east's to publish");
 
     // East's scheduled sweep (the real sweeper binary under the local
     // Lambda runtime) publishes the pending ones at once; the operator
     // republishes the dead letter (outboxctl, this region's keys).
-    let sweeper = east.function("sweeper");
     let scheduled = testkit::sample("sweeper-scheduled.json");
-    sweeper
-        .invoke(scheduled.as_bytes())
-        .await
-        .expect("scheduled sweep");
+    let swept = east.function("sweeper").invoke(scheduled.as_bytes()).await;
+    swept.expect("scheduled sweep");
     let store = east.store();
     let mut dead_here = 0;
     for shard in 0..8 {
-        dead_here += store
-            .dead_letter_page(shard, 100, None, &testkit::far_deadline())
-            .await
-            .unwrap()
-            .items
-            .len();
+        let page = store.dead_letter_page(shard, 100, None, &deadline).await;
+        dead_here += page.unwrap().items.len();
     }
     assert_eq!(dead_here, 1, "the dead letter is this region's now");
     let letter_id = text(letter, "eventId");
-    let (ok, out, err) = testkit::Operator::new(&table)
-        .with_env(&[("HOME_REGION", "us-east-1")])
-        .redrive(&[
-            &letter_id,
-            "--now",
-            "--bus",
-            &east.bus,
-            "--source",
-            "outbox.orders",
-            "--json",
-        ]);
+    let now = [
+        "--now",
+        "--bus",
+        &east.bus,
+        "--source",
+        "outbox.orders",
+        "--json",
+    ];
+    let (ok, out, err) = operator.redrive(&[&[letter_id.as_str()][..], &now].concat());
     assert!(ok, "{err}");
     assert!(out.contains("published"), "{out}");
 
     // Every one of west's events, once, with its original id, on east's
     // bus; nothing left in either replica once east's deletes replicate.
-    assert_eq!(east.delivered_ids().await, all_ids);
-    assert!(west.delivered().await.is_empty());
+    assert_eq!(east.delivered().await.1, all_ids);
+    assert!(west.delivered().await.0.is_empty());
     settle(&mut replicator).await;
     assert!(east.outbox_items().await.is_empty());
     assert!(west.outbox_items().await.is_empty());
 
     // West comes back once they were published and their deletes
     // replicated: a new process with the same backlog publishes nothing.
-    let west_fn = west.publisher();
+    let west_fn = west.function("publisher");
     pump(&west, &west_fn).run_until_idle().await.unwrap();
-    assert!(west.delivered().await.is_empty(), "nothing published twice");
+    let (published, _) = west.delivered().await;
+    assert!(published.is_empty(), "nothing published twice");
 }

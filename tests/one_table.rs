@@ -15,6 +15,7 @@ use outbox_core::transaction::{OutboxSettings, StackSettingsError};
 use outbox_core::{keys, size::EventLimits, KeySchema};
 use testkit::lambda::FunctionError;
 use testkit::rig::{scheduled, stream_event};
+use testkit::scenario::{assert_no_failures, node, python};
 use testkit::{unique, Operator, Stack};
 
 /// Two stacks on one table, through the real binaries with the templates'
@@ -27,10 +28,8 @@ async fn a_second_stack_on_the_table_refuses_to_publish_and_the_first_goes_on() 
     let one_sweeper = stack.function(devkit::Function::Sweeper, &[], &[]);
     let payload = |v: &serde_json::Value| serde_json::to_vec(v).expect("JSON");
     // Stack one is in service: its sweeper's run records its heartbeat.
-    one_sweeper
-        .invoke(&payload(&scheduled()))
-        .await
-        .expect("stack one's sweep");
+    let swept = one_sweeper.invoke(&payload(&scheduled())).await;
+    swept.expect("stack one's sweep");
 
     let second = unique("second");
     let two_publisher = stack.function_of_stack(&second, devkit::Function::Publisher, &[]);
@@ -46,21 +45,17 @@ async fn a_second_stack_on_the_table_refuses_to_publish_and_the_first_goes_on() 
     // Stack two's mapping delivers the record first: its publisher does
     // not start, and publishes nothing.
     let refused = two_publisher.invoke(&event).await;
+    let crashed = matches!(refused, Err(FunctionError::Crashed));
     assert!(
-        matches!(refused, Err(FunctionError::Crashed)),
+        crashed,
         "the second stack's publisher fails its cold start: {refused:?}"
     );
     let log = std::fs::read_to_string(two_publisher.log()).unwrap_or_default();
-    assert!(
-        log.contains("another outbox stack publishes from")
-            && log.contains(&stack.deployment.stack_name),
-        "the failure names the stack in service: {log}"
-    );
-    assert_eq!(
-        stack.outbox_items().await.len(),
-        1,
-        "the event stays in the table"
-    );
+    let names = log.contains("another outbox stack publishes from")
+        && log.contains(&stack.deployment.stack_name);
+    assert!(names, "the failure names the stack in service: {log}");
+    let kept = stack.outbox_items().await;
+    assert_eq!(kept.len(), 1, "the event stays in the table");
     // Its sweeper refuses its runs too (it would republish and delete).
     let sweep = two_sweeper.invoke(&payload(&scheduled())).await;
     assert!(
@@ -71,37 +66,18 @@ async fn a_second_stack_on_the_table_refuses_to_publish_and_the_first_goes_on() 
 
     // Stack one, started after stack two recorded its settings, goes on:
     // adding a stack never stops the one in service.
-    let answer = one_publisher
-        .invoke(&event)
-        .await
-        .expect("stack one publishes");
-    let response: serde_json::Value = serde_json::from_slice(&answer).expect("JSON");
-    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
-    assert!(
-        stack.outbox_items().await.is_empty(),
-        "published, then deleted"
-    );
-    let (_, subscriber) = stack.bus.clone().expect("a bus");
-    assert_eq!(
-        testkit::drain_queue(&stack.sdk, &subscriber.queue_url)
-            .await
-            .len(),
-        1,
-        "stack one's bus has the event"
-    );
+    let answer = one_publisher.invoke(&event).await;
+    assert_no_failures(&answer.expect("stack one publishes"));
+    let left = stack.outbox_items().await;
+    assert!(left.is_empty(), "published, then deleted: {left:?}");
+    let delivered = stack.drain_subscriber().await;
+    assert_eq!(delivered.len(), 1, "stack one's bus has the event");
 
     // doctor reports the two stacks; outboxctl asks which one.
-    let findings = outboxctl::diagnose(
-        &stack.sdk,
-        &KeySchema::default(),
-        &stack.table,
-        &outboxctl::SinkToCheck::default(),
-    )
-    .await;
-    assert!(
-        outboxctl::problems(&findings).contains(&"stacks"),
-        "{findings:?}"
-    );
+    let (keys, sink) = (KeySchema::default(), outboxctl::SinkToCheck::default());
+    let findings = outboxctl::diagnose(&stack.sdk, &keys, &stack.table, &sink).await;
+    let problems = outboxctl::problems(&findings);
+    assert!(problems.contains(&"stacks"), "{findings:?}");
     // outboxctl and a writer take the stack in service (the refused one
     // recorded too, and stays live while its functions are invoked), and
     // the other one by its name.
@@ -109,41 +85,32 @@ async fn a_second_stack_on_the_table_refuses_to_publish_and_the_first_goes_on() 
     let (ok, out, err) = operator.status(&["--json"]);
     assert!(ok, "{out}{err}");
     let status: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    assert_eq!(
-        status["settings"]["stack"].as_str(),
-        Some(stack.deployment.stack_name.as_str()),
-        "stack one's record: {out}"
-    );
+    let recorded = status["settings"]["stack"].as_str();
+    let one = Some(stack.deployment.stack_name.as_str());
+    assert_eq!(recorded, one, "stack one's record: {out}");
     let (ok, out, err) = operator.status(&["--stack", &second]);
     assert!(ok, "{out}{err}");
     let (ok, _, err) = operator.status(&["--stack", "no-such-stack"]);
     assert!(!ok && err.contains(&second), "{err}");
-    let unnamed = OutboxSettings::from_stack(&stack.ddb, &stack.table)
-        .load()
-        .await
-        .expect("the stack in service");
+    let from_stack = || OutboxSettings::from_stack(&stack.ddb, &stack.table);
+    let unnamed = from_stack().load().await.expect("the stack in service");
     assert_eq!(unnamed.keys, stack.keys);
-    let missing = OutboxSettings::from_stack(&stack.ddb, &stack.table)
-        .stack("no-such-stack")
-        .load()
-        .await
-        .expect_err("no such stack");
-    assert!(
-        matches!(
-            &missing,
-            StackSettingsError::Choice {
-                source: keys::StackChoiceError::NoSuchStack { .. },
-                ..
-            }
-        ),
-        "{missing}"
+    let missing = from_stack().stack("no-such-stack").load().await;
+    let missing = missing.expect_err("no such stack");
+    use keys::StackChoiceError::NoSuchStack;
+    let no_such = matches!(
+        &missing,
+        StackSettingsError::Choice {
+            source: NoSuchStack { .. },
+            ..
+        }
     );
-    let settings = OutboxSettings::from_stack(&stack.ddb, &stack.table)
+    assert!(no_such, "{missing}");
+    let named = from_stack()
         .stack(&stack.deployment.stack_name)
         .load()
-        .await
-        .expect("the named stack's settings");
-    assert_eq!(settings.keys, stack.keys);
+        .await;
+    assert_eq!(named.expect("the named stack's settings").keys, stack.keys);
 }
 
 /// A writer that takes its settings from the table cannot drift from its
@@ -170,39 +137,34 @@ async fn a_writer_learns_the_stacks_key_names_shards_region_and_limit_from_the_t
     stack.use_topic(&topic).await;
     // The functions record as they start (the sweeper's run).
     let sweeper = stack.function(devkit::Function::Sweeper, &[("OutboxShards", "4")], &[]);
-    sweeper
+    let swept = sweeper
         .invoke(&serde_json::to_vec(&scheduled()).expect("JSON"))
-        .await
-        .expect("the sweep");
-
-    let without_names = OutboxSettings::from_stack(&stack.ddb, &stack.table)
-        .load()
         .await;
+    swept.expect("the sweep");
+
+    let from_stack = || OutboxSettings::from_stack(&stack.ddb, &stack.table);
+    let without_names = from_stack().load().await;
+    let refused = matches!(
+        &without_names,
+        Err(StackSettingsError::Read { code, .. }) if code == "ValidationException"
+    );
     assert!(
-        matches!(
-            &without_names,
-            Err(StackSettingsError::Read { code, .. }) if code == "ValidationException"
-        ),
+        refused,
         "a table keyed pk/sk is read with its key names: {without_names:?}"
     );
-    let settings = OutboxSettings::from_stack(&stack.ddb, &stack.table)
-        .key_names("pk", "sk")
-        .load()
-        .await
-        .expect("the stack's settings");
+    let settings = from_stack().key_names("pk", "sk").load().await;
+    let settings = settings.expect("the stack's settings");
     assert_eq!(settings.table, stack.table);
     assert_eq!(settings.shards, 4);
     assert_eq!(settings.keys.pending_partition_key, "data");
     assert_eq!(settings.keys.outbox_prefix, "evt#");
-    assert_eq!(
-        settings.keys.home_region.as_deref(),
-        Some(stack.deployment.region.as_str())
-    );
+    let home = settings.keys.home_region.as_deref();
+    assert_eq!(home, Some(stack.deployment.region.as_str()));
     assert_eq!(settings.key_attributes, ["pk", "sk"]);
     assert_eq!(settings.limits, EventLimits::sns(true));
 
     // The Python writer package reads the same record to the same settings.
-    let python = testkit::root().join(".venv-clients/bin/python");
+    let region = [("AWS_REGION", stack.deployment.region.as_str())];
     let script = r#"
 import json, sys, boto3
 from dynamodb_outbox import OutboxSettings
@@ -210,18 +172,8 @@ s = OutboxSettings.from_stack(boto3.client("dynamodb"), sys.argv[1], partition_k
 print(json.dumps([s.table, s.shards, s.keys.outbox_prefix, s.keys.pending_partition_key,
                   s.keys.pending_sort_key, s.keys.home_region, s.limits.kind, s.limits.fifo, s.limits.max_bytes]))
 "#;
-    let out = std::process::Command::new(&python)
-        .args(["-c", script, &stack.table])
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_REGION", &stack.deployment.region)
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e} (make clients-test installs it)", python.display()));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let out = python(&["-c", script, &stack.table], &region);
+    let read: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(
         read,
         serde_json::json!([
@@ -249,19 +201,9 @@ console.log(JSON.stringify([s.table, s.shards, s.keys.outboxPrefix, s.keys.pendi
 "#,
         module = module.display().to_string()
     );
-    let out = std::process::Command::new("node")
-        .args(["--input-type=module", "-e", &script, &stack.table])
-        .current_dir(testkit::root().join("clients/typescript"))
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_REGION", &stack.deployment.region)
-        .output()
-        .expect("node runs (make clients-test builds the package)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read_ts: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let args = ["--input-type=module", "-e", &script, &stack.table];
+    let out = node(&args, &region, "clients/typescript");
+    let read_ts: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(read_ts, read, "TypeScript reads what Python and Rust read");
 }
 
@@ -282,11 +224,9 @@ async fn a_stack_made_again_under_its_name_starts_its_record_anew() {
         r
     };
     let read = || async {
-        let records = store
-            .recorded_settings(&testkit::far_deadline())
-            .await
-            .expect("read");
+        let records = store.recorded_settings(&testkit::far_deadline()).await;
         records
+            .expect("read")
             .into_iter()
             .find(|r| r.function == "sweeper")
             .and_then(|r| r.since)

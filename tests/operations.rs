@@ -13,10 +13,10 @@ mod status;
 
 use std::time::Duration;
 
-use outbox_engine::{SweepSettings, Sweeper};
+use outbox_engine::Sweeper;
 use outbox_runtime::DynamoStore;
 use testkit::proxy::{Fault, FaultProxy};
-use testkit::{far_deadline, fast_retry, Stack};
+use testkit::{far_deadline, Stack};
 use time::OffsetDateTime;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -30,13 +30,8 @@ async fn failing_sweeper(
 ) -> Sweeper<outbox_runtime::EventBridgeSink, DynamoStore> {
     let (sink, store) = stack.through(proxy, 8).await;
     proxy.inject("PutEvents", Fault::refuse_all("ThrottlingException"), None);
-    let mut sweeper = Sweeper::new(
-        sink,
-        store,
-        SweepSettings::from(&stack.config(&[("MAX_ATTEMPTS", &max_attempts.to_string())])),
-    );
-    sweeper.retry = fast_retry();
-    sweeper
+    let attempts = max_attempts.to_string();
+    testkit::scenario::sweeper(sink, store, stack, &[("MAX_ATTEMPTS", &attempts)])
 }
 
 /// `n` events, dead-lettered by the sweeper's code (one failed attempt

@@ -28,6 +28,24 @@ fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
+/// Checks that the subscriber got the versions `expected` of aggregate
+/// `a` in `ordering`'s run and nothing is left; in strict mode, prints how
+/// long after A1 the later versions went out, released by `how`.
+async fn assert_out_in_order(rig: &Rig, ordering: &str, expected: &[u64], how: &str) {
+    let received = rig.received_at("a").await;
+    let versions: Vec<u64> = received.iter().map(|(v, _)| *v).collect();
+    assert_eq!(versions, expected, "{ordering}");
+    if ordering == "strict" {
+        let after = received[1..]
+            .iter()
+            .zip(2..)
+            .map(|((_, sent), v)| format!("A{v} {} ms", sent.saturating_sub(received[0].1)));
+        let after: Vec<String> = after.collect();
+        println!("release latency ({how}): {} after A1", after.join(", "));
+    }
+    assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");
+}
+
 /// The mapping gives up the batch holding A1 (the sink is down past its
 /// retries); A2 and A3 arrive after the sink is back. Strict: the
 /// publisher holds them, the OnFailure redrive publishes A1 and releases
@@ -36,8 +54,7 @@ fn now() -> i64 {
 async fn a_batch_the_mapping_gives_up_keeps_order_in_strict_mode() {
     for (ordering, expected) in [("strict", vec![1, 2, 3]), ("relaxed", vec![2, 3, 1])] {
         let rig = Rig::new().await;
-        let publisher = rig.function("publisher", ordering, &[]);
-        let sweeper = rig.function("sweeper", ordering, &[]);
+        let (publisher, sweeper) = rig.functions(ordering);
         let mut pump = rig.stack.pump(&publisher, Some(&rig.failures));
         rig.event("a", 1, 8).await;
         rig.proxy
@@ -60,18 +77,8 @@ async fn a_batch_the_mapping_gives_up_keeps_order_in_strict_mode() {
         let sqs = aws_sdk_sqs::Client::new(&rig.stack.sdk);
         let drained = testkit::lambda::drain_queue_through(&sqs, &rig.failures, &sweeper).await;
         assert_eq!(drained.reported, 0, "{ordering}: the window settled");
-        let received = rig.received_at("a").await;
-        let versions: Vec<u64> = received.iter().map(|(v, _)| *v).collect();
-        assert_eq!(versions, expected, "{ordering}");
-        if ordering == "strict" {
-            // A2 and A3 were released by the redrive that published A1.
-            println!(
-                "release latency (OnFailure redrive): A2 {} ms, A3 {} ms after A1",
-                received[1].1.saturating_sub(received[0].1),
-                received[2].1.saturating_sub(received[0].1)
-            );
-        }
-        assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");
+        // Strict: A2 and A3 released by the redrive that published A1.
+        assert_out_in_order(&rig, ordering, &expected, "OnFailure redrive").await;
     }
 }
 
@@ -98,19 +105,18 @@ async fn concurrent_invocations_keep_order_in_strict_mode() {
         let a1 = stream_event(vec![records[0].clone()]);
         let (answer2, answer1) = if ordering == "strict" {
             // A1's invocation starts while A2's runs (it reads A1 first).
-            tokio::join!(rig.invoke(&first, &a2), async {
+            tokio::join!(rig.answer(&first, &a2), async {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                rig.invoke(&second, &a1).await
+                rig.answer(&second, &a1).await
             })
         } else {
             // The worst interleaving, for certain: A2's batch ends first.
-            let answer2 = rig.invoke(&first, &a2).await;
-            (answer2, rig.invoke(&second, &a1).await)
+            let answer2 = rig.answer(&first, &a2).await;
+            (answer2, rig.answer(&second, &a1).await)
         };
         for answer in [answer1, answer2] {
-            let response: serde_json::Value = serde_json::from_slice(&answer).unwrap();
             assert_eq!(
-                response["batchItemFailures"],
+                answer["batchItemFailures"],
                 serde_json::json!([]),
                 "{ordering}: nothing reported"
             );
@@ -120,17 +126,9 @@ async fn concurrent_invocations_keep_order_in_strict_mode() {
             let sweeper = rig.function("sweeper", ordering, &[]);
             rig.invoke(&sweeper, &scheduled()).await;
         }
-        let received = rig.received_at("a").await;
-        let versions: Vec<u64> = received.iter().map(|(v, _)| *v).collect();
-        assert_eq!(versions, expected, "{ordering}");
-        if ordering == "strict" {
-            // A2 was held, then released by the sweep.
-            println!(
-                "release latency (concurrent invocation, then a sweep): A2 {} ms after A1",
-                received[1].1.saturating_sub(received[0].1)
-            );
-        }
-        assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");
+        // Strict: A2 held, then released by the sweep.
+        let how = "concurrent invocation, then a sweep";
+        assert_out_in_order(&rig, ordering, &expected, how).await;
     }
 }
 
@@ -173,7 +171,6 @@ async fn lowering_the_shard_count_keeps_order_in_strict_mode() {
         // A1 is due.
         tokio::time::sleep(Duration::from_millis(10_500)).await;
         rig.invoke(&sweeper_1, &scheduled()).await;
-        assert_eq!(rig.received(&aggregate).await, expected, "{ordering}");
-        assert!(rig.stack.outbox_items().await.is_empty(), "{ordering}");
+        rig.assert_all_out(&aggregate, &expected, ordering).await;
     }
 }

@@ -19,6 +19,7 @@ use outbox_core::EventEnvelope;
 use projector::Projector;
 use serde_json::json;
 use testkit::lambda::{FunctionSpec, LambdaFunction};
+use testkit::proxy::FaultProxy;
 use testkit::{sdk, unique, InProcessPublisher, Item, Stack};
 
 /// A fresh read-model table.
@@ -89,17 +90,22 @@ fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
         .collect()
 }
 
-/// The real `projector` binary on `table`, under the local Lambda runtime.
-fn projector_binary(table: &str) -> LambdaFunction {
+/// The real `projector` binary on `table`, under the local Lambda runtime
+/// with the function timeout `timeout`, its AWS calls through `proxy` when
+/// one is given.
+fn projector_binary(table: &str, proxy: Option<&FaultProxy>, timeout: Duration) -> LambdaFunction {
+    let endpoints = proxy.map(|p| devkit::endpoint_env_at(&p.endpoint));
     LambdaFunction::new(FunctionSpec {
         name: "projector".into(),
         binary: testkit::lambda::binary("projector").unwrap(),
         env: testkit::lambda::loopback_env()
             .into_iter()
+            .filter(|(k, _)| proxy.is_none() || !k.starts_with("AWS_ENDPOINT_URL"))
+            .chain(endpoints.into_iter().flatten())
             .chain(testkit::lambda::projector_env(table))
             .collect(),
-        timeout: Duration::from_secs(30),
-        log: std::env::temp_dir().join(format!("{table}.log")),
+        timeout,
+        log: std::env::temp_dir().join(format!("{}.log", unique(table))),
     })
 }
 
@@ -159,6 +165,10 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
 
     // 200 orders of 20 customers; two in three paid.
     let service = writer::OrderService::from_config(stack.ddb.clone(), &stack.config(&[]));
+    let done = |reply| match reply {
+        writer::Reply::Done(order) => order,
+        other => panic!("{other:?}"),
+    };
     let mut committed = BTreeMap::new();
     for i in 0..200u64 {
         let request: writer::CreateOrderRequest = serde_json::from_value(json!({
@@ -167,23 +177,15 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
         }))
         .unwrap();
         let new = writer::NewOrder::try_from(request).unwrap();
-        let mut order = match service
-            .create(&testkit::test_caller(), new, None, None)
-            .await
-            .unwrap()
-        {
-            writer::Reply::Done(order) => order,
-            other => panic!("{other:?}"),
-        };
+        let caller = testkit::test_caller();
+        let mut order = done(service.create(&caller, new, None, None).await.unwrap());
         if i % 3 != 0 {
-            order = match service
-                .pay(&testkit::test_caller(), &order.order_id, None, None)
-                .await
-                .unwrap()
-            {
-                writer::Reply::Done(order) => order,
-                other => panic!("{other:?}"),
-            };
+            order = done(
+                service
+                    .pay(&caller, &order.order_id, None, None)
+                    .await
+                    .unwrap(),
+            );
         }
         committed.insert(order.order_id.clone(), order);
     }
@@ -215,7 +217,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
         again += 1;
     }
 
-    let function = projector_binary(&rm.table);
+    let function = projector_binary(&rm.table, None, Duration::from_secs(30));
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let stats = testkit::lambda::drain_queue_through(&sqs, &rm.queue.queue_url, &function).await;
     let events_committed = committed.len() + committed.values().filter(|o| o.version == 2).count();
@@ -275,7 +277,7 @@ async fn end_to_end_the_read_model_equals_what_the_writer_committed() {
     devkit::create_read_model_table(&stack.sdk, &next_generation)
         .await
         .unwrap();
-    let rebuilt = projector_binary(&next_generation);
+    let rebuilt = projector_binary(&next_generation, None, Duration::from_secs(30));
     let replay = tokio::process::Command::new(testkit::lambda::binary("outboxctl").unwrap())
         .args(crate::operations::replay_args(
             &bus,

@@ -13,59 +13,70 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_engine::MAX_BATCH_WRITE;
+use outbox_core::OutboxItem;
+use outbox_engine::{DEFAULT_SEND_CONCURRENCY, MAX_BATCH_WRITE};
 use testkit::lambda::LambdaFunction;
 use testkit::proxy::{Fault, FaultProxy};
+use testkit::scenario::envelopes;
 use testkit::Stack;
 
-/// The publisher of `stack`, deployed with `Ordering=ordering`, its calls
-/// through `proxy`, killed by the proxy's crash faults.
-fn publisher(stack: &Stack, proxy: &FaultProxy, ordering: &str) -> LambdaFunction {
-    publisher_with(
-        stack,
-        proxy,
-        ordering,
-        outbox_engine::DEFAULT_SEND_CONCURRENCY,
-    )
+/// A stack with a bus and its publisher, deployed with `Ordering=ordering`
+/// and `SendConcurrency=concurrency`, its calls through a fault proxy that
+/// kills it with its crash faults; and `events` events written, of
+/// aggregates `<prefix><i>`.
+struct Killable {
+    stack: Stack,
+    proxy: FaultProxy,
+    publisher: LambdaFunction,
+    events: Vec<OutboxItem>,
 }
 
-/// The same, with `SendConcurrency=concurrency`.
-fn publisher_with(
-    stack: &Stack,
-    proxy: &FaultProxy,
-    ordering: &str,
-    concurrency: usize,
-) -> LambdaFunction {
-    // The endpoints: the fault proxy in front of the local servers.
-    let endpoints = devkit::endpoint_env_at(&proxy.endpoint);
-    let extra: Vec<(&str, &str)> = endpoints
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let function = stack.function(
-        devkit::Function::Publisher,
-        &[
+impl Killable {
+    async fn new(ordering: &str, concurrency: usize, events: usize, prefix: &str) -> Self {
+        let stack = Stack::with_bus().await;
+        let proxy = FaultProxy::start().await;
+        let parameters = [
             ("Ordering", ordering),
             ("SendConcurrency", &concurrency.to_string()),
-        ],
-        &extra,
-    );
-    let killer = function.killer();
-    proxy.set_crash_hook(Arc::new(move || killer.kill()));
-    function
-}
-
-/// How many times each event reached the subscriber.
-async fn copies(stack: &Stack) -> HashMap<String, usize> {
-    let mut copies = HashMap::new();
-    for message in stack.drain_subscriber().await {
-        let id = message["detail"]["eventId"]
-            .as_str()
-            .unwrap_or("?")
-            .to_owned();
-        *copies.entry(id).or_insert(0) += 1;
+        ];
+        let publisher = stack.function_through(
+            devkit::Function::Publisher,
+            Some(&proxy.endpoint),
+            &parameters,
+            &[],
+        );
+        let killer = publisher.killer();
+        proxy.set_crash_hook(Arc::new(move || killer.kill()));
+        let mut written = Vec::new();
+        for i in 0..events {
+            let aggregate = format!("{prefix}{i}");
+            written.push(
+                stack
+                    .put_aggregate_event(&aggregate, 1, Duration::ZERO, 0, 8)
+                    .await,
+            );
+        }
+        Self {
+            stack,
+            proxy,
+            publisher,
+            events: written,
+        }
     }
-    copies
+
+    /// The stream mapping into the publisher, without an OnFailure queue.
+    fn pump(&self) -> devkit::Pump<&LambdaFunction> {
+        self.stack.pump(&self.publisher, None)
+    }
+
+    /// How many times each event reached the subscriber.
+    async fn copies(&self) -> HashMap<String, usize> {
+        let mut copies = HashMap::new();
+        for envelope in envelopes(&self.stack.drain_subscriber().await) {
+            *copies.entry(envelope.event_id.to_string()).or_insert(0) += 1;
+        }
+        copies
+    }
 }
 
 /// Item 5: a publisher killed after its deletes were applied and before it
@@ -76,35 +87,20 @@ async fn copies(stack: &Stack) -> HashMap<String, usize> {
 async fn a_publisher_killed_after_its_deletes_publishes_nothing_again() {
     for (events, deletes) in [(3, "BatchWriteItem"), (1, "DeleteItem")] {
         for ordering in ["relaxed", "strict"] {
-            killed_after_deletes(events, deletes, ordering).await;
+            let case = format!("{ordering}, {events} event(s)");
+            let k = Killable::new(ordering, DEFAULT_SEND_CONCURRENCY, events, "o").await;
+            k.proxy
+                .inject(deletes, Fault::Crash { forward: true }, Some(1));
+            let mut pump = k.pump();
+            pump.run_until_idle().await.expect("pump");
+            assert_eq!(pump.stats.function_errors, 1, "{case}: killed once");
+            let copies = k.copies().await;
+            assert_eq!(copies.len(), events, "{case}: {copies:?}");
+            let once = copies.values().all(|n| *n == 1);
+            assert!(once, "{case}: each event once: {copies:?}");
+            assert!(k.stack.outbox_items().await.is_empty(), "{case}");
         }
     }
-}
-
-/// One case of the test above: `events` events of distinct aggregates, the
-/// publisher (`ORDERING=ordering`) killed once its `deletes` call took
-/// effect.
-async fn killed_after_deletes(events: usize, deletes: &str, ordering: &str) {
-    let case = format!("{ordering}, {events} event(s)");
-    let stack = Stack::with_bus().await;
-    let proxy = FaultProxy::start().await;
-    let publisher = publisher(&stack, &proxy, ordering);
-    for i in 0..events {
-        stack
-            .put_aggregate_event(&format!("o{i}"), 1, Duration::ZERO, 0, 8)
-            .await;
-    }
-    proxy.inject(deletes, Fault::Crash { forward: true }, Some(1));
-    let mut pump = stack.pump(&publisher, None);
-    pump.run_until_idle().await.expect("pump");
-    assert_eq!(pump.stats.function_errors, 1, "{case}: killed once");
-    let copies = copies(&stack).await;
-    assert_eq!(copies.len(), events, "{case}: {copies:?}");
-    assert!(
-        copies.values().all(|n| *n == 1),
-        "{case}: each event once: {copies:?}"
-    );
-    assert!(stack.outbox_items().await.is_empty());
 }
 
 /// Items 2 and 5: deletes keep up with the sends. 100 events of distinct
@@ -124,7 +120,7 @@ async fn killed_after_deletes(events: usize, deletes: &str, ordering: &str) {
 #[tokio::test]
 async fn a_kill_during_a_sink_call_repeats_at_most_the_calls_in_flight_and_the_deletes_beside_them()
 {
-    let default = outbox_engine::DEFAULT_SEND_CONCURRENCY;
+    let default = DEFAULT_SEND_CONCURRENCY;
     for (ordering, concurrency, k) in [
         ("relaxed", 1, 3),
         ("relaxed", 1, 6),
@@ -132,21 +128,15 @@ async fn a_kill_during_a_sink_call_repeats_at_most_the_calls_in_flight_and_the_d
         ("relaxed", default, 3),
         ("strict", default, 3),
     ] {
-        let stack = Stack::with_bus().await;
-        let proxy = FaultProxy::start().await;
-        let publisher = publisher_with(&stack, &proxy, ordering, concurrency);
-        for i in 0..100 {
-            stack
-                .put_aggregate_event(&format!("o{i}"), 1, Duration::ZERO, 0, 8)
-                .await;
-        }
-        proxy.inject("PutEvents", Fault::Pass, Some(k - 1));
-        proxy.inject("PutEvents", Fault::Crash { forward: true }, Some(1));
-        let mut pump = stack.pump(&publisher, None);
+        let run = Killable::new(ordering, concurrency, 100, "o").await;
+        run.proxy.inject("PutEvents", Fault::Pass, Some(k - 1));
+        run.proxy
+            .inject("PutEvents", Fault::Crash { forward: true }, Some(1));
+        let mut pump = run.pump();
         pump.run_until_idle().await.expect("pump");
         let case = format!("{ordering}, {concurrency} in flight, killed in sink call {k}");
         assert_eq!(pump.stats.function_errors, 1, "{case}: killed once");
-        let copies = copies(&stack).await;
+        let copies = run.copies().await;
         assert_eq!(copies.len(), 100, "{case}: every event");
         let repeated: usize = copies.values().map(|n| n - 1).sum();
         println!("{case}: {repeated} events repeated");
@@ -159,11 +149,9 @@ async fn a_kill_during_a_sink_call_repeats_at_most_the_calls_in_flight_and_the_d
             published += 10 * concurrency;
         }
         let bound = 10 * concurrency + (published - deleted);
-        assert!(
-            repeated <= bound,
-            "{case}: {repeated} repeated, bound {bound}"
-        );
-        assert!(stack.outbox_items().await.is_empty());
+        let within = repeated <= bound;
+        assert!(within, "{case}: {repeated} repeated, bound {bound}");
+        assert!(run.stack.outbox_items().await.is_empty(), "{case}");
     }
 }
 
@@ -176,35 +164,20 @@ async fn a_kill_during_a_sink_call_repeats_at_most_the_calls_in_flight_and_the_d
 /// either: they were deleted too).
 #[tokio::test]
 async fn a_failure_in_a_wave_repeats_none_of_the_events_published_beside_it() {
-    let stack = Stack::with_bus().await;
-    let proxy = FaultProxy::start().await;
-    let publisher = publisher(&stack, &proxy, "relaxed");
-    let mut failing = String::new();
-    for i in 0..50 {
-        let item = stack
-            .put_aggregate_event(&format!("w{i}"), 1, Duration::ZERO, 0, 8)
-            .await;
-        if i == 3 {
-            failing = item.event_id.to_string();
-        }
-    }
+    let k = Killable::new("relaxed", DEFAULT_SEND_CONCURRENCY, 50, "w").await;
     // Entry 3 (first call of the wave) refused in every call of the first
     // invocation: the wave's 5 calls and its retries alone.
-    proxy.inject(
-        "PutEvents",
-        Fault::refuse(&[failing], "ThrottlingException"),
-        Some(5 + 3),
-    );
-    let mut pump = stack.pump(&publisher, None);
+    let failing = k.events[3].event_id.to_string();
+    let refused = Fault::refuse(&[failing], "ThrottlingException");
+    k.proxy.inject("PutEvents", refused, Some(5 + 3));
+    let mut pump = k.pump();
     pump.run_until_idle().await.expect("pump");
     assert!(pump.stats.partial_failures >= 1, "entry 3 was reported");
-    let copies = copies(&stack).await;
+    let copies = k.copies().await;
     assert_eq!(copies.len(), 50, "every event: {copies:?}");
-    assert!(
-        copies.values().all(|n| *n == 1),
-        "each event once: {copies:?}"
-    );
-    assert!(stack.outbox_items().await.is_empty());
+    let once = copies.values().all(|n| *n == 1);
+    assert!(once, "each event once: {copies:?}");
+    assert!(k.stack.outbox_items().await.is_empty());
 }
 
 /// #43: the publisher publishes an event, its delete fails and so does the
@@ -219,35 +192,24 @@ async fn a_failure_in_a_wave_repeats_none_of_the_events_published_beside_it() {
 #[tokio::test]
 async fn a_published_event_neither_deleted_nor_handed_over_goes_out_again_from_the_stream() {
     for ordering in ["relaxed", "strict"] {
-        let stack = Stack::with_bus().await;
-        let proxy = FaultProxy::start().await;
-        let publisher = publisher(&stack, &proxy, ordering);
-        stack
-            .put_aggregate_event("warm", 1, Duration::ZERO, 0, 8)
-            .await;
-        let mut pump = stack.pump(&publisher, None);
+        let k = Killable::new(ordering, DEFAULT_SEND_CONCURRENCY, 1, "warm").await;
+        let mut pump = k.pump();
         pump.run_until_idle().await.expect("pump");
-        stack
+        k.stack
             .put_aggregate_event("o1", 1, Duration::ZERO, 0, 8)
             .await;
-        proxy.inject("DeleteItem", Fault::ServerError, Some(3));
-        proxy.inject("UpdateItem", Fault::ServerError, Some(3));
+        k.proxy.inject("DeleteItem", Fault::ServerError, Some(3));
+        k.proxy.inject("UpdateItem", Fault::ServerError, Some(3));
         pump.run_until_idle().await.expect("pump");
         assert_eq!(pump.stats.function_errors, 0, "{ordering}");
-        assert_eq!(
-            pump.stats.partial_failures, 1,
-            "{ordering}: the record reported once"
-        );
-        let copies = copies(&stack).await;
+        let reported = pump.stats.partial_failures;
+        assert_eq!(reported, 1, "{ordering}: the record reported once");
+        let copies = k.copies().await;
         assert_eq!(copies.len(), 2, "{ordering}: {copies:?}");
-        assert_eq!(
-            copies.values().copied().max(),
-            Some(2),
-            "{ordering}: one event sent twice: {copies:?}"
-        );
-        assert!(
-            stack.outbox_items().await.is_empty(),
-            "{ordering}: nothing left in the table"
-        );
+        let most = copies.values().copied().max();
+        let twice = format!("{ordering}: one event sent twice: {copies:?}");
+        assert_eq!(most, Some(2), "{twice}");
+        let left = k.stack.outbox_items().await;
+        assert!(left.is_empty(), "{ordering}: nothing left in the table");
     }
 }

@@ -11,7 +11,6 @@
 use serde_json::Value;
 use serde_yaml_ng::Value as Y;
 use testkit::lambda::LambdaFunction;
-use testkit::rig::scheduled;
 use testkit::{root, Stack};
 
 /// One outbox stack: its resources and its two functions.
@@ -43,10 +42,7 @@ impl Outbox {
     async fn run(&self) {
         let mut pump = self.stack.pump(&self.publisher, Some(&self.failures));
         pump.run_until_idle().await.expect("pump");
-        self.sweeper
-            .invoke(&serde_json::to_vec(&scheduled()).expect("JSON"))
-            .await
-            .expect("the sweep succeeds");
+        self.sweeper.sweep_scheduled().await;
     }
 }
 
@@ -209,14 +205,9 @@ async fn two_stacks_in_one_account_see_only_their_own_dead_letters() {
 
     // `outboxctl status` of each table: the dead letter in stack one only.
     for (outbox, dead_letters) in [(&one, 1), (&two, 0)] {
-        let (ok, out, err) = testkit::Operator::new(&outbox.stack.table).status(&["--json"]);
-        assert!(ok, "{err}");
-        let status: Value = serde_json::from_str(&out).expect("status JSON");
-        assert_eq!(
-            status["deadLetters"], dead_letters,
-            "{}: {out}",
-            outbox.name
-        );
+        let status = testkit::ok_json(outbox.stack.operator().status(&["--json"]));
+        let name = &outbox.name;
+        assert_eq!(status["deadLetters"], dead_letters, "{name}: {status}");
     }
 
     // The alarms' input: every EMF document of both stacks, as CloudWatch

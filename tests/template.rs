@@ -7,12 +7,36 @@ use std::collections::HashSet;
 
 use devkit::MappingSettings;
 use serde_json::Value;
+use serde_yaml_ng::Value as Y;
 use std::time::Duration;
 
-use outbox_engine::{SweepSettings, Sweeper};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, root, sample, Stack};
 use time::OffsetDateTime;
+
+/// A template of the workspace, as written (its tags kept).
+fn read(path: &str) -> Y {
+    devkit::template::read(&root().join(path)).unwrap()
+}
+
+/// The keys of a YAML mapping.
+fn keys(v: &Y) -> Vec<String> {
+    let mapping = v
+        .as_mapping()
+        .unwrap_or_else(|| panic!("not a mapping: {v:?}"));
+    mapping
+        .keys()
+        .map(|k| k.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Filter patterns (JSON text) as JSON values, to compare them.
+fn json(patterns: &[String]) -> Vec<Value> {
+    patterns
+        .iter()
+        .map(|p| serde_json::from_str(p).unwrap())
+        .collect()
+}
 
 fn mapping() -> MappingSettings {
     MappingSettings::from_template(&root().join(devkit::OUTBOX_TEMPLATE))
@@ -44,12 +68,6 @@ fn mapping_settings_are_the_safe_ones() {
 /// a table with other names is built the same way: docs/adopt.md).
 #[test]
 fn the_pattern_is_the_default_key_schemas() {
-    let json = |patterns: &[String]| -> Vec<Value> {
-        patterns
-            .iter()
-            .map(|p| serde_json::from_str(p).unwrap())
-            .collect()
-    };
     for region in [devkit::REGION, "eu-west-1"] {
         let m = MappingSettings::from_template_in(&root().join(devkit::OUTBOX_TEMPLATE), region)
             .unwrap();
@@ -65,8 +83,7 @@ fn the_pattern_is_the_default_key_schemas() {
 /// `KeySchema` builds from the functions' settings.
 #[test]
 fn the_stack_builds_its_filter_from_the_key_schema_parameters() {
-    use serde_yaml_ng::Value as Y;
-    let doc: Y = devkit::template::read(&root().join(devkit::OUTBOX_TEMPLATE)).unwrap();
+    let doc = read(devkit::OUTBOX_TEMPLATE);
     let variables = &doc["Globals"]["Function"]["Environment"]["Variables"];
     let settings = outbox_core::KeySchema::VARIABLES;
     // Each setting is `!Ref <Parameter>`.
@@ -103,13 +120,7 @@ fn the_stack_builds_its_filter_from_the_key_schema_parameters() {
         ("DEAD_LETTER_INDEX_SORT_KEY", "dsk"),
         ("TTL_ATTRIBUTE", "ttl"),
     ];
-    let schema = outbox_core::KeySchema::from_lookup(|k| {
-        theirs
-            .iter()
-            .find(|(s, _)| *s == k)
-            .map(|(_, v)| (*v).to_owned())
-    })
-    .unwrap();
+    let schema = testkit::schema_named(&theirs);
     // The patterns as CloudFormation substitutes them with those
     // parameters, in eu-west-2, with the home-region rule on (each filter's
     // `!If` then-branch) and off (the else-branch of the first).
@@ -132,12 +143,6 @@ fn the_stack_builds_its_filter_from_the_key_schema_parameters() {
         assert!(!pattern.contains("${"), "{pattern}");
         Some(serde_json::from_str(&pattern).unwrap())
     };
-    let json = |patterns: Vec<String>| -> Vec<Value> {
-        patterns
-            .iter()
-            .map(|p| serde_json::from_str(p).unwrap())
-            .collect()
-    };
     // Branch 1 of each `!If`: the rule on; branch 2: off.
     let branch = |n: usize| -> Vec<Value> {
         filters
@@ -148,41 +153,31 @@ fn the_stack_builds_its_filter_from_the_key_schema_parameters() {
             .collect()
     };
     let regional = schema.clone().with_home_region(Some("eu-west-2".into()));
-    assert_eq!(branch(1), json(regional.stream_filter_patterns()));
-    assert_eq!(branch(2), json(schema.stream_filter_patterns()));
+    assert_eq!(branch(1), json(&regional.stream_filter_patterns()));
+    assert_eq!(branch(2), json(&schema.stream_filter_patterns()));
 }
 
 #[test]
 fn the_pattern_passes_only_outbox_inserts_of_the_samples() {
     let filters = mapping().filters().unwrap();
-    let event: Value = serde_json::from_str(&sample("publisher-mixed-batch.json")).unwrap();
-    let passed: Vec<(String, String)> = event["Records"]
-        .as_array()
-        .unwrap()
+    let records = |name: &str| -> Vec<Value> {
+        let event: Value = serde_json::from_str(&sample(name)).unwrap();
+        event["Records"].as_array().unwrap().clone()
+    };
+    let mixed = records("publisher-mixed-batch.json");
+    let passed: Vec<(&str, &str)> = mixed
         .iter()
         .filter(|r| filters.matches(r))
         .map(|r| {
-            (
-                r["eventName"].as_str().unwrap().to_owned(),
-                r["dynamodb"]["Keys"]["SK"]["S"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned(),
-            )
+            let sk = r["dynamodb"]["Keys"]["SK"]["S"].as_str().unwrap();
+            (r["eventName"].as_str().unwrap(), sk)
         })
         .collect();
     assert_eq!(passed.len(), 2, "{passed:?}");
     assert!(passed
         .iter()
-        .all(|(name, sk)| name == "INSERT" && sk.starts_with("OUTBOX#")));
-    let all_pass = |name: &str| {
-        let event: Value = serde_json::from_str(&sample(name)).unwrap();
-        event["Records"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| filters.matches(r))
-    };
+        .all(|(name, sk)| *name == "INSERT" && sk.starts_with("OUTBOX#")));
+    let all_pass = |name: &str| records(name).iter().all(|r| filters.matches(r));
     assert!(all_pass("publisher-single-insert.json"));
     // An outbox insert without its envelope never reaches the publisher
     // through the mapping: the sweeper finds it in the pending index and
@@ -228,8 +223,7 @@ async fn the_pattern_against_real_stream_records() {
     let proxy = FaultProxy::start().await;
     let (sink, store) = stack.through(&proxy, 8).await;
     proxy.inject("PutEvents", Fault::refuse_all("ThrottlingException"), None);
-    let mut sweeper = Sweeper::new(sink, store, SweepSettings::from(&stack.config(&[])));
-    sweeper.retry = testkit::fast_retry();
+    let mut sweeper = testkit::scenario::sweeper(sink, store, &stack, &[]);
     sweeper
         .sweep(OffsetDateTime::now_utc(), &far_deadline())
         .await;
@@ -268,10 +262,10 @@ async fn the_pattern_against_real_stream_records() {
     let mut passed = 0;
     for record in &records {
         let json = serde_json::to_value(record).unwrap();
-        let sk = record.change.keys.get("SK").cloned();
-        let sk: String = serde_dynamo::from_attribute_value(sk.unwrap()).unwrap();
-        let pk = record.change.keys.get("PK").cloned();
-        let pk: String = serde_dynamo::from_attribute_value(pk.unwrap()).unwrap();
+        let key = |name: &str| -> String {
+            serde_dynamo::from_attribute_value(record.change.keys[name].clone()).unwrap()
+        };
+        let (pk, sk) = (key("PK"), key("SK"));
         let outbox_insert = record.event_name == "INSERT" && sk.starts_with("OUTBOX#");
         assert_eq!(
             filters.matches(&json),
@@ -315,8 +309,6 @@ async fn the_pattern_against_real_stream_records() {
 /// before the split.
 #[test]
 fn the_example_nests_the_reusable_stack_and_keeps_its_outputs() {
-    use serde_yaml_ng::Value as Y;
-    let read = |path: &str| -> Y { devkit::template::read(&root().join(path)).unwrap() };
     let example = read("template.yaml");
     let outbox = read(devkit::OUTBOX_TEMPLATE);
     let application = &example["Resources"]["Outbox"];
@@ -328,13 +320,6 @@ fn the_example_nests_the_reusable_stack_and_keeps_its_outputs() {
         application["Properties"]["Location"].as_str(),
         Some(devkit::OUTBOX_TEMPLATE)
     );
-    let keys = |v: &Y| -> Vec<String> {
-        v.as_mapping()
-            .unwrap()
-            .keys()
-            .map(|k| k.as_str().unwrap().to_owned())
-            .collect()
-    };
     let passed = keys(&application["Properties"]["Parameters"]);
     let taken = outbox["Parameters"].as_mapping().unwrap();
     for name in &passed {
@@ -393,16 +378,8 @@ fn the_example_nests_the_reusable_stack_and_keeps_its_outputs() {
 /// The variable names a template sets for `function` (Globals and the
 /// function's own), read from the YAML as written: whatever their values.
 fn variables_written(template: &str, function: &str) -> Vec<String> {
-    let doc = devkit::template::read(&root().join(template)).unwrap();
-    let names = |v: &serde_yaml_ng::Value| -> Vec<String> {
-        v.as_mapping()
-            .map(|m| {
-                m.keys()
-                    .filter_map(|k| k.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let doc = read(template);
+    let names = |v: &Y| if v.is_null() { Vec::new() } else { keys(v) };
     let mut out = names(&doc["Globals"]["Function"]["Environment"]["Variables"]);
     out.extend(names(
         &doc["Resources"][function]["Properties"]["Environment"]["Variables"],
@@ -439,10 +416,7 @@ async fn the_functions_run_with_the_templates_environment() {
         .await
         .expect("pump");
     let sweeper = stack.function(devkit::Function::Sweeper, &[], &[]);
-    sweeper
-        .invoke(&serde_json::to_vec(&testkit::rig::scheduled()).unwrap())
-        .await
-        .expect("a scheduled sweep");
+    sweeper.sweep_scheduled().await;
     let records = outbox_engine::PublishStore::recorded_settings(&stack.store(), &far_deadline())
         .await
         .expect("records");
@@ -503,7 +477,6 @@ async fn the_functions_run_with_the_templates_environment() {
 /// names a parameter that exists.
 #[test]
 fn every_parameter_is_in_one_labelled_group_the_decisions_first() {
-    use serde_yaml_ng::Value as Y;
     for (template, decisions) in [
         (
             devkit::OUTBOX_TEMPLATE,
@@ -517,13 +490,8 @@ fn every_parameter_is_in_one_labelled_group_the_decisions_first() {
         ),
         (devkit::EXAMPLE_TEMPLATE, &["Sink", "Ordering"][..]),
     ] {
-        let doc: Y = devkit::template::read(&root().join(template)).unwrap();
-        let parameters: Vec<String> = doc["Parameters"]
-            .as_mapping()
-            .unwrap()
-            .keys()
-            .map(|k| k.as_str().unwrap().to_owned())
-            .collect();
+        let doc = read(template);
+        let parameters = keys(&doc["Parameters"]);
         let interface = &doc["Metadata"]["AWS::CloudFormation::Interface"];
         let groups = interface["ParameterGroups"].as_sequence().expect("groups");
         let mut grouped: Vec<String> = Vec::new();

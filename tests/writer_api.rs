@@ -10,7 +10,7 @@ mod orders;
 use lambda_http::{Body, Response};
 use serde_json::{json, Value};
 use testkit::contract::CheckedApi;
-use testkit::{request, Stack};
+use testkit::{request_from, Principal, Stack};
 use writer::{Api, OrderService};
 
 /// The API, each response checked against docs/openapi.yaml.
@@ -32,12 +32,17 @@ fn order_json() -> String {
     json!({"customerId": "c-1", "currency": "EUR", "items": [{"sku": "A-1", "quantity": 3, "unitPriceCents": 250}]}).to_string()
 }
 
-async fn create(service: &CheckedApi, key: Option<&str>) -> Response<Body> {
+/// `POST /orders` of [`order_json`] by the tests' caller, with the
+/// idempotency key `key`.
+async fn create(api: &CheckedApi, key: Option<&str>) -> Response<Body> {
+    create_as(api, Principal::Iam(testkit::TEST_CALLER_ARN), key).await
+}
+
+/// The same by `who`.
+async fn create_as(api: &CheckedApi, who: Principal<'_>, key: Option<&str>) -> Response<Body> {
     let mut headers = vec![("content-type", "application/json")];
-    if let Some(key) = key {
-        headers.push(("idempotency-key", key));
-    }
-    service
-        .handle(request("POST", "/orders", &headers, Some(&order_json())))
+    headers.extend(key.map(|key| ("idempotency-key", key)));
+    let body = order_json();
+    api.handle(request_from(who, "POST", "/orders", &headers, Some(&body)))
         .await
 }

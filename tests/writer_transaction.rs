@@ -4,6 +4,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, Update};
 use outbox_core::size::EventLimits;
 use outbox_core::{EventEnvelope, OutboxItem};
 use serde_json::json;
+use testkit::scenario::envelopes;
 use testkit::Stack;
 use writer::{OutboxSettings, OutboxTransaction, TransactionError};
 
@@ -22,10 +23,18 @@ fn event(id: &str) -> EventEnvelope {
     EventEnvelope::new("InvoiceIssued", "Invoice", id, 1, json!({"invoiceId": id})).unwrap()
 }
 
+/// A fresh table and the writer's settings on it (EventBridge's limits,
+/// `shards` shards).
+async fn table(shards: u16) -> (Stack, OutboxSettings) {
+    let stack = Stack::new().await;
+    let limits = EventLimits::eventbridge("outbox.orders");
+    let settings = OutboxSettings::new(&stack.table, limits, shards);
+    (stack, settings)
+}
+
 #[tokio::test]
 async fn business_item_and_event_are_written_together() {
-    let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 8);
+    let (stack, settings) = table(8).await;
     let envelope = event("1");
     let committed = OutboxTransaction::new(&settings)
         .put(
@@ -51,8 +60,7 @@ async fn business_item_and_event_are_written_together() {
 
 #[tokio::test]
 async fn a_failed_condition_writes_nothing_and_says_which() {
-    let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 8);
+    let (stack, settings) = table(8).await;
     // An existing item with status NEW.
     OutboxTransaction::new(&settings)
         .put("seed", put(&stack.table, "INVOICE#2", None))
@@ -103,8 +111,7 @@ async fn a_failed_condition_writes_nothing_and_says_which() {
 
 #[tokio::test]
 async fn a_missing_item_fails_with_no_old_image() {
-    let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 8);
+    let (stack, settings) = table(8).await;
     let check = ConditionCheck::builder()
         .table_name(&stack.table)
         .key("PK", AttributeValue::S("INVOICE#404".into()))
@@ -125,8 +132,7 @@ async fn a_missing_item_fails_with_no_old_image() {
 
 #[tokio::test]
 async fn limits_fail_before_any_call() {
-    let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 8);
+    let (stack, settings) = table(8).await;
 
     let mut tx = OutboxTransaction::new(&settings);
     for i in 0..100 {
@@ -137,10 +143,8 @@ async fn limits_fail_before_any_call() {
         .send(&stack.counted_ddb)
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, TransactionError::TooManyActions { count: 101, .. }),
-        "{err}"
-    );
+    let too_many = matches!(err, TransactionError::TooManyActions { count: 101, .. });
+    assert!(too_many, "{err}");
 
     let big = EventEnvelope::new(
         "Big",
@@ -157,13 +161,9 @@ async fn limits_fail_before_any_call() {
         .send(&stack.counted_ddb)
         .await
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            TransactionError::Event(outbox_core::OutboxError::EventTooLarge { .. })
-        ),
-        "{err}"
-    );
+    use outbox_core::OutboxError::EventTooLarge;
+    let too_large = matches!(err, TransactionError::Event(EventTooLarge { .. }));
+    assert!(too_large, "{err}");
 
     let err = OutboxTransaction::new(&settings)
         .put("a", put(&stack.table, "A#1", None))
@@ -171,23 +171,17 @@ async fn limits_fail_before_any_call() {
         .send(&stack.counted_ddb)
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, TransactionError::DuplicateItem { .. }),
-        "{err}"
-    );
+    let duplicate = matches!(err, TransactionError::DuplicateItem { .. });
+    assert!(duplicate, "{err}");
 
-    assert!(
-        stack.calls.calls().is_empty(),
-        "no call was made: {:?}",
-        stack.calls.calls()
-    );
+    let calls = stack.calls.calls();
+    assert!(calls.is_empty(), "no call was made: {calls:?}");
     assert!(stack.items().await.is_empty());
 }
 
 #[tokio::test]
 async fn many_events_in_one_transaction_decode_and_shard() {
-    let stack = Stack::new().await;
-    let settings = OutboxSettings::new(&stack.table, EventLimits::eventbridge("outbox.orders"), 4);
+    let (stack, settings) = table(4).await;
     let mut tx = OutboxTransaction::new(&settings).put("p", put(&stack.table, "INVOICE#5", None));
     for _ in 0..20 {
         tx = tx.event("INVOICE#5", &event("5"));
@@ -197,14 +191,8 @@ async fn many_events_in_one_transaction_decode_and_shard() {
     assert_eq!(items.len(), 20);
     for item in items {
         let shard = outbox_core::keys::shard_of(&item.aggregate_id, 4);
-        assert_eq!(
-            item.pending_pk.as_deref(),
-            Some(format!("OUTBOX#{shard}").as_str())
-        );
-        assert_eq!(
-            item.pending_sk.as_deref(),
-            Some(item.event_id.to_string().as_str())
-        );
+        assert_eq!(item.pending_pk, Some(format!("OUTBOX#{shard}")));
+        assert_eq!(item.pending_sk, Some(item.event_id.to_string()));
         assert_eq!(item.attempts, 0);
     }
 }
@@ -230,16 +218,12 @@ async fn a_300_kb_event_is_written_published_and_delivered() {
         .unwrap();
     let records = stack.stream().read().await.unwrap();
     let (sink, _) = stack.eventbridge_sink();
-    let report = publisher::Publisher::new(sink, stack.store())
-        .with_keys(stack.keys.clone())
-        .process(records, &testkit::far_deadline())
-        .await
-        .unwrap();
+    let publisher = publisher::Publisher::new(sink, stack.store()).with_keys(stack.keys.clone());
+    let report = publisher.process(records, &testkit::far_deadline()).await;
+    let report = report.unwrap();
     assert_eq!((report.relayed.published, report.first_failure), (1, None));
-    let delivered = stack.drain_subscriber().await;
-    assert_eq!(delivered.len(), 1);
-    let received: EventEnvelope = serde_json::from_value(delivered[0]["detail"].clone()).unwrap();
-    assert_eq!(received, envelope);
+    let delivered = envelopes(&stack.drain_subscriber().await);
+    assert_eq!(delivered, [envelope.clone()]);
 
     // The same event against an SNS topic's 256 KiB: refused before any call.
     let sns = stack.config(&[

@@ -81,6 +81,13 @@ impl Bindings {
         }
     }
 
+    /// The branch an `!If [condition, then, else]` takes.
+    fn branch<'v>(&self, arguments: &'v Value) -> &'v Value {
+        let branches = arguments.as_sequence().expect("!If list");
+        let condition = branches[0].as_str().expect("condition name");
+        &branches[if self.condition(condition) { 1 } else { 2 }]
+    }
+
     /// The resources a policy's `Resource` (or a property) names.
     fn resolve(&self, value: &Value) -> Vec<String> {
         match value {
@@ -112,11 +119,7 @@ impl Bindings {
                         };
                         vec![format!("{}{suffix}", self.name(rest.0))]
                     }
-                    "!If" => {
-                        let branches = tagged.value.as_sequence().expect("!If list");
-                        let cond = branches[0].as_str().expect("condition name");
-                        self.resolve(&branches[if self.condition(cond) { 1 } else { 2 }])
-                    }
+                    "!If" => self.resolve(self.branch(&tagged.value)),
                     other => panic!("unsupported {other} {arg}"),
                 }
             }
@@ -204,9 +207,7 @@ pub(super) fn granted_in(template: &Value, role: &str, bindings: &Bindings) -> G
         for statement in document["Statement"].as_sequence().unwrap() {
             let statement = match statement {
                 Value::Tagged(tagged) if tagged.tag == "!If" => {
-                    let branches = tagged.value.as_sequence().unwrap();
-                    let cond = branches[0].as_str().unwrap();
-                    branches[if bindings.condition(cond) { 1 } else { 2 }].clone()
+                    bindings.branch(&tagged.value).clone()
                 }
                 other => other.clone(),
             };

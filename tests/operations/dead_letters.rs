@@ -117,9 +117,7 @@ async fn redriven_dead_letters_go_out_with_the_next_scheduled_sweep_whatever_the
     assert!(out.contains("next scheduled sweep"), "{out}");
 
     let sweeper = stack.function(devkit::Function::Sweeper, &[], &[]);
-    let scheduled = std::fs::read(testkit::root().join("events/sweeper-scheduled.json")).unwrap();
-    let answer = sweeper.invoke(&scheduled).await.expect("scheduled sweep");
-    let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    let report = sweeper.sweep_scheduled().await;
     assert_eq!(report["republished"], 3, "{report}");
 
     let delivered = stack.drain_subscriber().await;
@@ -138,9 +136,7 @@ async fn redriven_dead_letters_go_out_with_the_next_scheduled_sweep_whatever_the
         left[0].event_id, fresh.event_id,
         "the fresh event stays pending"
     );
-    let (ok, out, err) = stack.operator().status(&["--json"]);
-    assert!(ok, "{err}");
-    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let status = testkit::ok_json(stack.operator().status(&["--json"]));
     assert_eq!(
         (status["deadLetters"].as_u64(), status["pending"].as_u64()),
         (Some(0), Some(1))

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use testkit::Stack;
+use testkit::{failed_json, ok_json, Stack};
 
 use super::{gave_up, on_failure_queue, redrive_on_failure};
 
@@ -16,11 +16,9 @@ async fn redrive_on_failure_republishes_the_window_and_deletes_the_message() {
     }
     assert_eq!(stack.outbox_inserts().await.len(), 3);
     let queue = on_failure_queue(&stack).await;
-    let (ok, out, err) = redrive_on_failure(&stack, &queue);
-    assert!(ok, "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["handled"], 1, "{out}");
-    assert_eq!(json["republished"], 3, "{out}");
+    let json = ok_json(redrive_on_failure(&stack, &queue));
+    assert_eq!(json["handled"], 1, "{json}");
+    assert_eq!(json["republished"], 3, "{json}");
     assert_eq!(stack.drain_subscriber().await.len(), 3);
     assert!(stack.outbox_items().await.is_empty());
     assert!(
@@ -37,29 +35,19 @@ async fn redrive_on_failure_exits_non_zero_when_a_message_is_kept() {
     let stack = Stack::with_bus().await;
     stack.put_event_aged(Duration::from_secs(30)).await;
     let message = gave_up(&stack, &stack.outbox_inserts().await);
-    let queue = devkit::create_queue(&stack.sdk, &testkit::unique("on-failure"), false)
-        .await
-        .unwrap()
-        .queue_url;
-    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
-    for body in ["not an OnFailure message".to_owned(), message.to_string()] {
-        sqs.send_message()
-            .queue_url(&queue)
-            .message_body(body)
-            .send()
-            .await
-            .unwrap();
-    }
-    let (ok, out, err) = redrive_on_failure(&stack, &queue);
-    assert!(!ok, "a kept message fails the command: {out}");
+    let bodies = ["not an OnFailure message".to_owned(), message.to_string()];
+    let queue = testkit::queue_with(&stack.sdk, "on-failure", &bodies).await;
+    let (json, err) = failed_json(
+        redrive_on_failure(&stack, &queue),
+        "a kept message fails the command",
+    );
     assert!(err.contains("1 OnFailure messages were kept"), "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (json["handled"].as_u64(), json["kept"].as_u64()),
         (Some(1), Some(1)),
-        "{out}"
+        "{json}"
     );
-    assert_eq!(json["republished"], 1, "{out}");
+    assert_eq!(json["republished"], 1, "{json}");
 }
 
 /// #39 item 5: `redrive-on-failure` honours the stack's ordering, read
@@ -106,12 +94,12 @@ async fn redrive_on_failure_honours_the_stacks_ordering() {
         let received = stack.drain_subscriber().await;
         let left = stack.outbox_items().await;
         if ordering == "strict" {
-            assert_eq!(json["republished"], 0, "{out}");
+            assert_eq!(json["republished"], 0, "{json}");
             assert!(received.is_empty(), "A2 waits for A1");
             let held = left.iter().find(|i| i.event_id == a2.event_id).unwrap();
             assert_eq!(held.held_behind.as_deref(), Some(a1.sk.as_str()));
         } else {
-            assert_eq!(json["republished"], 1, "{out}");
+            assert_eq!(json["republished"], 1, "{json}");
             assert_eq!(received.len(), 1, "relaxed: A2 goes out before A1");
             assert_eq!(left.len(), 1);
         }
@@ -130,16 +118,21 @@ async fn redrive_on_failure_keeps_another_streams_message() {
     let theirs = Stack::with_bus().await;
     theirs.put_event_aged(Duration::from_secs(30)).await;
     let queue = on_failure_queue(&theirs).await;
-    let (ok, out, err) = redrive_on_failure(&ours, &queue);
-    assert!(!ok, "another stream's message fails the command: {out}");
+    let (json, err) = failed_json(
+        redrive_on_failure(&ours, &queue),
+        "another stream's message fails the command",
+    );
     assert!(err.contains(&theirs.stream_arn), "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (json["handled"].as_u64(), json["kept"].as_u64()),
         (Some(0), Some(1)),
-        "{out}"
+        "{json}"
     );
-    assert_eq!(json["otherStreams"][0], theirs.stream_arn.as_str(), "{out}");
+    assert_eq!(
+        json["otherStreams"][0],
+        theirs.stream_arn.as_str(),
+        "{json}"
+    );
     let sqs = aws_sdk_sqs::Client::new(&ours.sdk);
     let (visible, in_flight) = outbox_runtime::queue_depth(&sqs, &queue).await.unwrap();
     assert_eq!(visible + in_flight, 1, "the message is still in the queue");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use outbox_engine::{Marked, OperatorStore, PublishStore};
 use testkit::proxy::{Fault, FaultProxy};
-use testkit::{far_deadline, Stack};
+use testkit::{far_deadline, ok_json, Stack};
 
 use super::dead_letters;
 
@@ -29,17 +29,15 @@ async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
     assert!(ok && out.contains("would redrive"), "{out}");
     assert!(stack.outbox_items().await[0].dead_lettered_at.is_some());
 
-    let (ok, out, err) = stack.operator().redrive(&[
-        &id,
+    let now = [
+        id.as_str(),
         "--now",
         "--bus",
-        &bus,
+        bus.as_str(),
         "--source",
         "outbox.orders",
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    ];
+    let json = ok_json(stack.operator().redrive(&[&now[..], &["--json"]].concat()));
     assert_eq!(json["deadLetters"][0]["outcome"], "published");
     assert_eq!(json["published"], 1);
     let delivered = stack.drain_subscriber().await;
@@ -48,10 +46,7 @@ async fn redrive_now_publishes_with_the_original_id_through_the_binary() {
     assert!(stack.outbox_items().await.is_empty());
 
     // Again: no longer a dead letter, a clear error, nothing published.
-    let (ok, _, err) =
-        stack
-            .operator()
-            .redrive(&[&id, "--now", "--bus", &bus, "--source", "outbox.orders"]);
+    let (ok, _, err) = stack.operator().redrive(&now);
     assert!(!ok);
     assert!(err.contains("no dead letter with event id"), "{err}");
     assert!(stack.drain_subscriber().await.is_empty());
@@ -93,8 +88,7 @@ async fn a_republish_uses_the_settings_the_stack_recorded() {
         &[],
         &[("AWS_LAMBDA_FUNCTION_NAME", "stack-sweeper")],
     );
-    let scheduled = std::fs::read(testkit::root().join("events/sweeper-scheduled.json")).unwrap();
-    function.invoke(&scheduled).await.expect("a scheduled run");
+    function.sweep_scheduled().await;
 
     // Another source than the stack's: no rule would match. Refused.
     let (ok, _, err) = redrive_now(&["--source", "shop.orders"]);
@@ -110,10 +104,8 @@ async fn a_republish_uses_the_settings_the_stack_recorded() {
     assert!(stack.drain_subscriber().await.is_empty());
 
     // The recorded settings: delivered where the stack's rules listen.
-    let (ok, out, err) = redrive_now(&["--json"]);
-    assert!(ok, "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["published"], 1, "{out}");
+    let json = ok_json(redrive_now(&["--json"]));
+    assert_eq!(json["published"], 1, "{json}");
     let delivered = stack.drain_subscriber().await;
     assert_eq!(delivered.len(), 1);
     assert_eq!(delivered[0]["detail"]["eventId"], id);
@@ -148,13 +140,9 @@ async fn redrive_now_publishes_exactly_the_selection_each_claimed_once() {
     let store = stack.store();
     // The stack's recorded settings give `--now` its bus and source.
 
-    let (ok, out, err) =
-        stack
-            .operator()
-            .redrive(&[&picked.event_id.to_string(), "--now", "--json"]);
-    assert!(ok, "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["published"], 1, "{out}");
+    let picked_id = picked.event_id.to_string();
+    let json = ok_json(stack.operator().redrive(&[&picked_id, "--now", "--json"]));
+    assert_eq!(json["published"], 1, "{json}");
     let delivered = stack.drain_subscriber().await;
     let ids: Vec<&str> = delivered
         .iter()

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use testkit::proxy::FaultProxy;
-use testkit::{far_deadline, Stack};
+use testkit::{failed_json, far_deadline, ok_json, Stack};
 use time::OffsetDateTime;
 
 use super::{failing_sweeper, on_failure_queue, redrive_on_failure, DAY};
@@ -17,7 +17,7 @@ async fn status_counts_pending_backing_off_and_dead_letters_per_shard() {
     for _ in 0..6 {
         events.push(stack.put_event_aged(DAY * 2).await);
     }
-    let fresh = stack.put_event_aged(Duration::from_secs(30)).await;
+    stack.put_event_aged(Duration::from_secs(30)).await; // fresh
     let proxy = FaultProxy::start().await;
     // MAX_ATTEMPTS 2: one failed sweep leaves the six backing off.
     let sweeper = failing_sweeper(&stack, &proxy, 2).await;
@@ -53,19 +53,16 @@ async fn status_counts_pending_backing_off_and_dead_letters_per_shard() {
         status.shards.iter().map(|s| s.pending).sum::<usize>(),
         status.pending
     );
-    let _ = fresh;
 
     // The same through the binary, as JSON.
-    let (ok, out, err) = stack.operator().status(&["--json"]);
-    assert!(ok, "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let json = ok_json(stack.operator().status(&["--json"]));
     for key in [
         "pending",
         "oldestPendingAgeSeconds",
         "deadLetters",
         "shards",
     ] {
-        assert!(json.get(key).is_some(), "{key} in {out}");
+        assert!(json.get(key).is_some(), "{key} in {json}");
     }
     assert_eq!(json["deadLetters"], 1);
 }
@@ -98,25 +95,21 @@ async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
         .await
         .expect("pump");
 
-    let (ok, out, err) = stack.operator().status(&["--json"]);
-    assert!(ok, "{err}");
-    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(status["deadLetters"], 1, "{out}");
-    assert_eq!(status["settings"]["from"], "recorded", "{out}");
-    assert_eq!(status["otherKeys"], serde_json::json!([]), "{out}");
-    let (ok, out, err) = stack.operator().list(&["--json"]);
-    assert!(ok, "{err}");
-    let listed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
-    assert_eq!(listed.len(), 1, "{out}");
+    let status = ok_json(stack.operator().status(&["--json"]));
+    assert_eq!(status["deadLetters"], 1, "{status}");
+    assert_eq!(status["settings"]["from"], "recorded", "{status}");
+    assert_eq!(status["otherKeys"], serde_json::json!([]), "{status}");
+    let listed = ok_json(stack.operator().list(&["--json"]));
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     // A window the mapping gave up on: republished to the recorded sink.
     let event = stack.put_event_aged(Duration::from_secs(30)).await;
     let queue = on_failure_queue(&stack).await;
-    let (ok, out, err) = stack
-        .operator()
-        .redrive_on_failure(&["--queue", &queue, "--json"]);
-    assert!(ok, "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["handled"], 1, "{out}");
+    let json = ok_json(
+        stack
+            .operator()
+            .redrive_on_failure(&["--queue", &queue, "--json"]),
+    );
+    assert_eq!(json["handled"], 1, "{json}");
     let delivered = stack.drain_subscriber().await;
     let ids: Vec<&str> = delivered
         .iter()
@@ -145,11 +138,9 @@ async fn operator_tools_find_the_stacks_own_keys(mut stack: Stack) {
     let mut attributes = old.to_attributes().unwrap();
     attributes.remove("envelope");
     stack.put_raw(stack.keys.to_table(attributes)).await;
-    let (ok, out, err) = stack.operator().status(&["--json"]);
-    assert!(ok, "{err}");
-    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let status = ok_json(stack.operator().status(&["--json"]));
     let age = status["oldestPendingAgeSeconds"].as_i64().unwrap_or(0);
-    assert!((2 * 86_400..2 * 86_400 + 600).contains(&age), "{out}");
+    assert!((2 * 86_400..2 * 86_400 + 600).contains(&age), "{status}");
 }
 
 #[tokio::test]
@@ -159,25 +150,18 @@ async fn operator_tools_find_the_stacks_own_keys_on_the_default_table() {
 
 #[tokio::test]
 async fn operator_tools_find_the_stacks_own_keys_on_a_table_with_other_names() {
-    let schema = outbox_core::KeySchema::from_lookup(|k| {
-        Some(
-            match k {
-                "PARTITION_KEY" => "pk",
-                "SORT_KEY" => "sk",
-                "OUTBOX_PREFIX" => "evt#",
-                "PENDING_INDEX" => "OutboxPending",
-                "PENDING_INDEX_PARTITION_KEY" => "opk",
-                "PENDING_INDEX_SORT_KEY" => "osk",
-                "DEAD_LETTER_INDEX" => "OutboxDead",
-                "DEAD_LETTER_INDEX_PARTITION_KEY" => "dpk",
-                "DEAD_LETTER_INDEX_SORT_KEY" => "dsk",
-                "TTL_ATTRIBUTE" => "ttl",
-                _ => return None,
-            }
-            .to_owned(),
-        )
-    })
-    .unwrap();
+    let schema = testkit::schema_named(&[
+        ("PARTITION_KEY", "pk"),
+        ("SORT_KEY", "sk"),
+        ("OUTBOX_PREFIX", "evt#"),
+        ("PENDING_INDEX", "OutboxPending"),
+        ("PENDING_INDEX_PARTITION_KEY", "opk"),
+        ("PENDING_INDEX_SORT_KEY", "osk"),
+        ("DEAD_LETTER_INDEX", "OutboxDead"),
+        ("DEAD_LETTER_INDEX_PARTITION_KEY", "dpk"),
+        ("DEAD_LETTER_INDEX_SORT_KEY", "dsk"),
+        ("TTL_ATTRIBUTE", "ttl"),
+    ]);
     operator_tools_find_the_stacks_own_keys(Stack::with_schema(&schema, &[]).await).await;
 }
 
@@ -204,14 +188,12 @@ async fn with_nothing_recorded_status_and_redrive_on_failure_do_not_guess() {
     );
 
     let queue = on_failure_queue(&stack).await;
-    let (ok, out, err) = redrive_on_failure(&stack, &queue);
-    assert!(!ok, "{out}");
+    let (json, err) = failed_json(redrive_on_failure(&stack, &queue), "a kept message");
     assert!(err.contains("keys may not be the stack's"), "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (json["handled"].as_u64(), json["kept"].as_u64()),
         (Some(0), Some(1)),
-        "{out}"
+        "{json}"
     );
     assert_eq!(
         stack.outbox_items().await.len(),
@@ -234,47 +216,35 @@ async fn status_scan_counts_items_no_sweeper_reads() {
         .get(&normal.pk, &normal.sk)
         .await
         .expect("the normal item");
-    let pending_pk = stack.keys.pending_partition_key.clone();
-    let pending_sk = stack.keys.pending_sort_key.clone();
-    let copy = |suffix: &str| {
+    let keys = &stack.keys;
+    let s = aws_sdk_dynamodb::types::AttributeValue::S;
+    let copy = || {
         let mut item = raw.clone();
-        let id = ulid::Ulid::new().to_string();
-        item.insert(
-            stack.keys.sort_key.clone(),
-            aws_sdk_dynamodb::types::AttributeValue::S(format!(
-                "{}{id}{suffix}",
-                stack.keys.outbox_prefix
-            )),
-        );
+        let sk = format!("{}{}", keys.outbox_prefix, ulid::Ulid::new());
+        item.insert(keys.sort_key.clone(), s(sk));
         item
     };
-    let mut no_keys = copy("");
-    no_keys.remove(&pending_pk);
-    no_keys.remove(&pending_sk);
+    let mut no_keys = copy();
+    no_keys.remove(&keys.pending_partition_key);
+    no_keys.remove(&keys.pending_sort_key);
     stack.put_raw(no_keys).await;
-    let mut elsewhere = copy("");
-    elsewhere.insert(
-        pending_pk.clone(),
-        aws_sdk_dynamodb::types::AttributeValue::S(format!(
-            "{}xx-nowhere-1#0",
-            stack.keys.outbox_prefix
-        )),
-    );
-    elsewhere.insert(
-        outbox_core::keys::attr::HOME_REGION.to_owned(),
-        aws_sdk_dynamodb::types::AttributeValue::S("xx-nowhere-1".into()),
-    );
+    let mut elsewhere = copy();
+    let nowhere = format!("{}xx-nowhere-1#0", keys.outbox_prefix);
+    elsewhere.insert(keys.pending_partition_key.clone(), s(nowhere));
+    let home = outbox_core::keys::attr::HOME_REGION.to_owned();
+    elsewhere.insert(home, s("xx-nowhere-1".into()));
     stack.put_raw(elsewhere).await;
 
-    let (ok, out, err) = stack.operator().status(&["--json", "--scan"]);
-    assert!(!ok, "unsweepable items fail the command: {out}");
+    let (json, err) = failed_json(
+        stack.operator().status(&["--json", "--scan"]),
+        "unsweepable items fail the command",
+    );
     assert!(
         err.contains("2 outbox items are pending under keys no stack"),
         "{err}"
     );
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["unsweepable"]["count"], 2, "{out}");
-    assert_eq!(json["unsweepable"]["scanned"], 3, "{out}");
+    assert_eq!(json["unsweepable"]["count"], 2, "{json}");
+    assert_eq!(json["unsweepable"]["scanned"], 3, "{json}");
     assert_eq!(
         json["pending"], 1,
         "the per-shard counts see only the normal one"
@@ -301,10 +271,8 @@ async fn status_scan_counts_items_no_sweeper_reads() {
     // Without them, the scan passes.
     let clean = Stack::with_bus().await;
     clean.put_event_aged(Duration::from_secs(30)).await;
-    let (ok, out, err) = clean.operator().status(&["--json", "--scan"]);
-    assert!(ok, "{err}");
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["unsweepable"]["count"], 0, "{out}");
+    let json = ok_json(clean.operator().status(&["--json", "--scan"]));
+    assert_eq!(json["unsweepable"]["count"], 0, "{json}");
 }
 
 /// #61 point 5: an operator makes any pending event due now. The fault: a
@@ -360,12 +328,10 @@ async fn make_due_hands_backing_off_and_fresh_events_to_the_next_sweep() {
         "{out}{err}"
     );
 
-    let scheduled = serde_json::to_vec(&testkit::rig::scheduled()).expect("JSON");
     stack
         .function(devkit::Function::Sweeper, &[], &[])
-        .invoke(&scheduled)
-        .await
-        .expect("the sweep");
+        .sweep_scheduled()
+        .await;
     assert!(stack.outbox_items().await.is_empty(), "all three published");
     let (_, subscriber) = stack.bus.clone().expect("a bus");
     assert_eq!(

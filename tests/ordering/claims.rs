@@ -51,21 +51,14 @@ async fn a_hold_leaves_another_runs_live_claim_alone() {
     // own; another run's claim is refused.
     let store = rig.stack.store();
     let deadline = Deadline::after(Duration::from_secs(30));
-    assert_eq!(
-        store
-            .claim_pending(&a2.key(), &claim, &deadline)
-            .await
-            .unwrap(),
-        ClaimOutcome::Claimed
-    );
     let other = Claim::new(Duration::from_secs(300));
-    assert_eq!(
-        store
-            .claim_pending(&a2.key(), &other, &deadline)
-            .await
-            .unwrap(),
-        ClaimOutcome::ClaimedElsewhere
-    );
+    for (by, expected) in [
+        (&claim, ClaimOutcome::Claimed),
+        (&other, ClaimOutcome::ClaimedElsewhere),
+    ] {
+        let outcome = store.claim_pending(&a2.key(), by, &deadline).await;
+        assert_eq!(outcome.unwrap(), expected, "{expected:?}");
+    }
     // The owner holds it, then records a failed attempt of it: the
     // failure ends the hold (no stale heldBehind to report as parked).
     let token = Some(claim.token.as_str());
@@ -103,22 +96,11 @@ async fn another_regions_event_is_neither_released_nor_claimed_here() {
         .keys
         .clone()
         .with_home_region(Some("eu-west-1".into()));
-    rig.stack
-        .ddb
-        .update_item()
-        .table_name(&rig.stack.table)
-        .set_key(Some(rig.stack.keys.key(&a2.key())))
-        .update_expression("SET #home = :home, #ppk = :ppk")
-        .expression_attribute_names("#home", keys::attr::HOME_REGION)
-        .expression_attribute_names("#ppk", rig.stack.keys.pending_partition_key.as_str())
-        .expression_attribute_values(":home", AttributeValue::S("eu-west-1".into()))
-        .expression_attribute_values(
-            ":ppk",
-            AttributeValue::S(elsewhere.pending_pk(keys::shard_of("a", 8))),
-        )
-        .send()
-        .await
-        .expect("make A2 another region's");
+    let home = AttributeValue::S("eu-west-1".into());
+    let pending_pk = AttributeValue::S(elsewhere.pending_pk(keys::shard_of("a", 8)));
+    let pending_key = rig.stack.keys.pending_partition_key.as_str();
+    let values = [(keys::attr::HOME_REGION, home), (pending_key, pending_pk)];
+    rig.stack.set(&a2.key(), &values).await;
     // A1 due now, in the scheduled sweep's hands (as `outboxctl release`
     // leaves it).
     rig.stack

@@ -14,8 +14,7 @@ use testkit::rig::{scheduled, stream_event, Rig};
 async fn a_dead_letter_parks_its_aggregate_until_redriven_or_discarded() {
     for redrive in [true, false] {
         let rig = Rig::new().await;
-        let publisher = rig.function("publisher", "strict", &[]);
-        let sweeper = rig.function("sweeper", "strict", &[]);
+        let (publisher, sweeper) = rig.functions("strict");
         let a1 = rig.event("a", 1, 8).await;
         rig.event("a", 2, 8).await;
         rig.event("a", 3, 8).await;
@@ -50,8 +49,7 @@ async fn a_dead_letter_parks_its_aggregate_until_redriven_or_discarded() {
 
         // A scheduled sweep publishes nothing while A1 is a dead letter,
         // and counts the parked aggregate (ParkedAggregates).
-        let answer = rig.invoke(&sweeper, &scheduled()).await;
-        let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        let report = rig.answer(&sweeper, &scheduled()).await;
         assert_eq!(report["parkedAggregates"], 1, "{report}");
         assert_eq!(report["held"], 2, "{report}");
         assert!(rig.received("a").await.is_empty());
@@ -66,12 +64,11 @@ async fn a_dead_letter_parks_its_aggregate_until_redriven_or_discarded() {
         } else {
             operations.discard(&letter).await.unwrap();
         }
-        let answer = rig.invoke(&sweeper, &scheduled()).await;
-        let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        let report = rig.answer(&sweeper, &scheduled()).await;
         assert_eq!(report["parkedAggregates"], 0, "{report}");
         let expected = if redrive { vec![1, 2, 3] } else { vec![2, 3] };
-        assert_eq!(rig.received("a").await, expected, "redrive {redrive}");
-        assert!(rig.stack.outbox_items().await.is_empty());
+        rig.assert_all_out("a", &expected, &format!("redrive {redrive}"))
+            .await;
         let status = operations
             .status(time::OffsetDateTime::now_utc())
             .await
@@ -87,8 +84,7 @@ async fn a_dead_letter_parks_its_aggregate_until_redriven_or_discarded() {
 #[tokio::test]
 async fn a_dead_letter_made_mid_batch_parks_its_aggregate() {
     let rig = Rig::new().await;
-    let publisher = rig.function("publisher", "strict", &[]);
-    let sweeper = rig.function("sweeper", "strict", &[]);
+    let (publisher, sweeper) = rig.functions("strict");
     rig.event("a", 1, 8).await;
     let a2 = rig.event("a", 2, 8).await;
     let a3 = rig.event("a", 3, 8).await;
@@ -98,9 +94,7 @@ async fn a_dead_letter_made_mid_batch_parks_its_aggregate() {
         Fault::refuse(&[a2.event_id.to_string()], "InvalidParameter"),
         None,
     );
-    let answer = rig.invoke(&publisher, &stream_event(records)).await;
-    let response: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    rig.publish_all(&publisher, records).await;
     rig.proxy.heal();
     assert_eq!(rig.received("a").await, vec![1], "A3 waits behind A2");
     let left = rig.stack.outbox_items().await;
@@ -117,8 +111,7 @@ async fn a_dead_letter_made_mid_batch_parks_its_aggregate() {
         .remove(0);
     operations.redrive(&letter).await.unwrap();
     rig.invoke(&sweeper, &scheduled()).await;
-    assert_eq!(rig.received("a").await, vec![2, 3]);
-    assert!(rig.stack.outbox_items().await.is_empty());
+    rig.assert_all_out("a", &[2, 3], "A2 redriven").await;
 }
 
 /// The sink refuses A1 as malformed and the dead-letter write for it fails
@@ -158,8 +151,7 @@ async fn a_failed_dead_letter_write_still_parks_its_aggregate() {
     assert_eq!(left[1].event_id, a2.event_id);
 
     rig.invoke(&sweeper, &scheduled()).await;
-    assert_eq!(rig.received("a").await, vec![1, 2]);
-    assert!(rig.stack.outbox_items().await.is_empty());
+    rig.assert_all_out("a", &[1, 2], "the sweep").await;
 }
 
 /// A1 is published but its delete fails: it is handed to the scheduled
@@ -169,8 +161,7 @@ async fn a_failed_dead_letter_write_still_parks_its_aggregate() {
 #[tokio::test]
 async fn a_failed_delete_does_not_stall_its_aggregate() {
     let rig = Rig::new().await;
-    let publisher = rig.function("publisher", "strict", &[]);
-    let sweeper = rig.function("sweeper", "strict", &[]);
+    let (publisher, sweeper) = rig.functions("strict");
     rig.event("a", 1, 8).await;
     let records = rig.stack.outbox_inserts().await;
     rig.invoke(&publisher, &stream_event(Vec::new())).await;
@@ -189,6 +180,5 @@ async fn a_failed_delete_does_not_stall_its_aggregate() {
     assert_eq!(rig.stack.outbox_items().await.len(), 2, "A2 held behind A1");
 
     rig.invoke(&sweeper, &scheduled()).await;
-    assert_eq!(rig.received("a").await, vec![1, 2]);
-    assert!(rig.stack.outbox_items().await.is_empty());
+    rig.assert_all_out("a", &[1, 2], "A1 again, then A2").await;
 }

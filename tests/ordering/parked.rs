@@ -5,29 +5,11 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use outbox_core::OutboxItem;
 use outbox_engine::Deadline;
 use outbox_engine::PublishStore;
 use testkit::rig::{scheduled, stream_event, Rig};
 
 use super::now;
-
-/// Sets `attribute` of `item` to the number `value`, as time would have:
-/// the test below stands for a hold older than the sweep period (5
-/// minutes at the template's default) without waiting for it.
-async fn set_number(rig: &Rig, item: &OutboxItem, attribute: &str, value: i64) {
-    rig.stack
-        .ddb
-        .update_item()
-        .table_name(&rig.stack.table)
-        .set_key(Some(rig.stack.keys.key(&item.key())))
-        .update_expression("SET #a = :v")
-        .expression_attribute_names("#a", attribute)
-        .expression_attribute_values(":v", AttributeValue::N(value.to_string()))
-        .send()
-        .await
-        .expect("update item");
-}
 
 /// #39 item 4: nothing stalls silently. A1 backs off for an hour (a sweep
 /// attempt failed); A2, held behind it by the publisher, has been held for
@@ -39,8 +21,7 @@ async fn set_number(rig: &Rig, item: &OutboxItem, attribute: &str, value: i64) {
 #[tokio::test]
 async fn an_aggregate_held_past_the_sweep_period_is_parked_listed_and_released() {
     let rig = Rig::new().await;
-    let publisher = rig.function("publisher", "strict", &[]);
-    let sweeper = rig.function("sweeper", "strict", &[]);
+    let (publisher, sweeper) = rig.functions("strict");
     let a1 = rig.event("a", 1, 8).await;
     // The write a sweeper attempt that failed makes (backoff of an hour).
     rig.stack
@@ -70,20 +51,21 @@ async fn an_aggregate_held_past_the_sweep_period_is_parked_listed_and_released()
     assert!((now() - since).abs() < 60, "held now: {since}");
 
     // Held for less than the sweep period: not parked yet.
-    let answer = rig.invoke(&sweeper, &scheduled()).await;
-    let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    let report = rig.answer(&sweeper, &scheduled()).await;
     assert_eq!(report["parkedAggregates"], 0, "{report}");
 
-    set_number(&rig, &a2, "heldSince", now() - 600).await;
-    let answer = rig.invoke(&sweeper, &scheduled()).await;
-    let report: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    // Held longer than the sweep period (5 minutes at the template's
+    // default), as time would have made it, without waiting.
+    let ten_minutes_ago = AttributeValue::N((now() - 600).to_string());
+    rig.stack
+        .set(&a2.key(), &[("heldSince", ten_minutes_ago)])
+        .await;
+    let report = rig.answer(&sweeper, &scheduled()).await;
     assert_eq!(report["parkedAggregates"], 1, "{report}");
     assert!(rig.received("a").await.is_empty(), "A1 backs off, A2 waits");
 
-    let table = rig.stack.table.clone();
-    let (ok, out, err) = testkit::Operator::new(&table).status(&["--json"]);
-    assert!(ok, "{err}");
-    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let operator = rig.stack.operator();
+    let status = testkit::ok_json(operator.status(&["--json"]));
     let parked = &status["parked"];
     assert_eq!(parked.as_array().map(Vec::len), Some(1), "{status}");
     assert_eq!(parked[0]["aggregateId"], "a");
@@ -91,10 +73,10 @@ async fn an_aggregate_held_past_the_sweep_period_is_parked_listed_and_released()
     assert_eq!(parked[0]["heldBehind"], a1.event_id.to_string());
     assert_eq!(parked[0]["deadLetter"], serde_json::Value::Null);
     assert!(parked[0]["heldSince"].is_string(), "{status}");
-    let (ok, out, _) = testkit::Operator::new(&table).status(&[]);
+    let (ok, out, _) = operator.status(&[]);
     assert!(ok && out.contains("parked aggregate"), "{out}");
 
-    let (ok, out, err) = testkit::Operator::new(&table).release(&["a", "--json"]);
+    let (ok, out, err) = operator.release(&["a", "--json"]);
     assert!(ok, "{err}");
     let released: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
@@ -107,8 +89,7 @@ async fn an_aggregate_held_past_the_sweep_period_is_parked_listed_and_released()
     assert!(err.contains("parked aggregate released"), "audit: {err}");
 
     rig.invoke(&sweeper, &scheduled()).await;
-    assert_eq!(rig.received("a").await, vec![1, 2]);
-    assert!(rig.stack.outbox_items().await.is_empty());
-    let (ok, _, err) = testkit::Operator::new(&table).release(&["a"]);
+    rig.assert_all_out("a", &[1, 2], "released").await;
+    let (ok, _, err) = operator.release(&["a"]);
     assert!(!ok && err.contains("is not parked"), "{err}");
 }

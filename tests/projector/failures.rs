@@ -11,12 +11,12 @@ use aws_lambda_events::event::sqs::SqsBatchResponse;
 use outbox_core::EventEnvelope;
 use projector::project_batch;
 use serde_json::json;
-use testkit::lambda::{FunctionSpec, LambdaFunction};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::{far_deadline, Stack};
 
 use super::{
-    batch, bus_message, failed_ids, model, order_event, projector, read_model, read_model_on,
+    batch, bus_message, failed_ids, model, order_event, projector, projector_binary, read_model,
+    read_model_on,
 };
 
 #[tokio::test]
@@ -86,12 +86,8 @@ async fn the_sqs_mapping_emulator_retries_reported_messages_then_dead_letters_th
     let (_, rm) = read_model_on(&stack).await;
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     for body in ["{not json", &order_event("o1", "c1", 1, false, 5)] {
-        sqs.send_message()
-            .queue_url(&rm.queue.queue_url)
-            .message_body(body)
-            .send()
-            .await
-            .unwrap();
+        let send = sqs.send_message().queue_url(&rm.queue.queue_url);
+        send.message_body(body).send().await.unwrap();
     }
     let p = projector(&stack.sdk, &rm.table);
     let stats = devkit::drain_queue(
@@ -132,20 +128,9 @@ async fn a_hung_table_costs_the_batch_its_turn_not_a_timeout() {
     let (_, table) = read_model().await;
     let proxy = FaultProxy::start().await;
     let sdk = proxy.sdk().await;
-    let function = LambdaFunction::new(FunctionSpec {
-        name: "projector".into(),
-        binary: testkit::lambda::binary("projector").unwrap(),
-        env: testkit::lambda::loopback_env()
-            .into_iter()
-            .filter(|(k, _)| !k.starts_with("AWS_ENDPOINT_URL"))
-            .chain(devkit::endpoint_env_at(&proxy.endpoint))
-            .chain(testkit::lambda::projector_env(&table))
-            .collect(),
-        // The projector's timeout is 30 s in the template; a short one
-        // here, with the same margin.
-        timeout: Duration::from_secs(8),
-        log: std::env::temp_dir().join(format!("{table}-hung.log")),
-    });
+    // The projector's timeout is 30 s in the template; a short one here,
+    // with the same margin.
+    let function = projector_binary(&table, Some(&proxy), Duration::from_secs(8));
     let bodies: Vec<String> = (0..10)
         .map(|i| order_event(&format!("o{i}"), "c1", 1, false, 100))
         .collect();

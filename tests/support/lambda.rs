@@ -190,19 +190,21 @@ impl LambdaFunction {
     /// filter lets through ([`passes_lambda_filter`]) at the function's
     /// `AWS_LAMBDA_LOG_LEVEL` (from the template's `LogLevel`).
     pub fn delivered_lines(&self) -> Vec<String> {
-        let level = self
-            .spec
-            .env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "AWS_LAMBDA_LOG_LEVEL")
-            .map(|(_, v)| v.clone());
+        let level = self.env("AWS_LAMBDA_LOG_LEVEL");
         std::fs::read_to_string(&self.spec.log)
             .unwrap_or_default()
             .lines()
-            .filter(|l| passes_lambda_filter(l, level.as_deref()))
+            .filter(|l| passes_lambda_filter(l, level))
             .map(str::to_owned)
             .collect()
+    }
+
+    /// The report of a scheduled sweep (`events/sweeper-scheduled.json`)
+    /// by this function, which must answer.
+    pub async fn sweep_scheduled(&self) -> serde_json::Value {
+        let event = serde_json::to_vec(&crate::rig::scheduled()).expect("JSON");
+        let answer = self.invoke(&event).await.expect("a scheduled sweep");
+        serde_json::from_slice(&answer).expect("the sweep's report")
     }
 
     /// Kills whatever process runs this function at the time of the call.
@@ -385,13 +387,7 @@ async fn runtime_api(
 /// The workspace's binary `name`, built for the profile this test runs
 /// under (`cargo build` first, so that it is current).
 pub fn binary(name: &str) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    // target/<profile>/deps/<test> → target/<profile>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or("cannot locate the target directory")?
-        .to_path_buf();
+    let dir = profile_dir()?;
     let release = dir.file_name().is_some_and(|n| n == "release");
     build_binary(name, dir, release)
 }
@@ -411,12 +407,20 @@ pub fn release_binary(name: &str) -> Result<PathBuf, String> {
     build_binary(name, target_dir()?.join("release"), true)
 }
 
-/// `target/`, from this process's executable (`target/<profile>/deps/…`).
-fn target_dir() -> Result<PathBuf, String> {
+/// `target/<profile>`, from this process's executable
+/// (`target/<profile>/deps/<test>`).
+fn profile_dir() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     exe.parent()
         .and_then(Path::parent)
-        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .ok_or_else(|| "cannot locate the target directory".to_owned())
+}
+
+/// `target/`.
+fn target_dir() -> Result<PathBuf, String> {
+    profile_dir()?
+        .parent()
         .map(Path::to_path_buf)
         .ok_or_else(|| "cannot locate the target directory".to_owned())
 }

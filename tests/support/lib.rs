@@ -49,9 +49,10 @@ pub mod lambda;
 mod operator;
 pub mod proxy;
 pub mod rig;
+pub mod scenario;
 mod stack;
 
-pub use operator::{Operator, Said};
+pub use operator::{failed_json, ok_json, Operator, Said};
 pub use stack::{create_fifo_topic, Stack};
 
 /// A DynamoDB item, as the SDK holds it.
@@ -65,6 +66,18 @@ pub fn instant_backoff() -> outbox_engine::Backoff {
         cap: std::time::Duration::from_millis(1),
         jitter: outbox_engine::Jitter::Full,
     }
+}
+
+/// The key schema the variables `names` (name, value) set, the others at
+/// their defaults.
+pub fn schema_named(names: &[(&str, &str)]) -> outbox_core::KeySchema {
+    let value = |k: &str| {
+        names
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_owned())
+    };
+    outbox_core::KeySchema::from_lookup(value).expect("a valid key schema")
 }
 
 /// A name no other test uses.
@@ -342,12 +355,7 @@ impl<S: EventSink, T: PublishStore> InProcessPublisher<S, T> {
 
 /// A Lambda context whose deadline is a minute away.
 pub fn context() -> lambda_runtime::Context {
-    let mut context = lambda_runtime::Context::default();
-    context.deadline = (std::time::SystemTime::now() + Duration::from_secs(60))
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    context
+    context_with_deadline(Duration::from_secs(60))
 }
 
 impl<S: EventSink, T: PublishStore> Invoker for InProcessPublisher<S, T> {

@@ -14,6 +14,20 @@ pub struct Operator {
 /// What one `outboxctl` run said: success, stdout, stderr.
 pub type Said = (bool, String, String);
 
+/// The JSON a run that must succeed printed (`--json`); a failure panics
+/// with its stderr.
+pub fn ok_json((ok, out, err): Said) -> serde_json::Value {
+    assert!(ok, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// The JSON and the stderr of a run that must fail, for the reason `why`.
+pub fn failed_json((ok, out, err): Said, why: &str) -> (serde_json::Value, String) {
+    assert!(!ok, "{why}: {out}");
+    let json = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));
+    (json, err)
+}
+
 impl Operator {
     /// `outboxctl … --table table`.
     pub fn new(table: &str) -> Self {

@@ -60,6 +60,15 @@ impl Rig {
         )
     }
 
+    /// The publisher and the sweeper of [`Rig::function`], with no extra
+    /// variables.
+    pub fn functions(&self, ordering: &str) -> (LambdaFunction, LambdaFunction) {
+        (
+            self.function("publisher", ordering, &[]),
+            self.function("sweeper", ordering, &[]),
+        )
+    }
+
     /// Event `version` of `aggregate`, written with `shards` shards.
     pub async fn event(&self, aggregate: &str, version: u64, shards: u16) -> OutboxItem {
         // Distinct, increasing ids.
@@ -98,6 +107,30 @@ impl Rig {
                     .then_some((e.aggregate_version, sent))
             })
             .collect()
+    }
+
+    /// Checks that the subscriber received the versions `expected` of
+    /// `aggregate`, in order, and that no outbox item is left (`case`
+    /// names the case in the messages).
+    pub async fn assert_all_out(&self, aggregate: &str, expected: &[u64], case: &str) {
+        assert_eq!(self.received(aggregate).await, expected, "{case}");
+        let left = self.stack.outbox_items().await;
+        assert!(left.is_empty(), "{case}: left {left:?}");
+    }
+
+    /// [`Rig::invoke`]'s answer as JSON.
+    pub async fn answer(
+        &self,
+        function: &LambdaFunction,
+        payload: &serde_json::Value,
+    ) -> serde_json::Value {
+        serde_json::from_slice(&self.invoke(function, payload).await).expect("a JSON answer")
+    }
+
+    /// Invokes the publisher `function` with a stream event of `records`
+    /// and checks that it reported no item as failed.
+    pub async fn publish_all(&self, function: &LambdaFunction, records: Vec<EventRecord>) {
+        crate::scenario::assert_no_failures(&self.invoke(function, &stream_event(records)).await);
     }
 
     /// Invokes `function` with `payload`; its answer (a function error panics).

@@ -3,30 +3,13 @@
 //! (through the writer binary) an owner is a principal, not a role session.
 
 use lambda_http::http::StatusCode;
-use lambda_http::{Body, Response};
 use serde_json::{json, Value};
-use testkit::contract::CheckedApi;
 use testkit::{request_from, Principal, Stack};
 
-use super::{body, order_json, service};
+use super::{body, create_as, order_json, service};
 
 const ALICE: Principal<'static> = Principal::Iam("arn:aws:iam::123456789012:user/alice");
 const BOB: Principal<'static> = Principal::Jwt("bob-subject");
-
-async fn create_as(api: &CheckedApi, who: Principal<'_>, key: Option<&str>) -> Response<Body> {
-    let mut headers = vec![("content-type", "application/json")];
-    if let Some(key) = key {
-        headers.push(("idempotency-key", key));
-    }
-    api.handle(request_from(
-        who,
-        "POST",
-        "/orders",
-        &headers,
-        Some(&order_json()),
-    ))
-    .await
-}
 
 #[tokio::test]
 async fn orders_belong_to_their_caller() {
@@ -37,50 +20,27 @@ async fn orders_belong_to_their_caller() {
     let id = body(&created)["orderId"].as_str().unwrap().to_owned();
     // The owner is stored, and neither returned nor published.
     let meta = stack.get(&format!("ORDER#{id}"), "META").await.unwrap();
-    assert_eq!(
-        meta["ownerId"].as_s().unwrap(),
-        "iam:arn:aws:iam::123456789012:user/alice"
-    );
+    let owner = meta["ownerId"].as_s().unwrap();
+    assert_eq!(owner, "iam:arn:aws:iam::123456789012:user/alice");
     assert!(body(&created).get("ownerId").is_none());
     assert!(!stack.outbox_items().await[0].envelope.contains("alice"));
 
     // Bob gets exactly what an unknown order gets, and cannot pay it.
+    let call = |who, method, path: &str| api.handle(request_from(who, method, path, &[], None));
     let unknown = format!("/orders/{}", ulid::Ulid::new());
-    let missing = api
-        .handle(request_from(BOB, "GET", &unknown, &[], None))
-        .await;
-    let path = format!("/orders/{id}");
-    let theirs = api.handle(request_from(BOB, "GET", &path, &[], None)).await;
+    let missing = call(BOB, "GET", &unknown).await;
+    let (path, payment) = (format!("/orders/{id}"), format!("/orders/{id}/payment"));
+    let theirs = call(BOB, "GET", &path).await;
     assert_eq!(theirs.status(), StatusCode::NOT_FOUND);
     assert_eq!(body(&theirs), body(&missing));
-    let paid = api
-        .handle(request_from(
-            BOB,
-            "POST",
-            &format!("{path}/payment"),
-            &[],
-            None,
-        ))
-        .await;
+    let paid = call(BOB, "POST", &payment).await;
     assert_eq!(paid.status(), StatusCode::NOT_FOUND);
     assert_eq!(body(&paid)["error"]["code"], "order_not_found");
     assert_eq!(stack.outbox_items().await.len(), 1, "no OrderPaid");
 
     // Alice reads and pays it.
-    let mine = api
-        .handle(request_from(ALICE, "GET", &path, &[], None))
-        .await;
-    assert_eq!(mine.status(), StatusCode::OK);
-    let paid = api
-        .handle(request_from(
-            ALICE,
-            "POST",
-            &format!("{path}/payment"),
-            &[],
-            None,
-        ))
-        .await;
-    assert_eq!(paid.status(), StatusCode::OK);
+    assert_eq!(call(ALICE, "GET", &path).await.status(), StatusCode::OK);
+    assert_eq!(call(ALICE, "POST", &payment).await.status(), StatusCode::OK);
 }
 
 #[tokio::test]
@@ -99,22 +59,14 @@ async fn idempotency_keys_are_scoped_to_the_caller() {
     let again = create_as(&api, BOB, Some("shared-key")).await;
     assert_eq!(again.headers()["idempotent-replayed"], "true");
     assert_eq!(body(&again)["orderId"], body(&bob)["orderId"]);
-    let mut headers = vec![
+    let headers = [
         ("content-type", "application/json"),
         ("idempotency-key", "shared-key"),
     ];
     let other_body = json!({"customerId": "c-2", "currency": "EUR", "items": [{"sku": "B", "quantity": 1, "unitPriceCents": 1}]}).to_string();
-    let reused = api
-        .handle(request_from(
-            ALICE,
-            "POST",
-            "/orders",
-            &headers,
-            Some(&other_body),
-        ))
-        .await;
-    assert_eq!(reused.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    headers.pop();
+    let reused = request_from(ALICE, "POST", "/orders", &headers, Some(&other_body));
+    let status = api.handle(reused).await.status();
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(stack.outbox_items().await.len(), 2);
 }
 
@@ -128,20 +80,17 @@ async fn requests_without_a_principal_are_401_unless_run_locally() {
         ("POST", "/orders/01J00000000000000000000000/payment"),
     ] {
         let headers = [("content-type", "application/json")];
-        let response = api
-            .handle(request_from(
-                Principal::Anonymous,
-                method,
-                path,
-                &headers,
-                Some(&order_json()),
-            ))
-            .await;
-        assert_eq!(
-            response.status(),
-            StatusCode::UNAUTHORIZED,
-            "{method} {path}"
+        let body_json = order_json();
+        let request = request_from(
+            Principal::Anonymous,
+            method,
+            path,
+            &headers,
+            Some(&body_json),
         );
+        let response = api.handle(request).await;
+        let status = response.status();
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path}");
         let error = body(&response);
         assert_eq!(error["error"]["code"], "unauthenticated");
         assert!(error["error"]["message"].is_string());
@@ -208,63 +157,35 @@ async fn owners_are_principals_not_sessions_through_the_writer_binary() {
     };
 
     // Two users of one identity pool: two callers.
-    let (status, ada) = call(
-        Principal::Cognito("us-east-1:ada"),
-        "POST",
-        "/orders".into(),
-    )
-    .await;
+    let [ada_is, bea_is] = ["us-east-1:ada", "us-east-1:bea"].map(Principal::Cognito);
+    let (status, ada) = call(ada_is, "POST", "/orders".into()).await;
     assert_eq!(status, 201);
     let ada = ada["orderId"].as_str().unwrap().to_owned();
     assert_eq!(owner(ada.clone()).await, "cognito:us-east-1:ada");
-    let (status, _) = call(
-        Principal::Cognito("us-east-1:bea"),
-        "GET",
-        format!("/orders/{ada}"),
-    )
-    .await;
+    let (theirs, payment) = (format!("/orders/{ada}"), format!("/orders/{ada}/payment"));
+    let (status, _) = call(bea_is, "GET", theirs.clone()).await;
     assert_eq!(status, 404, "another pool user does not see it");
-    let (status, _) = call(
-        Principal::Cognito("us-east-1:bea"),
-        "POST",
-        format!("/orders/{ada}/payment"),
-    )
-    .await;
+    let (status, _) = call(bea_is, "POST", payment).await;
     assert_eq!(status, 404, "nor pay it");
-    let (status, _) = call(
-        Principal::Cognito("us-east-1:ada"),
-        "GET",
-        format!("/orders/{ada}"),
-    )
-    .await;
+    let (status, _) = call(ada_is, "GET", theirs.clone()).await;
     assert_eq!(status, 200);
     // The pool's shared session without its identity: nobody.
-    let (status, body) = call(
-        Principal::Iam(testkit::COGNITO_SESSION_ARN),
-        "GET",
-        format!("/orders/{ada}"),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (401, Some("unauthenticated"))
-    );
+    let shared = Principal::Iam(testkit::COGNITO_SESSION_ARN);
+    let (status, body) = call(shared, "GET", theirs.clone()).await;
+    let code = body["error"]["code"].as_str();
+    assert_eq!((status, code), (401, Some("unauthenticated")));
 
     // A service's role: one caller across sessions (a redeployed task).
     let (status, svc) = call(session("task-1"), "POST", "/orders".into()).await;
     assert_eq!(status, 201);
     let svc = svc["orderId"].as_str().unwrap().to_owned();
-    assert_eq!(
-        owner(svc.clone()).await,
-        "iam:arn:aws:sts::123456789012:assumed-role/OrdersService"
-    );
+    let role = "iam:arn:aws:sts::123456789012:assumed-role/OrdersService";
+    assert_eq!(owner(svc.clone()).await, role);
     let (status, _) = call(session("task-2"), "POST", format!("/orders/{svc}/payment")).await;
-    assert_eq!(
-        status, 200,
-        "the next task of the same service pays its order"
-    );
+    let pays = "the next task of the same service pays its order";
+    assert_eq!(status, 200, "{pays}");
     // A session named after another principal reaches nothing of theirs.
-    let (status, _) = call(session("us-east-1:ada"), "GET", format!("/orders/{ada}")).await;
+    let (status, _) = call(session("us-east-1:ada"), "GET", theirs).await;
     assert_eq!(status, 404);
     let alice = "arn:aws:iam::123456789012:user/alice";
     let (status, mine) = call(Principal::Iam(alice), "POST", "/orders".into()).await;

@@ -47,10 +47,8 @@ async fn sample_event_creates_an_order_and_carries_the_trace() {
         .await;
     assert_eq!(response.status(), StatusCode::CREATED);
     let outbox = stack.outbox_items().await;
-    assert_eq!(
-        outbox[0].traceparent.as_deref(),
-        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-    );
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assert_eq!(outbox[0].traceparent.as_deref(), Some(trace));
 }
 
 #[tokio::test]
@@ -95,14 +93,11 @@ async fn unknown_orders_are_404() {
     let stack = Stack::new().await;
     let service = service(&stack);
     for (method, path) in [
-        ("GET", "/orders/01JDQ3V7X8KZ4M2N5P6R7S8T9V".to_owned()),
-        (
-            "POST",
-            "/orders/01JDQ3V7X8KZ4M2N5P6R7S8T9V/payment".to_owned(),
-        ),
-        ("GET", "/orders/not-an-id".to_owned()),
+        ("GET", "/orders/01JDQ3V7X8KZ4M2N5P6R7S8T9V"),
+        ("POST", "/orders/01JDQ3V7X8KZ4M2N5P6R7S8T9V/payment"),
+        ("GET", "/orders/not-an-id"),
     ] {
-        let response = service.handle(request(method, &path, &[], None)).await;
+        let response = service.handle(request(method, path, &[], None)).await;
         assert_eq!(response.status(), StatusCode::NOT_FOUND, "{method} {path}");
         assert_eq!(body(&response)["error"]["code"], "order_not_found");
     }
@@ -123,30 +118,21 @@ async fn idempotent_create_replays_without_a_second_order_or_event() {
     // The replay is the same one call, answered from ALL_OLD: no extra read.
     assert_eq!(stack.calls.calls(), vec!["TransactWriteItems"]);
 
-    let orders = stack
-        .items()
-        .await
-        .into_iter()
-        .filter(|i| {
-            i["PK"].as_s().unwrap().starts_with("ORDER#") && i["SK"].as_s().unwrap() == "META"
-        })
-        .count();
-    assert_eq!(orders, 1);
+    let items = stack.items().await;
+    let order = |i: &&testkit::Item| {
+        i["PK"].as_s().unwrap().starts_with("ORDER#") && i["SK"].as_s().unwrap() == "META"
+    };
+    assert_eq!(items.iter().filter(order).count(), 1);
     assert_eq!(stack.outbox_items().await.len(), 1);
 
     // Same key, different request: 422, nothing written.
     let other = json!({"customerId": "c-2", "currency": "EUR", "items": [{"sku": "A-1", "quantity": 1, "unitPriceCents": 1}]});
-    let reused = service
-        .handle(request(
-            "POST",
-            "/orders",
-            &[
-                ("content-type", "application/json"),
-                ("idempotency-key", "key-1"),
-            ],
-            Some(&other.to_string()),
-        ))
-        .await;
+    let headers = [
+        ("content-type", "application/json"),
+        ("idempotency-key", "key-1"),
+    ];
+    let reused = request("POST", "/orders", &headers, Some(&other.to_string()));
+    let reused = service.handle(reused).await;
     assert_eq!(reused.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(body(&reused)["error"]["code"], "idempotency_key_reused");
     assert_eq!(stack.outbox_items().await.len(), 1);
@@ -156,10 +142,8 @@ async fn idempotent_create_replays_without_a_second_order_or_event() {
 async fn idempotent_pay_replays_and_rejects_another_use() {
     let stack = Stack::new().await;
     let service = service(&stack);
-    let id = body(&create(&service, None).await)["orderId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let created = body(&create(&service, None).await);
+    let id = created["orderId"].as_str().unwrap();
     let path = format!("/orders/{id}/payment");
     let pay = |key: &'static str| {
         service.handle(request("POST", &path, &[("idempotency-key", key)], None))
@@ -170,11 +154,8 @@ async fn idempotent_pay_replays_and_rejects_another_use() {
     assert_eq!(second.status(), StatusCode::OK);
     assert_eq!(body(&second), body(&first));
     assert_eq!(second.headers()["idempotent-replayed"], "true");
-    assert_eq!(
-        stack.outbox_items().await.len(),
-        2,
-        "OrderCreated and one OrderPaid"
-    );
+    let events = stack.outbox_items().await;
+    assert_eq!(events.len(), 2, "OrderCreated and one OrderPaid");
 
     // The key of a payment used to create an order: 422.
     let reused = create(&service, Some("pay-1")).await;

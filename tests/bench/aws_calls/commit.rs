@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use crate::common::{publisher_binary, write_bench_json};
-use testkit::proxy::{Fault, FaultProxy};
-use testkit::Stack;
+use crate::common::{publisher_rig, write_bench_json};
+use testkit::proxy::Fault;
 
 /// #41 item 3: `CommitToPublishLatency` as the publisher binary emits it
 /// (its EMF lines), through the local pipeline: 5 events every 250 ms for
@@ -21,9 +20,7 @@ pub(super) async fn commit_to_publish(ticks: usize) {
     println!("|---|---|---|---|---|");
     let mut rows = Vec::new();
     for case in ["steady rate", "a 1.5-second sink outage in the middle"] {
-        let stack = Stack::with_bus().await;
-        let proxy = FaultProxy::start().await;
-        let function = publisher_binary(&stack, &proxy, "relaxed");
+        let (stack, proxy, function) = publisher_rig("relaxed").await;
         let mut pump = stack.pump(&function, None);
         for tick in 0..ticks {
             if tick == ticks / 2 && case.starts_with("a 1.5-second") {

@@ -13,25 +13,50 @@ pub(super) fn quick() -> bool {
     std::env::args().any(|a| a == "--quick") || std::env::var("BENCH_QUICK").is_ok()
 }
 
-/// The publisher binary as the templates deploy it on `stack` with the
-/// parameter `Ordering=ordering`, its calls through `proxy`.
+/// The publisher binary (the debug build) as the templates deploy it on
+/// `stack` with the parameter `Ordering=ordering`, its calls through `proxy`.
 pub(super) fn publisher_binary(
     stack: &Stack,
     proxy: &FaultProxy,
     ordering: &str,
 ) -> LambdaFunction {
+    let binary = debug_binary("publisher").expect("publisher binary");
+    publisher_with(stack, proxy, &[("Ordering", ordering)], binary)
+}
+
+/// The publisher `binary` as the templates deploy it on `stack` with the
+/// template `parameters`, its calls through `proxy`.
+pub(super) fn publisher_with(
+    stack: &Stack,
+    proxy: &FaultProxy,
+    parameters: &[(&str, &str)],
+    binary: std::path::PathBuf,
+) -> LambdaFunction {
     let env = loopback_env()
         .into_iter()
         .chain(devkit::endpoint_env_at(&proxy.endpoint))
-        .chain(stack.env(devkit::Function::Publisher, &[("Ordering", ordering)]))
+        .chain(stack.env(devkit::Function::Publisher, parameters))
         .collect();
     LambdaFunction::new(FunctionSpec {
         name: "publisher".into(),
-        binary: debug_binary("publisher").expect("publisher binary"),
+        binary,
         env,
         timeout: Duration::from_secs(60),
-        log: std::env::temp_dir().join(format!("{}-publisher-{ordering}.log", stack.table)),
+        log: std::env::temp_dir().join(format!("{}-publisher.log", testkit::unique(&stack.table))),
     })
+}
+
+/// A stack with a bus, a proxy, and [`publisher_binary`] on them.
+pub(super) async fn publisher_rig(ordering: &str) -> (Stack, FaultProxy, LambdaFunction) {
+    let stack = Stack::with_bus().await;
+    let proxy = FaultProxy::start().await;
+    let function = publisher_binary(&stack, &proxy, ordering);
+    (stack, proxy, function)
+}
+
+/// How many calls of `action` the proxy's counts hold.
+pub(super) fn count(calls: &std::collections::BTreeMap<String, usize>, action: &str) -> usize {
+    calls.get(action).copied().unwrap_or(0)
 }
 
 /// A bench result for `infra/bench/cost.py`, in `.local/bench/`.

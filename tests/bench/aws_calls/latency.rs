@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::common::{quick, write_bench_json};
-use testkit::lambda::{debug_binary, loopback_env, release_binary, FunctionSpec, LambdaFunction};
+use crate::common::{count, publisher_with, quick, write_bench_json};
+use testkit::lambda::{debug_binary, release_binary, LambdaFunction};
 use testkit::proxy::{Fault, FaultProxy};
 use testkit::Stack;
 
@@ -21,14 +21,6 @@ const BATCH_WRITE_LATENCY: Duration = Duration::from_millis(10);
 async fn latency_rig(concurrency: usize) -> (Stack, FaultProxy, LambdaFunction) {
     let stack = Stack::with_bus().await;
     let proxy = FaultProxy::start().await;
-    let env = loopback_env()
-        .into_iter()
-        .chain(devkit::endpoint_env_at(&proxy.endpoint))
-        .chain(stack.env(
-            devkit::Function::Publisher,
-            &[("SendConcurrency", &concurrency.to_string())],
-        ))
-        .collect();
     // Times: the shipped profile, but for make test's quick pass (a release
     // build takes minutes here; a debug build's CPU adds tens of ms a batch).
     let binary = if quick() {
@@ -36,13 +28,10 @@ async fn latency_rig(concurrency: usize) -> (Stack, FaultProxy, LambdaFunction) 
     } else {
         release_binary("publisher")
     };
-    let function = LambdaFunction::new(FunctionSpec {
-        name: "publisher".into(),
-        binary: binary.expect("publisher binary"),
-        env,
-        timeout: Duration::from_secs(60),
-        log: std::env::temp_dir().join(format!("{}-publisher-latency.log", stack.table)),
-    });
+    let concurrency = concurrency.to_string();
+    let parameters = [("SendConcurrency", concurrency.as_str())];
+    let binary = binary.expect("publisher binary");
+    let function = publisher_with(&stack, &proxy, &parameters, binary);
     (stack, proxy, function)
 }
 
@@ -181,14 +170,13 @@ pub(super) async fn send_latency((sustained, repeats): (usize, usize)) {
             }
             times.sort();
             let median = times[times.len() / 2];
-            let count = |a: &str| counts.get(a).copied().unwrap_or(0);
             let total: usize = counts.values().sum();
             println!(
                 "| {case} | {} | {concurrency} | {:.0} ms | {} | {} | {:.0} |",
                 wire.label(),
                 median.as_secs_f64() * 1000.0,
-                count("events:PutEvents"),
-                count("dynamodb:BatchWriteItem"),
+                count(&counts, "events:PutEvents"),
+                count(&counts, "dynamodb:BatchWriteItem"),
                 total as f64 * 10.0,
             );
             rows.push(serde_json::json!({

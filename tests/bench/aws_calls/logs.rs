@@ -44,24 +44,25 @@ pub(super) async fn log_bytes(n: usize) {
     // invocations, and the mean of the others.
     let split = |cold: usize, total: usize| (cold, (total - cold) as f64 / (n - 1).max(1) as f64);
     let event = |file: &str| -> serde_json::Value {
-        serde_json::from_str(
-            &std::fs::read_to_string(format!("{}/events/{file}", env!("CARGO_MANIFEST_DIR")))
-                .expect("sample event"),
-        )
-        .expect("sample event is JSON")
+        serde_json::from_str(&testkit::sample(file)).expect("sample event is JSON")
     };
 
     let writer = function(devkit::Function::Writer, "writer");
+    // The writer's answer to the API Gateway event `e`.
+    let answer = |e: serde_json::Value| {
+        let writer = &writer;
+        async move {
+            let out = writer.invoke(e.to_string().as_bytes()).await;
+            serde_json::from_slice::<serde_json::Value>(&out.expect("writer answers"))
+                .expect("API response")
+        }
+    };
     let mut ids = Vec::new();
     let mut cold = 0;
     for i in 0..n {
         let mut e = event("writer-create-order.json");
         e["headers"]["idempotency-key"] = format!("logs-create-{i}").into();
-        let out = writer
-            .invoke(e.to_string().as_bytes())
-            .await
-            .expect("writer answers");
-        let out: serde_json::Value = serde_json::from_slice(&out).expect("API response");
+        let out = answer(e).await;
         assert_eq!(out["statusCode"], 201, "{out}");
         let body: serde_json::Value =
             serde_json::from_str(out["body"].as_str().unwrap_or("{}")).unwrap_or_default();
@@ -78,11 +79,7 @@ pub(super) async fn log_bytes(n: usize) {
         e["rawPath"] = format!("/orders/{id}/payment").into();
         e["requestContext"]["http"]["path"] = e["rawPath"].clone();
         e["pathParameters"] = serde_json::json!({ "id": id });
-        let out = writer
-            .invoke(e.to_string().as_bytes())
-            .await
-            .expect("writer answers");
-        let out: serde_json::Value = serde_json::from_slice(&out).expect("API response");
+        let out = answer(e).await;
         assert_eq!(out["statusCode"], 200, "{out}");
     }
     let pay = (bytes(&writer) - before_pay) as f64 / ids.len().max(1) as f64;

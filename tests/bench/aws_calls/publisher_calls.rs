@@ -1,9 +1,7 @@
 //! The publisher's calls per 1,000 events (every service, counted on the
 //! wire by the fault proxy), against the naive design.
 
-use crate::common::{publisher_binary, write_bench_json};
-use testkit::proxy::FaultProxy;
-use testkit::Stack;
+use crate::common::{count, publisher_rig, write_bench_json};
 
 /// The publisher binary under the local Lambda runtime, fed by the mapping
 /// emulator with the template's settings, every call it makes (cold start
@@ -11,18 +9,15 @@ use testkit::Stack;
 /// the proxy, whatever the service. The stream reads are the mapping's
 /// (Lambda's, free), not the function's.
 pub(super) async fn publisher_calls(n: usize) {
-    let stack = Stack::with_bus().await;
+    let (stack, proxy, function) = publisher_rig("relaxed").await;
     stack.create_orders(n).await;
-    let proxy = FaultProxy::start().await;
-    let function = publisher_binary(&stack, &proxy, "relaxed");
     let mut pump = stack.pump(&function, None);
     pump.run_until_idle().await.expect("pump");
     let calls = proxy.action_counts();
-    let count = |action: &str| calls.get(action).copied().unwrap_or(0);
-    let put_events = count("events:PutEvents");
-    let batch_write = count("dynamodb:BatchWriteItem");
+    let put_events = count(&calls, "events:PutEvents");
+    let batch_write = count(&calls, "dynamodb:BatchWriteItem");
     // A lone key left over from the batches of 25 goes in a DeleteItem.
-    let delete_item = count("dynamodb:DeleteItem");
+    let delete_item = count(&calls, "dynamodb:DeleteItem");
     let total: usize = calls.values().sum();
     let other = total - put_events - batch_write - delete_item;
     let cold_starts = function

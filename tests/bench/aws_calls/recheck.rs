@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use crate::common::publisher_binary;
+use crate::common::{count, publisher_binary, publisher_rig};
 use testkit::proxy::FaultProxy;
-use testkit::Stack;
 
 /// The check of a batch that may be a redelivery (#40, relaxed ordering;
 /// strict's guard read makes it at no extra call): `BatchGetItem` calls and
@@ -24,9 +23,7 @@ pub(super) async fn recheck_calls(n: usize) {
         "full batches",
         "a batch delivered again to a new process",
     ] {
-        let stack = Stack::with_bus().await;
-        let proxy = FaultProxy::start().await;
-        let function = publisher_binary(&stack, &proxy, "relaxed");
+        let (stack, proxy, function) = publisher_rig("relaxed").await;
         let mut pump = stack.pump(&function, None);
         let events = if case.starts_with("a trickle") {
             trickle
@@ -76,7 +73,7 @@ pub(super) async fn recheck_calls(n: usize) {
             cold = fresh.cold_starts.load(std::sync::atomic::Ordering::SeqCst);
             counted = again.action_counts();
         }
-        let count = |action: &str| counted.get(action).copied().unwrap_or(0);
+        let count = |action: &str| count(&counted, action);
         let total: usize = counted.values().sum();
         let per_1000 = |x: usize| x as f64 * 1000.0 / events as f64;
         // One key per event of each checked batch: the cold start's batch

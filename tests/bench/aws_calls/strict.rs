@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use crate::common::publisher_binary;
-use testkit::proxy::FaultProxy;
-use testkit::Stack;
+use crate::common::{count, publisher_rig};
 
 /// Strict ordering's cost (docs/ordering.md), counted at the proxy as in
 /// the section above: `n` events in three arrival patterns, each in both
@@ -31,9 +29,7 @@ pub(super) async fn strict_calls(n: usize) {
     for (name, aggregates, later) in cases {
         let mut row = Vec::new();
         for ordering in ["relaxed", "strict"] {
-            let stack = Stack::with_bus().await;
-            let proxy = FaultProxy::start().await;
-            let function = publisher_binary(&stack, &proxy, ordering);
+            let (stack, proxy, function) = publisher_rig(ordering).await;
             let mut pump = stack.pump(&function, None);
             let versions = if aggregates == n { 1 } else { 2 };
             let put = |a: usize, v: u64| {
@@ -68,13 +64,12 @@ pub(super) async fn strict_calls(n: usize) {
                 "{name}: everything published"
             );
             let calls = proxy.action_counts();
-            let count = |action: &str| calls.get(action).copied().unwrap_or(0);
             let total: usize = calls.values().sum();
             let per_1000 = |x: usize| x as f64 * 1000.0 / n as f64;
             row.push((
                 per_1000(total),
-                per_1000(count("dynamodb:Query")),
-                count("dynamodb:UpdateItem"),
+                per_1000(count(&calls, "dynamodb:Query")),
+                count(&calls, "dynamodb:UpdateItem"),
             ));
         }
         println!(

@@ -11,147 +11,69 @@ use std::time::SystemTime;
 use crate::lambda::FunctionError;
 use crate::proxy::{Call, Fault};
 
-use super::faults::{label, severity, Batch, Tagged};
+use super::faults::{faulted, kind, severity, snapshot, Batch, Tagged};
 use super::verdict::Verdict;
 
-/// Fills the verdict's fault table from `functions`' journals: each fault
-/// injected, the events its invocation exposed, and the duplicates among
-/// `deliveries` (event id → messages received) it explains; what nothing
-/// explains counts as unexplained.
-pub(super) fn attribute(
-    verdict: &mut Verdict,
-    functions: &[&Tagged],
-    deliveries: &HashMap<String, usize>,
-) {
-    // Attribution (docs/reliability.md, "How each duplicate is
-    // explained"): every extra delivery needs a cause, in the journals, that
-    // could have produced it; one cause explains one extra delivery of an
-    // event at most.
-    let journals: Vec<Vec<Call>> = functions.iter().map(|f| f.proxy.journal()).collect();
-    let history = Histories {
-        names: functions.iter().map(|f| f.function.name()).collect(),
-        errors: functions
-            .iter()
-            .map(|f| f.errors.lock().unwrap().clone())
-            .collect(),
-        started: functions
-            .iter()
-            .map(|f| f.started.lock().unwrap().clone())
-            .collect(),
-        batches: functions
-            .iter()
-            .map(|f| f.batches.lock().unwrap().clone())
-            .collect(),
-        out_of_time: functions.iter().map(|f| out_of_time(f)).collect(),
-        delete_deadlines: functions.iter().map(|f| delete_deadlines(f)).collect(),
-        work_deadlines: functions
-            .iter()
-            .map(|f| {
-                deadlines(f)
-                    .into_iter()
-                    .map(|(tag, _, work, _)| (tag, work))
-                    .collect()
-            })
-            .collect(),
-        out_of_finishing_time: functions.iter().map(|f| out_of_finishing_time(f)).collect(),
-        windows: functions.iter().map(|f| design_window(f)).collect(),
-        generations: functions
-            .iter()
-            .map(|f| f.generations.lock().unwrap().clone())
-            .collect(),
-        journals,
-    };
-    attribute_from(verdict, &history, deliveries);
-    misreported(verdict, &history);
-}
+impl<'a> Histories<'a> {
+    /// What `functions` recorded, copied once the run is over.
+    pub(super) fn of(functions: &[&'a Tagged]) -> Self {
+        let of = functions.iter().map(|f| History {
+            name: f.function.name(),
+            journal: f.proxy.journal(),
+            errors: snapshot(&f.errors),
+            started: snapshot(&f.started),
+            batches: snapshot(&f.batches),
+            on_failure: snapshot(&f.on_failure),
+            deadlines: deadlines(f),
+            window: design_window(f),
+            generations: snapshot(&f.generations),
+        });
+        Self { of: of.collect() }
+    }
 
-/// Every publisher answer that reported a failed record must name a record
-/// its invocation had not published (Lambda delivers the reported record
-/// and every one after it again): an answer naming a record whose event an
-/// answered sink call of that invocation carried is counted, with an
-/// example. One exception, the publisher's own rule: a record it
-/// published but could neither delete nor hand to the scheduled sweep is
-/// reported, so that the stream delivers it again; its journal must show
-/// both for that very record (a delete asked for its event that never
-/// reached the table, and a bookkeeping write (`UpdateItem`) of its item
-/// that met a fault or was answered after the invocation's last moment to
-/// start one ([`Call::hands_over`]), or none answered in time by an
-/// invocation that ran out of that time: its deadline refused the write
-/// before it was sent). The record judged is the one the mapping restarts
-/// from: the lowest the answer named ([`Batch::reported_at`]).
-fn misreported(verdict: &mut Verdict, history: &Histories<'_>) {
-    for (f, batches) in history.batches.iter().enumerate() {
-        for (tag, batch) in batches {
-            let Some(q) = batch.reported_at() else {
-                continue;
-            };
-            let Some(event) = batch.records[q].1.as_deref() else {
-                continue;
-            };
-            let published = history.journals[f]
-                .iter()
-                .any(|c| c.tag == *tag && c.answered && c.delivered.iter().any(|d| d == event));
-            let journal = || history.journals[f].iter().filter(|c| c.tag == *tag);
-            let never_deleted = journal().any(|c| c.deletes.iter().any(|d| d == event))
-                && !journal().any(|c| c.deleted.iter().any(|d| d == event));
-            let finish = history.delete_deadlines[f].get(tag);
-            let hand_overs = || {
-                journal().filter(|c| {
-                    c.operation == "UpdateItem" && c.hands_over.iter().any(|u| u == event)
-                })
-            };
-            let hand_over_failed = hand_overs().any(|c| {
-                c.fault.as_ref().is_some_and(|f| *f != Fault::Pass)
-                    || finish.is_some_and(|finish| c.at >= *finish)
-            }) || (history.out_of_finishing_time[f].contains(tag)
-                && !hand_overs()
-                    .any(|c| c.succeeded && finish.is_none_or(|finish| c.at < *finish)));
-            if published && !(never_deleted && hand_over_failed) {
-                verdict.misreported += 1;
-                verdict.examples.push(format!(
-                    "misreported: {}#{tag} reported record {q} ({event}) failed, which it had published",
-                    history.names[f]
-                ));
+    /// Each event's forwards to the sink, earliest first.
+    pub(super) fn forwards(&self) -> HashMap<&str, Vec<Forward>> {
+        let mut forwards: HashMap<&str, Vec<Forward>> = HashMap::new();
+        for (function, of) in self.of.iter().enumerate() {
+            for (index, call) in of.journal.iter().enumerate() {
+                for id in &call.delivered {
+                    forwards.entry(id.as_str()).or_default().push(Forward {
+                        function,
+                        tag: call.tag,
+                        index,
+                        at: call.at,
+                    });
+                }
             }
         }
+        for list in forwards.values_mut() {
+            list.sort_by_key(|f| f.at);
+        }
+        forwards
     }
 }
 
-/// [`attribute`] on the journals and records of `history`.
-fn attribute_from(
+/// Fills the verdict's fault table from the journals of `history`: each
+/// fault injected, the events its invocation exposed, and the duplicates
+/// among `deliveries` (event id → messages received) it explains; what
+/// nothing explains counts as unexplained. Then judges the publisher's
+/// answers ([`misreported`]).
+pub(super) fn attribute(
     verdict: &mut Verdict,
     history: &Histories<'_>,
     deliveries: &HashMap<String, usize>,
 ) {
-    let mut forwards: HashMap<&str, Vec<Forward>> = HashMap::new();
-    for (function, journal) in history.journals.iter().enumerate() {
-        for (index, call) in journal.iter().enumerate() {
-            for id in &call.delivered {
-                forwards.entry(id.as_str()).or_default().push(Forward {
-                    function,
-                    tag: call.tag,
-                    index,
-                    at: call.at,
-                });
-            }
-        }
-    }
+    let mut forwards = history.forwards();
     // Faults injected, and the events their invocation had sent by then
     // (the most they can duplicate; for one that stopped it, all it sent).
-    for (function, journal) in history.journals.iter().enumerate() {
-        for (index, call) in journal.iter().enumerate() {
-            let Some(fault) = &call.fault else { continue };
-            if *fault == Fault::Pass {
-                continue;
-            }
-            let row = verdict
-                .faults
-                .entry(history.kind_of(function, call))
-                .or_default();
+    for (function, of) in history.of.iter().enumerate() {
+        for (index, call) in of.journal.iter().enumerate().filter(|(_, c)| faulted(c)) {
+            let row = verdict.faults.entry(kind(of.name, call)).or_default();
             row.injected += 1;
             // A kill or a hang stops the invocation: the calls in flight
             // beside it, journaled when answered, were sent by then too.
-            let upto = (!matches!(fault, Fault::Hang | Fault::Crash { .. })).then_some(index);
+            let stopped = matches!(call.fault, Some(Fault::Hang | Fault::Crash { .. }));
+            let upto = (!stopped).then_some(index);
             row.exposed += history.sent(function, call.tag, upto);
         }
     }
@@ -171,11 +93,10 @@ fn attribute_from(
     for id in events {
         let n = deliveries.get(id).copied().unwrap_or(0);
         let extra = n.saturating_sub(1);
-        let mut list = forwards.remove(id).unwrap_or_default();
+        let list = forwards.remove(id).unwrap_or_default();
         if extra == 0 && list.len() < 2 {
             continue;
         }
-        list.sort_by_key(|f| f.at);
         let mut explained = 0;
         let mut unexplained = 0;
         for k in 1..list.len() {
@@ -189,7 +110,8 @@ fn attribute_from(
                 .iter()
                 .rev()
                 .find(|f| {
-                    history.names[f.function] == history.names[next.function] && f.tag == next.tag
+                    history.of[f.function].name == history.of[next.function].name
+                        && f.tag == next.tag
                 })
                 .unwrap_or(&list[k - 1]);
             let cause = history
@@ -221,7 +143,7 @@ fn attribute_from(
             verdict.unexplained += unexplained + unforwarded;
             let path: Vec<String> = list
                 .iter()
-                .map(|f| format!("{}#{}", history.names[f.function], f.tag))
+                .map(|f| format!("{}#{}", history.of[f.function].name, f.tag))
                 .collect();
             verdict.examples.push(format!(
                 "unexplained: {id} delivered {n}×, forwarded by {path:?}"
@@ -229,13 +151,13 @@ fn attribute_from(
             if std::env::var("CHAOS_DEBUG").is_ok() {
                 for fwd in &list {
                     let f = fwd.function;
-                    let ended = history.out_of_time[f].contains(&fwd.tag);
-                    let err = history.errors[f].get(&fwd.tag).map(|e| e.kind());
+                    let ended = history.of[f].deadlines.out_of_time.contains(&fwd.tag);
+                    let err = history.of[f].errors.get(&fwd.tag).map(|e| e.kind());
                     eprintln!(
                         "DEBUG {id} {}#{} late={ended} error={err:?}",
-                        history.names[f], fwd.tag
+                        history.of[f].name, fwd.tag
                     );
-                    for c in history.journals[f].iter().filter(|c| c.tag == fwd.tag) {
+                    for c in history.of[f].journal.iter().filter(|c| c.tag == fwd.tag) {
                         eprintln!(
                             "DEBUG   {:?} {} fault={:?} answered={} carries={} deletes={} deleted={}",
                             c.at, c.operation, c.fault, c.answered,
@@ -249,6 +171,56 @@ fn attribute_from(
         }
     }
     check_design_bounds(verdict, history, &charged);
+    misreported(verdict, history);
+}
+
+/// Every publisher answer that reported a failed record must name a record
+/// its invocation had not published (Lambda delivers the reported record
+/// and every one after it again): an answer naming a record whose event an
+/// answered sink call of that invocation carried is counted, with an
+/// example. One exception, the publisher's own rule: a record it
+/// published but could neither delete nor hand to the scheduled sweep is
+/// reported, so that the stream delivers it again; its journal must show
+/// both for that very record (a delete asked for its event that never
+/// reached the table, and a bookkeeping write (`UpdateItem`) of its item
+/// that met a fault or was answered after the invocation's last moment to
+/// start one ([`Call::hands_over`]), or none answered in time by an
+/// invocation that ran out of that time: its deadline refused the write
+/// before it was sent). The record judged is the one the mapping restarts
+/// from: the lowest the answer named ([`Batch::reported_at`]).
+fn misreported(verdict: &mut Verdict, history: &Histories<'_>) {
+    for function in &history.of {
+        for (tag, batch) in &function.batches {
+            let Some(q) = batch.reported_at() else {
+                continue;
+            };
+            let Some(event) = batch.records[q].1.as_deref() else {
+                continue;
+            };
+            let journal = || function.journal.iter().filter(|c| c.tag == *tag);
+            let published = journal().any(|c| c.answered && c.delivered.iter().any(|d| d == event));
+            let never_deleted = journal().any(|c| c.deletes.iter().any(|d| d == event))
+                && !journal().any(|c| c.deleted.iter().any(|d| d == event));
+            let finish = function.deadlines.delete.get(tag);
+            let hand_overs = || {
+                journal().filter(|c| {
+                    c.operation == "UpdateItem" && c.hands_over.iter().any(|u| u == event)
+                })
+            };
+            let hand_over_failed = hand_overs()
+                .any(|c| faulted(c) || finish.is_some_and(|finish| c.at >= *finish))
+                || (function.deadlines.out_of_finishing_time.contains(tag)
+                    && !hand_overs()
+                        .any(|c| c.succeeded && finish.is_none_or(|finish| c.at < *finish)));
+            if published && !(never_deleted && hand_over_failed) {
+                verdict.misreported += 1;
+                verdict.examples.push(format!(
+                    "misreported: {}#{tag} reported record {q} ({event}) failed, which it had published",
+                    function.name
+                ));
+            }
+        }
+    }
 }
 
 /// Each cause instance's duplicates against what the design lets it
@@ -274,18 +246,18 @@ fn check_design_bounds(
             row.over_design += 1;
             verdict.examples.push(format!(
                 "over the design bound: {} in {}#{}: {duplicates} duplicates, the design allows {bound}",
-                cause.kind, history.names[cause.function], cause.tag
+                cause.kind, history.of[cause.function].name, cause.tag
             ));
         }
     }
 }
 
 /// One forward of an event to the sink: the call that carried it.
-struct Forward {
-    function: usize,
-    tag: u64,
+pub(super) struct Forward {
+    pub(super) function: usize,
+    pub(super) tag: u64,
     index: usize,
-    at: SystemTime,
+    pub(super) at: SystemTime,
 }
 
 /// What explains one extra delivery: a kind (the tables' row) and the
@@ -302,6 +274,18 @@ struct Cause {
     upto: Option<usize>,
     /// What the design lets it repeat.
     bound: Bound,
+}
+
+/// A cause that is not an injected fault, exposing its whole invocation.
+fn other(kind: impl Into<String>, function: usize, tag: u64, bound: Bound) -> Cause {
+    Cause {
+        kind: kind.into(),
+        function,
+        tag,
+        fault_call: None,
+        upto: None,
+        bound,
+    }
 }
 
 /// What the design lets one cause repeat (its instance's bound, checked
@@ -322,32 +306,28 @@ enum Bound {
     Invocation,
 }
 
-/// The functions' journals, errors, start times, and the publisher's
-/// batches with the record each answer reported failed.
-struct Histories<'a> {
-    names: Vec<&'a str>,
-    journals: Vec<Vec<Call>>,
-    errors: Vec<BTreeMap<u64, FunctionError>>,
-    started: Vec<BTreeMap<u64, SystemTime>>,
-    batches: Vec<BTreeMap<u64, Batch>>,
-    /// Invocations that ran to their own deadline (the Lambda deadline less
-    /// the function's margin): what was left then was left undone.
-    out_of_time: Vec<BTreeSet<u64>>,
-    /// Each invocation's last moment to start a delete (its work deadline
-    /// plus the relay's `FINISH_GRACE`).
-    delete_deadlines: Vec<BTreeMap<u64, SystemTime>>,
-    /// Each invocation's work deadline ([`deadlines`]).
-    work_deadlines: Vec<BTreeMap<u64, SystemTime>>,
-    /// Invocations that ended at or after that moment: a delete or a
-    /// hand-over they had still to make was refused by their deadline
-    /// before it was sent (`DeadlineReached`, no call in the journal).
-    out_of_finishing_time: Vec<BTreeSet<u64>>,
-    /// The most events one invocation of each function can have published
-    /// and not deleted at any moment, by design ([`design_window`]).
-    windows: Vec<usize>,
+/// Each function's [`History`].
+pub(super) struct Histories<'a> {
+    pub(super) of: Vec<History<'a>>,
+}
+
+/// One function's journal, errors and start times (tag → each), the
+/// publisher's batches with the record each answer reported failed, the
+/// sweeper's invocations by the OnFailure queue, and its deadlines.
+pub(super) struct History<'a> {
+    pub(super) name: &'a str,
+    pub(super) journal: Vec<Call>,
+    pub(super) errors: BTreeMap<u64, FunctionError>,
+    pub(super) started: BTreeMap<u64, SystemTime>,
+    pub(super) batches: BTreeMap<u64, Batch>,
+    pub(super) on_failure: BTreeSet<u64>,
+    deadlines: Deadlines,
+    /// The most events one invocation can have published and not deleted
+    /// at any moment, by design ([`design_window`]).
+    window: usize,
     /// The process each invocation ran in (tag → its sandbox's
     /// generation).
-    generations: Vec<BTreeMap<u64, u64>>,
+    generations: BTreeMap<u64, u64>,
 }
 
 /// The most events one invocation of `function` can have published and
@@ -384,78 +364,61 @@ fn window_of(calls: usize) -> usize {
     wave + (leftover + wave)
 }
 
-/// Each invocation of `function` (tag → Lambda deadline, work deadline,
-/// end), the work deadline as `outbox_engine::Deadline` computes
-/// it: the Lambda deadline less the function's `DEADLINE_MARGIN`, at most
-/// a quarter of the time the invocation had.
-fn deadlines(function: &Tagged) -> Vec<(u64, SystemTime, SystemTime, SystemTime)> {
+/// One function's deadlines, per invocation (tag).
+#[derive(Default)]
+struct Deadlines {
+    /// The work deadline, as `outbox_engine::Deadline` computes it: the
+    /// Lambda deadline less the function's `DEADLINE_MARGIN`, at most a
+    /// quarter of the time the invocation had.
+    work: BTreeMap<u64, SystemTime>,
+    /// The last moment to start a delete: the work deadline plus the
+    /// relay's `FINISH_GRACE`, never past 200 ms before the Lambda deadline.
+    delete: BTreeMap<u64, SystemTime>,
+    /// Invocations that ended at or after their work deadline: what was
+    /// left then was left undone.
+    out_of_time: BTreeSet<u64>,
+    /// Invocations that ended at or after their last moment to start a
+    /// delete: a delete or a hand-over they had still to make was refused
+    /// by their deadline before it was sent (`DeadlineReached`, no call in
+    /// the journal).
+    out_of_finishing_time: BTreeSet<u64>,
+}
+
+fn deadlines(function: &Tagged) -> Deadlines {
+    let mut out = Deadlines::default();
     let margin = match function.function.name() {
         "publisher" => publisher::DEADLINE_MARGIN,
         "sweeper" => sweeper::DEADLINE_MARGIN,
-        _ => return Vec::new(),
+        _ => return out,
     };
-    let started = function.started.lock().unwrap().clone();
-    function
-        .ends
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|(tag, (deadline, end))| {
-            let left = deadline.duration_since(*started.get(tag)?).ok()?;
-            Some((*tag, *deadline, *deadline - margin.min(left / 4), *end))
-        })
-        .collect()
-}
-
-/// When each invocation of `function` could last start a delete: its work
-/// deadline plus the relay's grace for deletes, never past 200 ms before
-/// the Lambda deadline.
-fn delete_deadlines(function: &Tagged) -> BTreeMap<u64, SystemTime> {
-    deadlines(function)
-        .into_iter()
-        .map(|(tag, deadline, work, _)| {
-            let hard = deadline - std::time::Duration::from_millis(200);
-            (tag, (work + outbox_engine::FINISH_GRACE).min(hard))
-        })
-        .collect()
-}
-
-/// The invocations of `function` that ended at or after their last moment
-/// to start a delete ([`delete_deadlines`]).
-fn out_of_finishing_time(function: &Tagged) -> BTreeSet<u64> {
-    let ends: BTreeMap<u64, SystemTime> = deadlines(function)
-        .into_iter()
-        .map(|(tag, _, _, end)| (tag, end))
-        .collect();
-    delete_deadlines(function)
-        .into_iter()
-        .filter(|(tag, finish)| ends.get(tag).is_some_and(|end| end >= finish))
-        .map(|(tag, _)| tag)
-        .collect()
-}
-
-/// The invocations of `function` that ended at or after their work
-/// deadline.
-fn out_of_time(function: &Tagged) -> BTreeSet<u64> {
-    deadlines(function)
-        .into_iter()
-        .filter(|(_, _, work, end)| end >= work)
-        .map(|(tag, ..)| tag)
-        .collect()
+    let started = snapshot(&function.started);
+    for (tag, (deadline, end)) in snapshot(&function.ends) {
+        let Some(left) = started
+            .get(&tag)
+            .and_then(|s| deadline.duration_since(*s).ok())
+        else {
+            continue;
+        };
+        let work = deadline - margin.min(left / 4);
+        let hard = deadline - std::time::Duration::from_millis(200);
+        let delete = (work + outbox_engine::FINISH_GRACE).min(hard);
+        if end >= work {
+            out.out_of_time.insert(tag);
+        }
+        if end >= delete {
+            out.out_of_finishing_time.insert(tag);
+        }
+        out.work.insert(tag, work);
+        out.delete.insert(tag, delete);
+    }
+    out
 }
 
 impl Histories<'_> {
-    fn kind_of(&self, function: usize, call: &Call) -> String {
-        label(
-            self.names[function],
-            &call.operation,
-            call.fault.as_ref().unwrap_or(&Fault::Pass),
-        )
-    }
-
     /// Events the invocation `tag` sent, up to call `upto` (all: `None`).
     fn sent(&self, function: usize, tag: u64, upto: Option<usize>) -> usize {
-        self.journals[function]
+        self.of[function]
+            .journal
             .iter()
             .enumerate()
             .filter(|(i, c)| c.tag == tag && upto.is_none_or(|u| *i <= u))
@@ -466,7 +429,7 @@ impl Histories<'_> {
     /// Whether the answer of invocation `tag` of `function` reported
     /// `event`'s record, or one before it in the batch, as failed.
     fn redelivers(&self, function: usize, tag: u64, event: &str) -> bool {
-        self.batches[function].get(&tag).is_some_and(|batch| {
+        self.of[function].batches.get(&tag).is_some_and(|batch| {
             matches!((batch.reported_at(), batch.position(event)), (Some(q), Some(p)) if q <= p)
         })
     }
@@ -474,7 +437,7 @@ impl Histories<'_> {
     /// Whether invocation `tag` of `function` was the first its process
     /// served (by its sandbox's generations; unknown: no).
     fn first_of_its_process(&self, function: usize, tag: u64) -> bool {
-        let generations = &self.generations[function];
+        let generations = &self.of[function].generations;
         generations.get(&tag).is_some_and(|generation| {
             generations
                 .range(..tag)
@@ -483,9 +446,9 @@ impl Histories<'_> {
     }
 
     fn fault(&self, function: usize, index: usize, bound: Bound) -> Cause {
-        let call = &self.journals[function][index];
+        let call = &self.of[function].journal[index];
         Cause {
-            kind: self.kind_of(function, call),
+            kind: kind(self.of[function].name, call),
             function,
             tag: call.tag,
             fault_call: Some(index),
@@ -498,21 +461,20 @@ impl Histories<'_> {
         }
     }
 
-    fn other(
-        &self,
-        kind: String,
-        function: usize,
-        tag: u64,
-        upto: Option<usize>,
-        bound: Bound,
-    ) -> Cause {
+    /// Call `index` of `function` took effect and its caller never heard:
+    /// its injected fault, or else the caller's own timeout or deadline.
+    fn lost_answer(&self, function: usize, index: usize) -> Cause {
+        let call = &self.of[function].journal[index];
+        if faulted(call) {
+            return self.fault(function, index, Bound::Call);
+        }
+        let kind = format!(
+            "{}: sink answer lost (the caller's timeout or deadline came first)",
+            self.of[function].name
+        );
         Cause {
-            kind,
-            function,
-            tag,
-            fault_call: None,
-            upto,
-            bound,
+            upto: Some(index),
+            ..other(kind, function, call.tag, Bound::Call)
         }
     }
 
@@ -522,18 +484,19 @@ impl Histories<'_> {
         let (f, tag) = (cause.function, cause.tag);
         match (cause.bound, cause.upto) {
             (Bound::Call, Some(i)) => {
-                let call = &self.journals[f][i];
+                let call = &self.of[f].journal[i];
                 call.delivered.len().max(call.deletes.len())
             }
-            (Bound::Stopped, upto) => self.sent(f, tag, upto).min(self.windows[f]),
+            (Bound::Stopped, upto) => self.sent(f, tag, upto).min(self.of[f].window),
             (Bound::Batch, _) => {
-                let published: HashSet<&str> = self.journals[f]
+                let published: HashSet<&str> = self.of[f]
+                    .journal
                     .iter()
                     .filter(|c| c.tag == tag && c.answered)
                     .flat_map(|c| c.delivered.iter().map(String::as_str))
                     .collect();
-                self.batches[f].get(&tag).map_or(0, |batch| {
-                    let from = if self.errors[f].contains_key(&tag) {
+                self.of[f].batches.get(&tag).map_or(0, |batch| {
+                    let from = if self.of[f].errors.contains_key(&tag) {
                         0
                     } else {
                         batch.reported_at().unwrap_or(batch.records.len())
@@ -552,8 +515,9 @@ impl Histories<'_> {
     /// `None` when nothing in the journals could have caused it.
     fn explain(&self, event: &str, first: &Forward, next: &Forward) -> Option<Cause> {
         let (f, tag) = (first.function, first.tag);
-        let journal = &self.journals[f];
-        let name = self.names[f];
+        // The functions of the two forwards.
+        let (of, next_of) = (&self.of[f], &self.of[next.function]);
+        let (journal, name, next_name) = (&of.journal, of.name, next_of.name);
         let later = || {
             journal
                 .iter()
@@ -561,25 +525,11 @@ impl Histories<'_> {
                 .skip(first.index + 1)
                 .filter(move |(_, c)| c.tag == tag)
         };
-        let faulted = |c: &Call| c.fault.as_ref().is_some_and(|x| *x != Fault::Pass);
         // 1. The sink call took effect and its caller never heard (an
         //    attempt timeout, the deadline, a SIGKILL after the call): the
         //    call is sent again, or its records come back.
-        let call = &journal[first.index];
-        if !call.answered {
-            return Some(if faulted(call) {
-                self.fault(f, first.index, Bound::Call)
-            } else {
-                self.other(
-                    format!(
-                        "{name}: sink answer lost (the caller's timeout or deadline came first)"
-                    ),
-                    f,
-                    tag,
-                    Some(first.index),
-                    Bound::Call,
-                )
-            });
+        if !journal[first.index].answered {
+            return Some(self.lost_answer(f, first.index));
         }
         // Every other cause ends the first invocation's part: the resend
         // must come from another invocation. An invocation that sends an
@@ -589,23 +539,9 @@ impl Histories<'_> {
         // can stand before the slow original it repeats: a pair in one
         // invocation is explained by whichever of its two calls lost its
         // answer.
-        if self.names[next.function] == name && next.tag == tag {
-            let resend = &self.journals[next.function][next.index];
-            return (!resend.answered).then(|| {
-                if faulted(resend) {
-                    self.fault(next.function, next.index, Bound::Call)
-                } else {
-                    self.other(
-                        format!(
-                            "{name}: sink answer lost (the caller's timeout or deadline came first)"
-                        ),
-                        next.function,
-                        tag,
-                        Some(next.index),
-                        Bound::Call,
-                    )
-                }
-            });
+        if next_name == name && next.tag == tag {
+            let resend = &next_of.journal[next.index];
+            return (!resend.answered).then(|| self.lost_answer(next.function, next.index));
         }
         let deleted = later().find(|(_, c)| c.deleted.iter().any(|d| d == event));
         let Some((_, delete)) = deleted else {
@@ -650,21 +586,23 @@ impl Histories<'_> {
             // none then.
             let cut = || {
                 let latest = later().map(|(_, c)| c.at).fold(first.at, SystemTime::max);
-                let work = self.work_deadlines[f].get(&tag);
+                let work = of.deadlines.work.get(&tag);
                 later().any(|(_, c)| {
                     !c.answered
                         && !faulted(c)
                         && (c.reached || work.is_some_and(|work| c.at >= *work))
-                }) || self.delete_deadlines[f]
+                }) || of
+                    .deadlines
+                    .delete
                     .get(&tag)
                     .is_some_and(|last| latest >= *last)
             };
-            let stopped = match self.errors[f].get(&tag) {
+            let stopped = match of.errors.get(&tag) {
                 Some(error) => Some(format!(
                     "{name}: invocation failed before its deletes ({})",
                     error.kind()
                 )),
-                None if self.out_of_time[f].contains(&tag) && cut() => Some(format!(
+                None if of.deadlines.out_of_time.contains(&tag) && cut() => Some(format!(
                     "{name}: the deadline cut a call before its deletes"
                 )),
                 None => None,
@@ -675,14 +613,13 @@ impl Histories<'_> {
                     .position(|c| c.tag == tag && c.fault == Some(Fault::Hang));
                 return Some(match hang {
                     Some(i) => self.fault(f, i, Bound::Stopped),
-                    None => self.other(kind, f, tag, None, Bound::Stopped),
+                    None => other(kind, f, tag, Bound::Stopped),
                 });
             }
             return None;
         };
         // The item was deleted after it was published: the next forward
         // came from something that did not need the item.
-        let next_name = self.names[next.function];
         // 6. Lambda delivered the record again: the invocation reported
         //    this record, or one before it in its batch, as failed (or
         //    failed as a whole), and the redelivered batch went to another
@@ -693,10 +630,10 @@ impl Histories<'_> {
         //    invocation checks its batch whatever it is, and finds a
         //    deleted item gone: its resend is explained only when its
         //    journal shows that check's read met a fault.
-        let other_process = next.function != f
-            || self.generations[f].get(&tag) != self.generations[f].get(&next.tag);
+        let other_process =
+            next.function != f || of.generations.get(&tag) != of.generations.get(&next.tag);
         let checked = self.first_of_its_process(next.function, next.tag)
-            && !self.journals[next.function].iter().any(|c| {
+            && !next_of.journal.iter().any(|c| {
                 c.tag == next.tag
                     && matches!(c.operation.as_str(), "BatchGetItem" | "Query")
                     && faulted(c)
@@ -706,49 +643,34 @@ impl Histories<'_> {
             && next.tag > tag
             && other_process
             && !checked
-            && (self.errors[f].contains_key(&tag) || self.redelivers(f, tag, event))
+            && (of.errors.contains_key(&tag) || self.redelivers(f, tag, event))
         {
             let reason = journal
                 .iter()
-                .enumerate()
-                .filter(|(_, c)| c.tag == tag && faulted(c))
-                .max_by_key(|(_, c)| c.fault.as_ref().map_or(0, severity))
-                .map(|(_, c)| self.kind_of(f, c))
+                .filter(|c| c.tag == tag && faulted(c))
+                .max_by_key(|c| c.fault.as_ref().map_or(0, severity))
+                .map(|c| kind(name, c))
                 .unwrap_or_else(|| "a reported failure".to_owned());
-            return Some(self.other(
-                format!("publisher: batch delivered again after {reason}"),
-                f,
-                tag,
-                None,
-                Bound::Batch,
-            ));
+            let kind = format!("publisher: batch delivered again after {reason}");
+            return Some(other(kind, f, tag, Bound::Batch));
         }
         // 7. The sweeper published it before the stream delivered its
         //    insert (an event handed to it: held, or a failed delete): the mapping
         //    delivers every record, whatever the table holds.
         if name == "sweeper" && next_name == "publisher" {
-            return Some(self.other(
-                "sweeper published ahead of the stream".to_owned(),
-                f,
-                tag,
-                None,
-                Bound::Invocation,
-            ));
+            let kind = "sweeper published ahead of the stream";
+            return Some(other(kind, f, tag, Bound::Invocation));
         }
         // 8. The sweep that sent it again had started (and read its page)
         //    before the delete reached the table.
         if next_name == "sweeper"
-            && self.started[next.function]
+            && next_of
+                .started
                 .get(&next.tag)
                 .is_some_and(|start| *start < delete.at)
         {
-            return Some(self.other(
-                "sweeper read the item before its delete reached the table".to_owned(),
-                next.function,
-                next.tag,
-                None,
-                Bound::Invocation,
-            ));
+            let kind = "sweeper read the item before its delete reached the table";
+            return Some(other(kind, next.function, next.tag, Bound::Invocation));
         }
         None
     }

@@ -37,15 +37,6 @@ pub(super) async fn read_subscriber(
         }
     }
     let _stopped = Stopped(&gate);
-    read_all(sqs, queue_url, reading, &gate).await
-}
-
-async fn read_all(
-    sqs: aws_sdk_sqs::Client,
-    queue_url: String,
-    reading: Arc<AtomicBool>,
-    gate: &SinkGate,
-) -> Result<Vec<Value>, String> {
     // A patient client: on a loaded machine a receive can take longer than
     // the functions' 12 s operation timeout (two 20,000-order chaos runs
     // lost their whole reading to one such timeout, seen only at the end).

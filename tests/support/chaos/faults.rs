@@ -2,9 +2,10 @@
 //! labels and severity of fault kinds, and invocations tagged on their
 //! proxy so that the journal says which invocation made a call.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
@@ -12,11 +13,37 @@ use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventR
 use devkit::Invoker;
 
 use crate::lambda::{FunctionError, LambdaFunction};
-use crate::proxy::{Fault, FaultProxy, Sabotage};
+use crate::proxy::{Call, Fault, FaultProxy, Sabotage};
+
+/// Whether `call` met a fault (one that did something).
+pub(super) fn faulted(call: &Call) -> bool {
+    call.fault.as_ref().is_some_and(|f| *f != Fault::Pass)
+}
+
+/// The fault kind of a journaled call of `function`.
+pub(super) fn kind(function: &str, call: &Call) -> String {
+    label(
+        function,
+        &call.operation,
+        call.fault.as_ref().unwrap_or(&Fault::Pass),
+    )
+}
+
+fn is_sink(operation: &str) -> bool {
+    matches!(operation, "PutEvents" | "PublishBatch")
+}
+
+/// The event id of an outbox record's keys (`SK` `OUTBOX#<id>`).
+pub(super) fn event_id(keys: &serde_dynamo::Item) -> Option<String> {
+    match keys.get("SK") {
+        Some(serde_dynamo::AttributeValue::S(sk)) => sk.strip_prefix("OUTBOX#").map(str::to_owned),
+        _ => None,
+    }
+}
 
 /// A fault kind, as the tables name it.
-pub(super) fn label(function: &str, operation: &str, fault: &Fault) -> String {
-    let sink = matches!(operation, "PutEvents" | "PublishBatch");
+fn label(function: &str, operation: &str, fault: &Fault) -> String {
+    let sink = is_sink(operation);
     let what = match fault {
         Fault::Throttle => "throttled",
         Fault::ServerError => "5xx",
@@ -68,7 +95,7 @@ pub(super) struct Schedule {
     /// operation (`"sink"` for the sink calls, `"deletes"` for the deletes,
     /// `BatchWriteItem` or `DeleteItem`), so that a short run meets
     /// every kind.
-    pub(super) script: HashMap<&'static str, std::collections::VecDeque<Fault>>,
+    pub(super) script: HashMap<&'static str, VecDeque<Fault>>,
     pub(super) calls: HashMap<String, u32>,
     /// (operation, fault, calls left, the invocation it belongs to): only
     /// that invocation's calls continue it (the SDK's retries of its call;
@@ -95,7 +122,7 @@ impl Schedule {
         sweeper: bool,
     ) -> Option<Fault> {
         self.tag = tag;
-        let sink = matches!(operation, "PutEvents" | "PublishBatch");
+        let sink = is_sink(operation);
         if sink {
             if let Some((from, to)) = self.outage {
                 if (from..to).contains(&tag) {
@@ -120,7 +147,7 @@ impl Schedule {
             return None;
         }
         let fault = match operation {
-            "PutEvents" | "PublishBatch" => match self.rng.u32(0..7) {
+            _ if sink => match self.rng.u32(0..7) {
                 0 => Fault::Throttle,
                 1 => self.burst(operation, Fault::ServerError),
                 2 => Fault::Reset,
@@ -240,50 +267,49 @@ impl Schedule {
         }
     }
 
-    /// A writer's transactions: committed then killed, killed before,
-    /// throttled, 5xx.
-    pub(super) fn scripted_writer(mut self) -> Self {
-        self.script.insert(
-            "TransactWriteItems",
-            [
-                Fault::Crash { forward: true },
-                Fault::Crash { forward: false },
-                Fault::Throttle,
-                Fault::ServerError,
-            ]
-            .into(),
-        );
-        self
-    }
-
-    /// Every fault kind once, early.
-    pub(super) fn scripted(mut self, sweeper: bool) -> Self {
+    /// Every fault kind once, early, on `function`'s calls (`on`; else
+    /// only the rate's faults). A writer's transactions: committed then
+    /// killed, killed before, throttled, 5xx.
+    pub(super) fn scripted(mut self, function: &str, on: bool) -> Self {
         let crash = |forward| Fault::Crash { forward };
-        if sweeper {
-            // The sweeper makes few calls: its faults apply to the first.
-            self.script_every = 1;
-            self.script.insert("Query", [crash(false)].into());
-            self.script.insert("sink", [crash(true)].into());
-        } else {
-            self.script.insert(
-                "sink",
-                [
-                    Fault::FailEntries(vec![0, 2]),
-                    crash(false),
-                    Fault::Hang,
+        match function {
+            _ if !on => {}
+            "writer" => {
+                let faults = [
                     crash(true),
-                    Fault::ServerError,
-                    Fault::Reset,
+                    crash(false),
                     Fault::Throttle,
-                ]
-                .into(),
-            );
-            self.script.insert(
-                "deletes",
-                [crash(false), Fault::ServerError, crash(true)].into(),
-            );
-            self.script
-                .insert("UpdateItem", [Fault::ServerError].into());
+                    Fault::ServerError,
+                ];
+                self.script.insert("TransactWriteItems", faults.into());
+            }
+            "sweeper" => {
+                // The sweeper makes few calls: its faults apply to the first.
+                self.script_every = 1;
+                self.script.insert("Query", [crash(false)].into());
+                self.script.insert("sink", [crash(true)].into());
+            }
+            _ => {
+                self.script.insert(
+                    "sink",
+                    [
+                        Fault::FailEntries(vec![0, 2]),
+                        crash(false),
+                        Fault::Hang,
+                        crash(true),
+                        Fault::ServerError,
+                        Fault::Reset,
+                        Fault::Throttle,
+                    ]
+                    .into(),
+                );
+                self.script.insert(
+                    "deletes",
+                    [crash(false), Fault::ServerError, crash(true)].into(),
+                );
+                self.script
+                    .insert("UpdateItem", [Fault::ServerError].into());
+            }
         }
         self
     }
@@ -327,17 +353,17 @@ pub(super) struct Tagged {
     /// Invocations that ended in a function error (tag → error).
     pub(super) errors: Mutex<BTreeMap<u64, FunctionError>>,
     /// When each invocation started (tag → time).
-    pub(super) started: Mutex<BTreeMap<u64, std::time::SystemTime>>,
+    pub(super) started: Mutex<BTreeMap<u64, SystemTime>>,
     /// The stream batch each publisher invocation was given, and the
     /// record its answer reported failed (`batchItemFailures`): Lambda
     /// delivers that record and every one after it again (tag → batch).
     pub(super) batches: Mutex<BTreeMap<u64, Batch>>,
     /// [`Sabotage::ReportFirstRecord`]: the batches (by their first
     /// sequence number) whose answer it rewrote, once each.
-    rewritten: Mutex<std::collections::HashSet<String>>,
+    rewritten: Mutex<HashSet<String>>,
     /// Each invocation's deadline and when its answer (or failure) came
     /// (tag → (deadline, end)).
-    pub(super) ends: Mutex<BTreeMap<u64, (std::time::SystemTime, std::time::SystemTime)>>,
+    pub(super) ends: Mutex<BTreeMap<u64, (SystemTime, SystemTime)>>,
     /// The process each invocation ran in, by the sandbox's cold-start
     /// count (tag → generation): a killed process's successor in the same
     /// sandbox has seen none of its batches.
@@ -345,17 +371,18 @@ pub(super) struct Tagged {
     /// The sweeper's invocations by the OnFailure queue (an SQS event), as
     /// against its scheduled ones: what "handled by the OnFailure path"
     /// is judged on.
-    pub(super) on_failure: Mutex<std::collections::BTreeSet<u64>>,
+    pub(super) on_failure: Mutex<BTreeSet<u64>>,
+}
+
+/// A copy of what `record` holds (one of [`Tagged`]'s records).
+pub(super) fn snapshot<T: Clone>(record: &Mutex<T>) -> T {
+    record.lock().unwrap().clone()
 }
 
 impl Tagged {
-    pub(super) fn new(function: LambdaFunction, proxy: Arc<FaultProxy>) -> Self {
-        Self::counting(function, proxy, Arc::new(AtomicU64::new(1)))
-    }
-
-    /// Its invocations tagged from `next_tag`, which other sandboxes of the
-    /// function share.
-    pub(super) fn counting(
+    /// Its invocations tagged from `next_tag` (1 for the first), which
+    /// other sandboxes of the function may share.
+    pub(super) fn new(
         function: LambdaFunction,
         proxy: Arc<FaultProxy>,
         next_tag: Arc<AtomicU64>,
@@ -383,10 +410,7 @@ impl Tagged {
 
     pub(super) async fn call(&self, payload: &[u8]) -> Result<Vec<u8>, FunctionError> {
         let tag = self.next_tag.fetch_add(1, Ordering::SeqCst);
-        self.started
-            .lock()
-            .unwrap()
-            .insert(tag, std::time::SystemTime::now());
+        self.started.lock().unwrap().insert(tag, SystemTime::now());
         let batch = Batch::of(payload);
         let sqs = serde_json::from_slice::<SqsEvent>(payload).is_ok_and(|e| {
             !e.records.is_empty()
@@ -405,10 +429,10 @@ impl Tagged {
         if self.proxy.sabotaged() == Some(Sabotage::DeferDeletes) {
             self.proxy.end_deferred(tag, outcome.is_ok()).await;
         }
-        self.ends.lock().unwrap().insert(
-            tag,
-            (self.function.last_deadline(), std::time::SystemTime::now()),
-        );
+        self.ends
+            .lock()
+            .unwrap()
+            .insert(tag, (self.function.last_deadline(), SystemTime::now()));
         self.generations
             .lock()
             .unwrap()
@@ -453,16 +477,7 @@ impl Batch {
         let records: Vec<(String, Option<String>)> = event
             .records
             .iter()
-            .filter_map(|r| {
-                let sequence = r.change.sequence_number.clone()?;
-                let id = match r.change.keys.get("SK") {
-                    Some(serde_dynamo::AttributeValue::S(sk)) => {
-                        sk.strip_prefix("OUTBOX#").map(str::to_owned)
-                    }
-                    _ => None,
-                };
-                Some((sequence, id))
-            })
+            .filter_map(|r| Some((r.change.sequence_number.clone()?, event_id(&r.change.keys))))
             .collect();
         (!records.is_empty()).then_some(Self {
             records,
@@ -544,9 +559,8 @@ impl Sandboxes {
     }
 
     /// Every sandbox's proxy journal, merged in arrival order.
-    pub(super) fn journal(&self) -> Vec<crate::proxy::Call> {
-        let mut calls: Vec<crate::proxy::Call> =
-            self.all.iter().flat_map(|t| t.proxy.journal()).collect();
+    pub(super) fn journal(&self) -> Vec<Call> {
+        let mut calls: Vec<Call> = self.all.iter().flat_map(|t| t.proxy.journal()).collect();
         calls.sort_by_key(|c| c.at);
         calls
     }
@@ -566,24 +580,10 @@ impl Sandboxes {
             .collect()
     }
 
-    pub(super) fn errors(&self) -> usize {
-        self.all
-            .iter()
-            .map(|t| t.errors.lock().unwrap().len())
-            .sum()
-    }
-
-    pub(super) fn cold_starts(&self) -> u64 {
-        self.all
-            .iter()
-            .map(|t| t.function.cold_starts.load(Ordering::SeqCst))
-            .sum()
-    }
-
     /// Invocations that ran while another one of the function ran (in
     /// another sandbox): the lanes of a shard at work at once.
     pub(super) fn overlapping(&self) -> usize {
-        let mut runs: Vec<(std::time::SystemTime, std::time::SystemTime)> = Vec::new();
+        let mut runs: Vec<(SystemTime, SystemTime)> = Vec::new();
         for sandbox in &self.all {
             let ends = sandbox.ends.lock().unwrap();
             for (tag, start) in sandbox.started.lock().unwrap().iter() {

@@ -13,6 +13,9 @@ use crate::proxy::FaultProxy;
 use super::faults::{Sandboxes, Schedule, Tagged};
 use super::ChaosConfig;
 
+/// A function's environment and timeout.
+pub(super) type Setup = (Vec<(String, String)>, Duration);
+
 /// `name`'s binary behind `proxy`; `sandbox` numbers its log when the
 /// function runs in several sandboxes at once.
 fn function(
@@ -20,7 +23,7 @@ fn function(
     (name, sandbox): (&str, Option<usize>),
     binary_path: &Path,
     proxy: &FaultProxy,
-    (env, timeout): (&[(String, String)], Duration),
+    (env, timeout): &Setup,
 ) -> LambdaFunction {
     let mut all = crate::lambda::loopback_env();
     all.extend(env.iter().cloned());
@@ -31,7 +34,7 @@ fn function(
         name: name.to_owned(),
         binary: binary_path.to_owned(),
         env: all,
-        timeout,
+        timeout: *timeout,
         log: config.log_dir.join(match sandbox {
             None => format!("{}-{}-{name}.log", config.seed, config.sink.name()),
             Some(n) => format!("{}-{}-{name}-{n}.log", config.seed, config.sink.name()),
@@ -41,28 +44,18 @@ fn function(
 
 /// The writers, `config.writers` of them: each its own proxy (a crash
 /// kills the writer that called), on a writer schedule of its own.
-pub(super) async fn writers(
-    config: &ChaosConfig,
-    binary: &Path,
-    env: (&[(String, String)], Duration),
-) -> Vec<Tagged> {
+pub(super) async fn writers(config: &ChaosConfig, binary: &Path, env: &Setup) -> Vec<Tagged> {
     let mut writers = Vec::new();
     for w in 0..config.writers {
         let proxy = Arc::new(FaultProxy::start().await);
-        let schedule = Schedule::new(
-            config.seed.wrapping_add(1000 + w as u64),
-            config.writer_fault_rate,
-        );
-        let schedule = Mutex::new(if config.scripted {
-            schedule.scripted_writer()
-        } else {
-            schedule
-        });
+        let seed = config.seed.wrapping_add(1000 + w as u64);
+        let schedule = Schedule::new(seed, config.writer_fault_rate);
+        let schedule = Mutex::new(schedule.scripted("writer", config.scripted));
         proxy.set_chooser(Box::new(move |op, _| {
             schedule.lock().ok()?.choose_writer(op)
         }));
         let f = function(config, (&format!("writer{w}"), None), binary, &proxy, env);
-        writers.push(Tagged::new(f, proxy));
+        writers.push(Tagged::new(f, proxy, Arc::new(AtomicU64::new(1))));
     }
     writers
 }
@@ -74,7 +67,7 @@ pub(super) async fn publishers(
     config: &ChaosConfig,
     lanes: usize,
     binary: &Path,
-    env: (&[(String, String)], Duration),
+    env: &Setup,
     schedule: &Arc<Mutex<Schedule>>,
 ) -> Sandboxes {
     let tags = Arc::new(AtomicU64::new(1));
@@ -95,7 +88,7 @@ pub(super) async fn publishers(
             &proxy,
             env,
         );
-        sandboxes.push(Tagged::counting(f, proxy, tags.clone()));
+        sandboxes.push(Tagged::new(f, proxy, tags.clone()));
     }
     Sandboxes::new(sandboxes)
 }
@@ -104,7 +97,7 @@ pub(super) async fn publishers(
 pub(super) async fn sweeper(
     config: &ChaosConfig,
     binary: &Path,
-    env: (&[(String, String)], Duration),
+    env: &Setup,
     schedule: Schedule,
 ) -> Tagged {
     let proxy = Arc::new(FaultProxy::start().await);
@@ -120,5 +113,5 @@ pub(super) async fn sweeper(
     // delete, a held event, a backoff), and what the mapping gave up on is
     // the OnFailure path's alone (the verdict checks it published it).
     let f = function(config, ("sweeper", None), binary, &proxy, env);
-    Tagged::new(f, proxy)
+    Tagged::new(f, proxy, Arc::new(AtomicU64::new(1)))
 }

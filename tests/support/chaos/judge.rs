@@ -10,83 +10,75 @@ use outbox_core::keys::attr as keys;
 use serde_json::Value;
 
 use crate::proxy::{Call, Fault};
-use crate::Stack;
+use crate::{Item, Stack};
 
-use super::attribution::attribute;
+use super::attribution::{attribute, Histories};
 use super::delivery::{in_delivery_order, inversions, received};
-use super::faults::{label, Tagged};
+use super::faults::{event_id, kind};
 use super::table::{attr, is_outbox, order_versions, pending_state};
 use super::verdict::Verdict;
 use super::workload::Outcome;
 use super::ChaosConfig;
 
 /// OnFailure handled means handled: every event of a batch the mapping gave
-/// up on (`given_up`) that had not gone out before the give-up must first
-/// go out in an invocation of the sweeper by the OnFailure queue (its SQS
-/// message, [`Tagged::on_failure`]), or end dead-lettered, or go out in a
-/// scheduled sweep after its journal shows the event handed to the
-/// schedule ([`Call::hands_over`], a write that took effect) by an
-/// OnFailure invocation (a failed attempt, a hold: the design's "left to
-/// the scheduled sweep") or by a publisher invocation that started before
-/// the give-up; or, with strict ordering (`strict`), go out in a scheduled
-/// sweep that released it (sent it, or handed it over after a failed
-/// attempt) behind an older event of its aggregate it had sent
-/// ([`released_behind`]: the release of the events behind a published
-/// one); never left for the day-long threshold, and never published by a
-/// scheduled sweep that nothing handed it to. Counts the events that did not into
+/// up on (`given_up`) must be handled by the OnFailure path ([`missed_by`]
+/// states what counts), or, with strict ordering (`strict`), go out in a
+/// scheduled sweep that released it behind an older event of its aggregate
+/// ([`released_behind`]). Counts the events that were not into
 /// `verdict.on_failure_missed`, with examples. A batch's events are known
 /// by its records' sequence numbers, from the publisher's batches (the
 /// mapping gives up on a batch after invoking it).
-pub(super) async fn judge_on_failure(
+pub(super) fn judge_on_failure(
     verdict: &mut Verdict,
-    stack: &Stack,
-    functions: &[&Tagged],
+    items: &[Item],
+    history: &Histories<'_>,
     given_up: &[devkit::GivenUp],
     events: &HashMap<String, (String, u64)>,
     strict: bool,
 ) {
     verdict.on_failure_given_up = given_up.len();
-    let mut ids: HashMap<String, String> = HashMap::new();
-    for function in functions {
-        for batch in function.batches.lock().unwrap().values() {
-            for (sequence, id) in &batch.records {
-                if let Some(id) = id {
-                    ids.insert(sequence.clone(), id.clone());
+    let ids: HashMap<&str, &str> = history
+        .of
+        .iter()
+        .flat_map(|h| h.batches.values().flat_map(|b| &b.records))
+        .filter_map(|(sequence, id)| Some((sequence.as_str(), id.as_deref()?)))
+        .collect();
+    let forwards = history.forwards();
+    // Each sweeper invocation's sends, in journal order (each event's
+    // first); and each event's hand-overs to the schedule that took effect
+    // (when, and who wrote it: an OnFailure invocation, the publisher, a
+    // scheduled sweep).
+    let mut sweeper_sends: HashMap<u64, Vec<(SystemTime, &str)>> = HashMap::new();
+    let mut sent_in: HashSet<(u64, &str)> = HashSet::new();
+    let mut handed: HashMap<&str, Vec<(SystemTime, Handed)>> = HashMap::new();
+    for function in &history.of {
+        for call in &function.journal {
+            for id in call.delivered.iter().filter(|_| function.name == "sweeper") {
+                if sent_in.insert((call.tag, id.as_str())) {
+                    let sends = sweeper_sends.entry(call.tag).or_default();
+                    sends.push((call.at, id.as_str()));
+                }
+            }
+            let by = match function.name {
+                // When its invocation started: a call is journaled when its
+                // answer comes, which for an invocation cut at its deadline
+                // (or killed) while the call was in flight can be after the
+                // pump gave the batch up.
+                "publisher" => Handed::Publisher {
+                    started: function.started.get(&call.tag).copied().unwrap_or(call.at),
+                },
+                "sweeper" if function.on_failure.contains(&call.tag) => Handed::OnFailure,
+                "sweeper" => Handed::Schedule { tag: call.tag },
+                _ => continue,
+            };
+            if took_effect(call) {
+                for id in &call.hands_over {
+                    handed.entry(id.as_str()).or_default().push((call.at, by));
                 }
             }
         }
     }
-    // Each event's first forward: when, and by which invocation.
-    let mut first: HashMap<String, (SystemTime, usize, u64)> = HashMap::new();
-    for (f, function) in functions.iter().enumerate() {
-        for call in function.proxy.journal() {
-            for id in call.delivered {
-                let entry = first.entry(id).or_insert((call.at, f, call.tag));
-                if call.at < entry.0 {
-                    *entry = (call.at, f, call.tag);
-                }
-            }
-        }
-    }
-    // Each sweeper invocation's sends, in journal order: each event's
-    // first.
-    let mut sweeper_sends: HashMap<u64, Vec<(SystemTime, String)>> = HashMap::new();
-    let mut sent_in: HashSet<(u64, String)> = HashSet::new();
-    for function in functions.iter().filter(|f| f.function.name() == "sweeper") {
-        for call in function.proxy.journal() {
-            for id in call.delivered {
-                if sent_in.insert((call.tag, id.clone())) {
-                    sweeper_sends
-                        .entry(call.tag)
-                        .or_default()
-                        .push((call.at, id));
-                }
-            }
-        }
-    }
-    let dead: HashSet<String> = stack
-        .items()
-        .await
+    let dead: HashSet<String> = items
         .iter()
         .filter(|i| is_outbox(i) && i.contains_key(keys::DEAD_LETTERED_AT))
         .filter_map(|i| {
@@ -95,58 +87,24 @@ pub(super) async fn judge_on_failure(
                 .map(str::to_owned)
         })
         .collect();
-    // Each event's hand-overs to the schedule that took effect: when, and
-    // who wrote it (an OnFailure invocation, the publisher, a scheduled
-    // sweep).
-    let mut handed: HashMap<String, Vec<(SystemTime, Handed)>> = HashMap::new();
-    for function in functions {
-        let name = function.function.name();
-        let by_queue = function.on_failure.lock().unwrap().clone();
-        let started = function.started.lock().unwrap().clone();
-        for call in function.proxy.journal() {
-            let by = match name {
-                // When its invocation started: a call is journaled when its
-                // answer comes, which for an invocation cut at its deadline
-                // (or killed) while the call was in flight can be after the
-                // pump gave the batch up.
-                "publisher" => Handed::Publisher {
-                    started: started.get(&call.tag).copied().unwrap_or(call.at),
-                },
-                "sweeper" if by_queue.contains(&call.tag) => Handed::OnFailure,
-                "sweeper" => Handed::Schedule { tag: call.tag },
-                _ => continue,
-            };
-            if !took_effect(&call) {
-                continue;
-            }
-            for id in call.hands_over {
-                handed.entry(id).or_default().push((call.at, by));
-            }
-        }
-    }
     for window in given_up {
         // Each record's event id: from the batch the publisher got, or from
         // the record's own key (a record the publisher never got).
-        let from_keys = window.keys.iter().map(|keys| match keys.get("SK") {
-            Some(serde_dynamo::AttributeValue::S(sk)) => {
-                sk.strip_prefix("OUTBOX#").map(str::to_owned)
-            }
-            _ => None,
-        });
         let records: Vec<Option<String>> = window
             .sequence_numbers
             .iter()
-            .zip(from_keys)
-            .map(|(sequence, key)| ids.get(sequence).cloned().or(key))
+            .zip(window.keys.iter().map(event_id))
+            .map(|(sequence, key)| ids.get(sequence.as_str()).map(|id| id.to_string()).or(key))
             .collect();
         for id in records.iter().flatten() {
-            let first_send = first.get(id).map(|(at, f, tag)| FirstSend {
-                at: *at,
-                function: functions[*f].function.name(),
-                tag: *tag,
-                by_queue: functions[*f].on_failure.lock().unwrap().contains(tag),
+            let first = forwards.get(id.as_str()).map(|list| &list[0]);
+            let first_send = first.map(|f| FirstSend {
+                at: f.at,
+                function: history.of[f.function].name,
+                tag: f.tag,
+                by_queue: history.of[f.function].on_failure.contains(&f.tag),
             });
-            let hand_overs = handed.get(id).map_or(&[][..], Vec::as_slice);
+            let hand_overs = handed.get(id.as_str()).map_or(&[][..], Vec::as_slice);
             let Some(by) = missed_by(first_send, dead.contains(id), hand_overs, window.at) else {
                 continue;
             };
@@ -154,29 +112,22 @@ pub(super) async fn judge_on_failure(
             // when a scheduled sweep released the event behind an older one
             // of its aggregate it had sent: the sweep of that first send,
             // or one that handed it over (a failed attempt) before it.
-            if let (true, Some(&(at, f, tag))) = (strict, first.get(id)) {
-                let sends_of = |tag: u64| -> Vec<(SystemTime, &str)> {
-                    sweeper_sends
-                        .get(&tag)
-                        .map_or(&[][..], Vec::as_slice)
-                        .iter()
-                        .map(|(at, id)| (*at, id.as_str()))
-                        .collect()
-                };
+            if let (true, Some(first)) = (strict, first) {
                 let handed_at = |event: &str| -> Vec<SystemTime> {
                     handed
                         .get(event)
                         .map(|h| h.iter().map(|(at, _)| *at).collect())
                         .unwrap_or_default()
                 };
-                let mut moments = vec![(at, tag)];
+                let mut moments = vec![(first.at, first.tag)];
                 moments.extend(hand_overs.iter().filter_map(|(h, by)| match by {
-                    Handed::Schedule { tag } if *h <= at => Some((*h, *tag)),
+                    Handed::Schedule { tag } if *h <= first.at => Some((*h, *tag)),
                     _ => None,
                 }));
-                let released = functions[f].function.name() == "sweeper"
+                let released = history.of[first.function].name == "sweeper"
                     && moments.into_iter().any(|(moment, tag)| {
-                        released_behind(id, moment, &sends_of(tag), events, &handed_at).is_some()
+                        let sends = sweeper_sends.get(&tag).map_or(&[][..], Vec::as_slice);
+                        released_behind(id, moment, sends, events, &handed_at).is_some()
                     });
                 if released {
                     continue;
@@ -204,7 +155,7 @@ pub(super) async fn judge_on_failure(
                     format!("{who} {}", offset(*t))
                 })
                 .collect();
-            let sent = first.get(id).map_or(String::new(), |(t, _, _)| offset(*t));
+            let sent = first.map_or(String::new(), |f| offset(f.at));
             verdict.on_failure_missed += 1;
             verdict.examples.push(format!(
                 "OnFailure: {id} ({about}) of a given-up batch was first sent by {by} {sent}; its hand-overs (times from the give-up): [{}]",
@@ -243,9 +194,11 @@ struct FirstSend<'a> {
 /// What did the OnFailure path's work for an event of a window given up at
 /// `given_up_at`, when the path did not (`None`: handled). Handled: it went
 /// out before the give-up; or first in a sweeper invocation by the
-/// OnFailure queue; or never, and it is `dead` (dead-lettered); or first in
-/// a scheduled sweep after one of its `hand_overs` to the schedule (which
-/// took effect before that send) by an OnFailure invocation, or by a
+/// OnFailure queue (its SQS message, `Tagged::on_failure`); or never, and
+/// it is `dead` (dead-lettered); or first in a scheduled sweep after one of
+/// its `hand_overs` to the schedule ([`Call::hands_over`], a write that
+/// took effect before that send) by an OnFailure invocation (a failed
+/// attempt, a hold: the design's "left to the scheduled sweep"), or by a
 /// publisher invocation that started before the give-up (the only ones
 /// that had its record). A scheduled sweep that nothing handed the
 /// event to did the OnFailure path's work: with the template's day-long
@@ -321,13 +274,13 @@ fn took_effect(call: &Call) -> bool {
 }
 
 /// The verdict, from the table and the subscriber queue's `messages` (in
-/// arrival order); duplicates are
-/// attributed from the proxies' journals.
+/// arrival order); duplicates are attributed from the proxies' journals.
 pub(super) async fn judge(
     config: &ChaosConfig,
     stack: &Stack,
+    items: &[Item],
     messages: Vec<Value>,
-    functions: &[&Tagged],
+    history: &Histories<'_>,
 ) -> Result<Verdict, String> {
     let mut verdict = Verdict {
         seed: config.seed,
@@ -337,44 +290,30 @@ pub(super) async fn judge(
         ..Verdict::default()
     };
     // Committed: every version of every order in the table.
-    let items = stack.items().await;
-    let mut committed: HashSet<(String, u64)> = HashSet::new();
+    let committed: HashSet<(String, u64)> = order_versions(items)
+        .into_iter()
+        .flat_map(|(id, version)| (1..=version).map(move |v| (id.clone(), v)))
+        .collect();
+    // Still in the table (pending or dead-lettered): an event not delivered
+    // must be one of these.
     let mut in_table: HashSet<(String, u64)> = HashSet::new();
-    for item in &items {
-        if attr(item, "SK") == Some("META")
-            && attr(item, "PK").is_some_and(|p| p.starts_with("ORDER#"))
-        {
-            let id = attr(item, "PK")
-                .unwrap_or("")
-                .trim_start_matches("ORDER#")
-                .to_owned();
-            let version: u64 = attr(item, "version")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            for v in 1..=version {
-                committed.insert((id.clone(), v));
-            }
+    for item in items.iter().filter(|i| is_outbox(i)) {
+        if let (Some(aggregate), Some(version)) = (
+            attr(item, "PK").and_then(|p| p.strip_prefix("ORDER#")),
+            attr(item, keys::AGGREGATE_VERSION).and_then(|v| v.parse::<u64>().ok()),
+        ) {
+            in_table.insert((aggregate.to_owned(), version));
         }
-        if is_outbox(item) {
-            // Still in the table (pending or dead-lettered): an event not
-            // delivered must be one of these.
-            if let (Some(aggregate), Some(version)) = (
-                attr(item, "PK").and_then(|p| p.strip_prefix("ORDER#")),
-                attr(item, keys::AGGREGATE_VERSION).and_then(|v| v.parse::<u64>().ok()),
-            ) {
-                in_table.insert((aggregate.to_owned(), version));
+        if item.contains_key(keys::DEAD_LETTERED_AT) {
+            verdict.dead_letters += 1;
+            if attr(item, keys::DEAD_LETTER_REASON).is_none_or(|r| r.is_empty()) {
+                verdict.dead_letters_without_reason += 1;
             }
-            if item.contains_key(keys::DEAD_LETTERED_AT) {
-                verdict.dead_letters += 1;
-                if attr(item, keys::DEAD_LETTER_REASON).is_none_or(|r| r.is_empty()) {
-                    verdict.dead_letters_without_reason += 1;
-                }
-            } else {
-                verdict.left_pending += 1;
-                verdict
-                    .examples
-                    .push(format!("left pending: {}", pending_state(item)));
-            }
+        } else {
+            verdict.left_pending += 1;
+            verdict
+                .examples
+                .push(format!("left pending: {}", pending_state(item)));
         }
     }
     verdict.committed = committed.len();
@@ -411,10 +350,6 @@ pub(super) async fn judge(
             .insert(r.event_id.clone());
     }
     verdict.delivered_distinct = deliveries.len();
-    verdict.lost = committed
-        .iter()
-        .filter(|k| !ids_of.contains_key(*k))
-        .count();
     for (key, ids) in &ids_of {
         if !committed.contains(key) {
             verdict.ghosts += 1;
@@ -428,15 +363,13 @@ pub(super) async fn judge(
         .iter()
         .filter(|k| !ids_of.contains_key(*k))
         .collect();
-    verdict.lost_and_gone = undelivered
+    let gone: Vec<&&(String, u64)> = undelivered
         .iter()
         .filter(|k| !in_table.contains(**k))
-        .count();
-    for key in undelivered
-        .iter()
-        .filter(|k| !in_table.contains(**k))
-        .take(20)
-    {
+        .collect();
+    verdict.lost = undelivered.len();
+    verdict.lost_and_gone = gone.len();
+    for key in gone.iter().take(20) {
         verdict
             .examples
             .push(format!("lost and gone from the table: {key:?}"));
@@ -447,7 +380,7 @@ pub(super) async fn judge(
     verdict.identity_changes = ids_of.values().filter(|ids| ids.len() > 1).count();
     verdict.duplicates = deliveries.values().map(|n| n - 1).sum();
 
-    attribute(&mut verdict, functions, &deliveries);
+    attribute(&mut verdict, history, &deliveries);
     Ok(verdict)
 }
 
@@ -456,21 +389,20 @@ pub(super) async fn judge(
 /// (`requested`) against the table: what it acknowledged must be there,
 /// and the table holds no order it did not acknowledge (a retried create
 /// that wrote a second order, say).
-pub(super) async fn judge_writes(
+pub(super) fn judge_writes(
     verdict: &mut Verdict,
-    stack: &Stack,
+    items: &[Item],
     requested: &Outcome,
     writer_faults: &[Call],
 ) {
     for call in writer_faults.iter().filter(|c| c.fault.is_some()) {
-        let fault = call.fault.as_ref().unwrap_or(&Fault::Pass);
         verdict
             .faults
-            .entry(label("writer", &call.operation, fault))
+            .entry(kind("writer", call))
             .or_default()
             .injected += 1;
     }
-    let versions = order_versions(stack).await;
+    let versions = order_versions(items);
     let created: HashSet<&str> = requested
         .acknowledged
         .iter()
@@ -541,50 +473,47 @@ mod tests {
     /// give-up); anything else is named.
     #[test]
     fn only_the_on_failure_path_or_what_it_handed_over_handles_a_window() {
-        let given_up = at(10);
-        let handled = |first, dead, hand_overs: &[(SystemTime, Handed)]| {
-            missed_by(first, dead, hand_overs, given_up)
-        };
-        // The OnFailure invocation sent it; it went out before the give-up;
-        // it was dead-lettered.
-        assert_eq!(handled(send(20, "sweeper", true), false, &[]), None);
-        assert_eq!(handled(send(5, "publisher", false), false, &[]), None);
-        assert_eq!(handled(None, true, &[]), None);
-        // Nothing sent it, or the publisher did after the give-up.
-        assert_eq!(handled(None, false, &[]).as_deref(), Some("nothing"));
-        assert_eq!(
-            handled(send(20, "publisher", false), false, &[]).as_deref(),
-            Some("publisher#7")
-        );
-        // A scheduled sweep: after an OnFailure invocation's hand-over, or
-        // the publisher's before the give-up; not after none, not after
-        // the publisher's after the give-up, not before the hand-over.
-        let scheduled = send(30, "sweeper", false);
-        let named = Some("the scheduled sweep sweeper#7, which nothing had handed it to");
-        assert_eq!(handled(scheduled, false, &[]).as_deref(), named);
-        let scheduled = || send(30, "sweeper", false);
-        assert_eq!(
-            handled(scheduled(), false, &[(at(20), Handed::OnFailure)]),
-            None
-        );
         let publisher = |s| Handed::Publisher { started: at(s) };
-        assert_eq!(handled(scheduled(), false, &[(at(5), publisher(4))]), None);
-        // Journaled after the give-up by an invocation that started before
-        // it (cut while the call was in flight): the publisher's.
-        assert_eq!(handled(scheduled(), false, &[(at(12), publisher(8))]), None);
-        assert_eq!(
-            handled(scheduled(), false, &[(at(20), publisher(20))]).as_deref(),
-            named
-        );
-        // A scheduled sweep hands over only what it already had.
-        assert_eq!(
-            handled(scheduled(), false, &[(at(20), Handed::Schedule { tag: 3 })]).as_deref(),
-            named
-        );
-        assert_eq!(
-            handled(scheduled(), false, &[(at(40), Handed::OnFailure)]).as_deref(),
-            named
-        );
+        let scheduled = || send(30, "sweeper", false);
+        let named = Some("the scheduled sweep sweeper#7, which nothing had handed it to");
+        let cases = [
+            // The OnFailure invocation sent it; it went out before the
+            // give-up; it was dead-lettered.
+            (send(20, "sweeper", true), false, vec![], None),
+            (send(5, "publisher", false), false, vec![], None),
+            (None, true, vec![], None),
+            // Nothing sent it, or the publisher did after the give-up.
+            (None, false, vec![], Some("nothing")),
+            (
+                send(20, "publisher", false),
+                false,
+                vec![],
+                Some("publisher#7"),
+            ),
+            // A scheduled sweep: after an OnFailure invocation's hand-over,
+            // or the publisher's before the give-up; not after none, not
+            // after the publisher's after the give-up, not before the
+            // hand-over.
+            (scheduled(), false, vec![], named),
+            (scheduled(), false, vec![(at(20), Handed::OnFailure)], None),
+            (scheduled(), false, vec![(at(5), publisher(4))], None),
+            // Journaled after the give-up by an invocation that started
+            // before it (cut while the call was in flight): the publisher's.
+            (scheduled(), false, vec![(at(12), publisher(8))], None),
+            (scheduled(), false, vec![(at(20), publisher(20))], named),
+            // A scheduled sweep hands over only what it already had.
+            (
+                scheduled(),
+                false,
+                vec![(at(20), Handed::Schedule { tag: 3 })],
+                named,
+            ),
+            (scheduled(), false, vec![(at(40), Handed::OnFailure)], named),
+        ];
+        for (i, (first, dead, hand_overs, missed)) in cases.into_iter().enumerate() {
+            let by = missed_by(first, dead, &hand_overs, at(10));
+            assert_eq!(by.as_deref(), missed, "case {i}: {hand_overs:?}");
+        }
     }
 
     /// Strict ordering's release: a scheduled sweep that publishes an event
@@ -601,59 +530,44 @@ mod tests {
         .into_iter()
         .map(|(id, (a, v))| (id.to_owned(), (a.to_owned(), v)))
         .collect();
-        let handed = |handed: &'static [(&'static str, u64)]| {
-            move |event: &str| -> Vec<SystemTime> {
-                handed
-                    .iter()
-                    .filter(|(e, _)| *e == event)
-                    .map(|(_, s)| at(*s))
-                    .collect()
-            }
-        };
-        let sends = [
+        let sends: &[_] = &[
             (at(10), "e1"),
             (at(11), "e2"),
             (at(12), "e3"),
             (at(12), "f1"),
         ];
-        // e1 handed over before its send: e2 behind it, e3 behind e2.
-        let e1_handed = handed(&[("e1", 5)]);
-        assert_eq!(
-            released_behind("e2", at(11), &sends, &events, &e1_handed),
-            Some("e1")
-        );
-        assert_eq!(
-            released_behind("e3", at(12), &sends, &events, &e1_handed),
-            Some("e1")
-        );
-        // Another aggregate's handed-over event releases nothing.
-        assert_eq!(
-            released_behind("f1", at(12), &sends, &events, &e1_handed),
-            None
-        );
-        // Nothing handed over, or handed over after the send: no release.
-        assert_eq!(
-            released_behind("e2", at(11), &sends, &events, &handed(&[])),
-            None
-        );
-        let late = handed(&[("e1", 10), ("x", 1)]);
-        assert_eq!(
-            released_behind("e2", at(11), &sends, &events, &late),
-            Some("e1")
-        );
-        let after = handed(&[("e1", 11)]);
-        assert_eq!(released_behind("e2", at(11), &sends, &events, &after), None);
-        // A newer event sent before does not release an older one; the
-        // sends of the same moment do not release each other.
-        let e2_handed = handed(&[("e2", 1)]);
-        assert_eq!(
-            released_behind("e1", at(10), &sends, &events, &e2_handed),
-            None
-        );
-        let same = [(at(10), "e1"), (at(10), "e2")];
-        assert_eq!(
-            released_behind("e2", at(10), &same, &events, &e1_handed),
-            None
-        );
+        let same: &[_] = &[(at(10), "e1"), (at(10), "e2")];
+        let e1_handed: &[(&str, u64)] = &[("e1", 5)];
+        // (event, its send, the hand-overs (event, s), the invocation's
+        // sends, the event it is released behind).
+        let cases = [
+            // e1 handed over before its send: e2 behind it, e3 behind e2.
+            ("e2", 11, e1_handed, sends, Some("e1")),
+            ("e3", 12, e1_handed, sends, Some("e1")),
+            // Another aggregate's handed-over event releases nothing.
+            ("f1", 12, e1_handed, sends, None),
+            // Nothing handed over, or handed over after the send: no release.
+            ("e2", 11, &[], sends, None),
+            ("e2", 11, &[("e1", 10), ("x", 1)], sends, Some("e1")),
+            ("e2", 11, &[("e1", 11)], sends, None),
+            // A newer event sent before does not release an older one; the
+            // sends of the same moment do not release each other.
+            ("e1", 10, &[("e2", 1)], sends, None),
+            ("e2", 10, e1_handed, same, None),
+        ];
+        for (event, s, handed, sends, behind) in cases {
+            let handed_at = |event: &str| -> Vec<SystemTime> {
+                handed
+                    .iter()
+                    .filter(|(e, _)| *e == event)
+                    .map(|(_, s)| at(*s))
+                    .collect()
+            };
+            assert_eq!(
+                released_behind(event, at(s), sends, &events, &handed_at),
+                behind,
+                "{event} at {s}, handed over {handed:?}"
+            );
+        }
     }
 }

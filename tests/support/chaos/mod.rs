@@ -3,39 +3,11 @@
 //! emulator with the template's settings, and each function's AWS calls
 //! through its own fault proxy ([`crate::proxy`]) in front of DynamoDB Local and moto.
 //!
-//! # Layout
-//! - `mod.rs`: [`ChaosConfig`] and [`run`], which wires the parts together.
-//! - `faults.rs`: the seeded fault schedule of each proxy, fault labels and
-//!   their severity, and the tagging of each invocation on its proxy.
-//! - `functions.rs`: the writers, the publisher's sandboxes (one per lane)
-//!   and the sweeper, each process behind its own proxy on its schedule.
-//! - `workload.rs`: the orders created and paid through the writer, as API
-//!   clients with an `Idempotency-Key` would.
-//! - `passes.rs`: the pump's passes, the scheduled sweeps, the OnFailure
-//!   queue fed to the sweeper, and the final sweeps.
-//! - `timeline.rs`: the backlog sampled over the run, the sink outages,
-//!   the phases, written for the plots.
-//! - `delivery.rs`: the subscriber queue read all along, its messages in
-//!   delivery order ([`in_delivery_order`]) and their [`inversions`].
-//! - `table.rs`: what the run reads back from the table (orders, pending
-//!   outbox items).
-//! - `verdict.rs`: [`Verdict`], what breaks a promise, and its tables.
-//! - `judge.rs`: the verdict judged from the subscriber queue, the table
-//!   and the writers' answers; `attribution.rs`: each duplicate attributed
-//!   from the proxies' journals.
-//!
-//! What each does:
-//! - [`ChaosConfig`]: seed, size, sink and fault rate of one run.
-//! - [`run`]: provisions a fresh stack, creates and pays orders
-//!   concurrently through the writer (faults and writer crashes on its
-//!   transactions; clients retry with their `Idempotency-Key`), drains the
-//!   stream through the publisher (wire faults, a sink outage, `SIGKILL`s
-//!   around the sink call and the deletes), runs the scheduled sweeper and
-//!   feeds it the OnFailure queue (killed mid-sweep too), then heals every
-//!   fault, drains again and sweeps until nothing is pending.
-//! - [`Verdict`]: computed from the subscriber queue and the table, never
-//!   from the functions' logs, with every duplicate attributed to the fault
-//!   that caused it ([`Verdict::failures`] lists what breaks a promise).
+//! [`run`] wires the parts together (each module says what it holds);
+//! its [`Verdict`] is computed from the subscriber queue and the table,
+//! never from the functions' logs, with every duplicate attributed to the
+//! fault that caused it ([`Verdict::failures`] lists what breaks a
+//! promise).
 //!
 //! Every fault decision comes from one seeded generator per proxy, in call
 //! order: the same seed gives the same faults at the same call positions.
@@ -62,11 +34,12 @@ use crate::lambda::binary;
 use crate::proxy::{Call, Sabotage};
 use crate::Stack;
 
+use attribution::Histories;
 use delivery::read_subscriber;
 pub use delivery::{in_delivery_order, inversions};
 use faults::{Schedule, Tagged};
 use judge::{judge, judge_on_failure, judge_writes, recovery};
-use passes::{drain, drain_on_failure, sweep_until_settled};
+use passes::Passes;
 use timeline::{sample_backlog, sink_outages, write_timeline, Phase};
 pub use verdict::{FaultRow, Verdict};
 use workload::workload;
@@ -86,14 +59,6 @@ impl SinkKind {
         match self {
             Self::EventBridge => "eventbridge",
             Self::SnsFifo => "sns-fifo",
-        }
-    }
-
-    /// The API operation that publishes to it.
-    pub fn sink_call(self) -> &'static str {
-        match self {
-            Self::EventBridge => "PutEvents",
-            Self::SnsFifo => "PublishBatch",
         }
     }
 }
@@ -181,7 +146,14 @@ impl ChaosConfig {
     }
 }
 
-/// One chaos run. `Err` only when the harness itself cannot run.
+/// One chaos run: provisions a fresh stack, creates and pays orders
+/// concurrently through the writer (faults and writer crashes on its
+/// transactions; clients retry with their `Idempotency-Key`), drains the
+/// stream through the publisher (wire faults, a sink outage, `SIGKILL`s
+/// around the sink call and the deletes), runs the scheduled sweeper and
+/// feeds it the OnFailure queue (killed mid-sweep too), then heals every
+/// fault, drains again and sweeps until nothing is pending. `Err` only
+/// when the harness itself cannot run.
 pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let started = Instant::now();
     std::fs::create_dir_all(&config.log_dir).map_err(|e| e.to_string())?;
@@ -215,19 +187,18 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     //   leaves the lanes out);
     // - `Ordering` (`ordering`): strict on EventBridge too, whose default is
     //   relaxed, so that the verdict judges order per aggregate there.
-    if config.parallelization != 1 {
-        stack.deployment = stack.deployment.clone().with_parameter(
-            "PublisherParallelizationFactor",
-            &config.parallelization.to_string(),
+    let factor = config.parallelization.to_string();
+    let parameters = (config.parallelization != 1)
+        .then_some(("PublisherParallelizationFactor", factor.as_str()))
+        .into_iter()
+        .chain(config.ordering.map(|o| ("Ordering", o.as_str())))
+        .chain(
+            config
+                .parameters
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str())),
         );
-    }
-    if let Some(ordering) = config.ordering {
-        stack.deployment = stack
-            .deployment
-            .clone()
-            .with_parameter("Ordering", ordering.as_str());
-    }
-    for (name, value) in &config.parameters {
+    for (name, value) in parameters {
         stack.deployment = stack.deployment.clone().with_parameter(name, value);
     }
     stack.record_settings().await;
@@ -243,32 +214,22 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     // variable more for all: RETRY_BASE_SECONDS=1 (the template leaves the
     // default, 60 s), so that the persisted backoffs of a run that injects
     // thousands of faults end within the run.
-    let env_of = |function: devkit::Function| {
+    let setup = |function: devkit::Function| -> Result<functions::Setup, String> {
         let mut env = stack.env(function, &[]);
         env.push(("RETRY_BASE_SECONDS".to_owned(), "1".to_owned()));
-        env
-    };
-    let timeout_of = |function: devkit::Function| -> Result<Duration, String> {
-        match config.timeout {
-            Some(timeout) => Ok(timeout),
+        let timeout = match config.timeout {
+            Some(timeout) => timeout,
             None => stack
                 .deployment
                 .timeout(function)
-                .map_err(|e| e.to_string()),
-        }
+                .map_err(|e| e.to_string())?,
+        };
+        Ok((env, timeout))
     };
 
     // Writers: each its own proxy (a crash kills the writer that called).
-    let writers = functions::writers(
-        config,
-        &binaries.0,
-        (
-            &env_of(devkit::Function::Writer),
-            timeout_of(devkit::Function::Writer)?,
-        ),
-    )
-    .await;
-    for (i, _) in (0..config.poison).enumerate() {
+    let writers = functions::writers(config, &binaries.0, &setup(devkit::Function::Writer)?).await;
+    for i in 0..config.poison {
         stack
             .put_poison(&format!("poison-{}-{i}", config.seed), Some("not json"))
             .await;
@@ -289,7 +250,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let mut mark = Instant::now();
     let mut timeline: Vec<Phase> = Vec::new();
     let at = |instant: Instant| instant.duration_since(started).as_secs_f64();
-    // The backlog over the run, sampled from the pending index.
+    let since =
+        |name: &str, from: Instant| -> Phase { (name.into(), at(from), at(Instant::now())) };
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = tokio::spawn(sample_backlog(
         stack.store(),
@@ -307,32 +269,24 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     let first_wave = config.orders.saturating_sub(late);
     let requested = workload(config, &writers, 0..first_wave).await;
     phases.push(("writes", mark.elapsed()));
-    timeline.push(("writes".into(), at(mark), at(Instant::now())));
+    timeline.push(since("writes", mark));
     mark = Instant::now();
 
-    // Publisher and sweeper, each behind its proxy.
     let mut rng = fastrand::Rng::with_seed(config.seed);
     let outage_start = rng.u64(2..6);
     // Outages are counted in publisher invocations, which the lanes share:
     // as many again per lane, so that each lane meets about as many.
     let outage_invocations = config.outage_invocations * lanes as u64;
     let retries = mapping.maximum_retry_attempts.max(0) as u64;
-    let publisher_schedule = Schedule::new(config.seed.wrapping_add(1), config.fault_rate);
-    let sweeper_schedule = Schedule::new(config.seed.wrapping_add(2), config.fault_rate);
-    let (publisher_schedule, sweeper_schedule, writer_kinds) = if config.scripted {
-        (
-            publisher_schedule.scripted(false),
-            sweeper_schedule.scripted(true),
-            Schedule::new(0, 0.0).scripted_writer().kinds("writer"),
-        )
-    } else {
-        (publisher_schedule, sweeper_schedule, Vec::new())
-    };
+    let schedule =
+        |function, seed| Schedule::new(seed, config.fault_rate).scripted(function, config.scripted);
+    let publisher_schedule = schedule("publisher", config.seed.wrapping_add(1));
+    let sweeper_schedule = schedule("sweeper", config.seed.wrapping_add(2));
     let expected_kinds: Vec<String> = publisher_schedule
         .kinds("publisher")
         .into_iter()
         .chain(sweeper_schedule.kinds("sweeper"))
-        .chain(writer_kinds)
+        .chain(schedule("writer", 0).kinds("writer"))
         .collect();
     let publisher_schedule = Arc::new(Mutex::new(Schedule {
         outage: Some((outage_start, outage_start + outage_invocations)),
@@ -343,47 +297,33 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         config,
         lanes,
         &binaries.1,
-        (
-            &env_of(devkit::Function::Publisher),
-            timeout_of(devkit::Function::Publisher)?,
-        ),
+        &setup(devkit::Function::Publisher)?,
         &publisher_schedule,
     )
     .await;
-    let sweeper = functions::sweeper(
-        config,
-        &binaries.2,
-        (
-            &env_of(devkit::Function::Sweeper),
-            timeout_of(devkit::Function::Sweeper)?,
-        ),
-        sweeper_schedule,
-    )
-    .await;
-    for proxy in publisher.all.iter().chain([&sweeper]).map(|t| &t.proxy) {
-        proxy.set_sink_gate(gate.clone());
+    let sweeper_setup = setup(devkit::Function::Sweeper)?;
+    let sweeper = functions::sweeper(config, &binaries.2, &sweeper_setup, sweeper_schedule).await;
+    let functions: Vec<&Tagged> = publisher.all.iter().chain([&sweeper]).collect();
+    for function in &functions {
+        function.proxy.set_sink_gate(gate.clone());
     }
 
     // Drain the stream under faults, sweeping between passes.
     let scheduled = crate::sample("sweeper-scheduled.json").into_bytes();
-    let mut on_failure_messages = 0;
-    // A failed OnFailure message's visibility timeout: past the claim of a
-    // sweeper run that died (its deadline plus the relay's 2 s grace and
-    // the claim's 10 s margin, in whole seconds). Deployed it is six times
-    // the timeout at least (E9107).
-    let retry_after = timeout_of(devkit::Function::Sweeper)? + Duration::from_secs(13);
+    let passes = Passes {
+        stack: &stack,
+        sweeper: &sweeper,
+        scheduled: &scheduled,
+        on_failure: &on_failure,
+        // A failed OnFailure message's visibility timeout: past the claim
+        // of a sweeper run that died (its deadline plus the relay's 2 s
+        // grace and the claim's 10 s margin, in whole seconds). Deployed it
+        // is six times the timeout at least (E9107).
+        retry_after: sweeper_setup.1 + Duration::from_secs(13),
+    };
     let mut pump = stack.pump(&publisher, Some(&on_failure));
-    on_failure_messages += drain(
-        &mut pump,
-        &sweeper,
-        &stack,
-        &on_failure,
-        &scheduled,
-        true,
-        retry_after,
-    )
-    .await?;
-    timeline.push(("drain under faults".into(), at(mark), at(Instant::now())));
+    let mut on_failure_messages = passes.drain(&mut pump, true).await?;
+    timeline.push(since("drain under faults", mark));
     // Coverage: which scripted publisher faults get their call depends on
     // how the publisher and the sweeper race for the events (a sweep that
     // takes them first leaves the publisher fewer sink calls and deletes
@@ -408,21 +348,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         let more = written..written + TOP_UP_ORDERS;
         written = more.end;
         requested = requested.merge(workload(config, &writers, more).await);
-        on_failure_messages += drain(
-            &mut pump,
-            &sweeper,
-            &stack,
-            &on_failure,
-            &scheduled,
-            false,
-            retry_after,
-        )
-        .await?;
-        timeline.push((
-            "coverage wave, no sweeps".into(),
-            at(wave),
-            at(Instant::now()),
-        ));
+        on_failure_messages += passes.drain(&mut pump, false).await?;
+        timeline.push(since("coverage wave, no sweeps", wave));
     }
     let wave = Instant::now();
     if late > 0 {
@@ -434,21 +361,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             schedule.outage = Some((from, from + (retries + 2) * lanes as u64));
         }
         requested = requested.merge(workload(config, &writers, first_wave..config.orders).await);
-        on_failure_messages += drain(
-            &mut pump,
-            &sweeper,
-            &stack,
-            &on_failure,
-            &scheduled,
-            true,
-            retry_after,
-        )
-        .await?;
-        timeline.push((
-            "second wave, outage beyond the retries".into(),
-            at(wave),
-            at(Instant::now()),
-        ));
+        on_failure_messages += passes.drain(&mut pump, true).await?;
+        timeline.push(since("second wave, outage beyond the retries", wave));
     }
     let writer_faults: Vec<Call> = writers.iter().flat_map(|w| w.proxy.journal()).collect();
     drop(writers);
@@ -457,45 +371,27 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     mark = Instant::now();
     // Heal; drain what is left; then a fresh sweeper that takes every
     // pending item, until nothing is pending.
-    for sandbox in &publisher.all {
-        sandbox.proxy.heal();
+    for function in &functions {
+        function.proxy.heal();
     }
-    sweeper.proxy.heal();
     pump.run_until_idle().await.map_err(|e| e.to_string())?;
-    for sandbox in &publisher.all {
-        sandbox.proxy.settled().await;
+    for function in &functions {
+        function.proxy.settled().await;
     }
-    sweeper.proxy.settled().await;
     let pump_stats = pump.stats.clone();
     drop(pump);
-    on_failure_messages += drain_on_failure(&stack, &on_failure, &sweeper, retry_after).await;
-    sweep_until_settled(
-        &stack,
-        &sweeper,
-        &scheduled,
-        retry_after.max(Duration::from_secs(120)),
-    )
-    .await;
+    on_failure_messages += passes.drain_on_failure().await;
+    passes.sweep_until_settled().await;
     sweeper.proxy.settled().await;
 
     phases.push(("heal, drain, final sweep", mark.elapsed()));
-    timeline.push((
-        "heal, drain, final sweep".into(),
-        at(mark),
-        at(Instant::now()),
-    ));
+    timeline.push(since("heal, drain, final sweep", mark));
     sampling.store(false, Ordering::SeqCst);
     let samples = sampler.await.unwrap_or_default();
-    // The sink outages, from the publisher's journal.
     timeline.extend(sink_outages(&publisher.journal(), started));
     write_timeline(config, &samples, &timeline);
     reading.store(false, Ordering::SeqCst);
     let messages = reader.await.map_err(|e| e.to_string())??;
-    let functions: Vec<&Tagged> = publisher
-        .all
-        .iter()
-        .chain(std::iter::once(&sweeper))
-        .collect();
     // Each delivered event's aggregate and version (the OnFailure check
     // reads strict ordering's release from them).
     let events: HashMap<String, (String, u64)> = messages
@@ -503,7 +399,10 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
         .filter_map(|m| delivery::received(config.sink, m))
         .map(|r| (r.event_id, (r.aggregate, r.version)))
         .collect();
-    let mut verdict = judge(config, &stack, messages, &functions).await?;
+    let history = Histories::of(&functions);
+    // The table as the run left it.
+    let items = stack.items().await;
+    let mut verdict = judge(config, &stack, &items, messages, &history).await?;
     verdict.ordering = ordering.as_str();
     verdict.parallelization = lanes;
     verdict.publisher_overlaps = publisher.overlapping();
@@ -513,25 +412,29 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     verdict.expected_kinds = expected_kinds;
     verdict.orders = written;
     verdict.expect_on_failure = config.outage_beyond_retries;
-    judge_writes(&mut verdict, &stack, &requested, &writer_faults).await;
+    judge_writes(&mut verdict, &items, &requested, &writer_faults);
     verdict.writer_retries = requested.retries;
     verdict.publisher_invocations = publisher.tag() - 1;
-    verdict.publisher_errors = publisher.errors();
+    let errors = |name: &str| -> usize {
+        let of = history.of.iter().filter(|h| h.name == name);
+        of.map(|h| h.errors.len()).sum()
+    };
+    verdict.publisher_errors = errors("publisher");
     verdict.sweeper_invocations = sweeper.tag() - 1;
-    verdict.sweeper_errors = sweeper.errors.lock().unwrap().len();
-    verdict.cold_starts =
-        publisher.cold_starts() + sweeper.function.cold_starts.load(Ordering::SeqCst);
-    // Handled by the sweeper, against what the mapping gave up.
+    verdict.sweeper_errors = errors("sweeper");
+    let cold_starts = functions
+        .iter()
+        .map(|t| t.function.cold_starts.load(Ordering::SeqCst));
+    verdict.cold_starts = cold_starts.sum();
     verdict.on_failure_messages = on_failure_messages;
     judge_on_failure(
         &mut verdict,
-        &stack,
-        &functions,
+        &items,
+        &history,
         &pump_stats.given_up,
         &events,
         ordering == outbox_engine::Ordering::Strict,
-    )
-    .await;
+    );
     let outage = outage_start..outage_start + outage_invocations;
     verdict.recovery = recovery(
         &publisher.journal(),

@@ -8,10 +8,10 @@ use std::fmt::Write as _;
 use aws_sdk_dynamodb::types::AttributeValue;
 use outbox_core::keys::attr as keys;
 
-use crate::Stack;
+use crate::{Item, Stack};
 
 /// An item's string or number attribute.
-pub(super) fn attr<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> Option<&'a str> {
+pub(super) fn attr<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
     item.get(name).and_then(|v| match v {
         AttributeValue::S(s) | AttributeValue::N(s) => Some(s.as_str()),
         _ => None,
@@ -19,15 +19,13 @@ pub(super) fn attr<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) ->
 }
 
 /// Whether `item` is an outbox item.
-pub(super) fn is_outbox(item: &HashMap<String, AttributeValue>) -> bool {
+pub(super) fn is_outbox(item: &Item) -> bool {
     attr(item, "SK").is_some_and(|sk| sk.starts_with("OUTBOX#"))
 }
 
 /// Every order's `version`, from its `META` item.
-pub(super) async fn order_versions(stack: &Stack) -> HashMap<String, u64> {
-    stack
-        .items()
-        .await
+pub(super) fn order_versions(items: &[Item]) -> HashMap<String, u64> {
+    items
         .iter()
         .filter(|i| attr(i, "SK") == Some("META"))
         .filter_map(|i| {
@@ -66,7 +64,7 @@ pub(super) async fn pending_outbox(stack: &Stack) -> Pending {
 }
 
 /// What a pending item carries that decides when a sweep takes it.
-pub(super) fn pending_state(item: &HashMap<String, AttributeValue>) -> String {
+pub(super) fn pending_state(item: &Item) -> String {
     let mut state = attr(item, "SK").unwrap_or("?").to_owned();
     for name in [
         keys::ATTEMPTS,

@@ -6,15 +6,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-/// A fault that met an invocation, and how many events that invocation had
-/// sent to the sink by then, or in all for a kill or a hang (the most it
-/// can duplicate).
+/// One row of the per-fault table: a fault kind, or another cause of
+/// duplicates.
 #[derive(Debug, Clone, Default)]
 pub struct FaultRow {
     /// Calls the fault was injected into.
     pub injected: usize,
     /// Events the invocations it met had sent to the sink by then (in all,
-    /// for a kill or a hang).
+    /// for a kill or a hang): the most it can duplicate.
     pub exposed: usize,
     /// Duplicates charged to this fault.
     pub duplicates: usize,
@@ -67,10 +66,8 @@ pub struct Verdict {
     pub dead_letters_unlisted: usize,
     /// Undecodable items the run wrote (each must end a dead letter).
     pub poison: usize,
-    /// Per aggregate, a first delivery of a version below one already
-    /// delivered: in the FIFO queue's order, or on EventBridge in the
-    /// order the bus's rule put the messages on the subscriber queue. A
-    /// broken promise with strict ordering only.
+    /// Per aggregate, first deliveries of a version below one already
+    /// delivered ([`inversions`](super::inversions)).
     pub inversions: usize,
     /// The run's ordering (`strict` or `relaxed`), as the functions resolve
     /// it from the templates' environment.
@@ -104,9 +101,8 @@ pub struct Verdict {
     pub on_failure_messages: usize,
     /// Batches the mapping gave up on (each an OnFailure message).
     pub on_failure_given_up: usize,
-    /// Events of given-up batches, not out before the give-up, that the
-    /// sweeper never sent (its OnFailure path, or a scheduled sweep taking
-    /// a hand-over) and that were not dead-lettered.
+    /// Events of given-up batches the OnFailure path did not handle
+    /// (`judge::missed_by`).
     pub on_failure_missed: usize,
     /// The run's outage outlasted the mapping's retries: the OnFailure
     /// path must have run.
@@ -132,148 +128,113 @@ pub struct Verdict {
 impl Verdict {
     /// The broken promises, empty when the run holds.
     pub fn failures(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut check = |ok: bool, what: String| {
-            if !ok {
-                out.push(what);
-            }
-        };
-        check(
-            self.lost == 0,
-            format!(
-                "{} events lost ({} of them gone from the table, the rest still in it)",
-                self.lost, self.lost_and_gone
+        let none = |n: usize, what: &str| (n == 0, format!("{n} {what}"));
+        let mut rules = vec![
+            (
+                self.lost == 0,
+                format!(
+                    "{} events lost ({} of them gone from the table, the rest still in it)",
+                    self.lost, self.lost_and_gone
+                ),
             ),
-        );
-        check(
-            self.lost_and_gone == 0,
-            format!(
-                "{} events deleted from the table without being delivered",
-                self.lost_and_gone
+            none(
+                self.lost_and_gone,
+                "events deleted from the table without being delivered",
             ),
-        );
-        check(
-            self.unacknowledged_writes == 0,
-            format!(
-                "{} acknowledged writes missing from the table",
-                self.unacknowledged_writes
+            none(
+                self.unacknowledged_writes,
+                "acknowledged writes missing from the table",
             ),
-        );
-        check(self.ghosts == 0, format!("{} ghost events", self.ghosts));
-        check(
-            self.identity_changes == 0,
-            format!("{} events changed eventId", self.identity_changes),
-        );
-        check(
-            self.unexplained == 0,
-            format!("{} unexplained duplicates", self.unexplained),
-        );
-        check(
-            self.misreported == 0,
-            format!(
-                "{} publisher answers reported a record their invocation had published",
-                self.misreported
+            none(self.ghosts, "ghost events"),
+            none(self.identity_changes, "events changed eventId"),
+            none(self.unexplained, "unexplained duplicates"),
+            none(
+                self.misreported,
+                "publisher answers reported a record their invocation had published",
             ),
-        );
-        check(
-            self.left_pending == 0,
-            format!("{} outbox items still pending", self.left_pending),
-        );
-        check(
-            self.dead_letters == self.poison,
-            format!(
-                "{} dead letters for {} poison items",
-                self.dead_letters, self.poison
+            none(self.left_pending, "outbox items still pending"),
+            (
+                self.dead_letters == self.poison,
+                format!(
+                    "{} dead letters for {} poison items",
+                    self.dead_letters, self.poison
+                ),
             ),
-        );
-        check(
-            self.dead_letters_without_reason == 0,
-            format!(
-                "{} dead letters without a reason",
-                self.dead_letters_without_reason
+            none(
+                self.dead_letters_without_reason,
+                "dead letters without a reason",
             ),
-        );
-        check(
-            self.dead_letters_unlisted == 0,
-            format!(
-                "{} dead letters outboxctl does not list",
-                self.dead_letters_unlisted
+            none(
+                self.dead_letters_unlisted,
+                "dead letters outboxctl does not list",
             ),
-        );
-        // Strict ordering promises order per aggregate on every sink;
-        // relaxed promises none once the mapping gives a batch up or runs
-        // lanes at once (docs/ordering.md): reported, not judged.
-        check(
-            self.inversions == 0 || self.ordering != "strict",
-            format!(
-                "{} per-aggregate inversions with strict ordering",
-                self.inversions
+            // Strict ordering promises order per aggregate on every sink;
+            // relaxed promises none once the mapping gives a batch up or
+            // runs lanes at once (docs/ordering.md): reported, not judged.
+            (
+                self.inversions == 0 || self.ordering != "strict",
+                format!(
+                    "{} per-aggregate inversions with strict ordering",
+                    self.inversions
+                ),
             ),
-        );
-        check(
-            self.parallelization <= 1 || self.publisher_overlaps > 0,
-            format!(
-                "ParallelizationFactor {}, yet no two publisher invocations ran at once",
-                self.parallelization
+            (
+                self.parallelization <= 1 || self.publisher_overlaps > 0,
+                format!(
+                    "ParallelizationFactor {}, yet no two publisher invocations ran at once",
+                    self.parallelization
+                ),
             ),
-        );
-        check(self.committed > 0, "nothing committed".into());
-        check(
-            self.requests_unanswered == 0,
-            format!("{} requests never answered", self.requests_unanswered),
-        );
-        check(
-            self.requests_refused.is_empty(),
-            format!("requests refused: {:?}", self.requests_refused),
-        );
-        check(
-            self.orders_unacknowledged == 0,
-            format!(
-                "{} orders in the table that no request was acknowledged for",
-                self.orders_unacknowledged
+            (self.committed > 0, "nothing committed".into()),
+            none(self.requests_unanswered, "requests never answered"),
+            (
+                self.requests_refused.is_empty(),
+                format!("requests refused: {:?}", self.requests_refused),
             ),
-        );
-        check(
-            !self.expect_on_failure || self.on_failure_given_up > 0,
-            "the outage outlasted the mapping's retries, yet no batch was given up".into(),
-        );
-        check(
-            self.on_failure_messages >= self.on_failure_given_up,
-            format!(
-                "{} batches given up, {} OnFailure messages handled by the sweeper",
-                self.on_failure_given_up, self.on_failure_messages
+            none(
+                self.orders_unacknowledged,
+                "orders in the table that no request was acknowledged for",
             ),
-        );
-        check(
-            self.on_failure_missed == 0,
-            format!(
-                "{} events of given-up batches not published by the OnFailure path",
-                self.on_failure_missed
+            (
+                !self.expect_on_failure || self.on_failure_given_up > 0,
+                "the outage outlasted the mapping's retries, yet no batch was given up".into(),
             ),
-        );
+            (
+                self.on_failure_messages >= self.on_failure_given_up,
+                format!(
+                    "{} batches given up, {} OnFailure messages handled by the sweeper",
+                    self.on_failure_given_up, self.on_failure_messages
+                ),
+            ),
+            none(
+                self.on_failure_missed,
+                "events of given-up batches not published by the OnFailure path",
+            ),
+        ];
         for kind in &self.expected_kinds {
-            check(
+            rules.push((
                 self.faults.get(kind).is_some_and(|r| r.injected > 0),
                 format!("scripted fault never injected: {kind}"),
-            );
+            ));
         }
         for (kind, row) in &self.faults {
-            check(
+            rules.push((
                 row.duplicates <= row.exposed,
                 format!(
                     "{kind}: {} duplicates over the {} events it exposed",
                     row.duplicates, row.exposed
                 ),
+            ));
+            let (ok, over) = none(
+                row.over_design,
+                "instances repeated more than the design allows",
             );
-            check(
-                row.over_design == 0,
-                format!(
-                    "{kind}: {} instances repeated more than the design allows",
-                    row.over_design
-                ),
-            );
+            rules.push((ok, format!("{kind}: {over}")));
         }
-        out
+        rules
+            .into_iter()
+            .filter_map(|(ok, what)| (!ok).then_some(what))
+            .collect()
     }
 
     /// One row of the summary table.

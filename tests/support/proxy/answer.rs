@@ -29,28 +29,15 @@ pub(super) async fn apply(
         let ok = result.as_ref().is_ok_and(|r| r.status().is_success());
         (result, if ok { ids } else { Vec::new() })
     };
+    let refused = |status: StatusCode, code: &str| (Ok(error(json, status, code)), Vec::new());
     match fault {
         None | Some(Fault::Pass) => delivered_if_ok(forward(upstream, parts, body).await, all),
-        Some(Fault::Throttle) => (
-            Ok(error(json, StatusCode::BAD_REQUEST, "Throttling")),
-            Vec::new(),
-        ),
-        Some(Fault::ServerError) => (
-            Ok(error(
-                json,
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalFailure",
-            )),
-            Vec::new(),
-        ),
-        Some(Fault::Refuse(code)) => (Ok(error(json, StatusCode::BAD_REQUEST, code)), Vec::new()),
-        Some(Fault::Status(status, code)) => (
-            Ok(error(
-                json,
-                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
-                code,
-            )),
-            Vec::new(),
+        Some(Fault::Throttle) => refused(StatusCode::BAD_REQUEST, "Throttling"),
+        Some(Fault::ServerError) => refused(StatusCode::INTERNAL_SERVER_ERROR, "InternalFailure"),
+        Some(Fault::Refuse(code)) => refused(StatusCode::BAD_REQUEST, code),
+        Some(Fault::Status(status, code)) => refused(
+            StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
+            code,
         ),
         Some(Fault::Hang) => {
             std::future::pending::<()>().await;
@@ -76,66 +63,47 @@ pub(super) async fn apply(
             drop(result);
             (Err("injected crash".into()), delivered)
         }
-        Some(Fault::FailEntries(positions)) if operation == "PublishBatch" => {
-            let mut delivered = Vec::new();
-            let result = partial_publish_batch(
-                upstream,
-                parts,
-                body,
-                "InternalError",
-                |i, _| positions.contains(&i),
-                &mut delivered,
-            )
-            .await;
-            (result, delivered)
-        }
         Some(Fault::FailEntries(positions)) => {
-            let mut delivered = Vec::new();
-            let result = partial_put_events(
-                upstream,
-                parts,
-                body,
-                "InternalFailure",
-                |i, _| positions.contains(&i),
-                &mut delivered,
-            )
-            .await;
-            (result, delivered)
-        }
-        Some(Fault::RefuseEntries { containing, code }) if operation == "PublishBatch" => {
-            let mut delivered = Vec::new();
-            let result = partial_publish_batch(
-                upstream,
-                parts,
-                body,
-                code,
-                |_, message| {
-                    containing
-                        .iter()
-                        .any(|text| message.contains(text.as_str()))
-                },
-                &mut delivered,
-            )
-            .await;
-            (result, delivered)
+            let refuse = |i: usize, _: &str| positions.contains(&i);
+            partial(upstream, parts, body, operation, None, refuse).await
         }
         Some(Fault::RefuseEntries { containing, code }) => {
-            let mut delivered = Vec::new();
-            let result = partial_put_events(
-                upstream,
-                parts,
-                body,
-                code,
-                |_, entry| {
-                    let detail = entry["Detail"].as_str().unwrap_or("");
-                    containing.iter().any(|text| detail.contains(text.as_str()))
-                },
-                &mut delivered,
-            )
-            .await;
-            (result, delivered)
+            let refuse = |_, text: &str| containing.iter().any(|t| text.contains(t.as_str()));
+            partial(upstream, parts, body, operation, Some(code), refuse).await
         }
     }
+}
+
+/// A sink call (`PublishBatch`, else `PutEvents`) forwarded without the
+/// entries `refuse` picks (by position and `Message` or `Detail`), those
+/// answered failed with `code` (else the service's internal error); the
+/// answer and the event ids that reached the local API.
+async fn partial(
+    upstream: &str,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    operation: &str,
+    code: Option<&str>,
+    refuse: impl Fn(usize, &str) -> bool,
+) -> (Result<Response<Full<Bytes>>, BoxError>, Vec<String>) {
+    let mut delivered = Vec::new();
+    let result = if operation == "PublishBatch" {
+        let code = code.unwrap_or("InternalError");
+        partial_publish_batch(upstream, parts, body, code, refuse, &mut delivered).await
+    } else {
+        let code = code.unwrap_or("InternalFailure");
+        partial_put_events(upstream, parts, body, code, refuse, &mut delivered).await
+    };
+    (result, delivered)
+}
+
+/// An answer of `content_type` carrying `body`.
+fn answer(content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
 }
 
 /// A success answer for a call that was never forwarded
@@ -173,11 +141,7 @@ pub(super) fn fake_success(operation: &str, body: &[u8]) -> Response<Full<Bytes>
         ),
         _ => ("application/x-amz-json-1.0", "{}".to_owned()),
     };
-    let mut response = Response::new(Full::new(Bytes::from(text)));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    response
+    answer(content_type, text)
 }
 
 fn error(json: bool, status: StatusCode, code: &str) -> Response<Full<Bytes>> {
@@ -199,11 +163,8 @@ fn error(json: bool, status: StatusCode, code: &str) -> Response<Full<Bytes>> {
             ),
         )
     };
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+    let mut response = answer(content_type, body);
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 
@@ -228,14 +189,14 @@ async fn forward(
     Ok(Response::from_parts(parts, Full::new(body)))
 }
 
-/// Forwards the `PutEvents` entries that `refuse` spares and answers for all
-/// of them, the refused ones failed with `code`, in request order.
+/// Forwards the `PutEvents` entries that `refuse` spares (by position and
+/// `Detail`) and answers for all of them, the refused ones failed with `code`, in request order.
 async fn partial_put_events(
     upstream: &str,
     parts: hyper::http::request::Parts,
     body: Bytes,
     code: &str,
-    refuse: impl Fn(usize, &serde_json::Value) -> bool,
+    refuse: impl Fn(usize, &str) -> bool,
     delivered: &mut Vec<String>,
 ) -> Result<Response<Full<Bytes>>, BoxError> {
     let mut request: serde_json::Value = serde_json::from_slice(&body)?;
@@ -243,7 +204,7 @@ async fn partial_put_events(
     let refused: Vec<bool> = entries
         .iter()
         .enumerate()
-        .map(|(i, e)| refuse(i, e))
+        .map(|(i, e)| refuse(i, e["Detail"].as_str().unwrap_or("")))
         .collect();
     let kept: Vec<serde_json::Value> = entries
         .iter()
@@ -281,12 +242,7 @@ async fn partial_put_events(
         })
         .collect();
     let body = serde_json::json!({"FailedEntryCount": failed, "Entries": merged}).to_string();
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/x-amz-json-1.1"),
-    );
-    Ok(response)
+    Ok(answer("application/x-amz-json-1.1", body))
 }
 
 /// Forwards the SNS `PublishBatch` members whose `Message` `refuse` spares
@@ -371,9 +327,5 @@ async fn partial_publish_batch(
     let body = format!(
         "<PublishBatchResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><PublishBatchResult><Successful>{successful}</Successful><Failed>{failed}</Failed></PublishBatchResult><ResponseMetadata><RequestId>fault-proxy</RequestId></ResponseMetadata></PublishBatchResponse>"
     );
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("text/xml"));
-    Ok(response)
+    Ok(answer("text/xml", body))
 }

@@ -6,11 +6,8 @@
 /// The operation of a request: `X-Amz-Target` for the JSON protocols,
 /// `Action` of the form body for the query protocol (SNS).
 pub(super) fn operation(request: &hyper::http::request::Parts, body: &[u8]) -> String {
-    if let Some(target) = request
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
-    {
+    let target = target(request);
+    if !target.is_empty() {
         return target.rsplit('.').next().unwrap_or(target).to_owned();
     }
     form_urlencoded::parse(body)
@@ -19,15 +16,17 @@ pub(super) fn operation(request: &hyper::http::request::Parts, body: &[u8]) -> S
         .unwrap_or_else(|| "Unknown".to_owned())
 }
 
+/// A request's `X-Amz-Target` (empty for the query protocol).
+pub(super) fn target(request: &hyper::http::request::Parts) -> &str {
+    let target = request.headers.get("x-amz-target");
+    target.and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
 /// The IAM action that authorizes a call: the service prefix from the
 /// target (or the SigV4 scope) and the operation, with the few operations
 /// IAM authorizes under another name.
 fn iam_action(request: &hyper::http::request::Parts, operation: &str) -> String {
-    let target = request
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+    let target = target(request);
     let scope = request
         .headers
         .get("authorization")

@@ -46,11 +46,7 @@ impl Upstreams {
 
     /// The server of a request's service (its `X-Amz-Target` prefix).
     fn of(&self, request: &hyper::http::request::Parts) -> &str {
-        let target = request
-            .headers
-            .get("x-amz-target")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
+        let target = super::classify::target(request);
         if target.starts_with("DynamoDBStreams_") {
             &self.streams
         } else if target.starts_with("DynamoDB_") {
@@ -72,6 +68,32 @@ pub(super) struct Deferred {
     deletes: Vec<String>,
 }
 
+/// The journal entry of a call answered as done before it was forwarded
+/// (a held delete, an early acknowledgement), forwarded now.
+fn forwarded_late(tag: u64, operation: String, fault: Option<Fault>) -> Call {
+    Call {
+        tag,
+        operation,
+        fault,
+        delivered: Vec::new(),
+        deletes: Vec::new(),
+        deleted: Vec::new(),
+        hands_over: Vec::new(),
+        succeeded: true,
+        at: std::time::SystemTime::now(),
+        answered: true,
+        reached: true,
+    }
+}
+
+/// Changes the journal entry `entry`, if there is one.
+fn mark(state: &Mutex<State>, entry: Option<usize>, change: impl FnOnce(&mut Call)) {
+    let mut state = state.lock().unwrap();
+    if let Some(call) = entry.and_then(|e| state.journal.get_mut(e)) {
+        change(call);
+    }
+}
+
 /// Forwards a held delete and journals it as taking effect now.
 pub(super) async fn forward_deferred(state: &Mutex<State>, call: Deferred) {
     let (_, deleted) = apply(
@@ -84,20 +106,9 @@ pub(super) async fn forward_deferred(state: &Mutex<State>, call: Deferred) {
         call.deletes.clone(),
     )
     .await;
-    state.lock().unwrap().journal.push(Call {
-        tag: call.tag,
-        operation: call.operation,
-        fault: None,
-        delivered: Vec::new(),
-        deletes: call.deletes,
-        deleted,
-        hands_over: Vec::new(),
-        // Answered as done when it was held.
-        succeeded: true,
-        at: std::time::SystemTime::now(),
-        answered: true,
-        reached: true,
-    });
+    let mut entry = forwarded_late(call.tag, call.operation, None);
+    (entry.deletes, entry.deleted) = (call.deletes, deleted);
+    state.lock().unwrap().journal.push(entry);
 }
 
 /// Accepts connections on `listener` until it fails, each served on its
@@ -131,11 +142,7 @@ async fn handle(
     let (_here, gone) = tokio::sync::oneshot::channel::<()>();
     let (result, entry) =
         tokio::spawn(handle_call(state.clone(), upstream, parts, body, gone)).await?;
-    if let Some(entry) = entry {
-        if let Some(call) = state.lock().unwrap().journal.get_mut(entry) {
-            call.answered = true;
-        }
-    }
+    mark(&state, entry, |call| call.answered = true);
     result
 }
 
@@ -247,11 +254,8 @@ async fn handle_call(
                 all.clone(),
             )
             .await;
-            if let Some(entry) = journal(&fault, delivered, succeeded(&first)) {
-                if let Some(call) = state.lock().unwrap().journal.get_mut(entry) {
-                    call.answered = true;
-                }
-            }
+            let entry = journal(&fault, delivered, succeeded(&first));
+            mark(&state, entry, |call| call.answered = true);
         }
         Some(Sabotage::AcknowledgeEarly)
             if unfaulted
@@ -266,21 +270,10 @@ async fn handle_call(
                 tokio::time::sleep(std::time::Duration::from_secs(3)).await;
                 let (_, delivered) =
                     apply(&upstream, parts, body, &operation, &fault, &|| {}, all).await;
+                let mut entry = forwarded_late(tag, operation, fault);
+                entry.delivered = delivered;
                 let mut state = state.lock().unwrap();
-                state.journal.push(Call {
-                    tag,
-                    operation,
-                    fault,
-                    delivered,
-                    deletes: Vec::new(),
-                    deleted: Vec::new(),
-                    hands_over: Vec::new(),
-                    // Answered as published before it was forwarded.
-                    succeeded: true,
-                    at: std::time::SystemTime::now(),
-                    answered: true,
-                    reached: true,
-                });
+                state.journal.push(entry);
                 state.delayed -= 1;
             });
             return (Ok(answer), None);
@@ -296,11 +289,7 @@ async fn handle_call(
                 biased;
                 _ = gone => {
                     let entry = journal(&fault, Vec::new(), false);
-                    if let Some(e) = entry {
-                        if let Some(call) = state.lock().unwrap().journal.get_mut(e) {
-                            call.reached = false;
-                        }
-                    }
+                    mark(&state, entry, |call| call.reached = false);
                     return (Err("the caller gave up while its call was held".into()), entry);
                 }
                 permit = gate.admit() => permit,

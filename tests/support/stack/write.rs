@@ -91,25 +91,49 @@ impl Stack {
             (at.unix_timestamp_nanos() / 1_000_000) as u64,
             fastrand::u128(..),
         );
-        let item = OutboxItem::in_table(
+        self.put_item(self.item_of(&order, &envelope, 8)).await
+    }
+
+    /// The outbox item of `envelope` in aggregate `order`'s collection,
+    /// written with `shards` pending-index shards.
+    fn item_of(
+        &self,
+        order: &str,
+        envelope: &outbox_core::EventEnvelope,
+        shards: u16,
+    ) -> OutboxItem {
+        let limits = outbox_core::size::EventLimits::eventbridge("outbox.orders");
+        OutboxItem::in_table(
             &self.keys,
             &format!("ORDER#{order}"),
-            &envelope,
-            &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
-            8,
+            envelope,
+            &limits,
+            shards,
         )
-        .expect("outbox item");
-        self.put_item(item).await
+        .expect("outbox item")
     }
 
     /// Writes `item` under this stack's key names; returns it.
     async fn put_item(&self, item: OutboxItem) -> OutboxItem {
-        self.put_raw(
-            self.keys
-                .to_table(item.to_attributes().expect("attributes")),
-        )
-        .await;
+        let attributes = item.to_attributes().expect("attributes");
+        self.put_raw(self.keys.to_table(attributes)).await;
         item
+    }
+
+    /// Sets the attributes `values` (name, value) of the item at `key`, as
+    /// time or another region's writer would have.
+    pub async fn set(&self, key: &outbox_core::keys::ItemKey, values: &[(&str, AttributeValue)]) {
+        let mut update = self.ddb.update_item().table_name(&self.table);
+        let mut sets = Vec::new();
+        for (i, (name, value)) in values.iter().enumerate() {
+            sets.push(format!("#a{i} = :v{i}"));
+            update = update
+                .expression_attribute_names(format!("#a{i}"), *name)
+                .expression_attribute_values(format!(":v{i}"), value.clone());
+        }
+        let update = update.update_expression(format!("SET {}", sets.join(", ")));
+        let key = Some(self.keys.key(key));
+        update.set_key(key).send().await.expect("update item");
     }
 
     /// Puts a raw item (for poison and hand-made records).
@@ -145,15 +169,8 @@ impl Stack {
         let ms = (at.unix_timestamp_nanos() / 1_000_000) as u64 + offset_ms;
         envelope.event_id = ulid::Ulid::from_parts(ms, fastrand::u128(..));
         envelope.occurred_at = outbox_core::ulid_time(envelope.event_id);
-        let item = OutboxItem::in_table(
-            &self.keys,
-            &format!("ORDER#{aggregate}"),
-            &envelope,
-            &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
-            shards,
-        )
-        .expect("outbox item");
-        self.put_item(item).await
+        self.put_item(self.item_of(aggregate, &envelope, shards))
+            .await
     }
 
     /// Puts a poison outbox item of aggregate `order`: its envelope replaced
@@ -167,16 +184,10 @@ impl Stack {
             serde_json::json!({}),
         )
         .expect("envelope");
-        let mut item = OutboxItem::in_table(
-            &self.keys,
-            &format!("ORDER#{order}"),
-            &event,
-            &outbox_core::size::EventLimits::eventbridge("outbox.orders"),
-            8,
-        )
-        .expect("outbox item")
-        .to_attributes()
-        .expect("attributes");
+        let mut item = self
+            .item_of(order, &event, 8)
+            .to_attributes()
+            .expect("attributes");
         match envelope {
             Some(text) => item.insert("envelope".into(), AttributeValue::S(text.into())),
             None => item.remove("envelope"),

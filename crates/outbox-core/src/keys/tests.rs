@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// A variable lookup over `pairs` (the first of a name wins).
+fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    move |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+}
+
 #[test]
 fn redriven_sort_keys_sort_before_every_event_and_among_themselves_by_age() {
     let (old, new) = (
@@ -22,14 +31,6 @@ fn redriven_sort_keys_sort_before_every_event_and_among_themselves_by_age() {
 
 #[test]
 fn the_key_schema_defaults_to_the_design_card_and_validates_each_setting() {
-    let lookup = |pairs: &'static [(&'static str, &'static str)]| {
-        move |k: &str| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    };
     assert_eq!(
         KeySchema::from_lookup(lookup(&[])).unwrap(),
         KeySchema::default()
@@ -57,7 +58,6 @@ fn the_key_schema_defaults_to_the_design_card_and_validates_each_setting() {
         (&[("OUTBOX_PREFIX", "a!")][..], "OUTBOX_PREFIX"),
         (&[("TTL_ATTRIBUTE", "GSI2SK")][..], "TTL_ATTRIBUTE"),
     ] {
-        let pairs: &'static [(&'static str, &'static str)] = pairs;
         let e = KeySchema::from_lookup(lookup(pairs)).unwrap_err();
         assert!(e.to_string().contains(named), "{e}");
     }
@@ -120,26 +120,29 @@ fn a_default_named_key_the_table_does_not_use_is_not_read_as_that_key() {
 fn the_pending_keys_a_stack_sweeps() {
     let regional = KeySchema::default().with_home_region(Some("eu-west-1".into()));
     let plain = KeySchema::default();
-    // This region's keys, a shard in range.
-    assert_eq!(
-        regional.pending_shard("OUTBOX#eu-west-1#3", Some("eu-west-1"), 8),
-        Some(3)
-    );
-    assert_eq!(plain.pending_shard("OUTBOX#3", None, 8), Some(3));
-    // The keys without a region, for an item without one (adopted).
-    assert_eq!(regional.pending_shard("OUTBOX#3", None, 8), Some(3));
-    // Not swept: another region, a region on the item but not on the key,
-    // a shard out of range, another prefix, not a number.
-    assert_eq!(regional.pending_shard("OUTBOX#us-east-1#3", None, 8), None);
-    assert_eq!(
-        regional.pending_shard("OUTBOX#3", Some("eu-west-1"), 8),
-        None
-    );
-    assert_eq!(plain.pending_shard("OUTBOX#eu-west-1#3", None, 8), None);
-    assert_eq!(plain.pending_shard("OUTBOX#8", None, 8), None);
-    assert_eq!(plain.pending_shard("evt#3", None, 8), None);
-    assert_eq!(plain.pending_shard("OUTBOX#+3", None, 8), None);
-    assert_eq!(plain.pending_shard("OUTBOX#", None, 8), None);
+    for (schema, key, region, shard) in [
+        // This region's keys, a shard in range.
+        (&regional, "OUTBOX#eu-west-1#3", Some("eu-west-1"), Some(3)),
+        (&plain, "OUTBOX#3", None, Some(3)),
+        // The keys without a region, for an item without one (adopted).
+        (&regional, "OUTBOX#3", None, Some(3)),
+        // Not swept: another region, a region on the item but not on the
+        // key, a shard out of range, another prefix, not a number.
+        (&regional, "OUTBOX#us-east-1#3", None, None),
+        (&regional, "OUTBOX#3", Some("eu-west-1"), None),
+        (&plain, "OUTBOX#eu-west-1#3", None, None),
+        (&plain, "OUTBOX#8", None, None),
+        (&plain, "evt#3", None, None),
+        (&plain, "OUTBOX#+3", None, None),
+        (&plain, "OUTBOX#", None, None),
+    ] {
+        let keys_region = &schema.home_region;
+        let got = schema.pending_shard(key, region, 8);
+        assert_eq!(
+            got, shard,
+            "{key}, item of {region:?}, keys of {keys_region:?}"
+        );
+    }
 
     let env = crate::EventEnvelope::new("OrderCreated", "Order", "o-1", 1, serde_json::json!({}))
         .unwrap();
@@ -203,13 +206,7 @@ fn shard_of_a_known_id_never_changes() {
 /// off; a clear error naming the variable.
 #[test]
 fn the_home_region_comes_from_the_environment_and_decides_who_publishes() {
-    let schema = |vars: &[(&str, &str)]| {
-        let vars: Vec<(String, String)> = vars
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        KeySchema::from_lookup(move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
-    };
+    let schema = |vars: &[(&str, &str)]| KeySchema::from_lookup(lookup(vars));
     assert_eq!(schema(&[]).unwrap().home_region, None);
     assert_eq!(
         schema(&[("AWS_REGION", "eu-west-1")]).unwrap().home_region,
@@ -280,13 +277,9 @@ fn each_key_schema_variable_sets_its_own_name() {
         .enumerate()
         .map(|(i, name)| (*name, format!("name-{i}")))
         .collect();
-    let value = |name: &str| {
-        given
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
-    };
-    let schema = KeySchema::from_lookup(value).unwrap();
+    let pairs: Vec<(&str, &str)> = given.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let value = lookup(&pairs);
+    let schema = KeySchema::from_lookup(&value).unwrap();
     for (field, name) in [
         (&schema.partition_key, "PARTITION_KEY"),
         (&schema.sort_key, "SORT_KEY"),

@@ -129,15 +129,24 @@ fn put(pk: &str, sk: &str, extra: &[(&str, AttributeValue)]) -> Put {
         .expect("a put")
 }
 
-fn codes(error: &super::TransactError) -> Vec<String> {
+fn reasons(error: &super::TransactError) -> &[aws_sdk_dynamodb::types::CancellationReason] {
     let service = error.as_service_error().expect("a service error");
     let aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) = service else {
         panic!("not a cancellation: {service:?}");
     };
     c.cancellation_reasons()
-        .iter()
-        .map(|r| r.code().unwrap_or("").to_owned())
-        .collect()
+}
+
+fn codes(error: &super::TransactError) -> Vec<String> {
+    let codes = reasons(error).iter().map(|r| r.code().unwrap_or(""));
+    codes.map(str::to_owned).collect()
+}
+
+/// A transaction's delete of `pk`/`sk`.
+fn delete(pk: &str, sk: &str) -> TransactWriteItem {
+    let delete = Delete::builder().table_name("t").set_key(Some(key(pk, sk)));
+    let delete = delete.build().expect("a delete");
+    TransactWriteItem::builder().delete(delete).build()
 }
 
 #[tokio::test]
@@ -158,15 +167,8 @@ async fn a_transaction_is_all_or_nothing_with_reasons_in_order() {
         .await
         .expect_err("A exists");
     assert_eq!(codes(&error), ["ConditionalCheckFailed", "None"]);
-    let service = error.into_service_error();
-    let aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) = service else {
-        panic!("not a cancellation");
-    };
     assert_eq!(
-        c.cancellation_reasons()[0]
-            .item()
-            .and_then(|i| i.get("v"))
-            .cloned(),
+        reasons(&error)[0].item().and_then(|i| i.get("v")).cloned(),
         Some(n("1")),
         "ALL_OLD returns the item as it was"
     );
@@ -203,12 +205,7 @@ async fn a_transaction_is_all_or_nothing_with_reasons_in_order() {
             .and_then(|i| i.get("v").cloned()),
         Some(n("2"))
     );
-    let delete = Delete::builder()
-        .table_name("t")
-        .set_key(Some(key("A", "1")))
-        .build()
-        .expect("a delete");
-    let delete = TransactWriteItem::builder().delete(delete).build();
+    let delete = delete("A", "1");
     table.cancel_next("TransactionConflict");
     let error = table
         .transact_write(vec![delete.clone()], None)
@@ -216,23 +213,15 @@ async fn a_transaction_is_all_or_nothing_with_reasons_in_order() {
         .expect_err("queued");
     assert_eq!(codes(&error), ["TransactionConflict"]);
     table
-        .transact_write(vec![delete], Some("token".into()))
+        .transact_write(vec![delete.clone()], Some("token".into()))
         .await
         .expect("the delete");
     assert!(table.item("t", &ItemKey::new("A", "1")).is_none());
 
     // A token seen before answers success without writing again.
     table.put("t", key("A", "1"));
-    let delete = Delete::builder()
-        .table_name("t")
-        .set_key(Some(key("A", "1")))
-        .build()
-        .expect("a delete");
     table
-        .transact_write(
-            vec![TransactWriteItem::builder().delete(delete).build()],
-            Some("token".into()),
-        )
+        .transact_write(vec![delete], Some("token".into()))
         .await
         .expect("replayed");
     assert!(table.item("t", &ItemKey::new("A", "1")).is_some());

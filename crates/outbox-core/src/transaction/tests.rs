@@ -50,26 +50,22 @@ fn limits_are_enforced_before_any_call() {
     let empty = OutboxTransaction::new(&settings());
     assert!(matches!(empty.build(), Err(TransactionError::Empty)));
 
-    let mut many = OutboxTransaction::new(&settings());
-    for i in 0..101 {
-        many = many.put(&format!("p{i}"), put(&format!("A#{i}"), "META", 0));
-    }
+    // `n` puts of `extra` bytes each.
+    let puts = |n: usize, extra: usize| {
+        (0..n).fold(OutboxTransaction::new(&settings()), |tx, i| {
+            tx.put(&format!("p{i}"), put(&format!("A#{i}"), "META", extra))
+        })
+    };
+    let many = puts(101, 0).build();
     assert!(matches!(
-        many.build(),
+        many,
         Err(TransactionError::TooManyActions {
             count: 101,
             limit: 100
         })
     ));
-
-    let mut large = OutboxTransaction::new(&settings());
-    for i in 0..11 {
-        large = large.put(&format!("p{i}"), put(&format!("A#{i}"), "META", 390 * 1024));
-    }
-    assert!(matches!(
-        large.build(),
-        Err(TransactionError::TooLarge { .. })
-    ));
+    let large = puts(11, 390 * 1024).build();
+    assert!(matches!(large, Err(TransactionError::TooLarge { .. })));
 
     let twice = OutboxTransaction::new(&settings())
         .put("first", put("A#1", "META", 0))

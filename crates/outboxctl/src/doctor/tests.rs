@@ -77,49 +77,26 @@ fn each_broken_table_names_its_check_and_a_fix() {
         .stream_enabled(false)
         .build()
         .unwrap();
-    let other_gsi1 = index("GSI1", "gsi1pk", "gsi1sk", ProjectionType::All);
-    let keys_gsi2 = index("GSI2", "GSI2PK", "GSI2SK", ProjectionType::KeysOnly);
+    let gsi1 = |hash, range| index("GSI1", hash, range, ProjectionType::All);
+    let gsi2 = |projection| index("GSI2", "GSI2PK", "GSI2SK", projection);
+    let indexes = |list| good().set_global_secondary_indexes(Some(list)).build();
+    let other_keys = vec![key("pk", KeyType::Hash), key("sk", KeyType::Range)];
     let cases: Vec<(&str, TableDescription)> = vec![
         ("stream", good().stream_specification(keys_only).build()),
         ("stream", good().stream_specification(off).build()),
+        ("pending-index", indexes(vec![gsi2(ProjectionType::All)])),
         (
             "pending-index",
-            good()
-                .set_global_secondary_indexes(Some(vec![index(
-                    "GSI2",
-                    "GSI2PK",
-                    "GSI2SK",
-                    ProjectionType::All,
-                )]))
-                .build(),
-        ),
-        (
-            "pending-index",
-            good()
-                .set_global_secondary_indexes(Some(vec![
-                    other_gsi1,
-                    index("GSI2", "GSI2PK", "GSI2SK", ProjectionType::All),
-                ]))
-                .build(),
+            indexes(vec![gsi1("gsi1pk", "gsi1sk"), gsi2(ProjectionType::All)]),
         ),
         (
             "dead-letter-index",
-            good()
-                .set_global_secondary_indexes(Some(vec![
-                    index("GSI1", "GSI1PK", "GSI1SK", ProjectionType::All),
-                    keys_gsi2,
-                ]))
-                .build(),
+            indexes(vec![
+                gsi1("GSI1PK", "GSI1SK"),
+                gsi2(ProjectionType::KeysOnly),
+            ]),
         ),
-        (
-            "keys",
-            good()
-                .set_key_schema(Some(vec![
-                    key("pk", KeyType::Hash),
-                    key("sk", KeyType::Range),
-                ]))
-                .build(),
-        ),
+        ("keys", good().set_key_schema(Some(other_keys)).build()),
     ];
     for (check, table) in cases {
         let findings = check_table(&KeySchema::default(), "t", &table);
@@ -137,15 +114,9 @@ fn ttl_must_be_on_the_writers_attribute() {
             .attribute_name(name)
             .build()
     };
-    assert_eq!(
-        check_ttl(
-            &KeySchema::default(),
-            "t",
-            Some(&ttl(TimeToLiveStatus::Enabled, "expiresAt"))
-        )
-        .severity,
-        Severity::Ok
-    );
+    let fit = ttl(TimeToLiveStatus::Enabled, "expiresAt");
+    let finding = check_ttl(&KeySchema::default(), "t", Some(&fit));
+    assert_eq!(finding.severity, Severity::Ok);
     for broken in [
         Some(ttl(TimeToLiveStatus::Enabled, "ttl")),
         Some(ttl(TimeToLiveStatus::Disabled, "expiresAt")),
@@ -186,13 +157,10 @@ fn mapping(prefix: &str, reports: bool, on_failure: bool) -> Mapping {
 
 #[test]
 fn mappings_are_counted_and_the_publishers_checked() {
+    let check = |mappings: &[Mapping]| check_mappings(&KeySchema::default(), mappings);
     let good = mapping("OUTBOX#", true, true);
-    assert!(problems(&check_mappings(
-        &KeySchema::default(),
-        std::slice::from_ref(&good)
-    ))
-    .is_empty());
-    let none = check_mappings(&KeySchema::default(), &[]);
+    assert!(problems(&check(std::slice::from_ref(&good))).is_empty());
+    let none = check(&[]);
     assert!(problems(&none).is_empty(), "before deploying: a warning");
     assert!(none.iter().any(|f| f.severity == Severity::Warning));
     let cases = [
@@ -214,7 +182,7 @@ fn mappings_are_counted_and_the_publishers_checked() {
         ),
     ];
     for (mappings, checks) in cases {
-        let findings = check_mappings(&KeySchema::default(), &mappings);
+        let findings = check(&mappings);
         assert_eq!(problems(&findings), checks, "{findings:?}");
     }
 }

@@ -9,6 +9,15 @@ fn as_the_runtime_decodes(json: &str) -> StreamEvent {
     serde_path_to_error::deserialize(de).unwrap()
 }
 
+/// [`as_the_runtime_decodes`], its records read with the default key
+/// schema (the event leaked: a test's records borrow from it).
+fn records_of(json: &str) -> Result<Vec<Record<'static>>, StreamDecodeError> {
+    Box::leak(Box::new(as_the_runtime_decodes(json))).records(&KeySchema::default())
+}
+
+/// The sort key of an outbox event the records below carry.
+const OUTBOX_SK: &str = "OUTBOX#01JDQ3V7XB0000000000000002";
+
 fn sample(name: &str) -> String {
     std::fs::read_to_string(format!(
         "{}/../../events/{name}",
@@ -74,8 +83,7 @@ fn the_sample_batch_decodes_as_the_typed_model_reads_it() {
 
 #[test]
 fn sequence_numbers_borrow_from_the_event() {
-    let event = as_the_runtime_decodes(&sample("publisher-mixed-batch.json"));
-    let records = event.records(&KeySchema::default()).unwrap();
+    let records = records_of(&sample("publisher-mixed-batch.json")).unwrap();
     assert!(records
         .iter()
         .all(|r| matches!(r.sequence, Some(Cow::Borrowed(_)))));
@@ -83,7 +91,7 @@ fn sequence_numbers_borrow_from_the_event() {
         outbox_keys(&records),
         [
             None,
-            Some("OUTBOX#01JDQ3V7XB0000000000000002".into()),
+            Some(OUTBOX_SK.into()),
             None,
             None,
             Some("OUTBOX#01JDQ3V7XC0000000000000003".into())
@@ -118,53 +126,32 @@ fn record(name: &str, sk: &str, dynamodb_first: bool, image_first: bool) -> Stri
 #[test]
 fn records_that_are_not_outbox_inserts_are_skipped_without_decoding_their_image() {
     for (name, sk) in [
-        ("MODIFY", "OUTBOX#01JDQ3V7XB0000000000000002"),
+        ("MODIFY", OUTBOX_SK),
         ("REMOVE", "META"),
         ("INSERT", "META"),
     ] {
         let json = format!(r#"{{"Records": [{}]}}"#, record(name, sk, false, false));
-        let event = as_the_runtime_decodes(&json);
-        let records = event.records(&KeySchema::default()).unwrap();
+        let records = records_of(&json).unwrap();
         assert_eq!(records[0].change, Change::Other, "{name} {sk}");
         assert_eq!(records[0].created_ms, 1_796_047_200_500);
     }
     // The same image on an outbox insert is decoded, and fails.
     let json = format!(
         r#"{{"Records": [{}]}}"#,
-        record("INSERT", "OUTBOX#01JDQ3V7XB0000000000000002", false, false)
+        record("INSERT", OUTBOX_SK, false, false)
     );
-    assert!(as_the_runtime_decodes(&json)
-        .records(&KeySchema::default())
-        .is_err());
+    assert!(records_of(&json).is_err());
 }
 
 #[test]
 fn fields_in_another_order_are_decoded_the_slow_way_and_read_the_same() {
-    let image = r#"{"PK": {"S": "ORDER#1"}, "SK": {"S": "OUTBOX#01JDQ3V7XB0000000000000002"}}"#;
+    let image = format!(r#"{{"PK": {{"S": "ORDER#1"}}, "SK": {{"S": "{OUTBOX_SK}"}}}}"#);
     for (dynamodb_first, image_first) in [(true, false), (false, true), (true, true)] {
-        let json = format!(
-            r#"{{"Records": [{}, {}]}}"#,
-            record(
-                "REMOVE",
-                "OUTBOX#01JDQ3V7XB0000000000000002",
-                dynamodb_first,
-                image_first
-            )
-            .replace(UNDECODABLE, image),
-            record(
-                "INSERT",
-                "OUTBOX#01JDQ3V7XB0000000000000002",
-                dynamodb_first,
-                image_first
-            )
-            .replace(UNDECODABLE, image)
-        );
-        let event = as_the_runtime_decodes(&json);
-        let records = event.records(&KeySchema::default()).unwrap();
-        assert_eq!(
-            outbox_keys(&records),
-            [None, Some("OUTBOX#01JDQ3V7XB0000000000000002".into())]
-        );
+        let of = |name| record(name, OUTBOX_SK, dynamodb_first, image_first);
+        let json = format!(r#"{{"Records": [{}, {}]}}"#, of("REMOVE"), of("INSERT"));
+        let records = records_of(&json.replace(UNDECODABLE, &image)).unwrap();
+        let expected = [None, Some(OUTBOX_SK.to_owned())];
+        assert_eq!(outbox_keys(&records), expected, "{json}");
     }
 }
 
@@ -189,8 +176,7 @@ fn a_table_with_its_own_key_names_is_read_by_them() {
 #[test]
 fn an_insert_without_a_new_image_is_an_outbox_insert_with_an_empty_image() {
     let json = r#"{"Records": [{"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "A#1"}, "SK": {"S": "OUTBOX#x"}}, "SequenceNumber": "1", "StreamViewType": "KEYS_ONLY"}}]}"#;
-    let event = as_the_runtime_decodes(json);
-    let records = event.records(&KeySchema::default()).unwrap();
+    let records = records_of(json).unwrap();
     assert!(matches!(
         &records[0].change,
         Change::OutboxInsert { image, view: Some(StreamViewType::KeysOnly), .. } if image.is_empty()
@@ -205,8 +191,7 @@ fn an_event_that_is_not_a_stream_event_is_an_error() {
         r#"{"Records": [{"eventName": "INSERT"}]}"#,
         r#"[]"#,
     ] {
-        let event = as_the_runtime_decodes(json);
-        assert!(event.records(&KeySchema::default()).is_err(), "{json}");
+        assert!(records_of(json).is_err(), "{json}");
     }
 }
 
@@ -226,8 +211,7 @@ fn a_field_given_twice_or_a_record_without_its_name_fails_the_batch() {
         ),
         format!(r#"{{"Records": [{{"dynamodb": {{{keys}}}}}]}}"#),
     ] {
-        let event = as_the_runtime_decodes(&json);
-        assert!(event.records(&KeySchema::default()).is_err(), "{json}");
+        assert!(records_of(&json).is_err(), "{json}");
     }
 }
 
@@ -237,8 +221,7 @@ fn nulls_read_as_the_general_model_reads_them() {
         {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "A#1"}, "SK": {"S": "OUTBOX#x"}}, "NewImage": null, "SequenceNumber": null, "ApproximateCreationDateTime": null}},
         {"eventName": "INSERT", "dynamodb": {"Keys": null, "NewImage": null, "SequenceNumber": "2"}}
     ]}"#;
-    let event = as_the_runtime_decodes(json);
-    let records = event.records(&KeySchema::default()).unwrap();
+    let records = records_of(json).unwrap();
     assert!(matches!(
         &records[0].change,
         Change::OutboxInsert { image, .. } if image.is_empty()

@@ -59,18 +59,14 @@ async fn a_warm_function_stops_once_an_older_stack_is_live_and_beats_once_per_in
 async fn a_stack_made_again_under_a_deleted_ones_name_starts_anew() {
     let store = MemoryStore::new(8);
     let old = record("orders", "arn:old", "2026-01-01T00:00:00Z");
-    PublishStore::record_settings(&store, &old, &far())
-        .await
-        .unwrap();
     let again = record("orders", "arn:new", "2026-12-07T10:00:00Z");
-    PublishStore::record_settings(&store, &again, &far())
-        .await
-        .unwrap();
     let mut same_stack = again.clone();
     same_stack.since = Some("2026-12-07T11:00:00Z".into());
-    PublishStore::record_settings(&store, &same_stack, &far())
-        .await
-        .unwrap();
+    for record in [&old, &again, &same_stack] {
+        PublishStore::record_settings(&store, record, &far())
+            .await
+            .unwrap();
+    }
     let records = PublishStore::recorded_settings(&store, &far())
         .await
         .unwrap();

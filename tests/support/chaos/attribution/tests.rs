@@ -11,13 +11,17 @@ fn at(ms: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(1_000_000 + ms)
 }
 
+fn ids(events: &[&str]) -> Vec<String> {
+    events.iter().map(|e| e.to_string()).collect()
+}
+
 /// A sink call of invocation `tag` that delivered `events`.
 fn send(tag: u64, ms: u64, events: &[&str], answered: bool) -> Call {
     Call {
         tag,
         operation: "PutEvents".into(),
         fault: None,
-        delivered: events.iter().map(|e| e.to_string()).collect(),
+        delivered: ids(events),
         deletes: Vec::new(),
         deleted: Vec::new(),
         hands_over: Vec::new(),
@@ -31,29 +35,82 @@ fn send(tag: u64, ms: u64, events: &[&str], answered: bool) -> Call {
 /// A delete call of invocation `tag` that deleted `events`.
 fn delete(tag: u64, ms: u64, events: &[&str]) -> Call {
     Call {
-        tag,
         operation: "BatchWriteItem".into(),
-        fault: None,
-        delivered: Vec::new(),
-        deletes: events.iter().map(|e| e.to_string()).collect(),
-        deleted: events.iter().map(|e| e.to_string()).collect(),
-        hands_over: Vec::new(),
-        succeeded: true,
-        at: at(ms),
-        answered: true,
-        reached: true,
+        deletes: ids(events),
+        deleted: ids(events),
+        ..send(tag, ms, &[], true)
     }
 }
 
-/// One function's journal, the times its invocations started and its
-/// stream batches (tag → batch).
-struct Function {
-    name: &'static str,
+/// `call` (a delete) that never reached the table.
+fn undeleted(mut call: Call) -> Call {
+    call.deleted.clear();
+    call
+}
+
+/// `call` (a delete) cut by the deadline: never answered, never applied.
+fn cut(call: Call) -> Call {
+    let mut call = undeleted(call);
+    call.answered = false;
+    call
+}
+
+fn with_fault(fault: Fault, mut call: Call) -> Call {
+    call.fault = Some(fault);
+    call
+}
+
+/// A `SIGKILL` at invocation `tag`'s sink call at `ms`.
+fn kill(tag: u64, ms: u64) -> Call {
+    with_fault(Fault::Crash { forward: false }, send(tag, ms, &[], false))
+}
+
+/// A sweeper's history: its journal, and the times (tag, ms) its
+/// invocations started.
+fn sweeper(journal: Vec<Call>, started: &[(u64, u64)]) -> History<'static> {
+    History {
+        name: "sweeper",
+        journal,
+        errors: BTreeMap::new(),
+        started: started.iter().map(|(tag, ms)| (*tag, at(*ms))).collect(),
+        batches: BTreeMap::new(),
+        on_failure: BTreeSet::new(),
+        deadlines: Deadlines::default(),
+        // One sink call in flight (`SEND_CONCURRENCY` 1): 10 + 25 + 9.
+        window: window_of(1),
+        generations: BTreeMap::new(),
+    }
+}
+
+/// A publisher's history: its journal, the times (tag, ms) its
+/// invocations started and its stream batches (tag → batch).
+fn publisher(
     journal: Vec<Call>,
-    started: Vec<(u64, u64)>,
-    batches: Vec<(u64, Batch)>,
-    /// Invocations that ran to their deadline.
-    late: Vec<u64>,
+    started: &[(u64, u64)],
+    batches: &[(u64, Batch)],
+) -> History<'static> {
+    History {
+        name: "publisher",
+        batches: batches.iter().cloned().collect(),
+        ..sweeper(journal, started)
+    }
+}
+
+/// `function`, its invocations `tags` run to their deadline (here, out of
+/// their finishing time too).
+fn late(mut function: History<'static>, tags: &[u64]) -> History<'static> {
+    function.deadlines.out_of_time.extend(tags);
+    function.deadlines.out_of_finishing_time.extend(tags);
+    function
+}
+
+/// A later sweep (invocation 1, started at 90 ms) that sends `events`
+/// again and deletes them.
+fn sweeping(events: &[&str]) -> History<'static> {
+    sweeper(
+        vec![send(1, 100, events, true), delete(1, 110, events)],
+        &[(1, 90)],
+    )
 }
 
 /// A batch of `events`' records (sequence numbers `s1`, `s2`…), its answer
@@ -70,99 +127,41 @@ fn batch(events: &[&str], reported: Option<usize>) -> Batch {
     }
 }
 
-fn judge(functions: Vec<Function>, deliveries: &[(&str, usize)]) -> Verdict {
-    let generations = functions.iter().map(|_| BTreeMap::new()).collect();
-    judge_in(functions, deliveries, generations, &[])
-}
-
-/// [`judge`], with the work deadline (ms) of some invocations
-/// (function index, tag, ms).
-fn judge_with_work(
-    functions: Vec<Function>,
-    deliveries: &[(&str, usize)],
-    work: &[(usize, u64, u64)],
-) -> Verdict {
-    let generations = functions.iter().map(|_| BTreeMap::new()).collect();
-    judge_in(functions, deliveries, generations, work)
-}
-
-/// [`judge`], each function's invocations run in the processes of
-/// `generations` (tag → its sandbox's generation), with the work deadline
-/// (ms) of some invocations (function index, tag, ms).
-fn judge_in(
-    functions: Vec<Function>,
-    deliveries: &[(&str, usize)],
-    generations: Vec<BTreeMap<u64, u64>>,
-    work: &[(usize, u64, u64)],
-) -> Verdict {
-    let history = Histories {
-        names: functions.iter().map(|f| f.name).collect(),
-        errors: functions.iter().map(|_| BTreeMap::new()).collect(),
-        started: functions
-            .iter()
-            .map(|f| f.started.iter().map(|(tag, ms)| (*tag, at(*ms))).collect())
-            .collect(),
-        batches: functions
-            .iter()
-            .map(|f| f.batches.iter().cloned().collect())
-            .collect(),
-        delete_deadlines: functions.iter().map(|_| BTreeMap::new()).collect(),
-        work_deadlines: (0..functions.len())
-            .map(|i| {
-                work.iter()
-                    .filter(|(f, _, _)| *f == i)
-                    .map(|(_, tag, ms)| (*tag, at(*ms)))
-                    .collect()
-            })
-            .collect(),
-        // Here an invocation that ran to its deadline ran out of its
-        // finishing time too.
-        out_of_finishing_time: functions
-            .iter()
-            .map(|f| f.late.iter().copied().collect::<BTreeSet<u64>>())
-            .collect(),
-        out_of_time: functions
-            .iter()
-            .map(|f| f.late.iter().copied().collect::<BTreeSet<u64>>())
-            .collect(),
-        // One sink call in flight (`SEND_CONCURRENCY` 1): 10 + 25 + 9.
-        windows: functions.iter().map(|_| window_of(1)).collect(),
-        generations,
-        journals: functions.into_iter().map(|f| f.journal).collect(),
-    };
+/// The verdict's attribution of `functions`' journals, the subscriber
+/// having received each event of `deliveries` so many times.
+fn judge(functions: Vec<History<'static>>, deliveries: &[(&str, usize)]) -> Verdict {
+    let history = Histories { of: functions };
     let deliveries: HashMap<String, usize> = deliveries
         .iter()
         .map(|(id, n)| (id.to_string(), *n))
         .collect();
     let mut verdict = Verdict::default();
-    attribute_from(&mut verdict, &history, &deliveries);
-    misreported(&mut verdict, &history);
+    attribute(&mut verdict, &history, &deliveries);
     verdict
 }
 
-/// A sweeper invocation that sends one event twice, its first call
-/// answered or not, then deletes it.
-fn sweeper_sending_twice(first_answered: bool) -> Function {
-    Function {
-        name: "sweeper",
-        journal: vec![
-            send(1, 10, &["e1"], first_answered),
-            send(1, 20, &["e1"], true),
-            delete(1, 30, &["e1"]),
-        ],
-        started: vec![(1, 0)],
-        batches: vec![],
-        late: vec![],
-    }
-}
-
-/// A second send in one sweeper invocation, its first call answered: no
-/// cause explains it, though the invocation started before the delete
-/// (the second sweep's rule needs another invocation).
+/// One sweeper invocation sends an event twice, then deletes it. Both
+/// calls answered: no cause explains the second send, though the
+/// invocation started before the delete (the second sweep's rule needs
+/// another invocation). A call whose answer never came (the SDK sends it
+/// again) explains the pair, whichever of the two it is: the journal
+/// stamps a call when it took effect, so a resend can stand before its
+/// slow original.
 #[test]
-fn a_second_send_in_one_sweeper_invocation_is_unexplained() {
-    let verdict = judge(vec![sweeper_sending_twice(true)], &[("e1", 2)]);
-    assert_eq!(verdict.unexplained, 1, "{:?}", verdict.examples);
+fn a_resend_in_one_sweeper_invocation_is_explained_only_by_a_lost_answer() {
+    for (first, second, unexplained) in [(true, true, 1), (false, true, 0), (true, false, 0)] {
+        let journal = vec![
+            send(1, 10, &["e1"], first),
+            send(1, 20, &["e1"], second),
+            delete(1, 30, &["e1"]),
+        ];
+        let verdict = judge(vec![sweeper(journal, &[(1, 0)])], &[("e1", 2)]);
+        assert_eq!(
+            verdict.unexplained, unexplained,
+            "answered: {first}, {second}; {:?}",
+            verdict.examples
+        );
+    }
 }
 
 /// A sweep sends an event, deletes it, the publisher sends it from the
@@ -173,29 +172,23 @@ fn a_second_send_in_one_sweeper_invocation_is_unexplained() {
 /// invocation).
 #[test]
 fn a_sweep_sending_again_after_the_publisher_is_its_own_resend() {
-    let sweeper = |again: bool| {
+    let sweeps = |again: bool| {
         let mut journal = vec![send(1, 10, &["e1"], true), delete(1, 15, &["e1"])];
         if again {
             journal.push(send(1, 30, &["e1"], true));
         }
-        Function {
-            name: "sweeper",
-            journal,
-            started: vec![(1, 0)],
-            batches: vec![],
-            late: vec![],
-        }
+        sweeper(journal, &[(1, 0)])
     };
-    let publisher = || Function {
-        name: "publisher",
-        journal: vec![send(1, 20, &["e1"], true), delete(1, 25, &["e1"])],
-        started: vec![(1, 18)],
-        batches: vec![(1, batch(&["e1"], None))],
-        late: vec![],
+    let stream = || {
+        publisher(
+            vec![send(1, 20, &["e1"], true), delete(1, 25, &["e1"])],
+            &[(1, 18)],
+            &[(1, batch(&["e1"], None))],
+        )
     };
-    let once = judge(vec![sweeper(false), publisher()], &[("e1", 2)]);
+    let once = judge(vec![sweeps(false), stream()], &[("e1", 2)]);
     assert_eq!(once.unexplained, 0, "{:?}", once.examples);
-    let twice = judge(vec![sweeper(true), publisher()], &[("e1", 3)]);
+    let twice = judge(vec![sweeps(true), stream()], &[("e1", 3)]);
     assert_eq!(twice.unexplained, 1, "{:?}", twice.examples);
 }
 
@@ -207,78 +200,38 @@ fn a_sweep_sending_again_after_the_publisher_is_its_own_resend() {
 #[test]
 fn a_delete_answered_as_done_explains_no_resend() {
     let judged = |delete_faulted: bool| {
-        let mut dropped = delete(1, 20, &["e1"]);
-        dropped.deleted.clear();
+        let mut dropped = undeleted(delete(1, 20, &["e1"]));
         if delete_faulted {
             dropped.fault = Some(Fault::ServerError);
             dropped.succeeded = false;
         }
-        let killed = Call {
-            fault: Some(Fault::Crash { forward: false }),
-            ..send(1, 30, &[], false)
-        };
-        let first = Function {
-            name: "publisher",
-            journal: vec![send(1, 10, &["e1"], true), dropped, killed],
-            started: vec![(1, 0)],
-            batches: vec![(1, batch(&["e1"], None))],
-            late: vec![],
-        };
-        let second = Function {
-            name: "publisher",
-            journal: vec![send(2, 50, &["e1"], true)],
-            started: vec![(2, 40)],
-            batches: vec![(2, batch(&["e1"], None))],
-            late: vec![],
-        };
+        let first = publisher(
+            vec![send(1, 10, &["e1"], true), dropped, kill(1, 30)],
+            &[(1, 0)],
+            &[(1, batch(&["e1"], None))],
+        );
+        let second = publisher(
+            vec![send(2, 50, &["e1"], true)],
+            &[(2, 40)],
+            &[(2, batch(&["e1"], None))],
+        );
         judge(vec![first, second], &[("e1", 2)]).unexplained
     };
     assert_eq!(judged(false), 1);
     assert_eq!(judged(true), 0);
 }
 
-/// The same resend after a call whose answer never came (the SDK sends it
-/// again): explained by the lost answer.
-#[test]
-fn a_resend_after_a_lost_answer_is_explained() {
-    let verdict = judge(vec![sweeper_sending_twice(false)], &[("e1", 2)]);
-    assert_eq!(verdict.unexplained, 0, "{:?}", verdict.examples);
-}
-
-/// The original call took effect after its resend (a slow upstream: the
-/// journal stamps a call when it took effect): the unanswered one explains
-/// the pair whichever comes first.
-#[test]
-fn a_resend_stamped_before_its_slow_original_is_explained() {
-    let sweeper = Function {
-        name: "sweeper",
-        journal: vec![
-            send(1, 10, &["e1"], true),
-            send(1, 20, &["e1"], false),
-            delete(1, 30, &["e1"]),
-        ],
-        started: vec![(1, 0)],
-        batches: vec![],
-        late: vec![],
-    };
-    let verdict = judge(vec![sweeper], &[("e1", 2)]);
-    assert_eq!(verdict.unexplained, 0, "{:?}", verdict.examples);
-}
-
 /// A second sweep that read its page before the first one's delete reached
 /// the table explains its resend; one that started after it does not.
 #[test]
 fn a_second_sweep_explains_a_resend_only_when_it_read_before_the_delete() {
-    let sweeps = |second_started: u64| Function {
-        name: "sweeper",
-        journal: vec![
+    let sweeps = |second_started: u64| {
+        let journal = vec![
             send(1, 10, &["e1"], true),
             delete(1, 50, &["e1"]),
             send(2, 60, &["e1"], true),
-        ],
-        started: vec![(1, 0), (2, second_started)],
-        batches: vec![],
-        late: vec![],
+        ];
+        sweeper(journal, &[(1, 0), (2, second_started)])
     };
     assert_eq!(judge(vec![sweeps(40)], &[("e1", 2)]).unexplained, 0);
     assert_eq!(judge(vec![sweeps(55)], &[("e1", 2)]).unexplained, 1);
@@ -289,25 +242,16 @@ fn a_second_sweep_explains_a_resend_only_when_it_read_before_the_delete() {
 /// counts although the deliveries alone would balance.
 #[test]
 fn an_unexplained_resend_cannot_hide_behind_one_the_sink_dropped() {
-    let publisher = Function {
-        name: "publisher",
-        journal: vec![
-            send(1, 10, &["e1"], false),
-            send(1, 20, &["e1"], true),
-            delete(1, 30, &["e1"]),
-        ],
-        started: vec![(1, 0)],
-        batches: vec![],
-        late: vec![],
-    };
-    let sweeper = Function {
-        name: "sweeper",
-        journal: vec![send(1, 80, &["e1"], true)],
-        started: vec![(1, 70)],
-        batches: vec![],
-        late: vec![],
-    };
-    let verdict = judge(vec![publisher, sweeper], &[("e1", 2)]);
+    let journal = vec![
+        send(1, 10, &["e1"], false),
+        send(1, 20, &["e1"], true),
+        delete(1, 30, &["e1"]),
+    ];
+    let later = sweeper(vec![send(1, 80, &["e1"], true)], &[(1, 70)]);
+    let verdict = judge(
+        vec![publisher(journal, &[(1, 0)], &[]), later],
+        &[("e1", 2)],
+    );
     assert_eq!(verdict.unexplained, 1, "{:?}", verdict.examples);
 }
 
@@ -316,31 +260,21 @@ fn an_unexplained_resend_cannot_hide_behind_one_the_sink_dropped() {
 /// redelivered batch's invocation 2 sends `e1` again, in the other sandbox
 /// or in the same one.
 fn redelivered(reported: Option<usize>, same_sandbox: bool) -> Verdict {
-    let first = Function {
-        name: "publisher",
-        journal: vec![
+    let mut first = publisher(
+        vec![
             send(1, 10, &["e0", "e1"], true),
             delete(1, 20, &["e0", "e1"]),
         ],
-        started: vec![(1, 0)],
-        batches: vec![(1, batch(&["e0", "e1", "e2"], reported))],
-        late: vec![],
-    };
+        &[(1, 0)],
+        &[(1, batch(&["e0", "e1", "e2"], reported))],
+    );
     let resend = send(2, 40, &["e1"], true);
     let functions = if same_sandbox {
-        let mut first = first;
         first.journal.push(resend);
-        first.started.push((2, 30));
+        first.started.insert(2, at(30));
         vec![first]
     } else {
-        let second = Function {
-            name: "publisher",
-            journal: vec![resend],
-            started: vec![(2, 30)],
-            batches: vec![],
-            late: vec![],
-        };
-        vec![first, second]
+        vec![first, publisher(vec![resend], &[(2, 30)], &[])]
     };
     judge(functions, &[("e0", 1), ("e1", 2)])
 }
@@ -382,21 +316,21 @@ fn a_new_process_repeats_a_deleted_event_only_when_its_check_failed_or_it_was_wa
             delete(1, 20, &["e0", "e1"]),
         ];
         if check_fails {
-            let mut read = delete(again, 35, &[]);
-            read.operation = "BatchGetItem".into();
-            read.fault = Some(Fault::ServerError);
-            journal.push(read);
+            journal.push(Call {
+                operation: "BatchGetItem".into(),
+                ..with_fault(Fault::ServerError, delete(again, 35, &[]))
+            });
         }
         journal.push(send(again, 40, &["e1"], true));
-        let first = Function {
-            name: "publisher",
-            journal,
-            started: vec![(1, 0), (2, 25), (3, 30)],
-            batches: vec![(1, batch(&["e0", "e1", "e2"], Some(0)))],
-            late: vec![],
+        let first = History {
+            generations: BTreeMap::from([(1, 1), (2, 2), (3, 2)]),
+            ..publisher(
+                journal,
+                &[(1, 0), (2, 25), (3, 30)],
+                &[(1, batch(&["e0", "e1", "e2"], Some(0)))],
+            )
         };
-        let restarted = BTreeMap::from([(1, 1), (2, 2), (3, 2)]);
-        judge_in(vec![first], &[("e0", 1), ("e1", 2)], vec![restarted], &[]).unexplained
+        judge(vec![first], &[("e0", 1), ("e1", 2)]).unexplained
     };
     assert_eq!(judged(2, false), 1, "the first invocation checks");
     assert_eq!(judged(2, true), 0, "its check failed to read");
@@ -420,50 +354,44 @@ fn an_answer_reporting_a_published_record_is_misreported() {
 /// hand-over of another record's item.
 #[test]
 fn a_published_record_neither_deleted_nor_handed_over_may_be_reported() {
-    let publisher = |hand_over_fails: bool| publisher_handing_over("e0", hand_over_fails);
-    let verdict = judge(vec![publisher(true)], &[("e0", 1), ("e1", 1)]);
-    assert_eq!(verdict.misreported, 0, "{:?}", verdict.examples);
-    let verdict = judge(vec![publisher(false)], &[("e0", 1), ("e1", 1)]);
-    assert_eq!(verdict.misreported, 1, "{:?}", verdict.examples);
-    let other = publisher_handing_over("e1", true);
-    let verdict = judge(vec![other], &[("e0", 1), ("e1", 1)]);
-    assert_eq!(verdict.misreported, 1, "{:?}", verdict.examples);
     // No hand-over call at all: its deadline refused it (the invocation
     // ran out of its finishing time), or nothing did.
-    let unwritten = |late: bool| {
+    let unwritten = |ran_late: bool| {
         let mut publisher = publisher_handing_over("e0", false);
         publisher.journal.pop();
-        if late {
-            publisher.late = vec![1];
-        }
-        publisher
+        late(publisher, if ran_late { &[1] } else { &[] })
     };
-    let verdict = judge(vec![unwritten(true)], &[("e0", 1), ("e1", 1)]);
-    assert_eq!(verdict.misreported, 0, "{:?}", verdict.examples);
-    let verdict = judge(vec![unwritten(false)], &[("e0", 1), ("e1", 1)]);
-    assert_eq!(verdict.misreported, 1, "{:?}", verdict.examples);
+    for (publisher, misreported) in [
+        (publisher_handing_over("e0", true), 0),
+        (publisher_handing_over("e0", false), 1),
+        (publisher_handing_over("e1", true), 1),
+        (unwritten(true), 0),
+        (unwritten(false), 1),
+    ] {
+        let verdict = judge(vec![publisher], &[("e0", 1), ("e1", 1)]);
+        assert_eq!(verdict.misreported, misreported, "{:?}", verdict.examples);
+    }
 }
 
 /// A publisher invocation that publishes `e0` and `e1`, fails to delete
 /// `e0`, writes the hand-over of `handed`'s item (failing or not), and
 /// reports `e0`'s record.
-fn publisher_handing_over(handed: &str, hand_over_fails: bool) -> Function {
-    let mut failed_delete = delete(1, 20, &["e0"]);
-    failed_delete.fault = Some(Fault::Status(500, "InternalServerError".into()));
-    failed_delete.deleted.clear();
-    let mut hand_over = send(1, 30, &[], true);
-    hand_over.operation = "UpdateItem".into();
-    hand_over.hands_over = vec![handed.to_owned()];
+fn publisher_handing_over(handed: &str, hand_over_fails: bool) -> History<'static> {
+    let status = || Fault::Status(500, "InternalServerError".into());
+    let failed_delete = with_fault(status(), undeleted(delete(1, 20, &["e0"])));
+    let mut hand_over = Call {
+        operation: "UpdateItem".into(),
+        hands_over: vec![handed.to_owned()],
+        ..send(1, 30, &[], true)
+    };
     if hand_over_fails {
-        hand_over.fault = Some(Fault::Status(500, "InternalServerError".into()));
+        hand_over.fault = Some(status());
     }
-    Function {
-        name: "publisher",
-        journal: vec![send(1, 10, &["e0", "e1"], true), failed_delete, hand_over],
-        started: vec![(1, 0)],
-        batches: vec![(1, batch(&["e0", "e1"], Some(0)))],
-        late: vec![],
-    }
+    publisher(
+        vec![send(1, 10, &["e0", "e1"], true), failed_delete, hand_over],
+        &[(1, 0)],
+        &[(1, batch(&["e0", "e1"], Some(0)))],
+    )
 }
 
 /// A sweep that ran to its deadline explains an event it left undeleted
@@ -472,37 +400,27 @@ fn publisher_handing_over(handed: &str, hand_over_fails: bool) -> Function {
 /// its time, explains nothing.
 #[test]
 fn the_deadline_explains_an_undeleted_event_only_when_it_cut_a_call() {
-    let sweeps = |cut: bool, late: bool| {
+    for (cut_delete, ran_late, unexplained) in [(true, true, 0), (false, true, 1), (true, false, 1)]
+    {
         let mut journal = vec![send(1, 10, &["e1"], true)];
-        if cut {
-            let mut delete = delete(1, 20, &["e1"]);
-            delete.deleted.clear();
-            delete.answered = false;
-            journal.push(delete);
+        if cut_delete {
+            journal.push(cut(delete(1, 20, &["e1"])));
         }
         journal.push(send(2, 60, &["e1"], true));
-        Function {
-            name: "sweeper",
-            journal,
-            started: vec![(1, 0), (2, 50)],
-            batches: vec![],
-            late: if late { vec![1] } else { vec![] },
-        }
-    };
-    assert_eq!(judge(vec![sweeps(true, true)], &[("e1", 2)]).unexplained, 0);
-    assert_eq!(
-        judge(vec![sweeps(false, true)], &[("e1", 2)]).unexplained,
-        1
-    );
-    assert_eq!(
-        judge(vec![sweeps(true, false)], &[("e1", 2)]).unexplained,
-        1
-    );
+        let sweeps = sweeper(journal, &[(1, 0), (2, 50)]);
+        let sweeps = late(sweeps, if ran_late { &[1] } else { &[] });
+        assert_eq!(
+            judge(vec![sweeps], &[("e1", 2)]).unexplained,
+            unexplained,
+            "cut: {cut_delete}, late: {ran_late}"
+        );
+    }
 }
 
 /// A publisher invocation that sent `events` ten to a call, one call at a
-/// time, deleted the first `deleted` of them, and was killed at its next
-/// sink call; its batch then went out again from another sandbox.
+/// time, deleted the first `deleted` of them (whole calls), and was killed
+/// at its next sink call; its batch then went out again from another
+/// sandbox.
 fn killed_after(events: usize, deleted: usize) -> Verdict {
     let ids: Vec<String> = (0..events).map(|i| format!("e{i}")).collect();
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -517,47 +435,24 @@ fn killed_after(events: usize, deleted: usize) -> Verdict {
             .chunks(25)
             .map(|chunk| delete(1, 5 + after, chunk)),
     );
-    journal.push(Call {
-        fault: Some(Fault::Crash { forward: false }),
-        ..send(1, 1_000, &[], false)
-    });
-    let again = Function {
-        name: "publisher",
-        journal: refs
+    journal.push(kill(1, 1_000));
+    let killed = publisher(journal, &[(1, 0)], &[(1, batch(&refs, None))]);
+    // The deleted ones are not sent again: the redelivered batch's check
+    // finds them gone.
+    let again = publisher(
+        refs[deleted..]
             .chunks(10)
             .map(|chunk| send(2, 2_000, chunk, true))
             .collect(),
-        started: vec![(2, 1_500)],
-        batches: vec![(2, batch(&refs, None))],
-        late: vec![],
-    };
-    let killed = Function {
-        name: "publisher",
-        journal,
-        started: vec![(1, 0)],
-        batches: vec![(1, batch(&refs, None))],
-        late: vec![],
-    };
-    let undeleted: Vec<(&str, usize)> = refs[deleted..].iter().map(|id| (*id, 2)).collect();
-    let delivered: Vec<(&str, usize)> = refs[..deleted]
+        &[(2, 1_500)],
+        &[(2, batch(&refs, None))],
+    );
+    let delivered: Vec<(&str, usize)> = refs
         .iter()
-        .map(|id| (*id, 1))
-        .chain(undeleted)
+        .enumerate()
+        .map(|(i, id)| (*id, if i < deleted { 1 } else { 2 }))
         .collect();
-    // The deleted ones are not sent again: the redelivered batch's check
-    // finds them gone.
-    judge(vec![killed, again.only(&refs[deleted..])], &delivered)
-}
-
-impl Function {
-    /// The function, its sink calls carrying only `events`.
-    fn only(mut self, events: &[&str]) -> Self {
-        for call in &mut self.journal {
-            call.delivered.retain(|e| events.contains(&e.as_str()));
-        }
-        self.journal.retain(|c| !c.delivered.is_empty());
-        self
-    }
+    judge(vec![killed, again], &delivered)
 }
 
 /// #43: a kill repeats at most what the design leaves published and not
@@ -591,35 +486,21 @@ fn a_kill_that_repeats_more_than_the_design_allows_fails_the_run() {
 /// duplicates against a bound of 3 counted that way).
 #[test]
 fn a_hang_is_bounded_by_all_its_invocation_sent_until_the_deadline() {
-    let mut cut = delete(1, 40, &["e1", "e2", "e3"]);
-    cut.deleted.clear();
-    cut.answered = false;
-    let publisher = Function {
-        name: "publisher",
-        journal: vec![
-            send(1, 10, &["e1"], true),
-            Call {
-                fault: Some(Fault::Hang),
-                ..send(1, 15, &[], false)
-            },
-            send(1, 20, &["e2", "e3"], true),
-            cut,
-        ],
-        started: vec![(1, 0)],
-        batches: vec![(1, batch(&["e1", "e2", "e3"], None))],
-        late: vec![1],
-    };
-    let sweeper = Function {
-        name: "sweeper",
-        journal: vec![
-            send(1, 100, &["e1", "e2", "e3"], true),
-            delete(1, 110, &["e1", "e2", "e3"]),
-        ],
-        started: vec![(1, 90)],
-        batches: vec![],
-        late: vec![],
-    };
-    let v = judge(vec![publisher, sweeper], &[("e1", 2), ("e2", 2), ("e3", 2)]);
+    let all = ["e1", "e2", "e3"];
+    let journal = vec![
+        send(1, 10, &["e1"], true),
+        with_fault(Fault::Hang, send(1, 15, &[], false)),
+        send(1, 20, &["e2", "e3"], true),
+        cut(delete(1, 40, &all)),
+    ];
+    let hung = late(
+        publisher(journal, &[(1, 0)], &[(1, batch(&all, None))]),
+        &[1],
+    );
+    let v = judge(
+        vec![hung, sweeping(&all)],
+        &[("e1", 2), ("e2", 2), ("e3", 2)],
+    );
     assert_eq!(v.unexplained, 0, "{:?}", v.examples);
     let row = &v.faults["publisher: sink call hangs past the deadline"];
     assert_eq!(
@@ -645,21 +526,13 @@ fn a_call_given_up_at_the_gate_shows_a_cut_only_from_the_work_deadline() {
             reached: false,
             ..send(1, given_up_at, &[], false)
         };
-        let publisher = Function {
-            name: "publisher",
-            journal: vec![send(1, 10, &["e1"], true), held],
-            started: vec![(1, 0)],
-            batches: vec![(1, batch(&["e1"], None))],
-            late: vec![1],
-        };
-        let sweeper = Function {
-            name: "sweeper",
-            journal: vec![send(1, 100, &["e1"], true), delete(1, 110, &["e1"])],
-            started: vec![(1, 90)],
-            batches: vec![],
-            late: vec![],
-        };
-        judge_with_work(vec![publisher, sweeper], &[("e1", 2)], &[(0, 1, 50)]).unexplained
+        let journal = vec![send(1, 10, &["e1"], true), held];
+        let mut gated = late(
+            publisher(journal, &[(1, 0)], &[(1, batch(&["e1"], None))]),
+            &[1],
+        );
+        gated.deadlines.work.insert(1, at(50));
+        judge(vec![gated, sweeping(&["e1"])], &[("e1", 2)]).unexplained
     };
     assert_eq!(
         judged(60),

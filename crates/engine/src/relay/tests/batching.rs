@@ -42,7 +42,7 @@ async fn batches_respect_the_byte_limit() {
 async fn a_call_never_carries_two_events_of_one_aggregate() {
     let sink = FakeSink::new();
     // o0, o1, o0, o1, ...: every call stops where an aggregate repeats.
-    let entries: Vec<Entry> = items_of(6, 2).into_iter().map(Entry::Item).collect();
+    let entries = entries(items_of(6, 2));
     let report = run(&sink, &MemoryStore::default(), &entries, Mode::Stream).await;
     assert!(all_published(&report));
     assert_eq!(
@@ -57,8 +57,7 @@ async fn oversized_entries_are_dead_lettered_without_a_call() {
     let mut all = items_of(3, 3);
     let sink = FakeSink::new().with_max_bytes(all[0].envelope.len() + 10);
     all[1].envelope = format!("{{\"x\":\"{}\"}}", "y".repeat(sink.max_bytes()));
-    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
-    let report = run(&sink, &store, &entries, Mode::Stream).await;
+    let report = run(&sink, &store, &entries(all), Mode::Stream).await;
     assert_eq!(report.outcomes[1], RelayOutcome::DeadLettered);
     assert_eq!(report.published, 2);
     assert!(sink.calls().iter().flatten().all(|t| t != "E1"));
@@ -72,12 +71,7 @@ async fn oversized_entries_are_dead_lettered_without_a_call() {
 #[tokio::test]
 async fn deletes_keep_up_with_the_sends() {
     let store: &'static MemoryStore = Box::leak(Box::new(MemoryStore::new(1)));
-    let entries = items(100);
-    for entry in &entries {
-        if let Entry::Item(item) = entry {
-            store.insert(item.clone());
-        }
-    }
+    let entries = stored(store, items_of(100, 100));
     let sink = FakeSink::new().watch(store);
     let report = run(&sink, store, &entries, Mode::Stream).await;
     assert_eq!(report.published, 100);

@@ -13,7 +13,7 @@ async fn concurrent(
     store: &MemoryStore,
     entries: &[Entry],
     mode: Mode,
-    ordering: crate::Ordering,
+    ordering: Ordering,
 ) -> RelayReport {
     run_with(sink, store, entries, mode, &far(), ordering, WAVE).await
 }
@@ -24,12 +24,12 @@ async fn relaxed_waves(
     entries: &[Entry],
     mode: Mode,
 ) -> RelayReport {
-    concurrent(sink, store, entries, mode, crate::Ordering::Relaxed).await
+    concurrent(sink, store, entries, mode, Ordering::Relaxed).await
 }
 
 #[tokio::test]
 async fn calls_for_distinct_aggregates_are_in_flight_together() {
-    for ordering in [crate::Ordering::Relaxed, crate::Ordering::Strict] {
+    for ordering in [Ordering::Relaxed, Ordering::Strict] {
         let sink = FakeSink::new().overlapping();
         let (store, entries) = stored_items(100, 100);
         let report = concurrent(&sink, &store, &entries, Mode::Stream, ordering).await;
@@ -46,7 +46,7 @@ async fn an_aggregates_events_go_out_in_order_and_never_in_flight_together() {
     // 20 aggregates × 5 events, round robin: every wave stops where an
     // aggregate of the wave comes again (the sink asserts that no two calls
     // in flight share an aggregate).
-    for ordering in [crate::Ordering::Relaxed, crate::Ordering::Strict] {
+    for ordering in [Ordering::Relaxed, Ordering::Strict] {
         let sink = FakeSink::new().overlapping();
         let (store, entries) = stored_items(100, 20);
         let report = concurrent(&sink, &store, &entries, Mode::Stream, ordering).await;

@@ -111,15 +111,9 @@ async fn an_unusable_record_is_reported_never_dead_lettered() {
 
 #[tokio::test]
 async fn nothing_starts_past_the_deadline() {
-    let sink = FakeSink::new();
-    let report = run_until(
-        &sink,
-        &MemoryStore::default(),
-        &items(3),
-        Mode::Stream,
-        &Deadline::after(Duration::ZERO),
-    )
-    .await;
+    let (sink, store) = (FakeSink::new(), MemoryStore::default());
+    let deadline = Deadline::after(Duration::ZERO);
+    let report = run_until(&sink, &store, &items(3), Mode::Stream, &deadline).await;
     assert!(report
         .outcomes
         .iter()
@@ -129,15 +123,9 @@ async fn nothing_starts_past_the_deadline() {
 
 #[tokio::test]
 async fn a_sink_that_never_answers_is_cut_at_the_deadline() {
-    let sink = FakeSink::new().hang();
-    let report = run_until(
-        &sink,
-        &MemoryStore::default(),
-        &items(3),
-        Mode::Stream,
-        &Deadline::after(Duration::from_millis(200)),
-    )
-    .await;
+    let (sink, store) = (FakeSink::new().hang(), MemoryStore::default());
+    let deadline = Deadline::after(Duration::from_millis(200));
+    let report = run_until(&sink, &store, &items(3), Mode::Stream, &deadline).await;
     assert_eq!(report.first_unhandled(), Some(0));
     assert!(matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == "DeadlineReached"));
 }
@@ -150,12 +138,7 @@ async fn a_sink_that_never_answers_is_cut_at_the_deadline() {
 async fn a_published_event_neither_deleted_nor_handed_over_is_reported() {
     let sink = FakeSink::new();
     let store = MemoryStore::default().fail_cleanup(true);
-    let entries = items(2);
-    for entry in &entries {
-        if let Entry::Item(item) = entry {
-            store.insert(item.clone());
-        }
-    }
+    let entries = stored(&store, items_of(2, 2));
     let report = run(&sink, &store, &entries, Mode::Stream).await;
     assert_eq!(published_types(&sink), ["E0", "E1"]);
     assert!(

@@ -24,26 +24,26 @@ use crate::{DeadLetter, Marked, MemoryStore, OperatorStore, PublishStore, SweepS
 use outbox_core::keys::ItemKey;
 use outbox_core::EventEnvelope;
 
+/// An outbox item of `event_type`, version `v` of `aggregate`.
+fn item(event_type: &str, aggregate: &str, v: u64) -> OutboxItem {
+    let env = EventEnvelope::new(event_type, "Order", aggregate, v, json!({})).unwrap();
+    let limits = outbox_core::size::EventLimits::eventbridge("src");
+    OutboxItem::new(&format!("ORDER#{aggregate}"), &env, &limits, 8).unwrap()
+}
+
 /// `E<i>` events; `aggregates` distinct aggregates, round robin.
 fn items_of(n: usize, aggregates: usize) -> Vec<OutboxItem> {
-    (0..n)
-        .map(|i| {
-            let aggregate = format!("o{}", i % aggregates);
-            let env =
-                EventEnvelope::new(&format!("E{i}"), "Order", &aggregate, 1, json!({})).unwrap();
-            OutboxItem::new(
-                &format!("ORDER#{aggregate}"),
-                &env,
-                &outbox_core::size::EventLimits::eventbridge("src"),
-                8,
-            )
-            .unwrap()
-        })
-        .collect()
+    let item_of = |i| item(&format!("E{i}"), &format!("o{}", i % aggregates), 1);
+    (0..n).map(item_of).collect()
 }
 
 fn items(n: usize) -> Vec<Entry> {
-    items_of(n, n).into_iter().map(Entry::Item).collect()
+    entries(items_of(n, n))
+}
+
+/// The entries of `items`, not stored.
+fn entries(items: Vec<OutboxItem>) -> Vec<Entry> {
+    items.into_iter().map(Entry::Item).collect()
 }
 
 fn fast() -> RetryPolicy {
@@ -80,16 +80,7 @@ async fn run_until(
     mode: Mode,
     deadline: &Deadline,
 ) -> RelayReport {
-    run_with(
-        sink,
-        store,
-        entries,
-        mode,
-        deadline,
-        crate::Ordering::Relaxed,
-        1,
-    )
-    .await
+    run_with(sink, store, entries, mode, deadline, Ordering::Relaxed, 1).await
 }
 
 /// A relay run with `concurrency` sink calls in flight at once.
@@ -99,7 +90,7 @@ async fn run_with(
     entries: &[Entry],
     mode: Mode,
     deadline: &Deadline,
-    ordering: crate::Ordering,
+    ordering: Ordering,
     concurrency: usize,
 ) -> RelayReport {
     if matches!(mode, Mode::Sweep { .. }) {
@@ -131,37 +122,15 @@ async fn strict(
     entries: &[Entry],
     mode: Mode,
 ) -> RelayReport {
-    run_with(
-        sink,
-        store,
-        entries,
-        mode,
-        &far(),
-        crate::Ordering::Strict,
-        1,
-    )
-    .await
+    run_with(sink, store, entries, mode, &far(), Ordering::Strict, 1).await
 }
 
 /// Event `v` of aggregate `aggregate` (`<aggregate>-v<v>` as its type).
 fn event(aggregate: &str, v: u64) -> OutboxItem {
-    let env = EventEnvelope::new(
-        &format!("{aggregate}-v{v}"),
-        "Order",
-        aggregate,
-        v,
-        json!({}),
-    )
-    .unwrap();
+    let item = item(&format!("{aggregate}-v{v}"), aggregate, v);
     // Distinct, increasing ULIDs whatever the clock's resolution.
     std::thread::sleep(Duration::from_millis(2));
-    OutboxItem::new(
-        &format!("ORDER#{aggregate}"),
-        &env,
-        &outbox_core::size::EventLimits::eventbridge("src"),
-        8,
-    )
-    .unwrap()
+    item
 }
 
 fn published_types(sink: &FakeSink) -> Vec<String> {

@@ -91,13 +91,7 @@ async fn strict_ordering_holds_an_event_behind_an_older_one_still_in_the_table()
     let a1 = event("a", 1);
     store.insert(a1.clone());
     let (a2, b1, a3) = (event("a", 2), event("b", 1), event("a", 3));
-    for item in [&a2, &b1, &a3] {
-        store.insert(item.clone());
-    }
-    let entries: Vec<Entry> = [a2.clone(), b1, a3.clone()]
-        .into_iter()
-        .map(Entry::Item)
-        .collect();
+    let entries = stored(&store, vec![a2.clone(), b1, a3.clone()]);
     let report = strict(&sink, &store, &entries, Mode::Stream).await;
     assert_eq!(
         published_types(&sink),
@@ -130,15 +124,15 @@ async fn a_stream_run_that_holds_an_event_answers_at_once() {
     let (sink, store) = (FakeSink::new(), MemoryStore::default());
     let a1 = event("a", 1);
     store.insert(a1.clone());
-    let entries = stored(&store, vec![event("a", 2)]);
-    let report = strict(&sink, &store, &entries, Mode::Stream).await;
+    let a2 = stored(&store, vec![event("a", 2)]);
+    let report = strict(&sink, &store, &a2, Mode::Stream).await;
     assert!(sink.calls().is_empty());
     assert_eq!(
         (report.held, report.released, report.collection_reads),
         (1, 0, 1)
     );
     store.delete_published(&[a1.key()], &far()).await;
-    let swept: Vec<Entry> = store.items().into_iter().map(Entry::Item).collect();
+    let swept = entries(store.items());
     let report = strict(&sink, &store, &swept, sweep_mode()).await;
     assert_eq!(published_types(&sink), ["a-v2"]);
     assert!(all_published(&report));
@@ -151,9 +145,7 @@ async fn strict_sweep_releases_the_events_behind_what_it_published() {
     // OnFailure window holds A1 only: A2 and A3 follow in the same run.
     let (sink, store) = (FakeSink::new(), MemoryStore::default());
     let (a1, a2, a3) = (event("a", 1), event("a", 2), event("a", 3));
-    for item in [&a1, &a2, &a3] {
-        store.insert(item.clone());
-    }
+    stored(&store, vec![a1.clone(), a2.clone(), a3.clone()]);
     for (held, behind) in [(&a2, &a1), (&a3, &a2)] {
         store
             .hold(&held.key(), &behind.sk, None, &far())
@@ -170,8 +162,7 @@ async fn strict_sweep_releases_the_events_behind_what_it_published() {
 async fn a_dead_letter_parks_its_aggregate_in_strict_mode() {
     let (sink, store) = (FakeSink::new(), MemoryStore::default());
     let (a1, a2) = (event("a", 1), event("a", 2));
-    store.insert(a1.clone());
-    store.insert(a2.clone());
+    stored(&store, vec![a1.clone(), a2.clone()]);
     dead_letter(&store, &a1).await;
     let report = strict(&sink, &store, &[Entry::Item(a2.clone())], sweep_mode()).await;
     assert!(sink.calls().is_empty());

@@ -9,7 +9,7 @@ async fn a_sweep_goes_on_and_holds_the_failed_aggregate() {
     // Three aggregates, round robin: E0 (o0) fails for good.
     let sink = FakeSink::new().fail("E0", FailureKind::Rejected, 100);
     let store = MemoryStore::default();
-    let entries: Vec<Entry> = items_of(9, 3).into_iter().map(Entry::Item).collect();
+    let entries = entries(items_of(9, 3));
     let report = run(&sink, &store, &entries, sweep_mode()).await;
     let out = &report.outcomes;
     assert!(matches!(out[0], RelayOutcome::Failed(_)));
@@ -33,8 +33,7 @@ async fn an_item_not_due_holds_its_aggregate() {
     let sink = FakeSink::new();
     let mut all = items_of(4, 2);
     all[0].next_attempt_at = Some(OffsetDateTime::now_utc().unix_timestamp() + 600);
-    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
-    let report = run(&sink, &MemoryStore::default(), &entries, sweep_mode()).await;
+    let report = run(&sink, &MemoryStore::default(), &entries(all), sweep_mode()).await;
     assert_eq!(
         report.outcomes,
         vec![
@@ -49,16 +48,15 @@ async fn an_item_not_due_holds_its_aggregate() {
 #[tokio::test]
 async fn a_sweep_leaves_an_event_another_run_claimed() {
     let (sink, store) = (FakeSink::new(), MemoryStore::default());
-    let all = items_of(2, 2);
-    for item in &all {
-        store.insert(item.clone());
-    }
+    let entries = stored(&store, items_of(2, 2));
     let other = crate::Claim::new(Duration::from_secs(60));
+    let Entry::Item(first) = &entries[0] else {
+        unreachable!()
+    };
     store
-        .claim_pending(&all[0].key(), &other, &far())
+        .claim_pending(&first.key(), &other, &far())
         .await
         .unwrap();
-    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
     let report = run(&sink, &store, &entries, sweep_mode()).await;
     assert_eq!(
         report.outcomes,
@@ -76,7 +74,7 @@ async fn a_sweep_does_not_count_an_event_deleted_meanwhile_as_claimed_elsewhere(
     let (sink, store) = (FakeSink::new(), MemoryStore::default());
     let all = items_of(2, 2);
     store.insert(all[1].clone());
-    let entries: Vec<Entry> = all.into_iter().map(Entry::Item).collect();
+    let entries = entries(all);
     // The relay itself: `run` would store the entries the sweep read.
     let relay = Relay {
         sink: &sink,
@@ -108,13 +106,13 @@ async fn a_call_cut_at_the_deadline_is_not_an_attempt() {
     let mut all = items_of(2, 2);
     // One attempt short of the dead letter (sweep_mode: 5 at most).
     all[0].attempts = 4;
-    let entries: Vec<Entry> = all.iter().cloned().map(Entry::Item).collect();
+    let deadline = Deadline::after(Duration::from_millis(200));
     let report = run_until(
         &sink,
         &store,
-        &entries,
+        &entries(all.clone()),
         sweep_mode(),
-        &Deadline::after(Duration::from_millis(200)),
+        &deadline,
     )
     .await;
     assert_eq!(
@@ -159,15 +157,11 @@ async fn a_retry_cut_at_the_deadline_keeps_the_refusal_before_it() {
                 }
             })
         });
-    let store = MemoryStore::default();
-    let report = run_until(
-        &sink,
-        &store,
-        &items(1),
-        sweep_mode(),
-        &Deadline::after(Duration::from_millis(300)),
-    )
-    .await;
+    let (store, deadline) = (
+        MemoryStore::default(),
+        Deadline::after(Duration::from_millis(300)),
+    );
+    let report = run_until(&sink, &store, &items(1), sweep_mode(), &deadline).await;
     assert_eq!(calls.load(AtomicOrdering::SeqCst), 2, "the retry was sent");
     assert!(
         matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == "Scripted"),

@@ -157,7 +157,8 @@ async fn check(stack: &Stack, table: &str, sink: &SinkToCheck) -> Vec<outboxctl:
 #[tokio::test]
 async fn each_broken_copy_is_a_problem_of_its_own_check() {
     let stack = Stack::with_bus().await;
-    let cases: [(&str, fn(&mut Shape)); 8] = [
+    type Break = fn(&mut Shape);
+    let cases: [(&str, Break); 8] = [
         ("keys", |s| s.keys = ("pk", "sk")),
         ("stream", |s| s.stream = None),
         ("stream", |s| s.stream = Some(StreamViewType::KeysOnly)),

@@ -314,6 +314,49 @@ async fn the_sns_branch_grants_what_the_sns_sink_uses() {
     assert_eq!(sns(granted("SweeperRole", &sweeper_bindings)), sns(seen));
 }
 
+/// The Custom Event Bus branch (`EventBusArn`, the eventbridge-bus sink):
+/// its calls (the RPC v2 CBOR protocol, on the local bus) go through the
+/// proxy like the others; the roles grant `events:PutEvents` and
+/// `events:DescribeEventBus` on that bus's ARN and nothing of the others.
+#[tokio::test]
+async fn the_custom_bus_branch_grants_what_the_custom_bus_sink_uses() {
+    let mut stack = Stack::new().await;
+    let bus = devkit::LocalBus::start(&stack.sdk).await.unwrap();
+    let (arn, _) =
+        devkit::create_custom_bus(&stack.sdk, &bus.client(&stack.sdk), &unique("events"), 7)
+            .await
+            .unwrap();
+    let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
+    let proxy = FaultProxy::start_with_bus(bus.endpoint()).await;
+    stack.deployment.sink = devkit::LocalSink::CustomBus(arn.clone());
+    stack.record_settings().await;
+    // The bus's endpoint: the proxy's, as the others are.
+    let via = proxy.bus_env();
+    let relaxed = function("publisher", &stack, &proxy, &[("ORDERING", "relaxed"), via]);
+    let publisher = function("publisher", &stack, &proxy, &[via]);
+    publisher_workload(&stack, &proxy, (&relaxed, &publisher), None).await;
+    assert!(
+        bus.stats().published > 0,
+        "published on the Custom Event Bus"
+    );
+
+    let resource = ("EventBusArn", arn.splitn(6, ':').nth(5).unwrap().to_owned());
+    let seen = proxy.grants_used();
+    let bindings = relay_bindings(&stack, resource.clone(), &failures, false);
+    assert_exact("PublisherRole", "PublisherFunction", &bindings, &seen);
+    let events = |grants: Grants| -> Grants {
+        grants
+            .into_iter()
+            .filter(|(a, _)| a.starts_with("sns:") || a.starts_with("events:"))
+            .collect()
+    };
+    let sweeper_bindings = relay_bindings(&stack, resource, &failures, true);
+    assert_eq!(
+        events(granted("SweeperRole", &sweeper_bindings)),
+        events(seen)
+    );
+}
+
 #[tokio::test]
 async fn the_projector_role_grants_what_the_projector_uses() {
     let sdk = testkit::sdk().await;

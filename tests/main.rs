@@ -11,6 +11,7 @@
 mod adopt;
 mod chaos;
 mod contracts;
+mod custom_bus;
 mod dashboard;
 mod delivery;
 mod docs;

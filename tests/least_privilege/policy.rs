@@ -74,6 +74,9 @@ impl Bindings {
     fn condition(&self, name: &str) -> bool {
         match name {
             "UseSns" => self.sns,
+            // The Custom Event Bus branch: taken where the test binds its
+            // ARN (the reusable stack's `EventBusArn`).
+            "UseCustomBus" => self.names.contains_key("EventBusArn"),
             "UseEventBridge" => !self.sns,
             // The stack creates its bus (no ExistingEventBusName).
             "NoExistingBus" => true,
@@ -205,12 +208,14 @@ pub(super) fn granted_in(template: &Value, role: &str, bindings: &Bindings) -> G
     let mut grants = Grants::new();
     for document in documents {
         for statement in document["Statement"].as_sequence().unwrap() {
-            let statement = match statement {
-                Value::Tagged(tagged) if tagged.tag == "!If" => {
-                    bindings.branch(&tagged.value).clone()
+            // A statement chosen by conditions, nested or not.
+            let mut statement = statement.clone();
+            while let Value::Tagged(tagged) = &statement {
+                if tagged.tag != "!If" {
+                    break;
                 }
-                other => other.clone(),
-            };
+                statement = bindings.branch(&tagged.value).clone();
+            }
             assert_eq!(statement["Effect"].as_str(), Some("Allow"), "{role}");
             assert!(
                 statement["NotAction"].is_null() && statement["NotResource"].is_null(),

@@ -229,7 +229,23 @@ impl FaultProxy {
     /// (`AWS_ENDPOINT_URL_DYNAMODB`, `..._STREAMS`) and moto
     /// (`AWS_ENDPOINT_URL`).
     pub async fn start() -> Self {
-        let upstream = server::Upstreams::local();
+        Self::serve(server::Upstreams::local()).await
+    }
+
+    /// [`FaultProxy::start`] in front of the local Custom Event Bus at
+    /// `bus` too (a function reaches it through the proxy with
+    /// [`FaultProxy::bus_env`]).
+    pub async fn start_with_bus(bus: &str) -> Self {
+        Self::serve(server::Upstreams::local().with_bus(bus)).await
+    }
+
+    /// The variable that sends a function's Custom Event Bus calls through
+    /// this proxy.
+    pub fn bus_env(&self) -> (&'static str, &str) {
+        (devkit::BUS_ENDPOINT_ENV, &self.endpoint)
+    }
+
+    async fn serve(upstream: server::Upstreams) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
         let state = Arc::new(Mutex::new(State::default()));

@@ -75,6 +75,9 @@ pub enum LocalSink {
     Bus(String),
     /// An SNS topic, by ARN (FIFO when it ends in `.fifo`).
     Topic(String),
+    /// An EventBridge Custom Event Bus (the local bus, `crate::LocalBus`),
+    /// by ARN: the example's `CustomEventBus` at `Sink=eventbridge-bus`.
+    CustomBus(String),
 }
 
 /// A local stack as the templates would deploy it.
@@ -156,6 +159,9 @@ impl LocalDeployment {
         match &self.sink {
             LocalSink::Bus(bus) => resources.insert("EventBus".into(), bus.clone()),
             LocalSink::Topic(arn) => resources.insert("EventTopic".into(), arn.clone()),
+            LocalSink::CustomBus(arn) => {
+                resources.insert("CustomEventBus.EventBusArn".into(), arn.clone())
+            }
         };
         if let Some(read_model) = &self.read_model {
             resources.insert("ReadModelTable".into(), read_model.clone());
@@ -171,9 +177,15 @@ impl LocalDeployment {
     /// The example's parameters: the sink's and the overrides.
     fn example_parameters(&self) -> BTreeMap<String, String> {
         let mut parameters = BTreeMap::new();
-        if let LocalSink::Topic(arn) = &self.sink {
-            parameters.insert("Sink".to_owned(), "sns".to_owned());
-            parameters.insert("SnsFifo".to_owned(), arn.ends_with(".fifo").to_string());
+        match &self.sink {
+            LocalSink::Topic(arn) => {
+                parameters.insert("Sink".to_owned(), "sns".to_owned());
+                parameters.insert("SnsFifo".to_owned(), arn.ends_with(".fifo").to_string());
+            }
+            LocalSink::CustomBus(_) => {
+                parameters.insert("Sink".to_owned(), "eventbridge-bus".to_owned());
+            }
+            LocalSink::Bus(_) => {}
         }
         parameters.extend(self.parameters.clone());
         parameters
@@ -192,6 +204,7 @@ impl LocalDeployment {
             match &self.sink {
                 LocalSink::Bus(bus) => parameters.insert("EventBusName".into(), bus.clone()),
                 LocalSink::Topic(arn) => parameters.insert("EventTopicArn".into(), arn.clone()),
+                LocalSink::CustomBus(arn) => parameters.insert("EventBusArn".into(), arn.clone()),
             };
             parameters.extend(self.parameters.clone());
             return Ok(parameters);

@@ -84,7 +84,8 @@ enum Command {
         /// Its stream's ARN.
         #[arg(long)]
         stream: String,
-        /// The event bus (EventBridge sink).
+        /// The event bus: a name (EventBridge sink) or a Custom Event Bus's
+        /// ARN (eventbridge-bus sink).
         #[arg(long, conflicts_with = "topic", required_unless_present = "topic")]
         bus: Option<String>,
         /// The topic ARN (SNS sink).
@@ -170,6 +171,9 @@ async fn run(cli: Cli) -> Result<(), Error> {
             functions,
         } => {
             let sink = match (bus, topic) {
+                (Some(bus), _) if bus.contains(":event-busv2/") => {
+                    devkit::LocalSink::CustomBus(bus)
+                }
                 (Some(bus), _) => devkit::LocalSink::Bus(bus),
                 (None, Some(topic)) => devkit::LocalSink::Topic(topic),
                 (None, None) => return Err(Error::Other("name --bus or --topic".into())),

@@ -93,10 +93,18 @@ struct Case {
 fn limits_of(sink: &Value) -> EventLimits {
     let limits = match sink["kind"].as_str() {
         Some("sns") => EventLimits::sns(sink["fifo"].as_bool().unwrap_or(false)),
+        Some("eventbridge-bus") => EventLimits::EventBridgeBus {
+            source: sink["source"].as_str().unwrap_or_default().to_owned(),
+            max_bytes: crate::size::DEFAULT_EVENTBRIDGE_BYTES,
+        },
         _ => EventLimits::eventbridge(sink["source"].as_str().unwrap_or_default()),
     };
     match (limits, sink["maxBytes"].as_u64()) {
         (EventLimits::EventBridge { source, .. }, Some(max)) => EventLimits::EventBridge {
+            source,
+            max_bytes: max as usize,
+        },
+        (EventLimits::EventBridgeBus { source, .. }, Some(max)) => EventLimits::EventBridgeBus {
             source,
             max_bytes: max as usize,
         },

@@ -16,6 +16,11 @@ pub const MAX_TRANSACTION_ACTIONS: usize = 100;
 pub const DEFAULT_EVENTBRIDGE_BYTES: usize = 1024 * 1024;
 /// Largest number of entries in one `PutEvents` call.
 pub const MAX_EVENTBRIDGE_ENTRIES: usize = 10;
+/// Largest number of entries in one `PutEvents` call of a Custom Event Bus
+/// (the `eventbridgev2` API), whose request holds 1 MB in all.
+pub const MAX_EVENTBRIDGE_BUS_ENTRIES: usize = 100;
+/// Largest `EventGroupId` and `DeduplicationId` of a Custom Event Bus entry.
+pub const MAX_BUS_SYSTEM_ID: usize = 128;
 /// Default `MAX_EVENT_BYTES` for SNS: 256 KiB per message (attributes
 /// included) and per `PublishBatch` payload.
 pub const DEFAULT_SNS_BYTES: usize = 256 * 1024;
@@ -32,6 +37,16 @@ pub const MAX_FIFO_GROUP_ID: usize = 128;
 pub enum EventLimits {
     /// `PutEvents`: the entry is `Source` + `DetailType` + `Detail`.
     EventBridge {
+        /// The events' `Source`.
+        source: String,
+        /// `MAX_EVENT_BYTES`.
+        max_bytes: usize,
+    },
+    /// A Custom Event Bus's `PutEvents` (`SINK=eventbridge-bus`): the entry
+    /// as EventBridge counts it, plus its `EventGroupId` (the aggregate id,
+    /// counted at its largest) and `DeduplicationId` (the event id); the
+    /// aggregate id must be a valid event group id.
+    EventBridgeBus {
         /// The events' `Source`.
         source: String,
         /// `MAX_EVENT_BYTES`.
@@ -69,7 +84,8 @@ impl EventLimits {
     }
 
     /// The limits of the sink the variables configure, as the stack's
-    /// functions read them: `SINK` (`eventbridge`, the default, or `sns`),
+    /// functions read them: `SINK` (`eventbridge`, the default,
+    /// `eventbridge-bus` or `sns`),
     /// `EVENT_SOURCE`, `SNS_TOPIC_ARN` (FIFO when it ends in `.fifo`) and
     /// `MAX_EVENT_BYTES` (1 KiB to 1 MB; the sink's default).
     pub fn from_lookup(
@@ -83,21 +99,26 @@ impl EventLimits {
                 ConfigError::bounded("MAX_EVENT_BYTES", &raw, 1_024, DEFAULT_EVENTBRIDGE_BYTES)
             }
         };
-        match get("SINK").as_deref().unwrap_or("eventbridge") {
-            "eventbridge" => {
-                let source = get("EVENT_SOURCE").unwrap_or_else(|| DEFAULT_EVENT_SOURCE.to_owned());
-                if source.len() > 256 {
-                    return Err(ConfigError::Invalid {
-                        name: "EVENT_SOURCE",
-                        value: source,
-                        reason: "longer than 256 characters".to_owned(),
-                    });
-                }
-                Ok(Self::EventBridge {
-                    source,
-                    max_bytes: max(DEFAULT_EVENTBRIDGE_BYTES)?,
-                })
+        let source = || {
+            let source = get("EVENT_SOURCE").unwrap_or_else(|| DEFAULT_EVENT_SOURCE.to_owned());
+            if source.len() > 256 {
+                return Err(ConfigError::Invalid {
+                    name: "EVENT_SOURCE",
+                    value: source,
+                    reason: "longer than 256 characters".to_owned(),
+                });
             }
+            Ok(source)
+        };
+        match get("SINK").as_deref().unwrap_or("eventbridge") {
+            "eventbridge" => Ok(Self::EventBridge {
+                source: source()?,
+                max_bytes: max(DEFAULT_EVENTBRIDGE_BYTES)?,
+            }),
+            "eventbridge-bus" => Ok(Self::EventBridgeBus {
+                source: source()?,
+                max_bytes: max(DEFAULT_EVENTBRIDGE_BYTES)?,
+            }),
             "sns" => {
                 let topic = get("SNS_TOPIC_ARN").ok_or(ConfigError::Missing("SNS_TOPIC_ARN"))?;
                 Ok(Self::Sns {
@@ -108,7 +129,7 @@ impl EventLimits {
             other => Err(ConfigError::Invalid {
                 name: "SINK",
                 value: other.to_owned(),
-                reason: "expected `eventbridge` or `sns`".to_owned(),
+                reason: "expected `eventbridge`, `eventbridge-bus` or `sns`".to_owned(),
             }),
         }
     }
@@ -116,7 +137,9 @@ impl EventLimits {
     /// Largest entry (and sink call) in bytes.
     pub fn max_bytes(&self) -> usize {
         match self {
-            Self::EventBridge { max_bytes, .. } | Self::Sns { max_bytes, .. } => *max_bytes,
+            Self::EventBridge { max_bytes, .. }
+            | Self::EventBridgeBus { max_bytes, .. }
+            | Self::Sns { max_bytes, .. } => *max_bytes,
         }
     }
 
@@ -126,14 +149,28 @@ impl EventLimits {
             Self::EventBridge { source, .. } => {
                 eventbridge_entry_size(source, event_type, envelope)
             }
+            Self::EventBridgeBus { source, .. } => {
+                eventbridge_bus_entry_size(source, event_type, event_id, envelope)
+            }
             Self::Sns { .. } => sns_entry_size(event_type, event_id, envelope),
         }
     }
 
     /// Whether the aggregate id can route the event (an SNS FIFO message
-    /// group id: 1 to 128 characters of letters, digits and punctuation).
+    /// group id: 1 to 128 characters of letters, digits and punctuation; a
+    /// Custom Event Bus's event group id: 1 to 128 bytes).
     pub fn check_aggregate_id(&self, aggregate_id: &str) -> Result<(), String> {
         match self {
+            Self::EventBridgeBus { .. } => {
+                // The model counts characters; bytes bound the entry's size.
+                if (1..=MAX_BUS_SYSTEM_ID).contains(&aggregate_id.len()) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "aggregateId must be 1 to {MAX_BUS_SYSTEM_ID} bytes to be an event group id"
+                    ))
+                }
+            }
             Self::Sns { fifo: true, .. } => {
                 let ok = !aggregate_id.is_empty()
                     && aggregate_id.len() <= MAX_FIFO_GROUP_ID
@@ -157,6 +194,21 @@ impl EventLimits {
 /// We set neither `Resources` nor `Time`.
 pub fn eventbridge_entry_size(source: &str, detail_type: &str, detail: &str) -> usize {
     source.len() + detail_type.len() + detail.len()
+}
+
+/// Size of one Custom Event Bus `PutEvents` entry: the classic entry's
+/// ([`eventbridge_entry_size`]), its `DeduplicationId` (the event id) and
+/// its `EventGroupId` (the aggregate id) counted at its largest, 128 bytes
+/// ([`EventLimits::check_aggregate_id`]).
+/// The bus's pages give no rule of their own for the 1 MB request; this
+/// counts every string an entry carries, so a batch never exceeds it.
+pub fn eventbridge_bus_entry_size(
+    source: &str,
+    detail_type: &str,
+    event_id: &str,
+    detail: &str,
+) -> usize {
+    eventbridge_entry_size(source, detail_type, detail) + event_id.len() + MAX_BUS_SYSTEM_ID
 }
 
 /// Size of an outbox event as an SNS message: the envelope and the
@@ -247,6 +299,20 @@ mod tests {
         assert!(sns.check_aggregate_id(&"a".repeat(129)).is_err());
         assert!(sns.check_aggregate_id("has space").is_err());
         assert!(eb.check_aggregate_id(&"a".repeat(200)).is_ok());
+        // A Custom Event Bus: the entry, its deduplication id and its
+        // event group at its largest; a group of 1 to 128 bytes.
+        let bus = EventLimits::from_lookup(|k| (k == "SINK").then(|| "eventbridge-bus".into()))
+            .expect("limits");
+        assert_eq!(bus.max_bytes(), 1024 * 1024);
+        assert_eq!(bus.entry_size("Type", "01J", "{}"), 13 + 4 + 2 + 3 + 128);
+        assert!(bus.check_aggregate_id(&"a".repeat(128)).is_ok());
+        assert!(bus.check_aggregate_id("has space").is_ok());
+        assert!(bus.check_aggregate_id(&"a".repeat(129)).is_err());
+        assert!(
+            bus.check_aggregate_id(&"é".repeat(65)).is_err(),
+            "130 bytes"
+        );
+        assert!(bus.check_aggregate_id("").is_err());
     }
 
     #[test]

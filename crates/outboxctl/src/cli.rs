@@ -198,6 +198,20 @@ mod tests {
         };
         let settings = flags.resolve(None).unwrap();
         assert!(settings.fifo && settings.sink == "sns");
+        // A Custom Event Bus is named by its ARN.
+        let arn =
+            "arn:aws:events:us-east-1:000000000000:event-busv2/orders/abcdefghij0123456789abcde";
+        let bus = SinkArgs {
+            bus: Some(arn.into()),
+            source: Some("s".into()),
+            ..SinkArgs::default()
+        };
+        let settings = bus.resolve(None).unwrap();
+        assert_eq!(
+            (settings.sink.as_str(), settings.target.as_str()),
+            ("eventbridge-bus", arn)
+        );
+        assert!(with(bus).is_err(), "the classic bus is recorded");
         // Recorded settings overridden by their variables' names; an
         // unknown name or a missing value is refused.
         let cli =

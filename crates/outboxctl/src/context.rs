@@ -66,7 +66,9 @@ impl TableArg {
 /// where nothing is recorded, and must agree with what is.
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct SinkArgs {
-    /// The event bus (EventBridge sink); by default the recorded one.
+    /// The event bus: a classic bus's name (EventBridge sink), or a Custom
+    /// Event Bus's ARN (`…:event-busv2/…`, the eventbridge-bus sink); by
+    /// default the recorded one.
     #[arg(long, conflicts_with = "topic")]
     pub(crate) bus: Option<String>,
     /// The topic ARN (SNS sink); by default the recorded one.
@@ -79,6 +81,16 @@ pub(crate) struct SinkArgs {
     /// settings the stack's functions recorded.
     #[arg(long)]
     pub(crate) force: bool,
+}
+
+/// The sink a `--bus` names: a Custom Event Bus by its ARN, a classic bus
+/// by its name.
+pub(crate) fn bus_sink(bus: &str) -> &'static str {
+    if bus.starts_with("arn:") && bus.contains(":event-busv2/") {
+        "eventbridge-bus"
+    } else {
+        "eventbridge"
+    }
 }
 
 impl SinkArgs {
@@ -96,7 +108,7 @@ impl SinkArgs {
     ) -> Result<SinkSettings, Error> {
         let Some((recorded, by)) = recorded else {
             let (sink, target) = match (&self.bus, &self.topic) {
-                (Some(bus), _) => ("eventbridge", bus.clone()),
+                (Some(bus), _) => (bus_sink(bus), bus.clone()),
                 (_, Some(topic)) => ("sns", topic.clone()),
                 (None, None) => {
                     return Err(Error::Refused("no sink settings are recorded in the table (the stack's publisher and sweeper record theirs when they start: have they run?) and none are given: name the sink with --bus NAME or --topic ARN, and --source".into()))
@@ -115,10 +127,10 @@ impl SinkArgs {
         let mut settings = recorded.clone();
         let mut disagree = Vec::new();
         if let Some(bus) = &self.bus {
-            if recorded.sink != "eventbridge" || &recorded.target != bus {
+            if recorded.sink != bus_sink(bus) || &recorded.target != bus {
                 disagree.push(format!("--bus {bus}"));
             }
-            settings.sink = "eventbridge".into();
+            settings.sink = bus_sink(bus).into();
             settings.target = bus.clone();
             settings.fifo = false;
         }
@@ -168,14 +180,16 @@ pub(crate) async fn connect_sink(
     let mut config = stack.config().clone();
     config.outbox_shards = ops.shards().await?;
     config.event_source = settings.source.clone();
-    config.sink = if settings.sink == "sns" {
-        SinkConfig::Sns {
+    config.sink = match settings.sink.as_str() {
+        "sns" => SinkConfig::Sns {
             topic_arn: settings.target.clone(),
-        }
-    } else {
-        SinkConfig::EventBridge {
+        },
+        "eventbridge-bus" => SinkConfig::EventBridgeBus {
+            bus_arn: settings.target.clone(),
+        },
+        _ => SinkConfig::EventBridge {
             bus_name: settings.target.clone(),
-        }
+        },
     };
     let (sink, store) = outbox_runtime::connect(&config, stack.sdk()).await?;
     Ok((sink, store, config))

@@ -568,8 +568,14 @@ async fn check_sink(sdk: &SdkConfig, table: &str, sink: &SinkToCheck) -> Option<
     let mut vars: HashMap<&str, String> = HashMap::from([("TABLE_NAME", table.to_owned())]);
     match (&sink.bus, &sink.topic) {
         (Some(bus), _) => {
-            vars.insert("SINK", "eventbridge".into());
-            vars.insert("EVENT_BUS_NAME", bus.clone());
+            let kind = crate::context::bus_sink(bus);
+            vars.insert("SINK", kind.into());
+            let variable = if kind == "eventbridge" {
+                "EVENT_BUS_NAME"
+            } else {
+                "EVENT_BUS_ARN"
+            };
+            vars.insert(variable, bus.clone());
         }
         (_, Some(topic)) => {
             vars.insert("SINK", "sns".into());

@@ -21,7 +21,7 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_runtime_api::http::Response as HttpResponse;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use aws_smithy_types::retry::ProvideErrorKind;
-#[cfg(any(feature = "eventbridge", feature = "sns"))]
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 use outbox_engine::SendCounter;
 
 /// The SDK's own attempts per call (standard retry mode).
@@ -83,11 +83,11 @@ pub(crate) fn http_client() -> aws_smithy_runtime_api::client::http::SharedHttpC
 /// the relay charges each of them with every attempt, including one whose
 /// answer was lost to the attempt timeout (the service may have accepted
 /// it).
-#[cfg(any(feature = "eventbridge", feature = "sns"))]
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 #[derive(Debug)]
 pub(crate) struct CountSends(pub(crate) SendCounter);
 
-#[cfg(any(feature = "eventbridge", feature = "sns"))]
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 impl aws_smithy_runtime_api::client::interceptors::Intercept for CountSends {
     fn name(&self) -> &'static str {
         "CountSends"
@@ -106,7 +106,7 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for CountSends {
 
 /// The SDK's retry settings for one call that may send at most `sends`
 /// attempts (at least 1, at most [`SDK_MAX_ATTEMPTS`]).
-#[cfg(any(feature = "eventbridge", feature = "sns"))]
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 pub(crate) fn retry_for_sends(sends: u32) -> RetryConfig {
     RetryConfig::standard().with_max_attempts(sends.clamp(1, SDK_MAX_ATTEMPTS))
 }

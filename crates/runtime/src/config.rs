@@ -21,6 +21,13 @@ pub enum SinkConfig {
         /// The topic.
         topic_arn: String,
     },
+    /// `SINK=eventbridge-bus`: a Custom Event Bus's `PutEvents` (the
+    /// `eventbridgev2` API) on `EVENT_BUS_ARN`, each event in its
+    /// aggregate's event group and deduplicated by its id.
+    EventBridgeBus {
+        /// The bus's ARN.
+        bus_arn: String,
+    },
 }
 
 /// The sink settings the publisher and the sweeper run with (from their
@@ -29,9 +36,10 @@ pub enum SinkConfig {
 /// would be accepted by the service and matched by no rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinkSettings {
-    /// `eventbridge` or `sns` (`SINK`).
+    /// `eventbridge`, `eventbridge-bus` or `sns` (`SINK`).
     pub sink: String,
-    /// The bus name (`EVENT_BUS_NAME`) or the topic ARN (`SNS_TOPIC_ARN`).
+    /// The bus name (`EVENT_BUS_NAME`), the bus ARN (`EVENT_BUS_ARN`) or
+    /// the topic ARN (`SNS_TOPIC_ARN`).
     pub target: String,
     /// `EVENT_SOURCE`.
     pub source: String,
@@ -45,6 +53,7 @@ impl SinkSettings {
         let (sink, target) = match &config.sink {
             SinkConfig::EventBridge { bus_name } => ("eventbridge", bus_name.clone()),
             SinkConfig::Sns { topic_arn } => ("sns", topic_arn.clone()),
+            SinkConfig::EventBridgeBus { bus_arn } => ("eventbridge-bus", bus_arn.clone()),
         };
         Self {
             sink: sink.to_owned(),
@@ -56,10 +65,10 @@ impl SinkSettings {
 
     /// The environment variables that give a [`Config`] these settings.
     pub fn env(&self) -> Vec<(&'static str, String)> {
-        let target = if self.sink == "sns" {
-            "SNS_TOPIC_ARN"
-        } else {
-            "EVENT_BUS_NAME"
+        let target = match self.sink.as_str() {
+            "sns" => "SNS_TOPIC_ARN",
+            "eventbridge-bus" => "EVENT_BUS_ARN",
+            _ => "EVENT_BUS_NAME",
         };
         vec![
             ("SINK", self.sink.clone()),
@@ -86,11 +95,12 @@ pub const VARIABLES: &[&str] = &concat::<
 );
 
 /// [`VARIABLES`] before the key schema's.
-const BEFORE_KEYS: [&str; 16] = [
+const BEFORE_KEYS: [&str; 17] = [
     "TABLE_NAME",
     "EVENT_SOURCE",
     "SINK",
     "EVENT_BUS_NAME",
+    "EVENT_BUS_ARN",
     "SNS_TOPIC_ARN",
     "OUTBOX_SHARDS",
     "IDEMPOTENCY_TTL_SECONDS",
@@ -258,7 +268,8 @@ impl Config {
         // variables (`SINK` and `SNS_TOPIC_ARN` checked there first).
         let limits = outbox_core::size::EventLimits::from_lookup(&lookup)?;
         let event_source = match &limits {
-            outbox_core::size::EventLimits::EventBridge { source, .. } => source.clone(),
+            outbox_core::size::EventLimits::EventBridge { source, .. }
+            | outbox_core::size::EventLimits::EventBridgeBus { source, .. } => source.clone(),
             outbox_core::size::EventLimits::Sns { .. } => get("EVENT_SOURCE")
                 .unwrap_or_else(|| outbox_core::size::DEFAULT_EVENT_SOURCE.to_owned()),
         };
@@ -278,9 +289,25 @@ impl Config {
             "sns" => SinkConfig::Sns {
                 topic_arn: get("SNS_TOPIC_ARN").ok_or(ConfigError::Missing("SNS_TOPIC_ARN"))?,
             },
-            other => return Err(invalid("SINK", other, "expected `eventbridge` or `sns`")),
+            "eventbridge-bus" => SinkConfig::EventBridgeBus {
+                bus_arn: get("EVENT_BUS_ARN").ok_or(ConfigError::Missing("EVENT_BUS_ARN"))?,
+            },
+            other => {
+                return Err(invalid(
+                    "SINK",
+                    other,
+                    "expected `eventbridge`, `eventbridge-bus` or `sns`",
+                ))
+            }
         };
-        let fifo = matches!(&sink, SinkConfig::Sns { topic_arn } if topic_arn.ends_with(".fifo"));
+        // A sink that keeps each aggregate's order (an SNS FIFO topic, a
+        // Custom Event Bus's FIFO subscribers) is worth its order only if
+        // the relay publishes in order: strict by default there.
+        let fifo = match &sink {
+            SinkConfig::Sns { topic_arn } => topic_arn.ends_with(".fifo"),
+            SinkConfig::EventBridgeBus { .. } => true,
+            SinkConfig::EventBridge { .. } => false,
+        };
         let ordering = match get("ORDERING").as_deref() {
             None if fifo => Ordering::Strict,
             None => Ordering::Relaxed,
@@ -358,6 +385,10 @@ impl Config {
             },
             SinkConfig::Sns { topic_arn } => outbox_core::size::EventLimits::Sns {
                 fifo: topic_arn.ends_with(".fifo"),
+                max_bytes: self.max_event_bytes,
+            },
+            SinkConfig::EventBridgeBus { .. } => outbox_core::size::EventLimits::EventBridgeBus {
+                source: self.event_source.clone(),
                 max_bytes: self.max_event_bytes,
             },
         }
@@ -523,6 +554,42 @@ mod tests {
         assert!(e.to_string().contains("MAX_ATTEMPTS"), "{e}");
         let e = config(&[("TABLE_NAME", "t"), ("SINK", "kafka")]).unwrap_err();
         assert!(e.to_string().contains("SINK"), "{e}");
+    }
+
+    #[test]
+    fn custom_event_bus_sink() {
+        assert_eq!(
+            config(&[("TABLE_NAME", "t"), ("SINK", "eventbridge-bus")]),
+            Err(ConfigError::Missing("EVENT_BUS_ARN"))
+        );
+        let arn = "arn:aws:events:us-east-1:000000000000:event-busv2/b/abcdefghij0123456789abcde";
+        let vars = [
+            ("TABLE_NAME", "t"),
+            ("SINK", "eventbridge-bus"),
+            ("EVENT_BUS_ARN", arn),
+        ];
+        let c = config(&vars).unwrap();
+        assert_eq!(
+            c.sink,
+            SinkConfig::EventBridgeBus {
+                bus_arn: arn.into()
+            }
+        );
+        // Its FIFO subscribers keep the order the relay publishes in.
+        assert_eq!(c.ordering, Ordering::Strict);
+        let relaxed = config(&[vars[0], vars[1], vars[2], ("ORDERING", "relaxed")]).unwrap();
+        assert_eq!(relaxed.ordering, Ordering::Relaxed);
+        assert!(matches!(
+            c.event_limits(),
+            outbox_core::size::EventLimits::EventBridgeBus { ref source, max_bytes }
+                if source == "outbox.orders" && max_bytes == 1024 * 1024
+        ));
+        let settings = SinkSettings::of(&c);
+        assert_eq!(
+            (settings.sink.as_str(), settings.fifo),
+            ("eventbridge-bus", false)
+        );
+        assert!(settings.env().contains(&("EVENT_BUS_ARN", arn.to_owned())));
     }
 
     #[test]

@@ -70,6 +70,8 @@ pub use metrics::{
 #[cfg(feature = "on-failure")]
 pub use on_failure::redrive_messages;
 pub use outbox_core::keys::RecordedSettings;
+#[cfg(feature = "eventbridge-bus")]
+pub use publish::bus::EventBusSink;
 #[cfg(feature = "eventbridge")]
 pub use publish::eventbridge::EventBridgeSink;
 #[cfg(feature = "sns")]

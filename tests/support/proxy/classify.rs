@@ -3,9 +3,36 @@
 //! the subject the chooser is asked about, and the event ids it carries
 //! (the entries of a sink call, the outbox items a delete removes).
 
+/// The path prefix of the Custom Event Bus's operations (Smithy RPC v2
+/// CBOR: `POST /service/AWSEventsV2/operation/<name>`).
+const CUSTOM_BUS_PATH: &str = "/service/AWSEventsV2/operation/";
+
+/// Whether a request is a Custom Event Bus call.
+pub(super) fn is_custom_bus(request: &hyper::http::request::Parts) -> bool {
+    request.uri.path().starts_with(CUSTOM_BUS_PATH)
+}
+
+/// The `EventBusArn` of a Custom Event Bus request's CBOR body, as
+/// `event-busv2/<name>/<id>` (the ARN's resource).
+fn custom_bus_resource(body: &[u8]) -> String {
+    let arn = ciborium::de::from_reader::<ciborium::Value, _>(body)
+        .ok()
+        .and_then(|v| {
+            v.into_map().ok()?.into_iter().find_map(|(k, v)| {
+                (k.as_text() == Some("EventBusArn")).then(|| v.into_text().ok())?
+            })
+        })
+        .unwrap_or_default();
+    arn.splitn(6, ':').nth(5).unwrap_or("?").to_owned()
+}
+
 /// The operation of a request: `X-Amz-Target` for the JSON protocols,
-/// `Action` of the form body for the query protocol (SNS).
+/// `Action` of the form body for the query protocol (SNS), the path for
+/// the Custom Event Bus's RPC v2 CBOR.
 pub(super) fn operation(request: &hyper::http::request::Parts, body: &[u8]) -> String {
+    if let Some(operation) = request.uri.path().strip_prefix(CUSTOM_BUS_PATH) {
+        return operation.to_owned();
+    }
     let target = target(request);
     if !target.is_empty() {
         return target.rsplit('.').next().unwrap_or(target).to_owned();
@@ -36,7 +63,8 @@ fn iam_action(request: &hyper::http::request::Parts, operation: &str) -> String 
         .unwrap_or("");
     let service = if target.starts_with("DynamoDB") {
         "dynamodb"
-    } else if target.starts_with("AWSEvents") {
+    } else if target.starts_with("AWSEvents") || is_custom_bus(request) {
+        // The Custom Event Bus keeps the `events:` namespace.
         "events"
     } else if target.starts_with("AmazonSQS") {
         "sqs"
@@ -71,6 +99,9 @@ pub(super) fn iam_requests(
             .map(|(_, rest)| format!("table/{}/stream", rest.split('/').next().unwrap_or("?")))
             .unwrap_or_else(|| "?".to_owned())
     };
+    if is_custom_bus(request) {
+        return vec![(action, custom_bus_resource(body))];
+    }
     match (action.split(':').next().unwrap_or(""), operation) {
         ("dynamodb", "TransactWriteItems" | "TransactGetItems") => json["TransactItems"]
             .as_array()

@@ -26,6 +26,8 @@ pub(super) struct Upstreams {
     dynamodb: String,
     streams: String,
     others: String,
+    /// The local Custom Event Bus (`devkit::LocalBus`), when the test has one.
+    bus: Option<String>,
 }
 
 impl Upstreams {
@@ -41,13 +43,27 @@ impl Upstreams {
             others: host(devkit::endpoint().expect("a loopback AWS_ENDPOINT_URL")),
             dynamodb: host(devkit::dynamodb_endpoint().expect("a loopback DynamoDB endpoint")),
             streams: host(devkit::streams_endpoint().expect("a loopback streams endpoint")),
+            bus: None,
         }
+    }
+
+    /// The same with the Custom Event Bus at `endpoint`.
+    pub(super) fn with_bus(mut self, endpoint: &str) -> Self {
+        self.bus = Some(
+            endpoint
+                .trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_owned(),
+        );
+        self
     }
 
     /// The server of a request's service (its `X-Amz-Target` prefix).
     fn of(&self, request: &hyper::http::request::Parts) -> &str {
         let target = super::classify::target(request);
-        if target.starts_with("DynamoDBStreams_") {
+        if super::classify::is_custom_bus(request) {
+            self.bus.as_deref().unwrap_or(&self.others)
+        } else if target.starts_with("DynamoDBStreams_") {
             &self.streams
         } else if target.starts_with("DynamoDB_") {
             &self.dynamodb

@@ -2,11 +2,11 @@
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 
-use super::{classify, sdk_failure};
+use super::sdk_failure;
 use outbox_core::size;
 use outbox_core::xray_trace_header;
 use outbox_core::OutboxItem;
-use outbox_engine::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
+use outbox_engine::{EntryOutcome, EventSink, SinkError};
 
 /// Entry error codes that mean the entry itself can never be accepted.
 const POISON_CODES: &[&str] = &["MalformedDetail", "InvalidArgument", "ValidationException"];
@@ -89,32 +89,16 @@ impl EventSink for EventBridgeSink {
                 return items.iter().map(|_| Err(failure.clone())).collect();
             }
         };
-        // The response entries are in request order. Check each one: a 200
-        // with FailedEntryCount > 0 is a partial failure, and an entry with
-        // neither an EventId nor an ErrorCode is not a success either.
         let results = response.entries();
-        (0..items.len())
-            .map(|i| match results.get(i) {
-                Some(entry) => match (entry.error_code(), entry.event_id()) {
-                    (Some(code), _) => Err(PublishFailure::new(
-                        classify(code, POISON_CODES),
-                        code,
-                        entry.error_message().unwrap_or(""),
-                    )),
-                    (None, Some(_)) => Ok(()),
-                    (None, None) => Err(PublishFailure::new(
-                        FailureKind::Transient,
-                        "NoEventId",
-                        "entry has neither an event id nor an error",
-                    )),
-                },
-                None => Err(PublishFailure::new(
-                    FailureKind::Transient,
-                    "MissingResult",
-                    "PutEvents returned fewer entries than it was sent",
-                )),
-            })
-            .collect()
+        super::in_request_order(
+            items.len(),
+            |i| {
+                results
+                    .get(i)
+                    .map(|e| (e.error_code(), e.error_message(), e.event_id().is_some()))
+            },
+            POISON_CODES,
+        )
     }
 
     async fn verify(&self) -> Result<(), SinkError> {

@@ -13,6 +13,8 @@
 //!   call's SDK error as every entry's failure.
 //! - `heartbeat_tests.rs`: the heartbeat against the engine's memory store.
 
+#[cfg(feature = "eventbridge-bus")]
+pub(crate) mod bus;
 #[cfg(feature = "eventbridge")]
 pub(crate) mod eventbridge;
 #[cfg(test)]
@@ -20,18 +22,20 @@ mod heartbeat_tests;
 #[cfg(feature = "sns")]
 pub(crate) mod sns;
 
-#[cfg(any(feature = "eventbridge", feature = "sns"))]
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 use aws_smithy_runtime_api::{client::result::SdkError, http::Response};
-#[cfg(any(feature = "eventbridge", feature = "sns"))]
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 use aws_smithy_types::{error::metadata::ProvideErrorMetadata, retry::ProvideErrorKind};
 
 #[cfg(feature = "sinks")]
 use crate::config::{Config, SinkConfig};
 #[cfg(feature = "sinks")]
 use outbox_core::OutboxItem;
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
+use outbox_engine::EntryOutcome;
 #[cfg(feature = "sinks")]
-use outbox_engine::{EntryOutcome, EventSink, SinkError};
-#[cfg(any(feature = "eventbridge", feature = "sns"))]
+use outbox_engine::{EventSink, SinkError};
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 use outbox_engine::{FailureKind, PublishFailure};
 
 /// The configured sink.
@@ -42,6 +46,8 @@ pub enum AnySink {
     EventBridge(eventbridge::EventBridgeSink),
     /// `SINK=sns`.
     Sns(sns::SnsSink),
+    /// `SINK=eventbridge-bus`.
+    EventBridgeBus(bus::EventBusSink),
 }
 
 #[cfg(feature = "sinks")]
@@ -60,6 +66,14 @@ impl AnySink {
             SinkConfig::Sns { topic_arn } => Self::Sns(
                 sns::SnsSink::new(aws_sdk_sns::Client::new(sdk), topic_arn.clone())
                     .with_max_bytes(config.max_event_bytes),
+            ),
+            SinkConfig::EventBridgeBus { bus_arn } => Self::EventBridgeBus(
+                bus::EventBusSink::new(
+                    aws_sdk_eventbridgev2::Client::new(sdk),
+                    bus_arn.clone(),
+                    config.event_source.clone(),
+                )
+                .with_max_bytes(config.max_event_bytes),
             ),
         }
     }
@@ -302,18 +316,21 @@ impl EventSink for AnySink {
         match self {
             Self::EventBridge(s) => s.max_entries(),
             Self::Sns(s) => s.max_entries(),
+            Self::EventBridgeBus(s) => s.max_entries(),
         }
     }
     fn max_bytes(&self) -> usize {
         match self {
             Self::EventBridge(s) => s.max_bytes(),
             Self::Sns(s) => s.max_bytes(),
+            Self::EventBridgeBus(s) => s.max_bytes(),
         }
     }
     fn entry_size(&self, item: &OutboxItem) -> usize {
         match self {
             Self::EventBridge(s) => s.entry_size(item),
             Self::Sns(s) => s.entry_size(item),
+            Self::EventBridgeBus(s) => s.entry_size(item),
         }
     }
     async fn publish_batch(
@@ -325,17 +342,53 @@ impl EventSink for AnySink {
         match self {
             Self::EventBridge(s) => s.publish_batch(items, max_sends, sends).await,
             Self::Sns(s) => s.publish_batch(items, max_sends, sends).await,
+            Self::EventBridgeBus(s) => s.publish_batch(items, max_sends, sends).await,
         }
     }
     async fn verify(&self) -> Result<(), SinkError> {
         match self {
             Self::EventBridge(s) => s.verify().await,
             Self::Sns(s) => s.verify().await,
+            Self::EventBridgeBus(s) => s.verify().await,
         }
     }
 }
 
-#[cfg(any(feature = "eventbridge", feature = "sns"))]
+/// The outcomes of a call whose answer lists one result per entry in
+/// request order (`PutEvents` of both buses): `result(i)` is the `i`th
+/// result's error code, message and whether it names an event. A 200 with
+/// `FailedEntryCount` > 0 is a partial failure, so each result is read; a
+/// result with neither an event nor an error is not a success, nor is a
+/// missing one.
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus"))]
+pub(crate) fn in_request_order<'a>(
+    entries: usize,
+    result: impl Fn(usize) -> Option<(Option<&'a str>, Option<&'a str>, bool)>,
+    poison: &[&str],
+) -> Vec<EntryOutcome> {
+    (0..entries)
+        .map(|i| match result(i) {
+            Some((Some(code), message, _)) => Err(PublishFailure::new(
+                classify(code, poison),
+                code,
+                message.unwrap_or(""),
+            )),
+            Some((None, _, true)) => Ok(()),
+            Some((None, _, false)) => Err(PublishFailure::new(
+                FailureKind::Transient,
+                "NoEventId",
+                "entry has neither an event id nor an error",
+            )),
+            None => Err(PublishFailure::new(
+                FailureKind::Transient,
+                "MissingResult",
+                "PutEvents returned fewer entries than it was sent",
+            )),
+        })
+        .collect()
+}
+
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 /// Classifies an error code. `poison` lists the codes that mean "this entry
 /// can never be accepted" for the sink at hand; anything unknown is
 /// [`FailureKind::Rejected`]: kept and reported, never silently dropped.
@@ -354,7 +407,7 @@ pub(crate) fn classify(code: &str, poison: &[&str]) -> FailureKind {
 /// metadata ([`crate::aws::error_code`]), the kind from the SDK's retry
 /// classification ([`crate::aws::is_retryable`]): a whole call is never
 /// the fault of one entry, so it is transient or rejected, never poison.
-#[cfg(any(feature = "eventbridge", feature = "sns"))]
+#[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 pub(crate) fn sdk_failure<E>(err: &SdkError<E, Response>) -> PublishFailure
 where
     E: ProvideErrorMetadata + ProvideErrorKind + std::error::Error,

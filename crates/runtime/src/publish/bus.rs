@@ -1,0 +1,169 @@
+//! Custom Event Bus adapter (the `eventbridgev2` API): `PutEvents` of up
+//! to 100 entries on a bus ARN, each in its aggregate's event group
+//! (`SystemMetadata.EventGroupId`, so FIFO subscribers get each aggregate
+//! in publish order) and deduplicated by its event id
+//! (`SystemMetadata.DeduplicationId`: the bus drops a resend within 5
+//! minutes). Every result entry is read, as on the classic bus; a
+//! `DEDUPLICATED` entry was published before, so it is a success.
+
+use aws_sdk_eventbridgev2::types::{PutEventsRequestEntry, PutEventsSystemMetadata};
+
+use super::sdk_failure;
+use outbox_core::size;
+use outbox_core::OutboxItem;
+use outbox_engine::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
+
+/// Entry error codes that mean the entry itself can never be accepted.
+const POISON_CODES: &[&str] = &[
+    "MalformedDetail",
+    "InvalidInputException",
+    "ValidationException",
+];
+
+/// Publishes to one Custom Event Bus: `Source` from configuration,
+/// `DetailType` = event type, `Detail` = the envelope.
+#[derive(Debug, Clone)]
+pub struct EventBusSink {
+    client: aws_sdk_eventbridgev2::Client,
+    bus_arn: String,
+    source: String,
+    max_bytes: usize,
+}
+
+impl EventBusSink {
+    /// A sink with the default limit (1 MB per entry and per call).
+    pub fn new(client: aws_sdk_eventbridgev2::Client, bus_arn: String, source: String) -> Self {
+        Self {
+            client,
+            bus_arn,
+            source,
+            max_bytes: size::DEFAULT_EVENTBRIDGE_BYTES,
+        }
+    }
+
+    /// The same sink with `MAX_EVENT_BYTES` = `max_bytes`.
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// The `PutEvents` entry of an item; `None` only if the builder were to
+    /// refuse it (it requires `Source` and `DetailType`, which are set).
+    fn entry(&self, item: &OutboxItem) -> Option<PutEventsRequestEntry> {
+        PutEventsRequestEntry::builder()
+            .source(&self.source)
+            .detail_type(&item.event_type)
+            .detail(&item.envelope)
+            .system_metadata(
+                PutEventsSystemMetadata::builder()
+                    .event_group_id(&item.aggregate_id)
+                    .deduplication_id(item.event_id.to_string())
+                    .build(),
+            )
+            .build()
+            .ok()
+    }
+}
+
+impl EventSink for EventBusSink {
+    fn max_entries(&self) -> usize {
+        size::MAX_EVENTBRIDGE_BUS_ENTRIES
+    }
+
+    fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    fn entry_size(&self, item: &OutboxItem) -> usize {
+        size::eventbridge_bus_entry_size(
+            &self.source,
+            &item.event_type,
+            &item.event_id.to_string(),
+            &item.envelope,
+        )
+    }
+
+    async fn publish_batch(
+        &self,
+        items: &[&OutboxItem],
+        max_sends: u32,
+        sends: &outbox_engine::SendCounter,
+    ) -> Vec<EntryOutcome> {
+        // An entry the model refuses fails the whole request: one the bus
+        // can never take (an aggregate id that is no event group id, which
+        // only a writer skipping the item contract's check commits) is
+        // poison here, and the rest go out.
+        let mut outcomes: Vec<EntryOutcome> = items
+            .iter()
+            .map(|item| {
+                let refused = PublishFailure::new(
+                    FailureKind::Poison,
+                    "InvalidEventGroupId",
+                    "the aggregate id is not 1 to 128 bytes",
+                );
+                if (1..=size::MAX_BUS_SYSTEM_ID).contains(&item.aggregate_id.len()) {
+                    Ok(())
+                } else {
+                    Err(refused)
+                }
+            })
+            .collect();
+        let sent: Vec<usize> = (0..items.len()).filter(|&i| outcomes[i].is_ok()).collect();
+        let entries: Option<Vec<_>> = sent.iter().map(|&i| self.entry(items[i])).collect();
+        let Some(entries) = entries.filter(|e| !e.is_empty()) else {
+            return outcomes;
+        };
+        let response = match self
+            .client
+            .put_events()
+            .event_bus_arn(&self.bus_arn)
+            .set_entries(Some(entries))
+            .customize()
+            .config_override(
+                aws_sdk_eventbridgev2::config::Builder::default()
+                    .retry_config(crate::aws::retry_for_sends(max_sends)),
+            )
+            .interceptor(crate::aws::CountSends(sends.clone()))
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            Err(err) => {
+                let failure = sdk_failure(&err);
+                for &i in &sent {
+                    outcomes[i] = Err(failure.clone());
+                }
+                return outcomes;
+            }
+        };
+        let results = response.entries();
+        let read = super::in_request_order(
+            sent.len(),
+            |j| {
+                results.get(j).map(|e| {
+                    // A DEDUPLICATED entry was published before.
+                    let accepted = e.event_id().is_some() || e.success_code().is_some();
+                    (e.error_code(), e.error_message(), accepted)
+                })
+            },
+            POISON_CODES,
+        );
+        for (&i, outcome) in sent.iter().zip(read) {
+            outcomes[i] = outcome;
+        }
+        outcomes
+    }
+
+    async fn verify(&self) -> Result<(), SinkError> {
+        self.client
+            .describe_event_bus()
+            .event_bus_arn(&self.bus_arn)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| SinkError {
+                target: format!("event bus {}", self.bus_arn),
+                reason: sdk_failure(&e).to_string(),
+            })
+    }
+}

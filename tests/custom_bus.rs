@@ -49,6 +49,10 @@ impl BusStack {
     /// aggregate versions in delivery order (duplicates kept), and the
     /// number of messages.
     async fn received(&self) -> (BTreeMap<String, Vec<u64>>, usize) {
+        assert!(
+            self.bus.settle().await,
+            "the bus delivered what it accepted"
+        );
         let messages = testkit::drain_queue(&self.stack.sdk, &self.subscriber).await;
         let mut groups: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         for m in &messages {
@@ -93,7 +97,11 @@ async fn the_stream_goes_out_in_order_per_aggregate_in_fewer_calls() {
     }
     assert!(s.stack.outbox_items().await.is_empty(), "all deleted");
     let stats = s.bus.stats();
-    assert_eq!((stats.published, stats.deduplicated), (240, 0));
+    assert_eq!(
+        (stats.published, stats.deduplicated),
+        (240, 0),
+        "nothing sent twice"
+    );
     assert!(
         stats.put_events_calls < 240 / 10,
         "{} PutEvents calls for 240 events",

@@ -25,9 +25,11 @@
 //! - a `Detail` that is not JSON fails its entry with `MalformedDetail`
 //!   (the classic bus's code; the Custom Event Bus pages name none);
 //! - a deduplicated entry's result carries the first entry's `EventId`;
+//! - accepted events are delivered after the answer, by one task, in
+//!   publish order; [`LocalBus::settle`] waits until they are (a test's
+//!   read of the subscriber queue follows it);
 //! - an event a subscriber cannot deliver holds every later event of that
-//!   subscriber (AWS holds its group only), until [`LocalBus::settle`] or
-//!   the next `PutEvents` delivers it;
+//!   subscriber (AWS holds its group only), tried again every 200 ms;
 //! - an event without a group goes to a FIFO queue in the group
 //!   [`UNGROUPED`];
 //! - the delivered message is the event as the classic bus delivers it
@@ -82,6 +84,7 @@ pub struct LocalBus {
     endpoint: String,
     shared: Arc<Shared>,
     server: tokio::task::JoinHandle<()>,
+    delivery: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for LocalBus {
@@ -95,6 +98,7 @@ impl std::fmt::Debug for LocalBus {
 impl Drop for LocalBus {
     fn drop(&mut self) {
         self.server.abort();
+        self.delivery.abort();
     }
 }
 
@@ -106,6 +110,10 @@ struct Shared {
     /// Added to the bus's clock ([`LocalBus::advance`]).
     offset: StdMutex<Duration>,
     stats: StdMutex<BusStats>,
+    /// Rung when events are accepted: the delivery task's cue.
+    wake: tokio::sync::Notify,
+    /// One delivery pass at a time (the task's or [`LocalBus::settle`]'s).
+    delivering: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
@@ -130,7 +138,7 @@ struct Subscriber {
     fifo: bool,
     queue_url: String,
     /// Events accepted but not yet delivered, in publish order.
-    backlog: VecDeque<Delivery>,
+    backlog: Arc<StdMutex<VecDeque<Delivery>>>,
 }
 
 #[derive(Clone)]
@@ -162,12 +170,16 @@ impl LocalBus {
                 .to_owned(),
             offset: StdMutex::new(Duration::ZERO),
             stats: StdMutex::new(BusStats::default()),
+            wake: tokio::sync::Notify::new(),
+            delivering: tokio::sync::Mutex::new(()),
         });
         let server = tokio::spawn(serve(listener, shared.clone()));
+        let delivery = tokio::spawn(deliver_in_background(shared.clone()));
         Ok(Self {
             endpoint,
             shared,
             server,
+            delivery,
         })
     }
 
@@ -200,11 +212,11 @@ impl LocalBus {
         lock(&self.shared.stats).clone()
     }
 
-    /// Delivers what a failed send left behind; `false` when some is still
-    /// undelivered.
+    /// Waits until every event accepted so far is delivered to its
+    /// subscribers (as a consumer waits for its queue), trying a failed
+    /// send again; `false` when some is still undelivered.
     pub async fn settle(&self) -> bool {
-        let mut state = self.shared.state.lock().await;
-        deliver_backlogs(&self.shared, &mut state).await
+        deliver(&self.shared).await
     }
 }
 
@@ -563,11 +575,13 @@ async fn create_subscriber(
         name: name.clone(),
         fifo,
         queue_url,
-        backlog: VecDeque::new(),
+        backlog: Arc::default(),
     });
     let subscriber_arn = format!(
-        "arn:aws:events:{}:{}:subscriber/{}/{name}",
-        shared.region, shared.account, bus.name
+        "arn:aws:events:{}:{}:subscriber/{name}/{}",
+        shared.region,
+        shared.account,
+        resource_id()
     );
     Ok(map(vec![
         ("SubscriberArn", text(&subscriber_arn)),
@@ -689,50 +703,81 @@ async fn put_events(shared: &Shared, state: &mut State, input: &Input) -> Result
             ("SuccessCode", text("PUBLISHED")),
         ]));
     }
-    if let Some(bus) = state.buses.get_mut(&arn) {
-        for subscriber in &mut bus.subscribers {
-            subscriber.backlog.extend(accepted.iter().cloned());
+    if let Some(bus) = state.buses.get(&arn) {
+        for subscriber in &bus.subscribers {
+            lock(&subscriber.backlog).extend(accepted.iter().cloned());
         }
     }
-    deliver_backlogs(shared, state).await;
+    // Delivered after the answer, as the service does.
+    shared.wake.notify_one();
     Ok(map(vec![
         ("FailedEntryCount", Value::Integer(failed.into())),
         ("Entries", Value::Array(results)),
     ]))
 }
 
-/// Sends each subscriber's backlog in order, stopping a subscriber at its
-/// first failed send; `true` when every backlog is empty.
-async fn deliver_backlogs(shared: &Shared, state: &mut State) -> bool {
+/// The delivery task: a pass whenever events are accepted, again every
+/// 200 ms while a send fails.
+async fn deliver_in_background(shared: Arc<Shared>) {
+    loop {
+        shared.wake.notified().await;
+        while !deliver(&shared).await {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// One delivery pass: each subscriber's backlog sent in order, a
+/// subscriber stopped at its first failed send (the event kept); `true`
+/// when every backlog is empty.
+async fn deliver(shared: &Shared) -> bool {
+    let _one = shared.delivering.lock().await;
+    let subscribers: Vec<_> = {
+        let state = shared.state.lock().await;
+        state
+            .buses
+            .values()
+            .flat_map(|bus| &bus.subscribers)
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    s.fifo,
+                    s.queue_url.clone(),
+                    s.backlog.clone(),
+                )
+            })
+            .collect()
+    };
     let mut all = true;
-    for bus in state.buses.values_mut() {
-        for subscriber in &mut bus.subscribers {
-            while let Some(next) = subscriber.backlog.front() {
-                let mut send = shared
-                    .sqs
-                    .send_message()
-                    .queue_url(&subscriber.queue_url)
-                    .message_body(&next.body);
-                if subscriber.fifo {
-                    send = send
-                        .message_group_id(next.group.as_deref().unwrap_or(UNGROUPED))
-                        .message_deduplication_id(&next.event_id);
+    for (name, fifo, queue_url, backlog) in subscribers {
+        loop {
+            let Some(next) = lock(&backlog).front().cloned() else {
+                break;
+            };
+            let mut send = shared
+                .sqs
+                .send_message()
+                .queue_url(&queue_url)
+                .message_body(&next.body);
+            if fifo {
+                send = send
+                    .message_group_id(next.group.as_deref().unwrap_or(UNGROUPED))
+                    .message_deduplication_id(&next.event_id);
+            }
+            match send.send().await {
+                Ok(_) => {
+                    shared.count(|s| s.delivered += 1);
+                    lock(&backlog).pop_front();
                 }
-                match send.send().await {
-                    Ok(_) => {
-                        shared.count(|s| s.delivered += 1);
-                        subscriber.backlog.pop_front();
-                    }
-                    Err(e) => {
-                        shared.count(|s| s.delivery_failures += 1);
-                        tracing::warn!(
-                            subscriber = %subscriber.name,
-                            error = %outbox_runtime::error_line("SendMessage", &e),
-                            "local bus: delivery failed, kept"
-                        );
-                        all = false;
-                        break;
-                    }
+                Err(e) => {
+                    shared.count(|s| s.delivery_failures += 1);
+                    tracing::warn!(
+                        subscriber = %name,
+                        error = %outbox_runtime::error_line("SendMessage", &e),
+                        "local bus: delivery failed, kept"
+                    );
+                    all = false;
+                    break;
                 }
             }
         }

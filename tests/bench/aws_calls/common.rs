@@ -21,21 +21,28 @@ pub(super) fn publisher_binary(
     ordering: &str,
 ) -> LambdaFunction {
     let binary = debug_binary("publisher").expect("publisher binary");
-    publisher_with(stack, proxy, &[("Ordering", ordering)], binary)
+    publisher_with(stack, proxy, &[("Ordering", ordering)], binary, &[])
 }
 
 /// The publisher `binary` as the templates deploy it on `stack` with the
-/// template `parameters`, its calls through `proxy`.
+/// template `parameters`, its calls through `proxy`, the variables `extra`
+/// on top (a local endpoint the templates cannot give).
 pub(super) fn publisher_with(
     stack: &Stack,
     proxy: &FaultProxy,
     parameters: &[(&str, &str)],
     binary: std::path::PathBuf,
+    extra: &[(&str, &str)],
 ) -> LambdaFunction {
     let env = loopback_env()
         .into_iter()
         .chain(devkit::endpoint_env_at(&proxy.endpoint))
         .chain(stack.env(devkit::Function::Publisher, parameters))
+        .chain(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        )
         .collect();
     LambdaFunction::new(FunctionSpec {
         name: "publisher".into(),

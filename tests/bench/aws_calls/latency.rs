@@ -31,7 +31,7 @@ async fn latency_rig(concurrency: usize) -> (Stack, FaultProxy, LambdaFunction) 
     let concurrency = concurrency.to_string();
     let parameters = [("SendConcurrency", concurrency.as_str())];
     let binary = binary.expect("publisher binary");
-    let function = publisher_with(&stack, &proxy, &parameters, binary);
+    let function = publisher_with(&stack, &proxy, &parameters, binary, &[]);
     (stack, proxy, function)
 }
 

@@ -76,6 +76,7 @@ impl Fixture {
 
     /// What the FIFO queue holds: (message group, event id of the detail).
     async fn received(&self) -> Vec<(String, String)> {
+        assert!(self.bus.settle().await, "delivered");
         let mut out = Vec::new();
         crate::receive_until_empty(
             &self.sqs,

@@ -188,6 +188,13 @@ impl RetryPolicy {
 mod tests {
     use super::*;
 
+    fn now_ms() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    }
+
     #[test]
     fn in_call_delays_grow_and_are_capped() {
         let b = Backoff {
@@ -241,27 +248,17 @@ mod tests {
 
     #[test]
     fn lambda_deadline_keeps_a_margin() {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
-        let d = Deadline::from_epoch_millis(now_ms + 10_000, Duration::from_secs(2));
+        let d = Deadline::from_epoch_millis(now_ms() + 10_000, Duration::from_secs(2));
         assert!(d.remaining() <= Duration::from_secs(8));
         assert!(d.remaining() > Duration::from_secs(7));
-        assert_eq!(
-            Deadline::from_epoch_millis(0, Duration::ZERO).remaining(),
-            Duration::ZERO
-        );
+        let past = Deadline::from_epoch_millis(0, Duration::ZERO);
+        assert_eq!(past.remaining(), Duration::ZERO);
     }
 
     #[test]
     fn finishing_never_passes_lambdas_deadline() {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
         // 4 s left: the margin is 1 s, the grace of 2 s is capped at 3.8 s.
-        let d = Deadline::from_epoch_millis(now_ms + 4_000, Duration::from_secs(3));
+        let d = Deadline::from_epoch_millis(now_ms() + 4_000, Duration::from_secs(3));
         let finish = d.finishing(Duration::from_secs(2));
         assert!(finish.remaining() <= Duration::from_millis(3_800));
         assert!(finish.remaining() > d.remaining());

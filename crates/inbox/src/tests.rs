@@ -1,5 +1,3 @@
-//! Unit tests of `crates/inbox/src/lib.rs`.
-
 use super::*;
 use serde_json::json;
 
@@ -15,7 +13,6 @@ fn failed(label: &str) -> FailedCondition {
     }
 }
 
-/// A failed condition whose stored item is at `version`.
 fn failed_at(label: &str, version: u64) -> FailedCondition {
     FailedCondition {
         item: Some(HashMap::from([(
@@ -43,27 +40,26 @@ fn settings_are_checked() {
     assert!(Inbox::new("t", DEFAULT_REDELIVERY_WINDOW_SECONDS + 1).is_ok());
     assert!(Inbox::with_redelivery_window("t", 7200, 3600).is_ok());
     assert!(Inbox::with_redelivery_window("t", 3600, 3600).is_err());
-    let env = |pairs: &'static [(&'static str, &'static str)]| {
-        move |k: &str| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
+    let from = |pairs: &'static [(&'static str, &'static str)]| {
+        Inbox::from_lookup(move |k: &str| {
+            let found = pairs.iter().find(|(n, _)| *n == k);
+            found.map(|(_, v)| v.to_string())
+        })
     };
-    let inbox = Inbox::from_lookup(env(&[("TABLE_NAME", "rm")])).unwrap();
+    let inbox = from(&[("TABLE_NAME", "rm")]).unwrap();
     assert_eq!(inbox.ttl(), Duration::from_secs(DEFAULT_TTL_SECONDS));
-    assert!(Inbox::from_lookup(env(&[("TABLE_NAME", "rm"), ("INBOX_TTL_SECONDS", "x")])).is_err());
-    assert!(
-        Inbox::from_lookup(env(&[("TABLE_NAME", "rm"), ("INBOX_TTL_SECONDS", "3600")])).is_err()
-    );
-    // A stack with a longer window (a 14-day queue) needs a longer TTL.
-    const LONG: &[(&str, &str)] = &[
-        ("TABLE_NAME", "rm"),
-        ("INBOX_REDELIVERY_WINDOW_SECONDS", "1296000"),
-    ];
-    assert!(Inbox::from_lookup(env(LONG)).is_err());
-    assert!(Inbox::from_lookup(env(&[])).is_err());
+    for refused in [
+        &[("TABLE_NAME", "rm"), ("INBOX_TTL_SECONDS", "x")][..],
+        &[("TABLE_NAME", "rm"), ("INBOX_TTL_SECONDS", "3600")],
+        // A stack with a longer window (a 14-day queue) needs a longer TTL.
+        &[
+            ("TABLE_NAME", "rm"),
+            ("INBOX_REDELIVERY_WINDOW_SECONDS", "1296000"),
+        ],
+        &[],
+    ] {
+        assert!(from(refused).is_err(), "{refused:?}");
+    }
 }
 
 #[test]
@@ -72,23 +68,16 @@ fn the_record_is_conditional_and_expires() {
     let e = event(2);
     let now = OffsetDateTime::from_unix_timestamp(1_000_000).unwrap();
     let put = inbox.record(&e, now).unwrap();
-    assert_eq!(
-        put.item["PK"].as_s().unwrap(),
-        &format!("INBOX#{}", e.event_id)
-    );
+    let pk = format!("INBOX#{}", e.event_id);
+    assert_eq!(put.item["PK"].as_s().unwrap(), &pk);
     assert_eq!(put.item["SK"].as_s().unwrap(), "META");
     assert_eq!(put.item[TTL_ATTRIBUTE].as_n().unwrap(), "1007200");
     assert_eq!(
         put.condition_expression.as_deref(),
         Some("attribute_not_exists(#outboxPk)")
     );
-    assert_eq!(
-        put.expression_attribute_names
-            .as_ref()
-            .and_then(|n| n.get("#outboxPk"))
-            .map(String::as_str),
-        Some("PK")
-    );
+    let names = put.expression_attribute_names.as_ref().unwrap();
+    assert_eq!(names["#outboxPk"], "PK");
     assert!(!put.item.contains_key("payload"));
 }
 
@@ -136,10 +125,8 @@ fn cancellations_are_classified() {
     );
     // Stored at the event's version or newer: the guard failed.
     for stored in [4, 5] {
-        assert_eq!(
-            classify(vec![failed_at("row", stored)]).unwrap(),
-            EventOutcome::Stale
-        );
+        let outcome = classify(vec![failed_at("row", stored)]).unwrap();
+        assert_eq!(outcome, EventOutcome::Stale, "{stored}");
     }
     // Stored older, without a version, or absent: the guard held, so
     // the action's own condition failed. Never Stale.

@@ -263,9 +263,7 @@ mod tests {
         );
         let env = EventEnvelope::new("OrderCreated", "Order", "1", 1, json!({})).unwrap();
         assert!(env.clone().with_traceparent("nope").is_err());
-        assert_eq!(
-            env.with_traceparent(tp).unwrap().traceparent.as_deref(),
-            Some(tp)
-        );
+        let traced = env.with_traceparent(tp).unwrap();
+        assert_eq!(traced.traceparent.as_deref(), Some(tp));
     }
 }

@@ -229,17 +229,21 @@ mod tests {
         EventEnvelope::new("OrderCreated", "Order", "o-1", 1, payload).unwrap()
     }
 
-    /// Issue #28 item 1: the writer records its home region on the item.
+    fn item_of(env: &EventEnvelope) -> OutboxItem {
+        item_in(env, &size::EventLimits::eventbridge("outbox.orders")).unwrap()
+    }
+
+    fn item_in(env: &EventEnvelope, limits: &size::EventLimits) -> Result<OutboxItem, OutboxError> {
+        OutboxItem::new("ORDER#o-1", env, limits, 8)
+    }
+
+    fn blob(bytes: usize) -> EventEnvelope {
+        envelope(json!({"blob": "x".repeat(bytes)}))
+    }
+
     #[test]
     fn an_item_is_due_without_a_failure_or_once_its_next_attempt_comes() {
-        let env = EventEnvelope::new("T", "A", "a", 1, serde_json::json!({})).unwrap();
-        let mut item = OutboxItem::new(
-            "ORDER#a",
-            &env,
-            &crate::size::EventLimits::eventbridge("s"),
-            8,
-        )
-        .unwrap();
+        let mut item = item_of(&envelope(json!({})));
         let now = time::OffsetDateTime::from_unix_timestamp(1_000).unwrap();
         assert!(item.is_due(now));
         item.next_attempt_at = Some(1_000);
@@ -248,6 +252,7 @@ mod tests {
         assert!(!item.is_due(now));
     }
 
+    /// Issue #28 item 1: the writer records its home region on the item.
     #[test]
     fn the_item_carries_the_writers_home_region() {
         let env = envelope(json!({}));
@@ -255,15 +260,9 @@ mod tests {
         let schema = keys::KeySchema::default().with_home_region(Some("eu-west-1".into()));
         let item = OutboxItem::in_table(&schema, "ORDER#o-1", &env, &limits, 8).unwrap();
         assert_eq!(item.home_region.as_deref(), Some("eu-west-1"));
-        let attributes = item.to_attributes().unwrap();
-        assert_eq!(
-            attributes.get(keys::attr::HOME_REGION),
-            Some(&aws_sdk_dynamodb::types::AttributeValue::S(
-                "eu-west-1".into()
-            ))
-        );
-        let unmarked = OutboxItem::new("ORDER#o-1", &env, &limits, 8).unwrap();
-        assert!(!unmarked
+        let region = item.to_attributes().unwrap()[keys::attr::HOME_REGION].clone();
+        assert_eq!(region, AttributeValue::S("eu-west-1".into()));
+        assert!(!item_of(&env)
             .to_attributes()
             .unwrap()
             .contains_key(keys::attr::HOME_REGION));
@@ -272,18 +271,10 @@ mod tests {
     #[test]
     fn round_trips_through_attributes() {
         let env = envelope(json!({"total": 10}));
-        let item = OutboxItem::new(
-            "ORDER#o-1",
-            &env,
-            &crate::size::EventLimits::eventbridge("outbox.orders"),
-            8,
-        )
-        .unwrap();
-        assert_eq!(item.sk, format!("OUTBOX#{}", env.event_id));
-        assert_eq!(
-            item.pending_sk.as_deref(),
-            Some(env.event_id.to_string().as_str())
-        );
+        let item = item_of(&env);
+        let event_id = env.event_id.to_string();
+        assert_eq!(item.sk, format!("OUTBOX#{event_id}"));
+        assert_eq!(item.pending_sk, Some(event_id));
         assert!(item.pending_pk.as_deref().unwrap().starts_with("OUTBOX#"));
         let attrs = item.to_attributes().unwrap();
         assert!(
@@ -303,13 +294,7 @@ mod tests {
         let env = envelope(json!({}))
             .with_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
             .unwrap();
-        let mut item = OutboxItem::new(
-            "ORDER#o-1",
-            &env,
-            &crate::size::EventLimits::eventbridge("outbox.orders"),
-            8,
-        )
-        .unwrap();
+        let mut item = item_of(&env);
         item.next_attempt_at = Some(1);
         item.last_error = Some("e".into());
         item.dead_lettered_at = Some("t".into());
@@ -345,32 +330,25 @@ mod tests {
         expected.sort();
         assert_eq!(names, expected);
         // The shard follows the aggregate, not the event.
-        assert_eq!(
-            item.pending_pk.as_deref(),
-            Some(keys::pending_pk(keys::shard_of("o-1", 8)).as_str())
-        );
+        let shard = keys::shard_of("o-1", 8);
+        assert_eq!(item.pending_pk, Some(keys::pending_pk(shard)));
     }
 
     #[test]
     fn events_are_checked_against_the_configured_sink() {
         let eventbridge = size::EventLimits::eventbridge("outbox.orders");
         // 300 KB: fine for EventBridge (1 MB) and for DynamoDB (400 KB).
-        let env = envelope(json!({"blob": "x".repeat(300 * 1024)}));
-        assert!(OutboxItem::new("ORDER#o-1", &env, &eventbridge, 8).is_ok());
+        assert!(item_in(&blob(300 * 1024), &eventbridge).is_ok());
         // Past 400 KB the item limit binds first.
-        let env = envelope(json!({"blob": "x".repeat(410 * 1024)}));
-        assert!(matches!(
-            OutboxItem::new("ORDER#o-1", &env, &eventbridge, 8),
-            Err(OutboxError::ItemTooLarge { .. })
-        ));
+        let too_large = item_in(&blob(410 * 1024), &eventbridge);
+        assert!(matches!(too_large, Err(OutboxError::ItemTooLarge { .. })));
         // A setting below the default binds.
         let small = size::EventLimits::EventBridge {
             source: "outbox.orders".into(),
             max_bytes: 200 * 1024,
         };
-        let env = envelope(json!({"blob": "x".repeat(250 * 1024)}));
         assert!(matches!(
-            OutboxItem::new("ORDER#o-1", &env, &small, 8),
+            item_in(&blob(250 * 1024), &small),
             Err(OutboxError::EventTooLarge { limit, .. }) if limit == 200 * 1024
         ));
         // SNS counts its attributes too: an event that fits 256 KiB as an
@@ -380,20 +358,18 @@ mod tests {
             max_bytes: size::DEFAULT_SNS_BYTES,
         };
         let overhead = {
-            let json = envelope(json!({"blob": ""})).to_json().unwrap();
+            let json = blob(0).to_json().unwrap();
             size::eventbridge_entry_size("outbox.orders", "OrderCreated", &json)
         };
         // 20 bytes under 256 KiB as an EventBridge entry.
-        let env = envelope(json!({"blob": "x".repeat(size::DEFAULT_SNS_BYTES - 20 - overhead)}));
+        let env = blob(size::DEFAULT_SNS_BYTES - 20 - overhead);
         let json = env.to_json().unwrap();
         assert!(
             size::eventbridge_entry_size("outbox.orders", "OrderCreated", &json)
                 <= size::DEFAULT_SNS_BYTES
         );
-        assert!(matches!(
-            OutboxItem::new("ORDER#o-1", &env, &sns, 8),
-            Err(OutboxError::EventTooLarge { .. })
-        ));
+        let too_large = item_in(&env, &sns);
+        assert!(matches!(too_large, Err(OutboxError::EventTooLarge { .. })));
     }
 
     #[test]
@@ -416,14 +392,7 @@ mod tests {
 
     #[test]
     fn undecodable_images_are_typed_errors() {
-        let env = envelope(json!({}));
-        let item = OutboxItem::new(
-            "ORDER#o-1",
-            &env,
-            &crate::size::EventLimits::eventbridge("outbox.orders"),
-            8,
-        )
-        .unwrap();
+        let item = item_of(&envelope(json!({})));
         let mut attrs = item.to_attributes().unwrap();
         attrs.remove("envelope");
         assert!(OutboxItem::from_attributes(attrs).is_err());

@@ -598,13 +598,28 @@ mod tests {
 
     fn item(aggregate: &str) -> OutboxItem {
         let env = EventEnvelope::new("OrderCreated", "Order", aggregate, 1, json!({})).unwrap();
-        OutboxItem::new(
-            &format!("ORDER#{aggregate}"),
-            &env,
-            &outbox_core::size::EventLimits::eventbridge("src"),
-            1,
-        )
-        .unwrap()
+        let limits = outbox_core::size::EventLimits::eventbridge("src");
+        OutboxItem::new(&format!("ORDER#{aggregate}"), &env, &limits, 1).unwrap()
+    }
+
+    /// An item of `aggregate` stored in `store` and dead-lettered after
+    /// `attempts`.
+    async fn dead_letter(
+        store: &MemoryStore,
+        aggregate: &str,
+        attempts: Option<u32>,
+    ) -> OutboxItem {
+        let item = item(aggregate);
+        store.insert(item.clone());
+        let letter = DeadLetter {
+            key: &item.key(),
+            aggregate_id: Some(aggregate),
+            reason: "poison",
+            attempts,
+            claim: None,
+        };
+        store.dead_letter(letter, &deadline()).await.unwrap();
+        item
     }
 
     /// A list covers every dead letter; only the status is a bounded read
@@ -613,22 +628,10 @@ mod tests {
     async fn lists_page_through_everything_and_only_status_is_capped() {
         let store = MemoryStore::new(1);
         for i in 0..READ_LIMIT + 1 {
-            let it = item(&format!("a{i}"));
-            store.insert(it.clone());
-            let letter = DeadLetter {
-                key: &it.key(),
-                aggregate_id: Some(&it.aggregate_id),
-                reason: "poison",
-                attempts: None,
-                claim: None,
-            };
-            store.dead_letter(letter, &deadline()).await.unwrap();
+            dead_letter(&store, &format!("a{i}"), None).await;
         }
         let ops = Operations::new(store);
-        let all = ops
-            .dead_letters(&DeadLetterFilter::default())
-            .await
-            .unwrap();
+        let all = ops.dead_letters(&Default::default()).await.unwrap();
         assert_eq!(all.len(), READ_LIMIT + 1);
         let status = ops.status(OffsetDateTime::now_utc()).await.unwrap();
         assert_eq!((status.dead_letters, status.capped), (READ_LIMIT, true));
@@ -638,24 +641,12 @@ mod tests {
     #[tokio::test]
     async fn operations_go_through_the_store_port() {
         let store = MemoryStore::new(1);
-        let (a, b) = (item("a"), item("b"));
-        store.insert(a.clone());
-        store.insert(b.clone());
-        let letter = DeadLetter {
-            key: &a.key(),
-            aggregate_id: Some("a"),
-            reason: "poison",
-            attempts: Some(3),
-            claim: None,
-        };
-        store.dead_letter(letter, &deadline()).await.unwrap();
+        let a = dead_letter(&store, "a", Some(3)).await;
+        store.insert(item("b"));
         let ops = Operations::new(store);
         let status = ops.status(OffsetDateTime::now_utc()).await.unwrap();
         assert_eq!((status.pending, status.dead_letters), (1, 1));
-        let rows = ops
-            .dead_letters(&DeadLetterFilter::default())
-            .await
-            .unwrap();
+        let rows = ops.dead_letters(&Default::default()).await.unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].attempts, 3);
         let only_b = DeadLetterFilter {
@@ -663,20 +654,15 @@ mod tests {
             ..DeadLetterFilter::default()
         };
         assert!(ops.dead_letters(&only_b).await.unwrap().is_empty());
-        let found = ops.find(&a.event_id.to_string()).await.unwrap();
-        assert_eq!(
-            envelope_of(&found).unwrap()["eventId"],
-            a.event_id.to_string()
-        );
+        let id = a.event_id.to_string();
+        let found = ops.find(&id).await.unwrap();
+        assert_eq!(envelope_of(&found).unwrap()["eventId"], id);
         assert!(matches!(
             ops.find("nope").await,
             Err(OpsError::BadEventId(_))
         ));
         assert_eq!(ops.redrive(&found).await.unwrap(), Marked::Updated);
         assert_eq!(ops.discard(&found).await.unwrap(), Marked::Gone);
-        assert!(matches!(
-            ops.find(&a.event_id.to_string()).await,
-            Err(OpsError::NotFound(_))
-        ));
+        assert!(matches!(ops.find(&id).await, Err(OpsError::NotFound(_))));
     }
 }

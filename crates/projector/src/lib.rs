@@ -336,6 +336,10 @@ pub async fn handler(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use outbox_core::keys::{ItemKey, KeySchema};
+    use outbox_core::table::MemoryTable;
+    use EventOutcome::{Applied, Duplicate, Ignored, Stale};
 
     #[test]
     fn bodies_that_are_not_our_events_are_malformed_without_quoting_them() {
@@ -351,17 +355,10 @@ mod tests {
             }
         }
     }
-}
 
-#[cfg(test)]
-mod memory_tests {
-    //! The projector's logic on the in-memory table: in order, out of
-    //! order and redelivered events give one row and one summary.
-    //! (`tests/projector.rs` runs it on DynamoDB Local and SQS.)
-
-    use super::*;
-    use outbox_core::keys::{ItemKey, KeySchema};
-    use outbox_core::table::MemoryTable;
+    // The projector's logic on the in-memory table: in order, out of order
+    // and redelivered events give one row and one summary.
+    // (`tests/projector.rs` runs it on DynamoDB Local and SQS.)
 
     const TABLE: &str = "read-model";
 
@@ -372,15 +369,10 @@ mod memory_tests {
 
     fn body(envelope: &EventEnvelope) -> String {
         serde_json::json!({
-            "version": "0",
-            "id": "00000000-0000-0000-0000-000000000000",
-            "detail-type": envelope.event_type,
-            "source": "orders.service",
-            "account": "123456789012",
-            "time": "2026-12-07T12:00:00Z",
-            "region": "us-east-1",
-            "resources": [],
-            "detail": envelope,
+            "version": "0", "id": "00000000-0000-0000-0000-000000000000",
+            "detail-type": envelope.event_type, "source": "orders.service",
+            "account": "123456789012", "time": "2026-12-07T12:00:00Z",
+            "region": "us-east-1", "resources": [], "detail": envelope,
         })
         .to_string()
     }
@@ -393,13 +385,13 @@ mod memory_tests {
         EventEnvelope::new(event_type, "Order", "o-1", version, payload).expect("an envelope")
     }
 
-    fn number(projector: &Projector<MemoryTable>, sk: &str, attribute: &str) -> Option<String> {
-        let item = projector
-            .table
-            .item(TABLE, &ItemKey::new("CUSTOMER#c-1", sk))?;
-        item.get(attribute)
-            .and_then(|v| v.as_n().or_else(|_| v.as_s()).ok())
-            .cloned()
+    /// `sk`'s `attributes` as stored, numbers and strings alike.
+    fn stored(projector: &Projector<MemoryTable>, sk: &str, attributes: &[&str]) -> Vec<String> {
+        let key = ItemKey::new("CUSTOMER#c-1", sk);
+        let item = projector.table.item(TABLE, &key).unwrap_or_default();
+        let text = |v: &AttributeValue| v.as_n().or_else(|_| v.as_s()).ok().cloned();
+        let value = |a: &&str| item.get(*a).and_then(text).unwrap_or_default();
+        attributes.iter().map(value).collect()
     }
 
     async fn outcome(projector: &Projector<MemoryTable>, envelope: &EventEnvelope) -> EventOutcome {
@@ -419,40 +411,27 @@ mod memory_tests {
             let first = outcome(&projector, order[0]).await;
             let second = outcome(&projector, order[1]).await;
             let expected = if order[0].event_type == model::ORDER_CREATED {
-                [EventOutcome::Applied, EventOutcome::Applied]
+                [Applied, Applied]
             } else {
-                [EventOutcome::Applied, EventOutcome::Stale]
+                [Applied, Stale]
             };
             assert_eq!([first, second], expected);
             // A redelivery of an applied event is a duplicate; a stale one
             // wrote nothing, so it is stale again.
             for (envelope, was) in order.iter().zip(expected) {
-                let again = if was == EventOutcome::Applied {
-                    EventOutcome::Duplicate
-                } else {
-                    was
-                };
+                let again = if was == Applied { Duplicate } else { was };
                 assert_eq!(outcome(&projector, envelope).await, again);
             }
-            assert_eq!(
-                number(&projector, "ORDER#o-1", "status").as_deref(),
-                Some("PAID")
+            let row = stored(&projector, "ORDER#o-1", &["status", "version"]);
+            assert_eq!(row, ["PAID", "2"]);
+            let summary = stored(
+                &projector,
+                "SUMMARY",
+                &["orders", "paidOrders", "paidCents"],
             );
-            assert_eq!(
-                number(&projector, "ORDER#o-1", "version").as_deref(),
-                Some("2")
-            );
-            let summary: Vec<Option<String>> = ["orders", "paidOrders", "paidCents"]
-                .iter()
-                .map(|a| number(&projector, "SUMMARY", a))
-                .collect();
             assert_eq!(
                 summary,
-                [
-                    Some("1".to_owned()),
-                    Some("1".to_owned()),
-                    Some("300".to_owned())
-                ],
+                ["1", "1", "300"],
                 "each event counted once, whatever the order"
             );
         }
@@ -469,7 +448,7 @@ mod memory_tests {
         assert!(error.is_retryable(), "{error:?}");
         let mut v2 = event(model::ORDER_CREATED, 1, "PENDING");
         v2.schema_version = 2;
-        assert_eq!(outcome(&projector, &v2).await, EventOutcome::Ignored);
+        assert_eq!(outcome(&projector, &v2).await, Ignored);
         assert!(projector.table.items(TABLE).is_empty());
     }
 }

@@ -220,37 +220,32 @@ mod tests {
         }
     }
 
+    fn present(version: u64, status: Status) -> Stored {
+        Stored::Present { version, status }
+    }
+
     #[test]
     fn counters_move_only_on_creation_and_on_payment() {
-        let pending = order(Status::Pending);
-        let paid = order(Status::Paid);
-        let expr = |o: &OrderState, s: Stored| {
-            summary_update("t", o, s)
-                .unwrap()
-                .map(|u| u.update_expression)
-        };
-        assert_eq!(
-            expr(&pending, Stored::Absent).as_deref(),
-            Some("ADD orders :one")
-        );
-        assert_eq!(
-            expr(&paid, Stored::Absent).as_deref(),
-            Some("ADD orders :one, paidOrders :one, paidCents :cents")
-        );
-        let was_pending = Stored::Present {
-            version: 1,
-            status: Status::Pending,
-        };
-        let was_paid = Stored::Present {
-            version: 2,
-            status: Status::Paid,
-        };
-        assert_eq!(
-            expr(&paid, was_pending).as_deref(),
-            Some("ADD paidOrders :one, paidCents :cents")
-        );
-        assert_eq!(expr(&paid, was_paid), None);
-        assert_eq!(expr(&pending, was_pending), None);
+        let (pending, paid) = (order(Status::Pending), order(Status::Paid));
+        for (order, stored, expected) in [
+            (&pending, Stored::Absent, Some("ADD orders :one")),
+            (
+                &paid,
+                Stored::Absent,
+                Some("ADD orders :one, paidOrders :one, paidCents :cents"),
+            ),
+            (
+                &paid,
+                present(1, Status::Pending),
+                Some("ADD paidOrders :one, paidCents :cents"),
+            ),
+            (&paid, present(2, Status::Paid), None),
+            (&pending, present(1, Status::Pending), None),
+        ] {
+            let update = summary_update("t", order, stored).unwrap();
+            let expression = update.map(|u| u.update_expression);
+            assert_eq!(expression.as_deref(), expected, "{order:?} over {stored:?}");
+        }
     }
 
     #[test]
@@ -260,20 +255,11 @@ mod tests {
             ("version".to_owned(), AttributeValue::N("2".into())),
             ("status".to_owned(), AttributeValue::S("PAID".into())),
         ]);
-        assert_eq!(
-            Stored::from_item(Some(&item)),
-            Stored::Present {
-                version: 2,
-                status: Status::Paid
-            }
-        );
+        assert_eq!(Stored::from_item(Some(&item)), present(2, Status::Paid));
         assert_eq!(Stored::guess(&order(Status::Pending), 1), Stored::Absent);
         assert_eq!(
             Stored::guess(&order(Status::Paid), 2),
-            Stored::Present {
-                version: 1,
-                status: Status::Pending
-            }
+            present(1, Status::Pending)
         );
     }
 }

@@ -274,23 +274,30 @@ fn document(
 mod tests {
     use super::*;
 
+    const SWEEPER: &[(&str, f64, Unit)] = &[
+        ("PendingCount", 3.0, Unit::Count),
+        ("OldestPendingAgeSeconds", 12.5, Unit::Seconds),
+    ];
+    const PUBLISHED: &[(&str, f64, Unit)] = &[("Published", 1.0, Unit::Count)];
+
+    /// The document [`emf_line_of`] writes for stack `orders`.
+    fn doc(function: &str, metrics: &[(&str, f64, Unit)], declared: Declared) -> Value {
+        serde_json::from_str(&emf_line_of("orders", function, metrics, declared)).unwrap()
+    }
+
+    fn latency(values: &[u64]) -> Distribution<'_> {
+        let (name, unit) = ("CommitToPublishLatency", Unit::Milliseconds);
+        Distribution { name, values, unit }
+    }
+
     #[test]
     fn emf_has_the_documented_shape() {
-        let line = emf_line_of(
-            "orders-staging",
-            "sweeper",
-            &[
-                ("PendingCount", 3.0, Unit::Count),
-                ("OldestPendingAgeSeconds", 12.5, Unit::Seconds),
-            ],
-            Declared::All,
-        );
-        let v: Value = serde_json::from_str(&line).unwrap();
+        let v = doc("sweeper", SWEEPER, Declared::All);
         let cw = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(cw["Namespace"], NAMESPACE);
         assert_eq!(cw["Dimensions"], json!([["Stack", "Function"]]));
         assert_eq!(cw["Metrics"][1]["Name"], "OldestPendingAgeSeconds");
-        assert_eq!(v["Stack"], "orders-staging");
+        assert_eq!(v["Stack"], "orders");
         assert_eq!(v["Function"], "sweeper");
         assert_eq!(v["PendingCount"], 3.0);
         assert_eq!(v["OldestPendingAgeSeconds"], 12.5);
@@ -303,13 +310,7 @@ mod tests {
         assert_eq!(level_of(Some("FATAL")), "FATAL");
         assert_eq!(level_of(None), "INFO");
         assert_eq!(level_of(Some("loud")), "INFO");
-        let line = emf_line_of(
-            "orders",
-            "publisher",
-            &[("Published", 1.0, Unit::Count)],
-            Declared::All,
-        );
-        let v: Value = serde_json::from_str(&line).unwrap();
+        let v = doc("publisher", PUBLISHED, Declared::All);
         assert!(["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]
             .contains(&v["level"].as_str().unwrap()));
         let timestamp = v["timestamp"].as_str().unwrap();
@@ -329,11 +330,7 @@ mod tests {
             "orders",
             "publisher",
             &[("Published", 250.0, Unit::Count)],
-            Distribution {
-                name: "CommitToPublishLatency",
-                values: &values,
-                unit: Unit::Milliseconds,
-            },
+            latency(&values),
             Declared::All,
         );
         assert_eq!(lines.len(), 3);
@@ -342,28 +339,18 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(docs[0]["Published"], 250.0);
-        assert_eq!(
-            docs[0]["CommitToPublishLatency"].as_array().unwrap().len(),
-            100
-        );
+        let values_in = |d: &Value| d["CommitToPublishLatency"].as_array().unwrap().len();
+        assert_eq!((values_in(&docs[0]), values_in(&docs[2])), (100, 50));
         assert_eq!(
             docs[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"][1],
             json!({"Name": "CommitToPublishLatency", "Unit": "Milliseconds"})
         );
         assert!(docs[2]["Published"].is_null());
-        assert_eq!(
-            docs[2]["CommitToPublishLatency"].as_array().unwrap().len(),
-            50
-        );
         let none = emf_lines_of(
             "orders",
             "publisher",
             &[("Published", 0.0, Unit::Count)],
-            Distribution {
-                name: "CommitToPublishLatency",
-                values: &[],
-                unit: Unit::Milliseconds,
-            },
+            latency(&[]),
             Declared::All,
         );
         assert_eq!(none.len(), 1);
@@ -372,34 +359,17 @@ mod tests {
 
     #[test]
     fn by_default_only_the_core_metrics_are_declared_and_every_value_stays() {
-        let line = emf_line_of(
-            "orders",
-            "sweeper",
-            &[
-                ("PendingCount", 3.0, Unit::Count),
-                ("OldestPendingAgeSeconds", 12.5, Unit::Seconds),
-            ],
-            Declared::Core,
-        );
-        let v: Value = serde_json::from_str(&line).unwrap();
+        let v = doc("sweeper", SWEEPER, Declared::Core);
         assert_eq!(
             v["_aws"]["CloudWatchMetrics"][0]["Metrics"],
             json!([{"Name": "OldestPendingAgeSeconds", "Unit": "Seconds"}])
         );
         assert_eq!(v["PendingCount"], 3.0, "a log field still");
         // Nothing to declare: a plain log line, no empty directive.
-        let line = emf_line_of(
-            "orders",
-            "publisher",
-            &[("Published", 1.0, Unit::Count)],
-            Declared::Core,
-        );
-        let v: Value = serde_json::from_str(&line).unwrap();
+        let v = doc("publisher", PUBLISHED, Declared::Core);
         assert!(v.get("_aws").is_none(), "{v}");
-        assert_eq!(
-            (v["Published"].as_f64(), v["Function"].as_str()),
-            (Some(1.0), Some("publisher"))
-        );
+        assert_eq!(v["Published"], 1.0);
+        assert_eq!(v["Function"], "publisher");
         for (value, parsed) in [
             (None, Ok(Declared::Core)),
             (Some(""), Ok(Declared::Core)),

@@ -112,15 +112,10 @@ mod tests {
 
     #[test]
     fn the_trigger_is_told_by_the_shape() {
+        let trigger = |v| Trigger::from_value(v).unwrap();
         let scheduled = serde_json::json!({"version": "0", "id": "x", "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}});
-        assert!(matches!(
-            Trigger::from_value(scheduled).unwrap(),
-            Trigger::Schedule
-        ));
+        assert!(matches!(trigger(scheduled), Trigger::Schedule));
         let sqs = serde_json::json!({"Records": [{"messageId": "m", "body": "{}", "eventSource": "aws:sqs", "attributes": {}, "messageAttributes": {}}]});
-        assert!(matches!(
-            Trigger::from_value(sqs).unwrap(),
-            Trigger::OnFailure(_)
-        ));
+        assert!(matches!(trigger(sqs), Trigger::OnFailure(_)));
     }
 }

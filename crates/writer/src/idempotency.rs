@@ -233,10 +233,8 @@ mod tests {
             assert!(put
                 .condition_expression()
                 .is_some_and(|c| c.contains(&schema.absent())));
-            assert_eq!(
-                IdempotencyRecord::prior_of(&schema, &item, "h2", 1_000),
-                Some(Prior::KeyReused)
-            );
+            let prior = IdempotencyRecord::prior_of(&schema, &item, "h2", 1_000);
+            assert_eq!(prior, Some(Prior::KeyReused));
         }
     }
 }

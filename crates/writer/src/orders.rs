@@ -310,27 +310,36 @@ impl TryFrom<CreateOrderRequest> for NewOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
-    fn request(json: serde_json::Value) -> Result<NewOrder, FieldError> {
+    fn request(json: Value) -> Result<NewOrder, FieldError> {
         NewOrder::try_from(serde_json::from_value::<CreateOrderRequest>(json).unwrap())
+    }
+
+    fn order(customer: &str, currency: &str, items: Value) -> Result<NewOrder, FieldError> {
+        request(json!({"customerId": customer, "currency": currency, "items": items}))
+    }
+
+    fn line(quantity: u64, price: u64) -> Value {
+        json!({"sku": "A", "quantity": quantity, "unitPriceCents": price})
     }
 
     #[test]
     fn integers_may_be_written_as_whole_floats() {
-        let order = request(serde_json::json!({
+        let order = request(json!({
             "customerId": "c-1", "currency": "EUR",
             "items": [{"sku": "A", "quantity": 2.0, "unitPriceCents": 1.5e2}]
         }))
         .unwrap();
         assert_eq!(order.total_cents, 300);
         for line in [
-            serde_json::json!({"sku": "A", "quantity": 2.5, "unitPriceCents": 1}),
-            serde_json::json!({"sku": "A", "quantity": -1, "unitPriceCents": 1}),
-            serde_json::json!({"sku": "A", "quantity": 4294967296u64, "unitPriceCents": 1}),
-            serde_json::json!({"sku": "A", "quantity": "2", "unitPriceCents": 1}),
-            serde_json::json!({"sku": "A", "quantity": 1, "unitPriceCents": 1e300}),
+            json!({"sku": "A", "quantity": 2.5, "unitPriceCents": 1}),
+            json!({"sku": "A", "quantity": -1, "unitPriceCents": 1}),
+            json!({"sku": "A", "quantity": 4294967296u64, "unitPriceCents": 1}),
+            json!({"sku": "A", "quantity": "2", "unitPriceCents": 1}),
+            json!({"sku": "A", "quantity": 1, "unitPriceCents": 1e300}),
         ] {
-            let body = serde_json::json!({"customerId": "c", "currency": "EUR", "items": [line]});
+            let body = json!({"customerId": "c", "currency": "EUR", "items": [line]});
             assert!(
                 serde_json::from_value::<CreateOrderRequest>(body).is_err(),
                 "{line}"
@@ -340,79 +349,40 @@ mod tests {
 
     #[test]
     fn valid_order_and_total() {
-        let order = request(serde_json::json!({
-            "customerId": "c-1", "currency": "EUR",
-            "items": [{"sku": "A", "quantity": 2, "unitPriceCents": 150}, {"sku": "B", "quantity": 1, "unitPriceCents": 0}]
-        }))
-        .unwrap();
-        assert_eq!(order.total_cents, 300);
+        let items = json!([line(2, 150), {"sku": "B", "quantity": 1, "unitPriceCents": 0}]);
+        assert_eq!(order("c-1", "EUR", items).unwrap().total_cents, 300);
     }
 
     #[test]
     fn each_rule_names_its_field() {
-        let base = |customer: &str, currency: &str, items: serde_json::Value| {
-            request(
-                serde_json::json!({"customerId": customer, "currency": currency, "items": items}),
-            )
-            .unwrap_err()
-            .field
-        };
-        let line = serde_json::json!([{"sku": "A", "quantity": 1, "unitPriceCents": 1}]);
-        assert_eq!(base("", "EUR", line.clone()), "customerId");
-        assert_eq!(base(&"c".repeat(129), "EUR", line.clone()), "customerId");
-        assert_eq!(base("c", "eur", line.clone()), "currency");
-        assert_eq!(base("c", "EURO", line.clone()), "currency");
-        assert_eq!(base("c", "EUR", serde_json::json!([])), "items");
-        let lines: Vec<_> = (0..101).map(|_| line[0].clone()).collect();
-        assert_eq!(base("c", "EUR", serde_json::json!(lines)), "items");
-        assert_eq!(
-            base(
-                "c",
-                "EUR",
-                serde_json::json!([{"sku": "A", "quantity": 0, "unitPriceCents": 1}])
-            ),
-            "items[0].quantity"
-        );
-        assert_eq!(
-            base(
-                "c",
-                "EUR",
-                serde_json::json!([{"sku": "", "quantity": 1, "unitPriceCents": 1}])
-            ),
-            "items[0].sku"
-        );
-        assert_eq!(
-            base(
-                "c",
-                "EUR",
-                serde_json::json!([
-                    {"sku": "A", "quantity": 1, "unitPriceCents": 1},
-                    {"sku": "B", "quantity": 4_000_000_000u32, "unitPriceCents": u64::MAX / 2}
-                ])
-            ),
-            "items[1].unitPriceCents"
-        );
+        let long = "c".repeat(129);
+        for (customer, currency, field) in [
+            ("", "EUR", "customerId"),
+            (long.as_str(), "EUR", "customerId"),
+            ("c", "eur", "currency"),
+            ("c", "EURO", "currency"),
+        ] {
+            let error = order(customer, currency, json!([line(1, 1)])).unwrap_err();
+            assert_eq!(error.field, field, "{customer:?} {currency:?}");
+        }
         let safe = MAX_SAFE_CENTS;
-        let line =
-            |q: u64, p: u64| serde_json::json!({"sku": "A", "quantity": q, "unitPriceCents": p});
-        assert_eq!(
-            base("c", "EUR", serde_json::json!([line(1, safe + 1)])),
-            "items[0].unitPriceCents"
-        );
-        assert_eq!(
-            base(
-                "c",
-                "EUR",
-                serde_json::json!([line(1, 1), line(2, safe / 2 + 1)])
-            ),
-            "items[1]"
-        );
-        assert_eq!(
-            base("c", "EUR", serde_json::json!([line(1, safe), line(1, 1)])),
-            "totalCents"
-        );
+        let no_sku = json!({"sku": "", "quantity": 1, "unitPriceCents": 1});
+        let huge = line(4_000_000_000, u64::MAX / 2);
+        for (items, field) in [
+            (json!([]), "items"),
+            (json!(vec![line(1, 1); 101]), "items"),
+            (json!([line(0, 1)]), "items[0].quantity"),
+            (json!([no_sku]), "items[0].sku"),
+            (json!([line(1, 1), huge]), "items[1].unitPriceCents"),
+            (json!([line(1, safe + 1)]), "items[0].unitPriceCents"),
+            (json!([line(1, 1), line(2, safe / 2 + 1)]), "items[1]"),
+            (json!([line(1, safe), line(1, 1)]), "totalCents"),
+        ] {
+            let error = order("c", "EUR", items.clone()).unwrap_err();
+            assert_eq!(error.field, field, "{items}");
+        }
         // At the limit exactly is accepted.
-        let order = request(serde_json::json!({"customerId": "c", "currency": "EUR", "items": [line(1, safe - 1), line(1, 1)]})).unwrap();
-        assert_eq!(order.total_cents, MAX_SAFE_CENTS);
+        let at_limit = order("c", "EUR", json!([line(1, safe - 1), line(1, 1)])).unwrap();
+        assert_eq!(at_limit.total_cents, MAX_SAFE_CENTS);
     }
 }

@@ -1,5 +1,3 @@
-//! Unit tests of `crates/devkit/src/pump.rs`.
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -59,6 +57,7 @@ fn an_items_records_share_a_lane_and_items_spread_over_the_lanes() {
 
 /// Answers after a pause, reporting `failing` as failed whenever it is
 /// in a batch; records each batch and the most invocations at once.
+#[derive(Default)]
 struct Fake {
     failing: String,
     running: AtomicUsize,
@@ -122,9 +121,7 @@ async fn lanes_of_a_shard_run_at_once_and_fail_on_their_own() {
     };
     let fake = Fake {
         failing: failing.clone(),
-        running: AtomicUsize::new(0),
-        most: AtomicUsize::new(0),
-        batches: Mutex::new(Vec::new()),
+        ..Fake::default()
     };
     let cursor = StreamCursor::new(
         &sdk,

@@ -10,10 +10,8 @@ fn floor_and_ceiling_bracket_a_millisecond() {
     let newer = Ulid::from_parts(1_800_000_000_001, 0);
     assert!(older < ulid_floor(at) && ulid_floor(at) < same_ms);
     assert!(same_ms < ulid_ceiling(at) && ulid_ceiling(at) < newer);
-    assert_eq!(
-        ulid_floor(OffsetDateTime::UNIX_EPOCH - time::Duration::days(1)),
-        Ulid::from_parts(0, 0)
-    );
+    let before_the_epoch = OffsetDateTime::UNIX_EPOCH - time::Duration::days(1);
+    assert_eq!(ulid_floor(before_the_epoch), Ulid::from_parts(0, 0));
 }
 
 /// Settings for the unit tests: the functions' defaults where a test

@@ -353,13 +353,15 @@ pub fn choose_stack<'a>(
 mod tests {
     use super::*;
 
+    /// A record of `stack`'s `function`, written at `at` and in service
+    /// since `since` (none if empty), both `MM-DDTHH:MM` in 2026 UTC.
     fn record(stack: &str, function: &str, at: &str, since: &str) -> RecordedSettings {
         RecordedSettings {
             region: "eu-west-1".into(),
             stack: stack.into(),
             function: function.into(),
-            by: format!("{stack}-{function} at {at}"),
-            since: (!since.is_empty()).then(|| since.to_owned()),
+            by: format!("{stack}-{function} at 2026-{at}:00Z"),
+            since: (!since.is_empty()).then(|| format!("2026-{since}:00Z")),
             variables: BTreeMap::from([("STACK_NAME".to_owned(), stack.to_owned())]),
         }
     }
@@ -370,61 +372,34 @@ mod tests {
 
     #[test]
     fn the_key_parses_back_and_an_old_key_takes_its_recorded_name() {
-        let mine = record(
-            "orders",
-            "sweeper",
-            "2026-12-07T11:59:00Z",
-            "2026-12-01T00:00:00Z",
-        );
+        let mine = record("orders", "sweeper", "12-07T11:59", "12-01T00:00");
         let key = mine.key();
         assert_eq!(key.sk, "STACK#eu-west-1#orders#sweeper");
+        let s = |v: &str| AttributeValue::S(v.to_owned());
         let item = |sk: &str| {
+            let variables = HashMap::from([("STACK_NAME".to_owned(), s("orders"))]);
             HashMap::from([
-                ("SK".to_owned(), AttributeValue::S(sk.to_owned())),
-                (
-                    attr::VARIABLES.to_owned(),
-                    AttributeValue::M(HashMap::from([(
-                        "STACK_NAME".to_owned(),
-                        AttributeValue::S("orders".into()),
-                    )])),
-                ),
-                (
-                    attr::RECORDED_BY.to_owned(),
-                    AttributeValue::S(mine.by.clone()),
-                ),
-                (
-                    attr::RECORDED_SINCE.to_owned(),
-                    AttributeValue::S("2026-12-01T00:00:00Z".into()),
-                ),
+                ("SK".to_owned(), s(sk)),
+                (attr::VARIABLES.to_owned(), AttributeValue::M(variables)),
+                (attr::RECORDED_BY.to_owned(), s(&mine.by)),
+                (attr::RECORDED_SINCE.to_owned(), s("2026-12-01T00:00:00Z")),
             ])
         };
-        assert_eq!(
-            RecordedSettings::from_item(&item(&key.sk), "SK"),
-            Some(mine.clone())
-        );
-        let old = RecordedSettings::from_item(&item("STACK#eu-west-1#sweeper"), "SK").unwrap();
+        let from = |sk: &str| RecordedSettings::from_item(&item(sk), "SK");
+        assert_eq!(from(&key.sk), Some(mine.clone()));
+        let old = from("STACK#eu-west-1#sweeper").unwrap();
         assert_eq!(
             (old.stack.as_str(), old.function.as_str()),
             ("orders", "sweeper")
         );
         assert!(old.same_stack(&mine));
-        assert_eq!(RecordedSettings::from_item(&item("META"), "SK"), None);
+        assert_eq!(from("META"), None);
     }
 
     #[test]
     fn a_second_stack_yields_to_the_first_live_one_and_the_first_keeps_going() {
-        let one = record(
-            "one",
-            "sweeper",
-            "2026-12-07T11:58:00Z",
-            "2026-11-01T00:00:00Z",
-        );
-        let two = record(
-            "two",
-            "publisher",
-            "2026-12-07T11:59:00Z",
-            "2026-12-07T11:59:00Z",
-        );
+        let one = record("one", "sweeper", "12-07T11:58", "11-01T00:00");
+        let two = record("two", "publisher", "12-07T11:59", "12-07T11:59");
         let records = vec![one.clone(), two.clone()];
         assert_eq!(rivals(&records, &two, now()), vec![&one]);
         assert!(rivals(&records, &one, now()).is_empty());
@@ -432,15 +407,10 @@ mod tests {
         let later = now() + time::Duration::minutes(61);
         assert!(rivals(&records, &two, later).is_empty());
         // A record of an earlier release (no `since`) is never a rival.
-        let old = record("old", "sweeper", "2026-12-07T11:58:00Z", "");
+        let old = record("old", "sweeper", "12-07T11:58", "");
         assert!(rivals(&[old.clone(), one.clone()], &one, now()).is_empty());
         // A slow sweep schedule keeps its stack live for three periods.
-        let mut slow = record(
-            "slow",
-            "sweeper",
-            "2026-12-07T07:00:00Z",
-            "2026-11-01T00:00:00Z",
-        );
+        let mut slow = record("slow", "sweeper", "12-07T07:00", "11-01T00:00");
         slow.variables
             .insert("SWEEP_SCHEDULE".into(), "rate(2 hours)".into());
         assert_eq!(slow.live_within(), time::Duration::hours(6));
@@ -453,18 +423,8 @@ mod tests {
 
     #[test]
     fn a_renamed_stack_is_the_same_stack_by_its_id() {
-        let mut before = record(
-            "old-name",
-            "sweeper",
-            "2026-12-07T11:58:00Z",
-            "2026-11-01T00:00:00Z",
-        );
-        let mut after = record(
-            "new-name",
-            "sweeper",
-            "2026-12-07T11:59:00Z",
-            "2026-12-07T11:59:00Z",
-        );
+        let mut before = record("old-name", "sweeper", "12-07T11:58", "11-01T00:00");
+        let mut after = record("new-name", "sweeper", "12-07T11:59", "12-07T11:59");
         for r in [&mut before, &mut after] {
             r.variables
                 .insert("STACK_ID".into(), "arn:stack/x/1".into());
@@ -474,53 +434,30 @@ mod tests {
 
     #[test]
     fn the_stack_chosen_is_the_named_the_only_or_the_only_live_one() {
-        let one_p = record(
-            "one",
-            "publisher",
-            "2026-12-07T11:58:00Z",
-            "2026-11-01T00:00:00Z",
-        );
-        let one_s = record(
-            "one",
-            "sweeper",
-            "2026-12-07T11:57:00Z",
-            "2026-11-01T00:00:00Z",
-        );
-        let gone = record(
-            "gone",
-            "sweeper",
-            "2026-12-01T00:00:00Z",
-            "2026-10-01T00:00:00Z",
-        );
-        let two = record(
-            "two",
-            "sweeper",
-            "2026-12-07T11:59:00Z",
-            "2026-12-07T11:00:00Z",
-        );
-        assert_eq!(
-            choose_stack(&[one_p.clone(), one_s.clone()], "eu-west-1", None, now()),
-            Ok(&one_s)
-        );
-        assert_eq!(
-            choose_stack(std::slice::from_ref(&one_p), "eu-west-1", None, now()),
-            Ok(&one_p)
-        );
+        fn choose<'a>(
+            records: &'a [RecordedSettings],
+            wanted: Option<&str>,
+        ) -> Result<&'a RecordedSettings, StackChoiceError> {
+            choose_stack(records, "eu-west-1", wanted, now())
+        }
+        let one_p = record("one", "publisher", "12-07T11:58", "11-01T00:00");
+        let one_s = record("one", "sweeper", "12-07T11:57", "11-01T00:00");
+        let gone = record("gone", "sweeper", "12-01T00:00", "10-01T00:00");
+        let two = record("two", "sweeper", "12-07T11:59", "12-07T11:00");
+        assert_eq!(choose(&[one_p.clone(), one_s.clone()], None), Ok(&one_s));
+        assert_eq!(choose(std::slice::from_ref(&one_p), None), Ok(&one_p));
         let records = vec![one_p.clone(), one_s.clone(), gone.clone()];
-        assert_eq!(choose_stack(&records, "eu-west-1", None, now()), Ok(&one_s));
-        assert_eq!(
-            choose_stack(&records, "eu-west-1", Some("gone"), now()),
-            Ok(&gone)
-        );
+        assert_eq!(choose(&records, None), Ok(&one_s));
+        assert_eq!(choose(&records, Some("gone")), Ok(&gone));
         // Two live stacks: the one in service (the other refuses).
         let records = vec![one_s.clone(), two.clone()];
-        assert_eq!(choose_stack(&records, "eu-west-1", None, now()), Ok(&one_s));
+        assert_eq!(choose(&records, None), Ok(&one_s));
         // Two live stacks that nothing tells apart: name one.
         let (mut one_s, mut two) = (one_s, two);
         one_s.since = None;
         two.since = None;
         let records = vec![one_s.clone(), two.clone()];
-        let several = choose_stack(&records, "eu-west-1", None, now()).unwrap_err();
+        let several = choose(&records, None).unwrap_err();
         assert!(
             matches!(&several, StackChoiceError::SeveralStacks { stacks, .. } if stacks.len() == 2),
             "{several}"
@@ -530,16 +467,13 @@ mod tests {
             "{several}"
         );
         assert!(matches!(
-            choose_stack(&records, "eu-west-1", Some("three"), now()),
+            choose(&records, Some("three")),
             Err(StackChoiceError::NoSuchStack { .. })
         ));
         assert!(matches!(
             choose_stack(&records, "us-east-1", None, now()),
             Err(StackChoiceError::OtherRegions { regions, .. }) if regions == ["eu-west-1"]
         ));
-        assert_eq!(
-            choose_stack(&[], "eu-west-1", None, now()),
-            Err(StackChoiceError::NotRecorded)
-        );
+        assert_eq!(choose(&[], None), Err(StackChoiceError::NotRecorded));
     }
 }

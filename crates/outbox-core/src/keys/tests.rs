@@ -1,6 +1,5 @@
-//! Unit tests of `crates/outbox-core/src/keys.rs`.
-
 use super::*;
+use serde_json::json;
 
 /// A variable lookup over `pairs` (the first of a name wins).
 fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -31,10 +30,8 @@ fn redriven_sort_keys_sort_before_every_event_and_among_themselves_by_age() {
 
 #[test]
 fn the_key_schema_defaults_to_the_design_card_and_validates_each_setting() {
-    assert_eq!(
-        KeySchema::from_lookup(lookup(&[])).unwrap(),
-        KeySchema::default()
-    );
+    let defaults = KeySchema::from_lookup(lookup(&[])).unwrap();
+    assert_eq!(defaults, KeySchema::default());
     assert!(KeySchema::default().is_default());
     let custom = KeySchema::from_lookup(lookup(&[
         ("PARTITION_KEY", "pk"),
@@ -136,34 +133,24 @@ fn the_pending_keys_a_stack_sweeps() {
         (&plain, "OUTBOX#+3", None, None),
         (&plain, "OUTBOX#", None, None),
     ] {
-        let keys_region = &schema.home_region;
-        let got = schema.pending_shard(key, region, 8);
-        assert_eq!(
-            got, shard,
-            "{key}, item of {region:?}, keys of {keys_region:?}"
-        );
+        let (got, keys) = (schema.pending_shard(key, region, 8), &schema.home_region);
+        assert_eq!(got, shard, "{key}, item of {region:?}, keys of {keys:?}");
     }
 
-    let env = crate::EventEnvelope::new("OrderCreated", "Order", "o-1", 1, serde_json::json!({}))
-        .unwrap();
+    let env = crate::EventEnvelope::new("OrderCreated", "Order", "o-1", 1, json!({})).unwrap();
     let limits = crate::size::EventLimits::eventbridge("outbox.orders");
     let mut item = crate::OutboxItem::in_table(&regional, "ORDER#o-1", &env, &limits, 8).unwrap();
-    assert!(regional.sweepable(&item, 8));
+    let sweepable = |item: &crate::OutboxItem| regional.sweepable(item, 8);
+    assert!(sweepable(&item));
     item.pending_sk = Some(redriven_sk(item.event_id));
-    assert!(
-        regional.sweepable(&item, 8),
-        "handed to the scheduled sweep"
-    );
+    assert!(sweepable(&item), "handed to the scheduled sweep");
     item.pending_sk = Some("01ARZ3NDEKTSV4RRFFQ69G5FAV".into());
-    assert!(!regional.sweepable(&item, 8), "another event's id");
+    assert!(!sweepable(&item), "another event's id");
     item.pending_sk = Some(item.event_id.to_string());
     item.pending_pk = None;
-    assert!(!regional.sweepable(&item, 8), "no pending key");
+    assert!(!sweepable(&item), "no pending key");
     item.pending_pk = Some(plain.pending_pk(1));
-    assert!(
-        !regional.sweepable(&item, 8),
-        "the item's region, the key without one"
-    );
+    assert!(!sweepable(&item), "the item's region, the key without one");
 }
 
 #[test]
@@ -207,18 +194,16 @@ fn shard_of_a_known_id_never_changes() {
 #[test]
 fn the_home_region_comes_from_the_environment_and_decides_who_publishes() {
     let schema = |vars: &[(&str, &str)]| KeySchema::from_lookup(lookup(vars));
-    assert_eq!(schema(&[]).unwrap().home_region, None);
-    assert_eq!(
-        schema(&[("AWS_REGION", "eu-west-1")]).unwrap().home_region,
-        None
-    );
+    let region = |vars: &[(&str, &str)]| schema(vars).unwrap().home_region;
+    assert_eq!(region(&[]), None);
+    assert_eq!(region(&[("AWS_REGION", "eu-west-1")]), None);
     let lambda = schema(&[("HOME_REGION", "eu-west-1")]).unwrap();
     assert_eq!(lambda.home_region.as_deref(), Some("eu-west-1"));
     assert!(lambda.is_default(), "the region is not a name");
-    let explicit = schema(&[("AWS_REGION", "eu-west-1"), ("HOME_REGION", "us-east-2")]);
-    assert_eq!(explicit.unwrap().home_region.as_deref(), Some("us-east-2"));
-    let off = schema(&[("HOME_REGION", "eu-west-1"), ("HOME_REGION_RULE", "off")]);
-    assert_eq!(off.unwrap().home_region, None);
+    let explicit = region(&[("AWS_REGION", "eu-west-1"), ("HOME_REGION", "us-east-2")]);
+    assert_eq!(explicit.as_deref(), Some("us-east-2"));
+    let off = region(&[("HOME_REGION", "eu-west-1"), ("HOME_REGION_RULE", "off")]);
+    assert_eq!(off, None);
     for (vars, name) in [
         (&[("HOME_REGION_RULE", "yes")][..], "HOME_REGION_RULE"),
         (&[("HOME_REGION", "EU West")][..], "HOME_REGION"),
@@ -241,10 +226,8 @@ fn the_home_region_comes_from_the_environment_and_decides_who_publishes() {
     // The region is part of both indexes' keys.
     assert_eq!(lambda.pending_pk(3), "OUTBOX#eu-west-1#3");
     assert_eq!(lambda.dead_pk(3), "DEAD#eu-west-1#3");
-    assert_eq!(
-        lambda.clone().with_home_region(None).pending_pk(3),
-        "OUTBOX#3"
-    );
+    let unregioned = lambda.clone().with_home_region(None);
+    assert_eq!(unregioned.pending_pk(3), "OUTBOX#3");
     assert_eq!(anywhere.dead_pk(3), dead_pk(3));
 
     // The filter: one pattern without a region, two with one.
@@ -252,20 +235,14 @@ fn the_home_region_comes_from_the_environment_and_decides_who_publishes() {
         anywhere.stream_filter_patterns(),
         [anywhere.stream_filter_pattern()]
     );
-    let patterns: Vec<serde_json::Value> = lambda
-        .stream_filter_patterns()
-        .iter()
-        .map(|p| serde_json::from_str(p).unwrap())
-        .collect();
-    assert_eq!(patterns.len(), 2);
-    assert_eq!(
-        patterns[0]["dynamodb"]["NewImage"][attr::HOME_REGION],
-        serde_json::json!({"S": ["eu-west-1"]})
-    );
-    assert_eq!(
-        patterns[1]["dynamodb"]["NewImage"][attr::HOME_REGION],
-        serde_json::json!({"S": [{"exists": false}]})
-    );
+    let region_of = |p: &String| {
+        let pattern: serde_json::Value = serde_json::from_str(p).unwrap();
+        pattern["dynamodb"]["NewImage"][attr::HOME_REGION].clone()
+    };
+    let patterns = lambda.stream_filter_patterns();
+    let regions: Vec<_> = patterns.iter().map(region_of).collect();
+    let absent = json!({"S": [{"exists": false}]});
+    assert_eq!(regions, [json!({"S": ["eu-west-1"]}), absent]);
 }
 
 /// Each of `KeySchema::VARIABLES` sets its own name (the table of

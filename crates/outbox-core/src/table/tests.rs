@@ -117,16 +117,18 @@ fn key(pk: &str, sk: &str) -> Item {
     KeySchema::default().key(&ItemKey::new(pk, sk))
 }
 
-fn put(pk: &str, sk: &str, extra: &[(&str, AttributeValue)]) -> Put {
+/// A transaction's put of `pk`/`sk` with `extra`, if absent.
+fn put(pk: &str, sk: &str, extra: &[(&str, AttributeValue)]) -> TransactWriteItem {
     let mut full = key(pk, sk);
     full.extend(item(extra));
-    Put::builder()
+    let put = Put::builder()
         .table_name("t")
         .set_item(Some(full))
         .condition_expression("attribute_not_exists(PK)")
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
-        .expect("a put")
+        .expect("a put");
+    TransactWriteItem::builder().put(put).build()
 }
 
 fn reasons(error: &super::TransactError) -> &[aws_sdk_dynamodb::types::CancellationReason] {
@@ -142,7 +144,6 @@ fn codes(error: &super::TransactError) -> Vec<String> {
     codes.map(str::to_owned).collect()
 }
 
-/// A transaction's delete of `pk`/`sk`.
 fn delete(pk: &str, sk: &str) -> TransactWriteItem {
     let delete = Delete::builder().table_name("t").set_key(Some(key(pk, sk)));
     let delete = delete.build().expect("a delete");
@@ -152,20 +153,14 @@ fn delete(pk: &str, sk: &str) -> TransactWriteItem {
 #[tokio::test]
 async fn a_transaction_is_all_or_nothing_with_reasons_in_order() {
     let table = MemoryTable::new(KeySchema::default());
-    let first = TransactWriteItem::builder()
-        .put(put("A", "1", &[("v", n("1"))]))
-        .build();
-    table
-        .transact_write(vec![first.clone()], None)
-        .await
-        .expect("the first put");
+    let a1 = || table.item("t", &ItemKey::new("A", "1"));
+    let tx = |items, token| table.transact_write(items, token);
+    let first = put("A", "1", &[("v", n("1"))]);
+    tx(vec![first.clone()], None).await.expect("the first put");
 
     // A second action that would succeed is not applied when the first fails.
-    let other = TransactWriteItem::builder().put(put("B", "1", &[])).build();
-    let error = table
-        .transact_write(vec![first, other], None)
-        .await
-        .expect_err("A exists");
+    let other = put("B", "1", &[]);
+    let error = tx(vec![first, other], None).await.expect_err("A exists");
     assert_eq!(codes(&error), ["ConditionalCheckFailed", "None"]);
     assert_eq!(
         reasons(&error)[0].item().and_then(|i| i.get("v")).cloned(),
@@ -189,47 +184,29 @@ async fn a_transaction_is_all_or_nothing_with_reasons_in_order() {
         .condition_expression("attribute_not_exists(PK)")
         .build()
         .expect("a check");
-    table
-        .transact_write(
-            vec![
-                TransactWriteItem::builder().update(update).build(),
-                TransactWriteItem::builder().condition_check(check).build(),
-            ],
-            None,
-        )
+    let update = TransactWriteItem::builder().update(update).build();
+    let check = TransactWriteItem::builder().condition_check(check).build();
+    tx(vec![update, check], None)
         .await
         .expect("update and check");
-    assert_eq!(
-        table
-            .item("t", &ItemKey::new("A", "1"))
-            .and_then(|i| i.get("v").cloned()),
-        Some(n("2"))
-    );
+    assert_eq!(a1().and_then(|i| i.get("v").cloned()), Some(n("2")));
     let delete = delete("A", "1");
     table.cancel_next("TransactionConflict");
-    let error = table
-        .transact_write(vec![delete.clone()], None)
-        .await
-        .expect_err("queued");
+    let error = tx(vec![delete.clone()], None).await.expect_err("queued");
     assert_eq!(codes(&error), ["TransactionConflict"]);
-    table
-        .transact_write(vec![delete.clone()], Some("token".into()))
+    tx(vec![delete.clone()], Some("token".into()))
         .await
         .expect("the delete");
-    assert!(table.item("t", &ItemKey::new("A", "1")).is_none());
+    assert!(a1().is_none());
 
     // A token seen before answers success without writing again.
     table.put("t", key("A", "1"));
-    table
-        .transact_write(vec![delete], Some("token".into()))
+    tx(vec![delete], Some("token".into()))
         .await
         .expect("replayed");
-    assert!(table.item("t", &ItemKey::new("A", "1")).is_some());
+    assert!(a1().is_some());
     assert_eq!((table.transactions(), table.reads()), (6, 0));
-    assert!(table
-        .get_item("t", key("A", "1"))
-        .await
-        .expect("a read")
-        .is_some());
+    let read = table.get_item("t", key("A", "1")).await.expect("a read");
+    assert!(read.is_some());
     assert_eq!(table.reads(), 1);
 }

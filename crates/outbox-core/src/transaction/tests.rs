@@ -1,5 +1,3 @@
-//! Unit tests of `crates/outbox-core/src/transaction.rs`.
-
 use super::*;
 use crate::size::EventLimits;
 use serde_json::json;
@@ -18,16 +16,16 @@ fn put(pk: &str, sk: &str, extra: usize) -> Put {
         .unwrap()
 }
 
-fn event(id: &str) -> EventEnvelope {
-    EventEnvelope::new("OrderCreated", "Order", id, 1, json!({})).unwrap()
+fn event(id: &str, payload: serde_json::Value) -> EventEnvelope {
+    EventEnvelope::new("OrderCreated", "Order", id, 1, payload).unwrap()
 }
 
 #[test]
 fn actions_and_events() {
     let tx = OutboxTransaction::new(&settings())
         .put("order", put("ORDER#1", "META", 0))
-        .event("ORDER#1", &event("1"))
-        .event("ORDER#1", &event("1"));
+        .event("ORDER#1", &event("1", json!({})))
+        .event("ORDER#1", &event("1", json!({})));
     let items = tx.build().unwrap();
     assert_eq!(items.len(), 3);
     for item in &items {
@@ -97,20 +95,13 @@ fn limits_are_enforced_before_any_call() {
 
 #[test]
 fn oversized_events_and_bad_tokens_are_refused() {
-    let big = EventEnvelope::new(
-        "OrderCreated",
-        "Order",
-        "1",
-        1,
-        json!({"x": "y".repeat(300 * 1024)}),
-    )
-    .unwrap();
+    let big = event("1", json!({"x": "y".repeat(300 * 1024)}));
     // 300 KB: within EventBridge's 1 MB, over an SNS topic's 256 KiB.
     assert!(OutboxTransaction::new(&settings())
         .event("ORDER#1", &big)
         .build()
         .is_ok());
-    let sns = settings().with_limits(crate::size::EventLimits::Sns {
+    let sns = settings().with_limits(EventLimits::Sns {
         fifo: false,
         max_bytes: crate::size::DEFAULT_SNS_BYTES,
     });

@@ -1,5 +1,3 @@
-//! Unit tests of `crates/outboxctl/src/doctor.rs`.
-
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, IndexStatus, KeySchemaElement, Projection, StreamSpecification,
 };
@@ -33,28 +31,23 @@ fn index(
         .build()
 }
 
+fn stream(enabled: bool, view: Option<StreamViewType>) -> StreamSpecification {
+    let spec = StreamSpecification::builder().stream_enabled(enabled);
+    spec.set_stream_view_type(view).build().unwrap()
+}
+
 /// The table the stack creates.
 fn good() -> aws_sdk_dynamodb::types::builders::TableDescriptionBuilder {
     let mut table = TableDescription::builder()
         .key_schema(key("PK", KeyType::Hash))
         .key_schema(key("SK", KeyType::Range))
-        .stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewImage)
-                .build()
-                .unwrap(),
-        )
+        .stream_specification(stream(true, Some(StreamViewType::NewImage)))
         .global_secondary_indexes(index("GSI1", "GSI1PK", "GSI1SK", ProjectionType::All))
         .global_secondary_indexes(index("GSI2", "GSI2PK", "GSI2SK", ProjectionType::All));
     for name in ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"] {
-        table = table.attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(name)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        );
+        let definition = AttributeDefinition::builder().attribute_name(name);
+        let definition = definition.attribute_type(ScalarAttributeType::S);
+        table = table.attribute_definitions(definition.build().unwrap());
     }
     table
 }
@@ -68,34 +61,19 @@ fn the_stacks_table_is_fit() {
 
 #[test]
 fn each_broken_table_names_its_check_and_a_fix() {
-    let keys_only = StreamSpecification::builder()
-        .stream_enabled(true)
-        .stream_view_type(StreamViewType::KeysOnly)
-        .build()
-        .unwrap();
-    let off = StreamSpecification::builder()
-        .stream_enabled(false)
-        .build()
-        .unwrap();
+    let with_stream = |enabled, view| good().stream_specification(stream(enabled, view)).build();
     let gsi1 = |hash, range| index("GSI1", hash, range, ProjectionType::All);
     let gsi2 = |projection| index("GSI2", "GSI2PK", "GSI2SK", projection);
     let indexes = |list| good().set_global_secondary_indexes(Some(list)).build();
+    let (all, keys_only) = (gsi2(ProjectionType::All), gsi2(ProjectionType::KeysOnly));
+    let (pending, lowercase) = (gsi1("GSI1PK", "GSI1SK"), gsi1("gsi1pk", "gsi1sk"));
     let other_keys = vec![key("pk", KeyType::Hash), key("sk", KeyType::Range)];
-    let cases: Vec<(&str, TableDescription)> = vec![
-        ("stream", good().stream_specification(keys_only).build()),
-        ("stream", good().stream_specification(off).build()),
-        ("pending-index", indexes(vec![gsi2(ProjectionType::All)])),
-        (
-            "pending-index",
-            indexes(vec![gsi1("gsi1pk", "gsi1sk"), gsi2(ProjectionType::All)]),
-        ),
-        (
-            "dead-letter-index",
-            indexes(vec![
-                gsi1("GSI1PK", "GSI1SK"),
-                gsi2(ProjectionType::KeysOnly),
-            ]),
-        ),
+    let cases = [
+        ("stream", with_stream(true, Some(StreamViewType::KeysOnly))),
+        ("stream", with_stream(false, None)),
+        ("pending-index", indexes(vec![all.clone()])),
+        ("pending-index", indexes(vec![lowercase, all.clone()])),
+        ("dead-letter-index", indexes(vec![pending, keys_only])),
         ("keys", good().set_key_schema(Some(other_keys)).build()),
     ];
     for (check, table) in cases {
@@ -130,27 +108,18 @@ fn ttl_must_be_on_the_writers_attribute() {
 fn mapping(prefix: &str, reports: bool, on_failure: bool) -> Mapping {
     let pattern =
         format!(r#"{{"dynamodb":{{"Keys":{{"SK":{{"S":[{{"prefix":"{prefix}"}}]}}}}}}}}"#);
+    let filter = Filter::builder().pattern(pattern).build();
     let mut m = Mapping::builder()
         .function_arn("arn:aws:lambda:us-east-1:1:function:publisher")
         .state("Enabled")
-        .filter_criteria(
-            FilterCriteria::builder()
-                .filters(Filter::builder().pattern(pattern).build())
-                .build(),
-        );
+        .filter_criteria(FilterCriteria::builder().filters(filter).build());
     if reports {
         m = m.function_response_types(FunctionResponseType::ReportBatchItemFailures);
     }
     if on_failure {
-        m = m.destination_config(
-            DestinationConfig::builder()
-                .on_failure(
-                    OnFailure::builder()
-                        .destination("arn:aws:sqs:us-east-1:1:q")
-                        .build(),
-                )
-                .build(),
-        );
+        let queue = OnFailure::builder().destination("arn:aws:sqs:us-east-1:1:q");
+        let destination = DestinationConfig::builder().on_failure(queue.build());
+        m = m.destination_config(destination.build());
     }
     m.build()
 }
@@ -163,27 +132,18 @@ fn mappings_are_counted_and_the_publishers_checked() {
     let none = check(&[]);
     assert!(problems(&none).is_empty(), "before deploying: a warning");
     assert!(none.iter().any(|f| f.severity == Severity::Warning));
-    let cases = [
-        (
-            vec![good.clone(), good.clone(), good.clone()],
-            vec!["mappings", "publisher-mapping"],
-        ),
+    let three = check(&[good.clone(), good.clone(), good.clone()]);
+    assert_eq!(problems(&three), ["mappings", "publisher-mapping"]);
+    for mappings in [
         // Two publishers on one stream (#61 point 3): each would delete
         // what it published, so the other's sink misses it.
-        (vec![good.clone(), good.clone()], vec!["publisher-mapping"]),
-        (vec![mapping("evt#", true, true)], vec!["publisher-mapping"]),
-        (
-            vec![mapping("OUTBOX#", false, true)],
-            vec!["publisher-mapping"],
-        ),
-        (
-            vec![mapping("OUTBOX#", true, false)],
-            vec!["publisher-mapping"],
-        ),
-    ];
-    for (mappings, checks) in cases {
+        vec![good.clone(), good.clone()],
+        vec![mapping("evt#", true, true)],
+        vec![mapping("OUTBOX#", false, true)],
+        vec![mapping("OUTBOX#", true, false)],
+    ] {
         let findings = check(&mappings);
-        assert_eq!(problems(&findings), checks, "{findings:?}");
+        assert_eq!(problems(&findings), ["publisher-mapping"], "{findings:?}");
     }
 }
 
@@ -200,16 +160,11 @@ fn two_live_stacks_in_a_region_are_a_problem() {
         variables: Default::default(),
     };
     let check = |records: &[RecordedSettings]| check_stacks(records, "eu-west-1", now).severity;
-    assert_eq!(check(&[record("one", 5)]), Severity::Ok);
+    let (one, two, gone) = (record("one", 5), record("two", 1), record("gone", 600));
+    assert_eq!(check(&[one.clone()]), Severity::Ok);
     // A deleted stack's record stays, and is not live.
-    assert_eq!(
-        check(&[record("one", 5), record("gone", 600)]),
-        Severity::Ok
-    );
-    assert_eq!(
-        check(&[record("one", 5), record("two", 1)]),
-        Severity::Problem
-    );
-    assert_eq!(check(&[record("gone", 600)]), Severity::Warning);
+    assert_eq!(check(&[one.clone(), gone.clone()]), Severity::Ok);
+    assert_eq!(check(&[one, two]), Severity::Problem);
+    assert_eq!(check(&[gone]), Severity::Warning);
     assert_eq!(check(&[]), Severity::Warning);
 }

@@ -1,5 +1,3 @@
-//! Unit tests of `crates/publisher/src/stream.rs`.
-
 use super::*;
 use aws_lambda_events::event::dynamodb::Event;
 
@@ -26,11 +24,11 @@ fn sample(name: &str) -> String {
     .unwrap()
 }
 
-fn outbox_keys(records: &[Record<'_>]) -> Vec<Option<String>> {
+fn outbox_keys<'a>(records: &'a [Record<'_>]) -> Vec<Option<&'a str>> {
     records
         .iter()
         .map(|r| match &r.change {
-            Change::OutboxInsert { key, .. } => Some(key.sk.clone()),
+            Change::OutboxInsert { key, .. } => Some(key.sk.as_str()),
             Change::Other => None,
         })
         .collect()
@@ -50,18 +48,12 @@ fn the_sample_batch_decodes_as_the_typed_model_reads_it() {
         let typed: Event = serde_json::from_str(&json).unwrap();
         assert_eq!(records.len(), typed.records.len(), "{name}");
         for (lean, typed) in records.iter().zip(&typed.records) {
-            assert_eq!(
-                lean.sequence.as_deref(),
-                typed.change.sequence_number.as_deref()
-            );
-            assert_eq!(
-                lean.created_ms,
-                typed
-                    .change
-                    .approximate_creation_date_time
-                    .timestamp_millis()
-            );
-            let sk = match typed.change.keys.get("SK") {
+            let change = &typed.change;
+            let sequence = change.sequence_number.as_deref();
+            assert_eq!(lean.sequence.as_deref(), sequence);
+            let created_ms = change.approximate_creation_date_time.timestamp_millis();
+            assert_eq!(lean.created_ms, created_ms);
+            let sk = match change.keys.get("SK") {
                 Some(serde_dynamo::AttributeValue::S(s)) => s.clone(),
                 _ => String::new(),
             };
@@ -70,8 +62,8 @@ fn the_sample_batch_decodes_as_the_typed_model_reads_it() {
                     assert_eq!(typed.event_name, "INSERT");
                     assert!(sk.starts_with("OUTBOX#"));
                     assert_eq!(key.sk, sk);
-                    assert_eq!(image, &typed.change.new_image);
-                    assert_eq!(view, &typed.change.stream_view_type);
+                    assert_eq!(image, &change.new_image);
+                    assert_eq!(view, &change.stream_view_type);
                 }
                 Change::Other => {
                     assert!(typed.event_name != "INSERT" || !sk.starts_with("OUTBOX#"))
@@ -87,15 +79,10 @@ fn sequence_numbers_borrow_from_the_event() {
     assert!(records
         .iter()
         .all(|r| matches!(r.sequence, Some(Cow::Borrowed(_)))));
+    let last = "OUTBOX#01JDQ3V7XC0000000000000003";
     assert_eq!(
         outbox_keys(&records),
-        [
-            None,
-            Some(OUTBOX_SK.into()),
-            None,
-            None,
-            Some("OUTBOX#01JDQ3V7XC0000000000000003".into())
-        ]
+        [None, Some(OUTBOX_SK), None, None, Some(last)]
     );
 }
 
@@ -103,23 +90,23 @@ fn sequence_numbers_borrow_from_the_event() {
 /// fail the whole batch, so these records show it was never decoded.
 const UNDECODABLE: &str = r#"{"PK": {"NOT_A_TYPE": 1}}"#;
 
+fn swapped(swap: bool, a: String, b: String) -> (String, String) {
+    if swap {
+        (b, a)
+    } else {
+        (a, b)
+    }
+}
+
 fn record(name: &str, sk: &str, dynamodb_first: bool, image_first: bool) -> String {
     let keys = format!(r#""Keys": {{"PK": {{"S": "ORDER#1"}}, "SK": {{"S": "{sk}"}}}}"#);
     let image = format!(r#""NewImage": {UNDECODABLE}"#);
-    let (a, b) = if image_first {
-        (image, keys)
-    } else {
-        (keys, image)
-    };
+    let (a, b) = swapped(image_first, keys, image);
     let dynamodb = format!(
         r#""dynamodb": {{"ApproximateCreationDateTime": 1796047200.5, {a}, {b}, "SequenceNumber": "7", "StreamViewType": "NEW_IMAGE"}}"#
     );
     let name = format!(r#""eventName": "{name}""#);
-    let (a, b) = if dynamodb_first {
-        (dynamodb, name)
-    } else {
-        (name, dynamodb)
-    };
+    let (a, b) = swapped(dynamodb_first, name, dynamodb);
     format!(r#"{{"eventID": "1", {a}, "awsRegion": "us-east-1", {b}}}"#)
 }
 
@@ -136,10 +123,8 @@ fn records_that_are_not_outbox_inserts_are_skipped_without_decoding_their_image(
         assert_eq!(records[0].created_ms, 1_796_047_200_500);
     }
     // The same image on an outbox insert is decoded, and fails.
-    let json = format!(
-        r#"{{"Records": [{}]}}"#,
-        record("INSERT", OUTBOX_SK, false, false)
-    );
+    let insert = record("INSERT", OUTBOX_SK, false, false);
+    let json = format!(r#"{{"Records": [{insert}]}}"#);
     assert!(records_of(&json).is_err());
 }
 
@@ -150,8 +135,7 @@ fn fields_in_another_order_are_decoded_the_slow_way_and_read_the_same() {
         let of = |name| record(name, OUTBOX_SK, dynamodb_first, image_first);
         let json = format!(r#"{{"Records": [{}, {}]}}"#, of("REMOVE"), of("INSERT"));
         let records = records_of(&json.replace(UNDECODABLE, &image)).unwrap();
-        let expected = [None, Some(OUTBOX_SK.to_owned())];
-        assert_eq!(outbox_keys(&records), expected, "{json}");
+        assert_eq!(outbox_keys(&records), [None, Some(OUTBOX_SK)], "{json}");
     }
 }
 
@@ -170,7 +154,7 @@ fn a_table_with_its_own_key_names_is_read_by_them() {
     ]}"#;
     let event = as_the_runtime_decodes(json);
     let records = event.records(&schema).unwrap();
-    assert_eq!(outbox_keys(&records), [Some("EVT#x".into()), None, None]);
+    assert_eq!(outbox_keys(&records), [Some("EVT#x"), None, None]);
 }
 
 #[test]
@@ -231,20 +215,16 @@ fn nulls_read_as_the_general_model_reads_them() {
 }
 
 #[test]
-fn records_without_sequence_numbers_become_an_event_that_decodes() {
-    let typed: Event = serde_json::from_str(&sample("publisher-single-insert.json")).unwrap();
-    let mut records = typed.records;
-    records[0].change.sequence_number = None;
-    let event = StreamEvent::from(records);
+fn records_become_the_event_lambda_would_send() {
+    let typed = |name| serde_json::from_str::<Event>(&sample(name)).unwrap();
+    let event = StreamEvent::from(typed("publisher-mixed-batch.json").records);
+    let records = event.records(&KeySchema::default()).unwrap();
+    assert_eq!(outbox_keys(&records).iter().flatten().count(), 2);
+    // Records without sequence numbers become an event that decodes.
+    let mut single = typed("publisher-single-insert.json").records;
+    single[0].change.sequence_number = None;
+    let event = StreamEvent::from(single);
     let records = event.records(&KeySchema::default()).unwrap();
     assert_eq!(records[0].sequence, None);
     assert!(matches!(records[0].change, Change::OutboxInsert { .. }));
-}
-
-#[test]
-fn records_become_the_event_lambda_would_send() {
-    let typed: Event = serde_json::from_str(&sample("publisher-mixed-batch.json")).unwrap();
-    let event = StreamEvent::from(typed.records);
-    let records = event.records(&KeySchema::default()).unwrap();
-    assert_eq!(outbox_keys(&records).iter().flatten().count(), 2);
 }

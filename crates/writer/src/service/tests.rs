@@ -50,7 +50,6 @@ fn done(reply: Reply) -> Order {
     }
 }
 
-/// An order of `sku` created by `who`, under `key` if given.
 async fn created(
     service: &OrderService<MemoryTable>,
     who: &str,
@@ -88,49 +87,29 @@ async fn create_writes_the_order_and_its_event_in_one_call_without_a_read() {
         (order.status, order.version, order.total_cents),
         (OrderStatus::Pending, 1, 300)
     );
-    assert_eq!(
-        (service.table.transactions(), service.table.reads()),
-        (1, 0)
-    );
-    let stored = service
-        .table
-        .item(
-            TABLE,
-            &ItemKey::new(order_keys::order_pk(&order.order_id), "META"),
-        )
-        .expect("the order item");
-    assert_eq!(
-        stored
-            .get(OWNER_ATTRIBUTE)
-            .and_then(|v| v.as_s().ok())
-            .map(String::as_str),
-        Some(caller("ana").id())
-    );
+    let calls = (service.table.transactions(), service.table.reads());
+    assert_eq!(calls, (1, 0), "one write, no read");
+    let key = ItemKey::new(order_keys::order_pk(&order.order_id), "META");
+    let stored = service.table.item(TABLE, &key).expect("the order item");
+    let owner = stored.get(OWNER_ATTRIBUTE).and_then(|v| v.as_s().ok());
+    assert_eq!(owner.map(String::as_str), Some(caller("ana").id()));
     assert_eq!(outbox(&service, &order.order_id), ["OrderCreated"]);
 }
 
 #[tokio::test]
 async fn a_repeated_key_replays_and_a_reused_key_is_refused_writing_nothing() {
     let service = service();
-    let ana = caller("ana");
-    let k = key("create-1");
+    let (ana, k) = (caller("ana"), key("create-1"));
     let first = created(&service, "ana", "sku-1", Some(&k)).await;
-    match service
-        .create(&ana, new_order("sku-1"), Some(&k), None)
-        .await
-    {
+    let again = |sku| service.create(&ana, new_order(sku), Some(&k), None);
+    match again("sku-1").await {
         Ok(Reply::Replayed(stored)) => {
             assert_eq!(stored.status, 201);
             assert!(stored.body.contains(&first.order_id));
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(
-        service
-            .create(&ana, new_order("sku-2"), Some(&k), None)
-            .await,
-        Err(OrderError::KeyReused)
-    ));
+    assert!(matches!(again("sku-2").await, Err(OrderError::KeyReused)));
     // The same key from another caller is another key.
     created(&service, "bea", "sku-2", Some(&k)).await;
     let events: usize = service
@@ -148,15 +127,12 @@ async fn a_repeated_key_replays_and_a_reused_key_is_refused_writing_nothing() {
 #[tokio::test]
 async fn pay_moves_a_pending_order_once_and_only_for_its_owner() {
     let service = service();
-    let ana = caller("ana");
+    let (ana, eve) = (caller("ana"), caller("eve"));
     let order = created(&service, "ana", "sku-1", None).await;
     let id = order.order_id.as_str();
     for stranger in [
-        service
-            .pay(&caller("eve"), id, None, None)
-            .await
-            .map(|_| ()),
-        service.get(&caller("eve"), id).await.map(|_| ()),
+        service.pay(&eve, id, None, None).await.map(|_| ()),
+        service.get(&eve, id).await.map(|_| ()),
     ] {
         assert!(
             matches!(stranger, Err(OrderError::NotFound)),

@@ -10,32 +10,21 @@ async fn batches_of_ten_and_one_delete_list() {
     let (sink, store) = (FakeSink::new(), MemoryStore::default());
     let report = run(&sink, &store, &items(25), Mode::Stream).await;
     assert!(all_published(&report));
-    let sizes: Vec<usize> = sink.calls().iter().map(Vec::len).collect();
-    assert_eq!(sizes, vec![10, 10, 5]);
+    assert_eq!(call_sizes(&sink), [10, 10, 5]);
     assert_eq!(store.log().deleted.len(), 25);
     assert_eq!(report.first_unhandled(), None);
 }
 
 #[tokio::test]
 async fn batches_respect_the_byte_limit() {
-    let all = items(6);
+    let all = items_of(6, 6);
     // Envelopes differ by a byte or two (their timestamps): room for two of
     // the longest, never three of the shortest.
-    let longest = all
-        .iter()
-        .map(|e| match e {
-            Entry::Item(item) => item.envelope.len(),
-            _ => unreachable!(),
-        })
-        .max()
-        .unwrap_or_default();
+    let longest = all.iter().map(|i| i.envelope.len()).max().unwrap();
     let sink = FakeSink::new().with_max_bytes(longest * 2 + 1);
-    let report = run(&sink, &MemoryStore::default(), &all, Mode::Stream).await;
+    let report = run(&sink, &MemoryStore::default(), &entries(all), Mode::Stream).await;
     assert!(all_published(&report));
-    assert_eq!(
-        sink.calls().iter().map(Vec::len).collect::<Vec<_>>(),
-        vec![2, 2, 2]
-    );
+    assert_eq!(call_sizes(&sink), [2, 2, 2]);
 }
 
 #[tokio::test]
@@ -45,10 +34,7 @@ async fn a_call_never_carries_two_events_of_one_aggregate() {
     let entries = entries(items_of(6, 2));
     let report = run(&sink, &MemoryStore::default(), &entries, Mode::Stream).await;
     assert!(all_published(&report));
-    assert_eq!(
-        sink.calls(),
-        vec![vec!["E0", "E1"], vec!["E2", "E3"], vec!["E4", "E5"]]
-    );
+    assert_eq!(sink.calls(), [["E0", "E1"], ["E2", "E3"], ["E4", "E5"]]);
 }
 
 #[tokio::test]
@@ -58,7 +44,7 @@ async fn oversized_entries_are_dead_lettered_without_a_call() {
     let sink = FakeSink::new().with_max_bytes(all[0].envelope.len() + 10);
     all[1].envelope = format!("{{\"x\":\"{}\"}}", "y".repeat(sink.max_bytes()));
     let report = run(&sink, &store, &entries(all), Mode::Stream).await;
-    assert_eq!(report.outcomes[1], RelayOutcome::DeadLettered);
+    assert_eq!(report.outcomes[1], DeadLettered);
     assert_eq!(report.published, 2);
     assert!(sink.calls().iter().flatten().all(|t| t != "E1"));
 }

@@ -59,7 +59,7 @@ async fn poison_is_dead_lettered_before_anything_after_it() {
     let mut entries = items(3);
     entries.insert(1, poison("p"));
     let report = run(&sink, &store, &entries, Mode::Stream).await;
-    assert_eq!(report.outcomes[1], RelayOutcome::DeadLettered);
+    assert_eq!(report.outcomes[1], DeadLettered);
     assert_eq!(report.published, 3);
     assert_eq!(sink.calls(), vec![vec!["E0"], vec!["E1", "E2"]]);
     assert_eq!(store.log().dead_lettered.len(), 1);
@@ -74,9 +74,7 @@ async fn a_poison_whose_dead_letter_fails_stops_the_stream_before_the_rest() {
     let report = run(&sink, &store, &entries, Mode::Stream).await;
     assert_eq!(report.first_unhandled(), Some(1));
     assert_eq!(sink.calls(), vec![vec!["E0"]], "nothing after it is sent");
-    assert!(report.outcomes[2..]
-        .iter()
-        .all(|o| *o == RelayOutcome::NotAttempted));
+    assert!(all_are(&report.outcomes[2..], NotAttempted));
 }
 
 #[tokio::test]
@@ -86,7 +84,7 @@ async fn sink_poison_whose_dead_letter_fails_is_left_for_the_sweeper() {
     let report = run(&sink, &store, &items(3), Mode::Stream).await;
     // Its call-mates were accepted in the same call: reporting it would
     // send them again on every retry.
-    assert_eq!(report.outcomes[1], RelayOutcome::Deferred);
+    assert_eq!(report.outcomes[1], Deferred);
     assert_eq!(report.first_unhandled(), None);
     assert_eq!(report.published, 2);
     assert_eq!(report.store_errors, 1);
@@ -114,10 +112,7 @@ async fn nothing_starts_past_the_deadline() {
     let (sink, store) = (FakeSink::new(), MemoryStore::default());
     let deadline = Deadline::after(Duration::ZERO);
     let report = run_until(&sink, &store, &items(3), Mode::Stream, &deadline).await;
-    assert!(report
-        .outcomes
-        .iter()
-        .all(|o| *o == RelayOutcome::NotAttempted));
+    assert!(all_are(&report.outcomes, NotAttempted));
     assert!(sink.calls().is_empty());
 }
 
@@ -127,7 +122,7 @@ async fn a_sink_that_never_answers_is_cut_at_the_deadline() {
     let deadline = Deadline::after(Duration::from_millis(200));
     let report = run_until(&sink, &store, &items(3), Mode::Stream, &deadline).await;
     assert_eq!(report.first_unhandled(), Some(0));
-    assert!(matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == "DeadlineReached"));
+    assert!(matches!(&report.outcomes[0], Failed(f) if f.code == "DeadlineReached"));
 }
 
 /// #43: a published event whose delete and hand-over both fail is
@@ -142,7 +137,7 @@ async fn a_published_event_neither_deleted_nor_handed_over_is_reported() {
     let report = run(&sink, &store, &entries, Mode::Stream).await;
     assert_eq!(published_types(&sink), ["E0", "E1"]);
     assert!(
-        matches!(&report.outcomes[0], RelayOutcome::Failed(f) if f.code == crate::NOT_DELETED),
+        matches!(&report.outcomes[0], Failed(f) if f.code == crate::NOT_DELETED),
         "{:?}",
         report.outcomes
     );

@@ -23,8 +23,8 @@ use crate::{Backoff, Deadline, Jitter, RetryPolicy};
 use crate::{DeadLetter, Marked, MemoryStore, OperatorStore, PublishStore, SweepStore};
 use outbox_core::keys::ItemKey;
 use outbox_core::EventEnvelope;
+use RelayOutcome::{DeadLettered, Deferred, Failed, Gone, NotAttempted, Published};
 
-/// An outbox item of `event_type`, version `v` of `aggregate`.
 fn item(event_type: &str, aggregate: &str, v: u64) -> OutboxItem {
     let env = EventEnvelope::new(event_type, "Order", aggregate, v, json!({})).unwrap();
     let limits = outbox_core::size::EventLimits::eventbridge("src");
@@ -46,14 +46,29 @@ fn entries(items: Vec<OutboxItem>) -> Vec<Entry> {
     items.into_iter().map(Entry::Item).collect()
 }
 
-fn fast() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 3,
-        backoff: Backoff {
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(2),
-            jitter: Jitter::Full,
-        },
+const FAST: RetryPolicy = RetryPolicy {
+    max_attempts: 3,
+    backoff: Backoff {
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(2),
+        jitter: Jitter::Full,
+    },
+};
+
+/// The relay over `sink` and `store`, retrying [`FAST`].
+fn relay<'a>(
+    sink: &'a FakeSink,
+    store: &'a MemoryStore,
+    ordering: Ordering,
+    concurrency: usize,
+) -> Relay<'a, FakeSink, MemoryStore> {
+    let retry = &FAST;
+    Relay {
+        sink,
+        store,
+        retry,
+        ordering,
+        concurrency,
     }
 }
 
@@ -83,7 +98,6 @@ async fn run_until(
     run_with(sink, store, entries, mode, deadline, Ordering::Relaxed, 1).await
 }
 
-/// A relay run with `concurrency` sink calls in flight at once.
 async fn run_with(
     sink: &FakeSink,
     store: &MemoryStore,
@@ -97,21 +111,13 @@ async fn run_with(
         // A sweep publishes what it read from the store (and claims it there).
         let stored: HashSet<ItemKey> = store.items().iter().map(|i| i.key()).collect();
         for entry in entries {
-            if let Entry::Item(item) = entry {
-                if !stored.contains(&item.key()) {
-                    store.insert(item.clone());
-                }
+            let Entry::Item(item) = entry else { continue };
+            if !stored.contains(&item.key()) {
+                store.insert(item.clone());
             }
         }
     }
-    let relay = Relay {
-        sink,
-        store,
-        retry: &fast(),
-        ordering,
-        concurrency,
-    };
-    relay
+    relay(sink, store, ordering, concurrency)
         .run(entries, mode, &mut HashSet::new(), deadline)
         .await
 }
@@ -137,11 +143,16 @@ fn published_types(sink: &FakeSink) -> Vec<String> {
     sink.calls().into_iter().flatten().collect()
 }
 
+fn call_sizes(sink: &FakeSink) -> Vec<usize> {
+    sink.calls().iter().map(Vec::len).collect()
+}
+
 fn all_published(report: &RelayReport) -> bool {
-    report
-        .outcomes
-        .iter()
-        .all(|o| *o == RelayOutcome::Published)
+    all_are(&report.outcomes, Published)
+}
+
+fn all_are(outcomes: &[RelayOutcome], outcome: RelayOutcome) -> bool {
+    outcomes.iter().all(|o| *o == outcome)
 }
 
 /// The entries of `items`, each stored as the writer stores it.
@@ -160,6 +171,19 @@ fn stored_items(n: usize, aggregates: usize) -> (MemoryStore, Vec<Entry>) {
     let store = MemoryStore::default();
     let entries = stored(&store, items_of(n, aggregates));
     (store, entries)
+}
+
+/// `item` as `store` holds it now.
+fn as_stored(store: &MemoryStore, item: &OutboxItem) -> OutboxItem {
+    let key = item.key();
+    store.items().into_iter().find(|i| i.key() == key).unwrap()
+}
+
+/// Claims `entry`'s item for another run (a concurrent sweep).
+async fn claim_elsewhere(store: &MemoryStore, entry: &Entry) {
+    let Entry::Item(item) = entry else { panic!() };
+    let (key, other) = (item.key(), crate::Claim::new(Duration::from_secs(60)));
+    store.claim_pending(&key, &other, &far()).await.unwrap();
 }
 
 /// Dead-letters `item` in `store` as a poison event, and says whether it
@@ -182,11 +206,9 @@ async fn dead_letter(store: &MemoryStore, item: &OutboxItem) -> Marked {
 /// first not handled.
 fn assert_stopped_at(report: &RelayReport, failed: usize, sent: usize) {
     let out = &report.outcomes;
-    assert!(out[..failed].iter().all(|o| *o == RelayOutcome::Published));
-    assert!(matches!(out[failed], RelayOutcome::Failed(_)));
-    assert!(out[failed + 1..sent]
-        .iter()
-        .all(|o| *o == RelayOutcome::Published));
-    assert!(out[sent..].iter().all(|o| *o == RelayOutcome::NotAttempted));
+    assert!(all_are(&out[..failed], Published));
+    assert!(matches!(out[failed], Failed(_)));
+    assert!(all_are(&out[failed + 1..sent], Published));
+    assert!(all_are(&out[sent..], NotAttempted));
     assert_eq!(report.first_unhandled(), Some(failed));
 }

@@ -7,14 +7,21 @@ use super::*;
 
 #[tokio::test]
 async fn strict_ordering_reads_every_first_event_ahead_and_keeps_batches_full() {
-    // No shortcut for an aggregate's first event: one read each, all made
-    // before batching, and calls as in relaxed mode.
-    let sink = FakeSink::new();
-    let (store, entries) = stored_items(25, 25);
-    let report = strict(&sink, &store, &entries, Mode::Stream).await;
-    assert!(all_published(&report));
-    assert_eq!(report.collection_reads, 25);
-    assert_eq!(sink.calls().len(), 3, "batches as in relaxed mode");
+    // One read per aggregate, all made before batching, and calls as in
+    // relaxed mode: for first events (no shortcut for them), and for 20
+    // aggregates' second events, their first ones long gone.
+    let second_events = (0..20).map(|a| event(&format!("agg{a}"), 2)).collect();
+    for (case, items, sizes) in [
+        ("first events", items_of(25, 25), vec![10, 10, 5]),
+        ("second events", second_events, vec![10, 10]),
+    ] {
+        let (sink, store) = (FakeSink::new(), MemoryStore::default());
+        let entries = stored(&store, items);
+        let report = strict(&sink, &store, &entries, Mode::Stream).await;
+        assert!(all_published(&report), "{case}");
+        assert_eq!(report.collection_reads, entries.len(), "{case}");
+        assert_eq!(call_sizes(&sink), sizes, "{case}: as in relaxed mode");
+    }
 }
 
 #[tokio::test]
@@ -28,22 +35,6 @@ async fn one_read_covers_the_events_of_an_aggregate_in_one_run() {
 }
 
 #[tokio::test]
-async fn strict_reads_ahead_and_keeps_batches_full() {
-    // 20 aggregates' second events, their first ones long gone: one read
-    // each, made before batching, and calls of ten as in relaxed mode.
-    let (sink, store) = (FakeSink::new(), MemoryStore::default());
-    let entries = stored(
-        &store,
-        (0..20).map(|a| event(&format!("agg{a}"), 2)).collect(),
-    );
-    let report = strict(&sink, &store, &entries, Mode::Stream).await;
-    assert!(all_published(&report));
-    assert_eq!(report.collection_reads, 20);
-    let sizes: Vec<usize> = sink.calls().iter().map(Vec::len).collect();
-    assert_eq!(sizes, vec![10, 10]);
-}
-
-#[tokio::test]
 async fn an_event_waits_for_an_older_one_between_it_and_one_published_in_the_run() {
     // Two lanes of one shard: this run has [A1, A3], the other lane A2.
     // A1 goes out; A3 is held behind A2, not published because A1 was.
@@ -53,13 +44,8 @@ async fn an_event_waits_for_an_older_one_between_it_and_one_published_in_the_run
     let entries = stored(&store, vec![a1, a3.clone()]);
     let report = strict(&sink, &store, &entries, Mode::Stream).await;
     assert_eq!(published_types(&sink), ["a-v1"]);
-    assert_eq!(report.outcomes[1], RelayOutcome::Deferred);
-    let a3_now = store
-        .items()
-        .into_iter()
-        .find(|i| i.key() == a3.key())
-        .unwrap();
-    assert_eq!(a3_now.held_behind.as_deref(), Some(a2.sk.as_str()));
+    assert_eq!(report.outcomes[1], Deferred);
+    assert_eq!(as_stored(&store, &a3).held_behind, Some(a2.sk.clone()));
 }
 
 #[tokio::test]
@@ -72,7 +58,7 @@ async fn a_second_first_event_of_an_aggregate_waits_for_the_first() {
     let entries = stored(&store, vec![second]);
     let report = strict(&sink, &store, &entries, Mode::Stream).await;
     assert!(sink.calls().is_empty());
-    assert_eq!(report.outcomes, vec![RelayOutcome::Deferred]);
+    assert_eq!(report.outcomes, vec![Deferred]);
     assert!(report.collection_reads >= 1);
 }
 
@@ -81,7 +67,7 @@ async fn an_event_already_gone_is_not_sent_again() {
     let (sink, store) = (FakeSink::new(), MemoryStore::default());
     let report = strict(&sink, &store, &[Entry::Item(event("a", 2))], Mode::Stream).await;
     assert!(sink.calls().is_empty());
-    assert_eq!(report.outcomes, vec![RelayOutcome::Gone]);
+    assert_eq!(report.outcomes, vec![Gone]);
     assert_eq!((report.gone, report.first_unhandled()), (1, None));
 }
 
@@ -108,13 +94,10 @@ async fn strict_ordering_holds_an_event_behind_an_older_one_still_in_the_table()
         (2, 2),
         "one read per aggregate, none again"
     );
-    let stored: Vec<OutboxItem> = store.items();
-    let find = |key: &ItemKey| stored.iter().find(|i| i.key() == *key).unwrap().clone();
-    assert_eq!(find(&a2.key()).held_behind.as_deref(), Some(a1.sk.as_str()));
-    assert_eq!(find(&a3.key()).held_behind.as_deref(), Some(a2.sk.as_str()));
-    assert!(outbox_core::keys::is_redriven_sk(
-        find(&a2.key()).pending_sk.as_deref().unwrap()
-    ));
+    assert_eq!(as_stored(&store, &a2).held_behind, Some(a1.sk.clone()));
+    assert_eq!(as_stored(&store, &a3).held_behind, Some(a2.sk.clone()));
+    let pending_sk = as_stored(&store, &a2).pending_sk.unwrap();
+    assert!(outbox_core::keys::is_redriven_sk(&pending_sk));
 }
 
 #[tokio::test]
@@ -127,10 +110,8 @@ async fn a_stream_run_that_holds_an_event_answers_at_once() {
     let a2 = stored(&store, vec![event("a", 2)]);
     let report = strict(&sink, &store, &a2, Mode::Stream).await;
     assert!(sink.calls().is_empty());
-    assert_eq!(
-        (report.held, report.released, report.collection_reads),
-        (1, 0, 1)
-    );
+    let counts = (report.held, report.released, report.collection_reads);
+    assert_eq!(counts, (1, 0, 1), "held, none released, one read");
     store.delete_published(&[a1.key()], &far()).await;
     let swept = entries(store.items());
     let report = strict(&sink, &store, &swept, sweep_mode()).await;

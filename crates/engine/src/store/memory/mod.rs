@@ -223,13 +223,8 @@ mod tests {
 
     fn item(aggregate: &str) -> OutboxItem {
         let env = EventEnvelope::new("E", "Order", aggregate, 1, json!({})).unwrap();
-        OutboxItem::new(
-            &format!("ORDER#{aggregate}"),
-            &env,
-            &EventLimits::eventbridge("src"),
-            1,
-        )
-        .unwrap()
+        let limits = EventLimits::eventbridge("src");
+        OutboxItem::new(&format!("ORDER#{aggregate}"), &env, &limits, 1).unwrap()
     }
 
     /// The memory store keeps both indexes as the table does: a dead letter
@@ -238,21 +233,18 @@ mod tests {
     #[tokio::test]
     async fn dead_letters_move_between_the_indexes() {
         let store = MemoryStore::new(1);
-        let deadline = Deadline::after(Duration::from_secs(5));
-        let (a, b) = (item("a"), item("b"));
+        let far = Deadline::after(Duration::from_secs(5));
+        let a = item("a");
         store.insert(a.clone());
-        store.insert(b.clone());
+        store.insert(item("b"));
         let all = PendingQuery {
             shard: 0,
             created: Created::Any,
             limit: 1,
         };
-        let first = store.pending_page(&all, None, &deadline).await.unwrap();
+        let first = store.pending_page(&all, None, &far).await.unwrap();
         assert_eq!(first.items.len(), 1);
-        let second = store
-            .pending_page(&all, first.next, &deadline)
-            .await
-            .unwrap();
+        let second = store.pending_page(&all, first.next, &far).await.unwrap();
         assert_eq!((second.items.len(), second.next.is_none()), (1, true));
 
         let letter = DeadLetter {
@@ -262,41 +254,29 @@ mod tests {
             attempts: None,
             claim: None,
         };
-        assert_eq!(
-            store.dead_letter(letter, &deadline).await.unwrap(),
-            Marked::Updated
-        );
-        assert_eq!(
-            store.dead_letter(letter, &deadline).await.unwrap(),
-            Marked::Gone
-        );
-        let dead = store
-            .dead_letter_page(0, 10, None, &deadline)
-            .await
-            .unwrap();
+        let marks = [
+            store.dead_letter(letter, &far).await.unwrap(),
+            store.dead_letter(letter, &far).await.unwrap(),
+        ];
+        assert_eq!(marks, [Marked::Updated, Marked::Gone]);
+        let dead = store.dead_letter_page(0, 10, None, &far).await.unwrap();
         assert_eq!(dead.items.len(), 1);
         let found = store
-            .find_dead_letter(0, a.event_id, &deadline)
+            .find_dead_letter(0, a.event_id, &far)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(found, dead.items[0]);
-        let stats = store.shard_stats(0, 100, &deadline).await.unwrap();
+        let stats = store.shard_stats(0, 100, &far).await.unwrap();
         assert_eq!((stats.pending, stats.dead_letters), (1, 1));
 
-        assert_eq!(
-            store.redrive(&found, &deadline).await.unwrap(),
-            Marked::Updated
-        );
-        assert_eq!(
-            store.redrive(&found, &deadline).await.unwrap(),
-            Marked::Gone
-        );
-        assert_eq!(
-            store.discard(&found, &deadline).await.unwrap(),
-            Marked::Gone
-        );
-        let stats = store.shard_stats(0, 100, &deadline).await.unwrap();
+        let marks = [
+            store.redrive(&found, &far).await.unwrap(),
+            store.redrive(&found, &far).await.unwrap(),
+            store.discard(&found, &far).await.unwrap(),
+        ];
+        assert_eq!(marks, [Marked::Updated, Marked::Gone, Marked::Gone]);
+        let stats = store.shard_stats(0, 100, &far).await.unwrap();
         assert_eq!((stats.pending, stats.dead_letters), (2, 0));
         assert_eq!(store.log().dead_lettered, vec![a.key(), a.key()]);
     }

@@ -112,7 +112,7 @@ fi
 say "the outbox drained: both events published"
 
 if [ -z "$queue" ] || [ "$queue" = None ]; then
-  say "Sink sns: no example subscriber queue; subscribe a queue to the EventTopicArn output to read the events"
+  say "no example subscriber queue with this sink (sns: subscribe a queue to the EventTopicArn output; eventbridge-bus: the projector's FIFO subscriber reads the events)"
   say "OK"
   exit 0
 fi

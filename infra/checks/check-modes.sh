@@ -5,7 +5,9 @@
 # check-template.sh run (each tool starts once). The defaults are EventBridge; the
 # copies' parameter defaults select an SNS topic: for the orders example
 # (template.yaml) one it creates, standard and FIFO; for the reusable stack
-# (infra/outbox.yaml) an existing FIFO topic's ARN instead of a bus.
+# (infra/outbox.yaml) an existing FIFO topic's ARN instead of a bus. The
+# eventbridge-bus copies: the example creating a Custom Event Bus, the
+# reusable stack given one's ARN.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -13,15 +15,19 @@ trap 'rm -rf "$work"' EXIT
 sns='/^  Sink:/,/Description/ s/Default: eventbridge/Default: sns/'
 fifo='/^  SnsFifo:/,/Description/ s/Default: "false"/Default: "true"/'
 limit='/^  MaxEventBytes:/,/Description/ s/Default: 0/Default: 262144/'
+custom_bus='/^  Sink:/,/Description/ s/Default: eventbridge/Default: eventbridge-bus/'
+bus_arn='/^  EventBusArn:/,/Description/ s/Default: ""/Default: "arn:aws:events:us-east-1:123456789012:event-busv2\/orders\/abcdefghij0123456789abcde"/'
 topic='/^  EventTopicArn:/,/Description/ s/Default: ""/Default: "arn:aws:sns:us-east-1:123456789012:orders-events.fifo"/'
 sed -e "$sns" "$root/template.yaml" >"$work/sns.yaml"
 sed -e "$sns" -e "$fifo" -e "$limit" "$root/template.yaml" >"$work/sns-fifo.yaml"
+sed -e "$custom_bus" "$root/template.yaml" >"$work/custom-bus.yaml"
 # The copies of template.yaml nest infra/outbox.yaml beside them.
 mkdir -p "$work/infra"
 cp "$root/infra/outbox.yaml" "$work/infra/outbox.yaml"
 sed -e "$topic" -e "$limit" "$root/infra/outbox.yaml" >"$work/infra/outbox-sns-fifo.yaml"
+sed -e "$bus_arn" "$root/infra/outbox.yaml" >"$work/infra/outbox-custom-bus.yaml"
 templates=("$root/infra/outbox.yaml" "$root/template.yaml")
-for mode in sns sns-fifo infra/outbox-sns-fifo; do
+for mode in sns sns-fifo custom-bus infra/outbox-sns-fifo infra/outbox-custom-bus; do
   original=$root/template.yaml
   [[ $mode == infra/* ]] && original=$root/infra/outbox.yaml
   if cmp -s "$work/$mode.yaml" "$original"; then

@@ -181,7 +181,8 @@ pub fn recorded_variables(
 /// | `TABLE_NAME` | required | all |
 /// | `EVENT_SOURCE` | `outbox.orders` | writer (size check), publisher, sweeper |
 /// | `EVENT_BUS_NAME` | `default` | publisher, sweeper |
-/// | `SINK` | `eventbridge` | publisher, sweeper |
+/// | `SINK` | `eventbridge` (or `eventbridge-bus`, `sns`) | publisher, sweeper |
+/// | `EVENT_BUS_ARN` | required when `SINK=eventbridge-bus` | publisher, sweeper |
 /// | `SNS_TOPIC_ARN` | required when `SINK=sns` | publisher, sweeper |
 /// | `OUTBOX_SHARDS` | `8` (1–256) | writer, sweeper |
 /// | `IDEMPOTENCY_TTL_SECONDS` | `86400` | writer |
@@ -192,8 +193,8 @@ pub fn recorded_variables(
 /// | `RECHECK_AFTER_SECONDS` | `60` (0–86400) | publisher: a batch with a record older than this (or the first batch of a process, or one with a record it has seen) is checked against the table before it is sent |
 /// | `SEND_CONCURRENCY` | `5` (1–10) | publisher, sweeper: sink calls in flight at once in one batch (sweeper: in one shard), each for other aggregates; a kill repeats at most the events of the calls in flight, the delete batches beside them and fewer than 25 more |
 /// | `SWEEP_SCHEDULE` | `rate(5 minutes)` (the template's `SweepSchedule`) | sweeper: an aggregate held longer than its period is parked; a `cron(...)` schedule counts as one hour |
-/// | `MAX_EVENT_BYTES` | 1 MB (EventBridge) or 256 KiB (SNS); 1 KiB–1 MB; with SNS at most the topic's `MaximumMessageSize` (checked at cold start) | writer (size check), publisher, sweeper (batches) |
-/// | `ORDERING` | `strict` for an SNS FIFO topic, `relaxed` otherwise | publisher, sweeper |
+/// | `MAX_EVENT_BYTES` | 1 MB (either EventBridge bus) or 256 KiB (SNS); 1 KiB–1 MB; with SNS at most the topic's `MaximumMessageSize` (checked at cold start) | writer (size check), publisher, sweeper (batches) |
+/// | `ORDERING` | `strict` for an SNS FIFO topic and a Custom Event Bus, `relaxed` otherwise | publisher, sweeper |
 /// | `PARTITION_KEY`, `SORT_KEY`, `OUTBOX_PREFIX`, `PENDING_INDEX`, `PENDING_INDEX_PARTITION_KEY`, `PENDING_INDEX_SORT_KEY`, `DEAD_LETTER_INDEX`, `DEAD_LETTER_INDEX_PARTITION_KEY`, `DEAD_LETTER_INDEX_SORT_KEY`, `TTL_ATTRIBUTE` | `PK`, `SK`, `OUTBOX#`, `GSI1`, `GSI1PK`, `GSI1SK`, `GSI2`, `GSI2PK`, `GSI2SK`, `expiresAt` | all ([`outbox_core::keys::KeySchema`]) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {

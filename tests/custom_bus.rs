@@ -22,16 +22,7 @@ struct BusStack {
 async fn bus_stack() -> BusStack {
     let mut stack = Stack::new().await;
     let bus = LocalBus::start(&stack.sdk).await.expect("the local bus");
-    let (arn, queue) = devkit::create_custom_bus(
-        &stack.sdk,
-        &bus.client(&stack.sdk),
-        &testkit::unique("bus"),
-        7,
-    )
-    .await
-    .expect("the bus and its FIFO subscriber");
-    stack.deployment.sink = devkit::LocalSink::CustomBus(arn);
-    stack.record_settings().await;
+    let (_, queue) = stack.use_custom_bus(&bus).await;
     BusStack {
         stack,
         bus,

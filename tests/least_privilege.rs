@@ -322,14 +322,9 @@ async fn the_sns_branch_grants_what_the_sns_sink_uses() {
 async fn the_custom_bus_branch_grants_what_the_custom_bus_sink_uses() {
     let mut stack = Stack::new().await;
     let bus = devkit::LocalBus::start(&stack.sdk).await.unwrap();
-    let (arn, _) =
-        devkit::create_custom_bus(&stack.sdk, &bus.client(&stack.sdk), &unique("events"), 7)
-            .await
-            .unwrap();
+    let (arn, _) = stack.use_custom_bus(&bus).await;
     let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
     let proxy = FaultProxy::start_with_bus(bus.endpoint()).await;
-    stack.deployment.sink = devkit::LocalSink::CustomBus(arn.clone());
-    stack.record_settings().await;
     // The bus's endpoint: the proxy's, as the others are.
     let via = proxy.bus_env();
     let relaxed = function("publisher", &stack, &proxy, &[("ORDERING", "relaxed"), via]);

@@ -127,6 +127,19 @@ impl Stack {
         self.record_settings().await;
     }
 
+    /// Makes a new Custom Event Bus on the local `bus` the stack's sink
+    /// (the templates' eventbridge-bus mode), with its FIFO subscriber
+    /// queue; its ARN and the queue.
+    pub async fn use_custom_bus(&mut self, bus: &devkit::LocalBus) -> (String, Subscriber) {
+        let (arn, queue) =
+            devkit::create_custom_bus(&self.sdk, &bus.client(&self.sdk), &unique("bus"), 7)
+                .await
+                .expect("the bus and its FIFO subscriber");
+        self.deployment.sink = devkit::LocalSink::CustomBus(arn.clone());
+        self.record_settings().await;
+        (arn, queue)
+    }
+
     /// The environment the templates give `function` on this stack, with
     /// the template parameters `parameters` other than their defaults.
     pub fn env(

@@ -32,16 +32,7 @@ async fn custom_bus(n: usize, ordering: &'static str) -> Run {
     let bus = devkit::LocalBus::start(&stack.sdk)
         .await
         .expect("local bus");
-    let (arn, _) = devkit::create_custom_bus(
-        &stack.sdk,
-        &bus.client(&stack.sdk),
-        &testkit::unique("bus"),
-        7,
-    )
-    .await
-    .expect("bus");
-    stack.deployment.sink = devkit::LocalSink::CustomBus(arn);
-    stack.record_settings().await;
+    stack.use_custom_bus(&bus).await;
     let proxy = FaultProxy::start_with_bus(bus.endpoint()).await;
     let binary = testkit::lambda::debug_binary("publisher").expect("publisher binary");
     // The template's Ordering parameter (auto: strict for this sink).

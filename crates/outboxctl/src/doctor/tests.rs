@@ -161,7 +161,7 @@ fn two_live_stacks_in_a_region_are_a_problem() {
     };
     let check = |records: &[RecordedSettings]| check_stacks(records, "eu-west-1", now).severity;
     let (one, two, gone) = (record("one", 5), record("two", 1), record("gone", 600));
-    assert_eq!(check(&[one.clone()]), Severity::Ok);
+    assert_eq!(check(std::slice::from_ref(&one)), Severity::Ok);
     // A deleted stack's record stays, and is not live.
     assert_eq!(check(&[one.clone(), gone.clone()]), Severity::Ok);
     assert_eq!(check(&[one, two]), Severity::Problem);

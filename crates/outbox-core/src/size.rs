@@ -162,8 +162,7 @@ impl EventLimits {
     pub fn check_aggregate_id(&self, aggregate_id: &str) -> Result<(), String> {
         match self {
             Self::EventBridgeBus { .. } => {
-                // The model counts characters; bytes bound the entry's size.
-                if (1..=MAX_BUS_SYSTEM_ID).contains(&aggregate_id.len()) {
+                if is_event_group_id(aggregate_id) {
                     Ok(())
                 } else {
                     Err(format!(
@@ -194,6 +193,13 @@ impl EventLimits {
 /// We set neither `Resources` nor `Time`.
 pub fn eventbridge_entry_size(source: &str, detail_type: &str, detail: &str) -> usize {
     source.len() + detail_type.len() + detail.len()
+}
+
+/// Whether an aggregate id can be a Custom Event Bus's `EventGroupId`: 1
+/// to 128 bytes (the model counts characters; bytes bound the entry's
+/// size, [`eventbridge_bus_entry_size`]). The writer's check and the sink's.
+pub fn is_event_group_id(aggregate_id: &str) -> bool {
+    (1..=MAX_BUS_SYSTEM_ID).contains(&aggregate_id.len())
 }
 
 /// Size of one Custom Event Bus `PutEvents` entry: the classic entry's

@@ -101,7 +101,7 @@ impl EventSink for EventBusSink {
                     "InvalidEventGroupId",
                     "the aggregate id is not 1 to 128 bytes",
                 );
-                if (1..=size::MAX_BUS_SYSTEM_ID).contains(&item.aggregate_id.len()) {
+                if size::is_event_group_id(&item.aggregate_id) {
                     Ok(())
                 } else {
                     Err(refused)

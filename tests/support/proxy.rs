@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 
 mod answer;
+mod cbor;
 mod classify;
 mod gate;
 mod server;

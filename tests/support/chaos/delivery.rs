@@ -102,7 +102,8 @@ fn sent_at(message: &Value) -> Option<u64> {
 }
 
 /// The subscriber's messages (as received) in the order the sink delivered
-/// them: the FIFO queue's own (it keeps each group's order). EventBridge's
+/// them: the FIFO queue's own (it keeps each group's order; the SNS FIFO
+/// topic's and the Custom Event Bus's FIFO subscriber's). EventBridge's
 /// is a standard queue, which promises none, so its messages are put in
 /// the order the bus's rule sent them to it (`SentTimestamp`, in ms, set as
 /// moto's rule delivers within `PutEvents`; equal times keep the order
@@ -145,7 +146,7 @@ pub fn inversions(sink: SinkKind, messages: &[Value]) -> Vec<String> {
 /// The event `message` carries; `None` when it carries none.
 pub(super) fn received(sink: SinkKind, message: &Value) -> Option<Received> {
     let envelope = match sink {
-        SinkKind::EventBridge => message.get("detail")?.clone(),
+        SinkKind::EventBridge | SinkKind::CustomBus => message.get("detail")?.clone(),
         SinkKind::SnsFifo => {
             let mut body = message.clone();
             body.as_object_mut()?.remove("__sqs");

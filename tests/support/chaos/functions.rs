@@ -16,20 +16,34 @@ use super::ChaosConfig;
 /// A function's environment and timeout.
 pub(super) type Setup = (Vec<(String, String)>, Duration);
 
+/// A function's proxy: in front of the local servers, and of the local
+/// Custom Event Bus at `bus` when the run publishes there.
+async fn proxy(bus: Option<&str>) -> Arc<FaultProxy> {
+    Arc::new(match bus {
+        Some(bus) => FaultProxy::start_with_bus(bus).await,
+        None => FaultProxy::start().await,
+    })
+}
+
 /// `name`'s binary behind `proxy`; `sandbox` numbers its log when the
 /// function runs in several sandboxes at once.
 fn function(
     config: &ChaosConfig,
     (name, sandbox): (&str, Option<usize>),
     binary_path: &Path,
-    proxy: &FaultProxy,
+    (proxy, bus): (&FaultProxy, Option<&str>),
     (env, timeout): &Setup,
 ) -> LambdaFunction {
     let mut all = crate::lambda::loopback_env();
     all.extend(env.iter().cloned());
     // Every service through the proxy (it routes DynamoDB and its streams
-    // to DynamoDB Local, the rest to moto).
+    // to DynamoDB Local, the Custom Event Bus to the local bus, the rest
+    // to moto).
     all.extend(devkit::endpoint_env_at(&proxy.endpoint));
+    if bus.is_some() {
+        let (name, value) = proxy.bus_env();
+        all.push((name.to_owned(), value.to_owned()));
+    }
     LambdaFunction::new(FunctionSpec {
         name: name.to_owned(),
         binary: binary_path.to_owned(),
@@ -54,7 +68,13 @@ pub(super) async fn writers(config: &ChaosConfig, binary: &Path, env: &Setup) ->
         proxy.set_chooser(Box::new(move |op, _| {
             schedule.lock().ok()?.choose_writer(op)
         }));
-        let f = function(config, (&format!("writer{w}"), None), binary, &proxy, env);
+        let f = function(
+            config,
+            (&format!("writer{w}"), None),
+            binary,
+            (&proxy, None),
+            env,
+        );
         writers.push(Tagged::new(f, proxy, Arc::new(AtomicU64::new(1))));
     }
     writers
@@ -62,10 +82,11 @@ pub(super) async fn writers(config: &ChaosConfig, binary: &Path, env: &Setup) ->
 
 /// One publisher sandbox per lane (a sandbox serves one invocation at a
 /// time; Lambda runs the lanes in environments of their own), each behind
-/// its own proxy, all on one fault `schedule` and one tag count.
+/// its own proxy, all on one fault `schedule` and one tag count; `bus`: the
+/// local Custom Event Bus, when the run publishes there.
 pub(super) async fn publishers(
     config: &ChaosConfig,
-    lanes: usize,
+    (lanes, bus): (usize, Option<&str>),
     binary: &Path,
     env: &Setup,
     schedule: &Arc<Mutex<Schedule>>,
@@ -73,7 +94,7 @@ pub(super) async fn publishers(
     let tags = Arc::new(AtomicU64::new(1));
     let mut sandboxes = Vec::new();
     for lane in 0..lanes {
-        let proxy = Arc::new(FaultProxy::start().await);
+        let proxy = proxy(bus).await;
         let schedule = schedule.clone();
         proxy.set_chooser(Box::new(move |op, tag| {
             schedule.lock().ok()?.choose_publishing(op, tag, false)
@@ -85,7 +106,7 @@ pub(super) async fn publishers(
             config,
             ("publisher", (lanes > 1).then_some(lane)),
             binary,
-            &proxy,
+            (&proxy, bus),
             env,
         );
         sandboxes.push(Tagged::new(f, proxy, tags.clone()));
@@ -93,14 +114,15 @@ pub(super) async fn publishers(
     Sandboxes::new(sandboxes)
 }
 
-/// The sweeper, behind its proxy on `schedule`.
+/// The sweeper, behind its proxy on `schedule` (`bus`: as for
+/// [`publishers`]).
 pub(super) async fn sweeper(
     config: &ChaosConfig,
-    binary: &Path,
+    (binary, bus): (&Path, Option<&str>),
     env: &Setup,
     schedule: Schedule,
 ) -> Tagged {
-    let proxy = Arc::new(FaultProxy::start().await);
+    let proxy = proxy(bus).await;
     let schedule = Mutex::new(schedule);
     if let Some(sabotage) = config.sabotage.filter(|s| s.applies_to("sweeper")) {
         proxy.sabotage(sabotage);
@@ -112,6 +134,6 @@ pub(super) async fn sweeper(
     // the scheduled sweeps publish only what was handed to them (a failed
     // delete, a held event, a backoff), and what the mapping gave up on is
     // the OnFailure path's alone (the verdict checks it published it).
-    let f = function(config, ("sweeper", None), binary, &proxy, env);
+    let f = function(config, ("sweeper", None), binary, (&proxy, bus), env);
     Tagged::new(f, proxy, Arc::new(AtomicU64::new(1)))
 }

@@ -51,6 +51,10 @@ pub enum SinkKind {
     EventBridge,
     /// SNS FIFO topic → SQS FIFO queue (order per aggregate is checked).
     SnsFifo,
+    /// Custom Event Bus (`devkit::LocalBus`) → FIFO subscriber → SQS FIFO
+    /// queue (order per aggregate is checked; the bus drops a resend of
+    /// an event id within 5 minutes).
+    CustomBus,
 }
 
 impl SinkKind {
@@ -59,8 +63,12 @@ impl SinkKind {
         match self {
             Self::EventBridge => "eventbridge",
             Self::SnsFifo => "sns-fifo",
+            Self::CustomBus => "eventbridge-bus",
         }
     }
+
+    /// Every sink, in the order the runs take them.
+    pub const ALL: [SinkKind; 3] = [Self::EventBridge, Self::SnsFifo, Self::CustomBus];
 }
 
 /// One run.
@@ -159,6 +167,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     std::fs::create_dir_all(&config.log_dir).map_err(|e| e.to_string())?;
     let binaries = (binary("writer")?, binary("publisher")?, binary("sweeper")?);
     let mut stack = Stack::new().await;
+    // The local Custom Event Bus lives as long as the run.
+    let mut local_bus = None;
     let subscriber = match config.sink {
         SinkKind::EventBridge => {
             let bus = crate::unique("chaos-bus");
@@ -177,7 +187,17 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
             stack.use_topic(&topic).await;
             subscriber
         }
+        SinkKind::CustomBus => {
+            let bus = devkit::LocalBus::start(&stack.sdk)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (_, subscriber) = stack.use_custom_bus(&bus).await;
+            local_bus = Some(bus);
+            subscriber
+        }
     };
+    let bus_endpoint = local_bus.as_ref().map(|b| b.endpoint().to_owned());
+    let bus_endpoint = bus_endpoint.as_deref();
     // The templates' defaults, but for what the run is asked to set:
     // - `PublisherParallelizationFactor` (`parallelization` above 1): Lambda
     //   then invokes lanes of one stream shard at once and keeps order per
@@ -295,14 +315,20 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     }));
     let publisher = functions::publishers(
         config,
-        lanes,
+        (lanes, bus_endpoint),
         &binaries.1,
         &setup(devkit::Function::Publisher)?,
         &publisher_schedule,
     )
     .await;
     let sweeper_setup = setup(devkit::Function::Sweeper)?;
-    let sweeper = functions::sweeper(config, &binaries.2, &sweeper_setup, sweeper_schedule).await;
+    let sweeper = functions::sweeper(
+        config,
+        (&binaries.2, bus_endpoint),
+        &sweeper_setup,
+        sweeper_schedule,
+    )
+    .await;
     let functions: Vec<&Tagged> = publisher.all.iter().chain([&sweeper]).collect();
     for function in &functions {
         function.proxy.set_sink_gate(gate.clone());
@@ -386,6 +412,21 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
 
     phases.push(("heal, drain, final sweep", mark.elapsed()));
     timeline.push(since("heal, drain, final sweep", mark));
+    // What the bus accepted reaches the subscriber before the reading stops.
+    // (A pass stops at a failed send, which the next one retries.)
+    if let Some(bus) = &local_bus {
+        let mut settled = false;
+        for _ in 0..20 {
+            settled = bus.settle().await;
+            if settled {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        if !settled {
+            return Err("the local bus did not deliver what it accepted".into());
+        }
+    }
     sampling.store(false, Ordering::SeqCst);
     let samples = sampler.await.unwrap_or_default();
     timeline.extend(sink_outages(&publisher.journal(), started));
@@ -443,6 +484,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     );
     verdict.phases = phases;
     verdict.elapsed = started.elapsed();
+    verdict.bus_deduplicated = local_bus.as_ref().map(|b| b.stats().deduplicated);
     cleanup(&stack, &subscriber.queue_url, &on_failure).await;
     Ok(verdict)
 }

@@ -121,6 +121,10 @@ pub struct Verdict {
     pub phases: Vec<(&'static str, Duration)>,
     /// The whole run's time.
     pub elapsed: Duration,
+    /// Entries the Custom Event Bus answered `DEDUPLICATED` (a resend
+    /// within its 5-minute window, dropped before any subscriber), on that
+    /// sink only.
+    pub bus_deduplicated: Option<u64>,
     /// A few ghosts, losses and unexplained duplicates, for the diagnosis.
     pub examples: Vec<String>,
 }
@@ -240,7 +244,7 @@ impl Verdict {
     /// One row of the summary table.
     pub fn row(&self) -> String {
         format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} / {} | {:.0} s | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} / {} | {:.0} s | {} | {} | {:.1} |",
             self.seed,
             self.sink,
             self.orders,
@@ -265,12 +269,22 @@ impl Verdict {
             self.elapsed.as_secs_f64(),
             self.ordering,
             self.parallelization,
+            self.duplicates_per_thousand(),
         )
+    }
+
+    /// Duplicates the subscriber received per 1,000 events committed.
+    pub fn duplicates_per_thousand(&self) -> f64 {
+        if self.committed == 0 {
+            0.0
+        } else {
+            self.duplicates as f64 * 1000.0 / self.committed as f64
+        }
     }
 
     /// The summary table's header. `infra/local/chaos.sh` totals columns by
     /// position (orders to left pending, OnFailure): new columns go last.
-    pub const HEADER: &'static str = "| seed | sink | orders | events committed | delivered | lost | duplicates | unexplained | left pending | dead letters / poison | inversions | recovery (outage end → its backlog out) | OnFailure | publisher errors / invocations | run | ordering | ParallelizationFactor |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+    pub const HEADER: &'static str = "| seed | sink | orders | events committed | delivered | lost | duplicates | unexplained | left pending | dead letters / poison | inversions | recovery (outage end → its backlog out) | OnFailure | publisher errors / invocations | run | ordering | ParallelizationFactor | duplicates per 1,000 events |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
     /// The per-fault table.
     pub fn fault_table(&self) -> String {
@@ -295,6 +309,12 @@ impl Verdict {
             self.cold_starts,
             phases.join(", ")
         );
+        if let Some(n) = self.bus_deduplicated {
+            let _ = writeln!(
+                out,
+                "The Custom Event Bus answered {n} entries DEDUPLICATED (resends of an event id within its 5-minute window, never delivered).\n"
+            );
+        }
         out.push_str(
             "| fault | injected | events exposed | duplicates it caused | most from one instance / its design bound |\n|---|---|---|---|---|\n",
         );

@@ -10,8 +10,31 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use super::classify::event_id;
-use super::{BoxError, Fault};
+use super::classify::{event_id, is_custom_bus};
+use super::{cbor, BoxError, Fault};
+
+/// A call's wire protocol, which its errors take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// `X-Amz-Target` and a JSON body (DynamoDB, EventBridge, SQS).
+    Json,
+    /// A form body and an XML answer (SNS).
+    Query,
+    /// Smithy RPC v2 CBOR (the Custom Event Bus).
+    Cbor,
+}
+
+impl Protocol {
+    fn of(parts: &hyper::http::request::Parts) -> Self {
+        if is_custom_bus(parts) {
+            Self::Cbor
+        } else if parts.headers.contains_key("x-amz-target") {
+            Self::Json
+        } else {
+            Self::Query
+        }
+    }
+}
 
 /// Applies `fault` to the call; returns the answer and the event ids that
 /// reached the local API.
@@ -24,12 +47,12 @@ pub(super) async fn apply(
     crash: &(dyn Fn() + Sync),
     all: Vec<String>,
 ) -> (Result<Response<Full<Bytes>>, BoxError>, Vec<String>) {
-    let json = parts.headers.contains_key("x-amz-target");
+    let protocol = Protocol::of(&parts);
     let delivered_if_ok = |result: Result<Response<Full<Bytes>>, BoxError>, ids: Vec<String>| {
         let ok = result.as_ref().is_ok_and(|r| r.status().is_success());
         (result, if ok { ids } else { Vec::new() })
     };
-    let refused = |status: StatusCode, code: &str| (Ok(error(json, status, code)), Vec::new());
+    let refused = |status: StatusCode, code: &str| (Ok(error(protocol, status, code)), Vec::new());
     match fault {
         None | Some(Fault::Pass) => delivered_if_ok(forward(upstream, parts, body).await, all),
         Some(Fault::Throttle) => refused(StatusCode::BAD_REQUEST, "Throttling"),
@@ -90,6 +113,9 @@ async fn partial(
     let result = if operation == "PublishBatch" {
         let code = code.unwrap_or("InternalError");
         partial_publish_batch(upstream, parts, body, code, refuse, &mut delivered).await
+    } else if is_custom_bus(&parts) {
+        let code = code.unwrap_or("InternalFailure");
+        partial_custom_bus(upstream, parts, body, code, refuse, &mut delivered).await
     } else {
         let code = code.unwrap_or("InternalFailure");
         partial_put_events(upstream, parts, body, code, refuse, &mut delivered).await
@@ -110,6 +136,7 @@ fn answer(content_type: &'static str, body: String) -> Response<Full<Bytes>> {
 /// ([`Sabotage`](super::Sabotage)).
 pub(super) fn fake_success(operation: &str, body: &[u8]) -> Response<Full<Bytes>> {
     let (content_type, text) = match operation {
+        "PutEvents" if cbor::members(body).is_some() => return cbor::fake_put_events(body),
         "PutEvents" => {
             let entries = serde_json::from_slice::<serde_json::Value>(body)
                 .ok()
@@ -144,13 +171,17 @@ pub(super) fn fake_success(operation: &str, body: &[u8]) -> Response<Full<Bytes>
     answer(content_type, text)
 }
 
-fn error(json: bool, status: StatusCode, code: &str) -> Response<Full<Bytes>> {
-    let (content_type, body) = if json {
-        let code = if code == "Throttling" {
-            "ThrottlingException"
-        } else {
-            code
-        };
+fn error(protocol: Protocol, status: StatusCode, code: &str) -> Response<Full<Bytes>> {
+    let json_code = if code == "Throttling" {
+        "ThrottlingException"
+    } else {
+        code
+    };
+    if protocol == Protocol::Cbor {
+        return cbor::error(status, json_code);
+    }
+    let (content_type, body) = if protocol == Protocol::Json {
+        let code = json_code;
         (
             "application/x-amz-json-1.1",
             format!(r#"{{"__type":"{code}","message":"injected by the fault proxy"}}"#),
@@ -243,6 +274,63 @@ async fn partial_put_events(
         .collect();
     let body = serde_json::json!({"FailedEntryCount": failed, "Entries": merged}).to_string();
     Ok(answer("application/x-amz-json-1.1", body))
+}
+
+/// Forwards the Custom Event Bus `PutEvents` entries that `refuse` spares
+/// (by position and `Detail`) and answers for all of them, the refused ones
+/// failed with `code`, in request order: [`partial_put_events`] in CBOR.
+async fn partial_custom_bus(
+    upstream: &str,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    code: &str,
+    refuse: impl Fn(usize, &str) -> bool,
+    delivered: &mut Vec<String>,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let members = cbor::members(&body).ok_or("a PutEvents body that is no CBOR map")?;
+    let entries = cbor::entries(&members);
+    let refused: Vec<bool> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| refuse(i, cbor::detail(e)))
+        .collect();
+    let kept: Vec<ciborium::Value> = entries
+        .iter()
+        .zip(&refused)
+        .filter(|(_, r)| !**r)
+        .map(|(e, _)| e.clone())
+        .collect();
+    let mut answers = Vec::new();
+    if !kept.is_empty() {
+        let ids: Vec<String> = kept
+            .iter()
+            .filter_map(|e| event_id(cbor::detail(e)))
+            .collect();
+        let forwarded = forward(upstream, parts, cbor::with_entries(&members, kept)).await?;
+        if !forwarded.status().is_success() {
+            return Ok(forwarded);
+        }
+        *delivered = ids;
+        let body = forwarded.into_body().collect().await?.to_bytes();
+        let answer = cbor::members(&body).ok_or("a PutEvents answer that is no CBOR map")?;
+        answers = cbor::entries(&answer);
+    }
+    let mut answers = answers.into_iter();
+    let failed = refused.iter().filter(|r| **r).count();
+    let merged = refused
+        .iter()
+        .map(|r| {
+            if *r {
+                cbor::failed_entry(code)
+            } else {
+                answers.next().unwrap_or(ciborium::Value::Map(Vec::new()))
+            }
+        })
+        .collect();
+    Ok(cbor::answer(
+        StatusCode::OK,
+        &cbor::put_events_answer(failed, merged),
+    ))
 }
 
 /// Forwards the SNS `PublishBatch` members whose `Message` `refuse` spares

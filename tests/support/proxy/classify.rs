@@ -15,13 +15,9 @@ pub(super) fn is_custom_bus(request: &hyper::http::request::Parts) -> bool {
 /// The `EventBusArn` of a Custom Event Bus request's CBOR body, as
 /// `event-busv2/<name>/<id>` (the ARN's resource).
 fn custom_bus_resource(body: &[u8]) -> String {
-    let arn = ciborium::de::from_reader::<ciborium::Value, _>(body)
-        .ok()
-        .and_then(|v| {
-            v.into_map().ok()?.into_iter().find_map(|(k, v)| {
-                (k.as_text() == Some("EventBusArn")).then(|| v.into_text().ok())?
-            })
-        })
+    let members = super::cbor::members(body).unwrap_or_default();
+    let arn = super::cbor::member(&members, "EventBusArn")
+        .and_then(ciborium::Value::as_text)
         .unwrap_or_default();
     arn.splitn(6, ':').nth(5).unwrap_or("?").to_owned()
 }
@@ -277,13 +273,20 @@ pub(super) fn handed_over_event_ids(operation: &str, body: &[u8]) -> Vec<String>
 /// `Message`), in request order.
 fn sink_envelopes(operation: &str, body: &[u8]) -> Vec<serde_json::Value> {
     let texts: Vec<String> = match operation {
-        "PutEvents" => serde_json::from_slice::<serde_json::Value>(body)
-            .ok()
-            .and_then(|v| v["Entries"].as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|e| e["Detail"].as_str().map(str::to_owned))
-            .collect(),
+        // The Custom Event Bus's CBOR, else the classic bus's JSON.
+        "PutEvents" => match super::cbor::members(body) {
+            Some(members) => super::cbor::entries(&members)
+                .iter()
+                .map(|e| super::cbor::detail(e).to_owned())
+                .collect(),
+            None => serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v["Entries"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|e| e["Detail"].as_str().map(str::to_owned))
+                .collect(),
+        },
         "PublishBatch" => form_urlencoded::parse(body)
             .filter(|(k, _)| k.ends_with(".Message"))
             .map(|(_, v)| v.into_owned())

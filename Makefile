@@ -39,6 +39,7 @@ PLOT_STAMP := .venv-plot/.installed
 
 help:
 	@echo "make demo   - local end-to-end run (DynamoDB Local + moto, the writer under cargo lambda watch)"
+	@echo "              (DEMO_SINK=eventbridge-bus: the same on a Custom Event Bus, the local bus on 127.0.0.1)"
 	@echo "make test   - lint, unit, adapter and end-to-end tests against DynamoDB Local and moto"
 	@echo "make lint   - cargo fmt --check and clippy -D warnings"
 	@echo "make bench  - the measurements of docs/performance.md"

@@ -8,6 +8,11 @@
 #   once by the sweeper from the OnFailure queue (its SQS trigger); then the
 #   consumer side: the bus's rule → projector queue → devkit deliver (the
 #   SQS mapping) → projector → the read model, each event counted once.
+#
+# DEMO_SINK=eventbridge-bus (`make demo DEMO_SINK=eventbridge-bus`) runs the
+# same on the eventbridge-bus sink: a Custom Event Bus on the local bus
+# (`devkit bus`, on 127.0.0.1), whose FIFO subscribers feed SQS FIFO queues
+# (the subscriber's and the projector's) in each order's event order.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -21,11 +26,32 @@ source infra/local/lib.sh
 devkit() { target/debug/devkit "$@"; }
 
 suffix=$(date +%s)
+sink=${DEMO_SINK:-eventbridge}
+case "$sink" in
+  eventbridge) bus_kind="the EventBridge bus"; provision_flags=() ;;
+  eventbridge-bus) bus_kind="the Custom Event Bus"; provision_flags=(--custom-bus) ;;
+  *) echo "DEMO_SINK=$sink: expected eventbridge or eventbridge-bus" >&2; exit 2 ;;
+esac
 say "Building the functions and the local kit (devkit) (the first run compiles the AWS SDK: a few minutes)"
 cargo build --quiet --locked --bins
 
-say "Provisioning the local stack on $AWS_ENDPOINT_URL"
-eval "$(devkit provision "demo-orders-$suffix" "demo-bus-$suffix" outbox.orders | tee /dev/stderr)"
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true' EXIT
+if [ "$sink" = eventbridge-bus ]; then
+  say "Starting the local Custom Event Bus (devkit bus: no local server implements its API) on 127.0.0.1"
+  bport=$(free_port)
+  devkit bus --port "$bport" >"$state/bus.log" 2>&1 &
+  pids+=($!)
+  wait_listening "$bport" "$state/bus.log"
+  export AWS_ENDPOINT_URL_EVENTBRIDGEV2="http://127.0.0.1:$bport"
+fi
+
+say "Provisioning the local stack on $AWS_ENDPOINT_URL (sink: $sink)"
+# (Printed with echo, not `tee /dev/stderr`: tee reopens a redirected
+# stderr's file from its start, over the lines before.)
+provisioned=$(devkit provision ${provision_flags[@]+"${provision_flags[@]}"} "demo-orders-$suffix" "demo-bus-$suffix" outbox.orders)
+echo "$provisioned"
+eval "$provisioned"
 export ON_FAILURE_QUEUE_URL="$on_failure"
 
 say "Starting writer, publisher and sweeper under cargo lambda watch (127.0.0.1 only)"
@@ -38,13 +64,12 @@ port=$(free_port)
 # sets it).
 functions_env=$(devkit env --table "$table" --stream "$stream" --bus "$bus" writer publisher sweeper)
 start_watch "$port" "$functions_env,WRITER_LOCAL_CALLER=demo" "$state/watch.log"
-functions_pid=$watch_pid
+pids+=("$watch_pid")
 # The projector reads another table (TABLE_NAME is the read model's), so it
 # runs under its own cargo lambda watch.
 pport=$(free_port)
 start_watch "$pport" "$(devkit env --table "$table" --stream "$stream" --bus "$bus" --read-model "$read_model" projector)" "$state/watch-projector.log"
-projector_pid=$watch_pid
-trap 'kill "$functions_pid" "$projector_pid" 2>/dev/null || true; wait "$functions_pid" "$projector_pid" 2>/dev/null || true' EXIT
+pids+=("$watch_pid")
 wait_listening "$port" "$state/watch.log"
 wait_listening "$pport" "$state/watch-projector.log"
 
@@ -109,7 +134,7 @@ say "The scheduled sweep: nothing stranded; its EMF line carries OldestPendingAg
 cargo lambda invoke sweeper --invoke-address 127.0.0.1 --invoke-port "$port" --data-file events/sweeper-scheduled.json
 echo
 
-say "The consumer: the bus's rule fed every event into the projector's queue; devkit deliver is its SQS mapping"
+say "The consumer: $bus_kind fed every event into the projector's queue; devkit deliver is its SQS mapping"
 devkit deliver "$projector_queue" "$pport" projector
 say "A sample batch with one event delivered twice (events/projector-duplicate.json): applied once, then a Duplicate"
 cargo lambda invoke projector --invoke-address 127.0.0.1 --invoke-port "$pport" --data-file events/projector-duplicate.json

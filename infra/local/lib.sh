@@ -6,8 +6,9 @@
 free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # The loopback AWS environment a function needs, as `cargo lambda watch
-# --env-var` takes it (comma-separated), after the function's own "$1".
-watch_env() { echo "$1,AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB,AWS_ENDPOINT_URL_DYNAMODB_STREAMS=$AWS_ENDPOINT_URL_DYNAMODB_STREAMS,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true"; }
+# --env-var` takes it (comma-separated), after the function's own "$1"
+# (the local Custom Event Bus's endpoint too, when one is exported).
+watch_env() { echo "$1,AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB,AWS_ENDPOINT_URL_DYNAMODB_STREAMS=$AWS_ENDPOINT_URL_DYNAMODB_STREAMS,AWS_REGION=us-east-1,AWS_ACCESS_KEY_ID=test,AWS_SECRET_ACCESS_KEY=test,AWS_EC2_METADATA_DISABLED=true${AWS_ENDPOINT_URL_EVENTBRIDGEV2:+,AWS_ENDPOINT_URL_EVENTBRIDGEV2=$AWS_ENDPOINT_URL_EVENTBRIDGEV2}"; }
 
 # start_watch PORT ENV LOG: `cargo lambda watch` in the background on
 # 127.0.0.1:PORT with ENV (watch_env adds the loopback part); sets watch_pid.

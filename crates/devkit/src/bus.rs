@@ -814,24 +814,46 @@ pub async fn create_custom_bus(
         .event_bus_arn
         .ok_or_else(|| fail(name)("no bus ARN".into()))?;
     let queue = crate::create_queue(sdk, &format!("{name}-subscriber.fifo"), true).await?;
+    subscribe_fifo(
+        events,
+        &bus_arn,
+        &format!("{name}-subscriber"),
+        &queue.queue_arn,
+    )
+    .await?;
+    Ok((bus_arn, queue))
+}
+
+/// A FIFO subscriber `name` of the bus `bus_arn`, delivering to the SQS
+/// FIFO queue `queue_arn` from now on (`LATEST`).
+pub(crate) async fn subscribe_fifo(
+    events: &aws_sdk_eventbridgev2::Client,
+    bus_arn: &str,
+    name: &str,
+    queue_arn: &str,
+) -> Result<(), crate::StackError> {
+    let fail = |message: String| crate::StackError {
+        what: format!("subscriber {name}"),
+        message,
+    };
     let invoke = aws_sdk_eventbridgev2::types::InvokeConfiguration::builder()
         .role_arn(format!(
-            "arn:aws:iam::{}:role/{name}-subscriber",
+            "arn:aws:iam::{}:role/{name}",
             crate::template::LOCAL_ACCOUNT
         ))
-        .target_arn(&queue.queue_arn)
+        .target_arn(queue_arn)
         .build()
-        .map_err(|e| fail(name)(e.to_string()))?;
+        .map_err(|e| fail(e.to_string()))?;
     events
         .create_subscriber()
-        .name(format!("{name}-subscriber"))
-        .event_bus_arn(&bus_arn)
+        .name(name)
+        .event_bus_arn(bus_arn)
         .r#type(aws_sdk_eventbridgev2::types::OrderingType::Fifo)
         .invoke_configuration(invoke)
         .send()
         .await
-        .map_err(|e| fail(name)(outbox_runtime::error_line("CreateSubscriber", &e)))?;
-    Ok((bus_arn, queue))
+        .map_err(|e| fail(outbox_runtime::error_line("CreateSubscriber", &e)))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -66,9 +66,9 @@ pub use pump::{
 };
 pub use sqs::{drain_queue, receive_until_empty, DrainStats};
 pub use stack::{
-    create_bus, create_queue, create_read_model, create_read_model_table, create_table,
-    create_table_streaming, create_table_with, projector_pattern, scan_all, ReadModel, StackError,
-    Subscriber, PROJECTOR_MAX_RECEIVES,
+    create_bus, create_custom_bus_read_model, create_queue, create_read_model,
+    create_read_model_table, create_table, create_table_streaming, create_table_with,
+    projector_pattern, scan_all, ReadModel, StackError, Subscriber, PROJECTOR_MAX_RECEIVES,
 };
 pub use stream::{StreamCursor, StreamError};
 pub use template::{

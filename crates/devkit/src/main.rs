@@ -30,6 +30,20 @@ enum Command {
         bus: String,
         /// The events' source.
         source: String,
+        /// A Custom Event Bus on the local bus (`devkit bus`, reached
+        /// through `AWS_ENDPOINT_URL_EVENTBRIDGEV2`), with FIFO subscribers
+        /// to SQS FIFO queues, in place of a classic bus with rules; `bus=`
+        /// is then its ARN.
+        #[arg(long)]
+        custom_bus: bool,
+    },
+    /// Serve the local Custom Event Bus (the `eventbridgev2` API, no local
+    /// server has it) on 127.0.0.1:PORT until stopped, delivering to the
+    /// SQS queues on `AWS_ENDPOINT_URL`; prints `bus_endpoint=<URL>`.
+    Bus {
+        /// The port (0: a free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
     },
     /// Print every item of a table (keys, type, status).
     Items {
@@ -147,7 +161,13 @@ async fn run(cli: Cli) -> Result<(), Error> {
     };
     let sdk = &sdk.unwrap_or_else(|| aws_config::SdkConfig::builder().build());
     match cli.command {
-        Command::Provision { table, bus, source } => provision(sdk, &table, &bus, &source).await,
+        Command::Provision {
+            table,
+            bus,
+            source,
+            custom_bus,
+        } => provision(sdk, &table, (&bus, custom_bus), &source).await,
+        Command::Bus { port } => serve_bus(sdk, port).await,
         Command::Items { table } => print_items(sdk, &table).await,
         Command::Pump {
             table,
@@ -212,30 +232,43 @@ async fn run(cli: Cli) -> Result<(), Error> {
     }
 }
 
+/// The local stack; with `custom_bus`, the bus is a Custom Event Bus named
+/// `bus` and `bus=` its ARN.
 async fn provision(
     sdk: &aws_config::SdkConfig,
     table: &str,
-    bus: &str,
+    (bus, custom_bus): (&str, bool),
     source: &str,
 ) -> Result<(), Error> {
-    let stream = devkit::create_table(sdk, table)
-        .await
-        .map_err(|e| e.to_string())?;
-    let subscriber = devkit::create_bus(sdk, bus, source)
-        .await
-        .map_err(|e| e.to_string())?;
-    let on_failure = devkit::create_queue(sdk, &format!("{table}-publisher-failures"), false)
-        .await
-        .map_err(|e| e.to_string())?;
-    let read_model = devkit::create_read_model(
-        sdk,
-        &format!("{table}-read-model"),
-        bus,
-        source,
-        LOCAL_VISIBILITY_SECONDS,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let stream = devkit::create_table(sdk, table).await?;
+    let on_failure =
+        devkit::create_queue(sdk, &format!("{table}-publisher-failures"), false).await?;
+    let read_model_table = format!("{table}-read-model");
+    let (bus, subscriber, read_model) = if custom_bus {
+        let events = aws_sdk_eventbridgev2::Client::new(sdk);
+        // The template's default retention.
+        let (arn, subscriber) = devkit::create_custom_bus(sdk, &events, bus, 7).await?;
+        let read_model = devkit::create_custom_bus_read_model(
+            sdk,
+            &events,
+            &read_model_table,
+            &arn,
+            LOCAL_VISIBILITY_SECONDS,
+        )
+        .await?;
+        (arn, subscriber, read_model)
+    } else {
+        let subscriber = devkit::create_bus(sdk, bus, source).await?;
+        let read_model = devkit::create_read_model(
+            sdk,
+            &read_model_table,
+            bus,
+            source,
+            LOCAL_VISIBILITY_SECONDS,
+        )
+        .await?;
+        (bus.to_owned(), subscriber, read_model)
+    };
     println!(
         "table={table}\nstream={stream}\nbus={bus}\nsubscriber={}\non_failure={}\nread_model={}\nprojector_queue={}\nprojector_dlq={}",
         subscriber.queue_url,
@@ -244,6 +277,18 @@ async fn provision(
         read_model.queue.queue_url,
         read_model.dead_letters.queue_url
     );
+    Ok(())
+}
+
+/// Serves the local Custom Event Bus until the process is stopped.
+async fn serve_bus(sdk: &aws_config::SdkConfig, port: u16) -> Result<(), Error> {
+    let bus = devkit::LocalBus::start_on(sdk, port)
+        .await
+        .map_err(|e| format!("the local bus on port {port}: {e}"))?;
+    println!("bus_endpoint={}", bus.endpoint());
+    // Until the process is killed (the demo's exit trap).
+    std::future::pending::<()>().await;
+    drop(bus);
     Ok(())
 }
 

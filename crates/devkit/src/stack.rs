@@ -337,25 +337,7 @@ pub async fn create_read_model(
     source: &str,
     visibility_seconds: u32,
 ) -> Result<ReadModel, StackError> {
-    create_read_model_table(sdk, table).await?;
-    let dead_letters = create_queue(sdk, &format!("{table}-projector-dlq"), false).await?;
-    let redrive = serde_json::json!({
-        "deadLetterTargetArn": dead_letters.queue_arn,
-        "maxReceiveCount": PROJECTOR_MAX_RECEIVES,
-    })
-    .to_string();
-    let queue = create_queue_with(
-        sdk,
-        &format!("{table}-projector"),
-        &[
-            (QueueAttributeName::RedrivePolicy, redrive),
-            (
-                QueueAttributeName::VisibilityTimeout,
-                visibility_seconds.to_string(),
-            ),
-        ],
-    )
-    .await?;
+    let (queue, dead_letters) = read_model_queues(sdk, table, false, visibility_seconds).await?;
     route(
         sdk,
         bus,
@@ -369,6 +351,63 @@ pub async fn create_read_model(
         queue,
         dead_letters,
     })
+}
+
+/// The same read model behind a Custom Event Bus (the `eventbridge-bus`
+/// sink): FIFO queues, fed by a FIFO subscriber of the bus `bus_arn`
+/// through `events`, as `template.yaml`'s `ProjectorSubscriber` (whose
+/// retry policy and `OnFailureConfiguration` the local bus does not
+/// implement; it keeps an event it cannot deliver and tries it again).
+pub async fn create_custom_bus_read_model(
+    sdk: &SdkConfig,
+    events: &aws_sdk_eventbridgev2::Client,
+    table: &str,
+    bus_arn: &str,
+    visibility_seconds: u32,
+) -> Result<ReadModel, StackError> {
+    let (queue, dead_letters) = read_model_queues(sdk, table, true, visibility_seconds).await?;
+    crate::bus::subscribe_fifo(
+        events,
+        bus_arn,
+        &format!("{table}-projector"),
+        &queue.queue_arn,
+    )
+    .await?;
+    Ok(ReadModel {
+        table: table.to_owned(),
+        queue,
+        dead_letters,
+    })
+}
+
+/// The read-model table, the projector's queue (`visibility_seconds`, its
+/// redrive policy) and its dead-letter queue, FIFO when `fifo`.
+async fn read_model_queues(
+    sdk: &SdkConfig,
+    table: &str,
+    fifo: bool,
+    visibility_seconds: u32,
+) -> Result<(Subscriber, Subscriber), StackError> {
+    create_read_model_table(sdk, table).await?;
+    let suffix = if fifo { ".fifo" } else { "" };
+    let dead_letters = create_queue(sdk, &format!("{table}-projector-dlq{suffix}"), fifo).await?;
+    let redrive = serde_json::json!({
+        "deadLetterTargetArn": dead_letters.queue_arn,
+        "maxReceiveCount": PROJECTOR_MAX_RECEIVES,
+    })
+    .to_string();
+    let mut attributes = vec![
+        (QueueAttributeName::RedrivePolicy, redrive),
+        (
+            QueueAttributeName::VisibilityTimeout,
+            visibility_seconds.to_string(),
+        ),
+    ];
+    if fifo {
+        attributes.push((QueueAttributeName::FifoQueue, "true".to_owned()));
+    }
+    let queue = create_queue_with(sdk, &format!("{table}-projector{suffix}"), &attributes).await?;
+    Ok((queue, dead_letters))
 }
 
 /// The read-model table alone: `PK`/`SK`, on-demand, TTL on `expiresAt`.

@@ -144,3 +144,76 @@ async fn a_resend_within_five_minutes_is_dropped_at_the_bus() {
         "{groups:?}"
     );
 }
+
+/// The consumer side of this sink, as the example app deploys it: the
+/// bus's second FIFO subscriber (`ProjectorSubscriber`) feeds the
+/// projector's SQS FIFO queue, which the real `projector` binary drains
+/// (the SQS mapping's part): every event applied once, in each order's
+/// order, so every paid order ends at version 2, PAID.
+#[tokio::test]
+async fn the_projector_reads_its_fifo_queue_behind_the_bus() {
+    let s = bus_stack().await;
+    let arn = match &s.stack.deployment.sink {
+        devkit::LocalSink::CustomBus(arn) => arn.clone(),
+        other => panic!("not the Custom Event Bus: {other:?}"),
+    };
+    let rm = devkit::create_custom_bus_read_model(
+        &s.stack.sdk,
+        &s.bus.client(&s.stack.sdk),
+        &testkit::unique("read-model"),
+        &arn,
+        1,
+    )
+    .await
+    .expect("the read model behind the bus");
+    assert!(rm.queue.queue_url.ends_with(".fifo"));
+    let orders = s.stack.create_orders(30).await;
+    s.stack.pay_orders(&orders).await;
+    let publisher = s.function(devkit::Function::Publisher);
+    s.stack
+        .pump(&publisher, None)
+        .run_until_idle()
+        .await
+        .expect("pump");
+    assert!(s.bus.settle().await, "the bus delivered what it accepted");
+
+    let projector = LambdaFunction::new(testkit::lambda::FunctionSpec {
+        name: "projector".into(),
+        binary: testkit::lambda::binary("projector").expect("the projector binary"),
+        env: testkit::lambda::loopback_env()
+            .into_iter()
+            .chain(testkit::lambda::projector_env(&rm.table))
+            .collect(),
+        timeout: Duration::from_secs(30),
+        log: std::env::temp_dir().join(format!("{}.log", testkit::unique("projector"))),
+    });
+    let sqs = aws_sdk_sqs::Client::new(&s.stack.sdk);
+    let stats = testkit::lambda::drain_queue_through(&sqs, &rm.queue.queue_url, &projector).await;
+    assert_eq!((stats.deleted, stats.reported), (60, 0), "{stats:?}");
+    let items = devkit::scan_all(&s.stack.ddb, &rm.table)
+        .await
+        .expect("scan the read model");
+    let text = |item: &testkit::Item, name: &str| match item.get(name) {
+        Some(
+            aws_sdk_dynamodb::types::AttributeValue::S(v)
+            | aws_sdk_dynamodb::types::AttributeValue::N(v),
+        ) => v.clone(),
+        _ => String::new(),
+    };
+    let inbox = items.iter().filter(|i| text(i, "PK").starts_with("INBOX#"));
+    assert_eq!(inbox.count(), 60, "each event applied once");
+    let rows: BTreeMap<String, (String, String)> = items
+        .iter()
+        .filter(|i| !text(i, "orderId").is_empty())
+        .map(|i| (text(i, "orderId"), (text(i, "status"), text(i, "version"))))
+        .collect();
+    assert_eq!(rows.len(), 30);
+    for order in &orders {
+        assert_eq!(
+            rows.get(&order.order_id),
+            Some(&("PAID".to_owned(), "2".to_owned())),
+            "{}",
+            order.order_id
+        );
+    }
+}

@@ -3,7 +3,7 @@
 # servers of its own (DynamoDB Local, its replica, moto) on 127.0.0.1, in
 # its own table, bus and queues, then the assembled report in
 # target/chaos/report.md, with each server's peak memory. Settings: CHAOS_SEED (comma-separated, default
-# 1,2,3), CHAOS_SINKS (default eventbridge,sns-fifo), CHAOS_ORDERS (default
+# 1,2,3), CHAOS_SINKS (default eventbridge,sns-fifo,eventbridge-bus), CHAOS_ORDERS (default
 # 100), CHAOS_WRITERS (default 4; 1 replays a seed exactly),
 # CHAOS_PARALLELIZATION (the mapping's ParallelizationFactor, default 2),
 # CHAOS_ORDERING (strict by default, on every sink: order is judged on
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 seeds=${CHAOS_SEED:-1,2,3}
-sinks=${CHAOS_SINKS:-eventbridge,sns-fifo}
+sinks=${CHAOS_SINKS:-eventbridge,sns-fifo,eventbridge-bus}
 out=target/chaos
 mkdir -p "$out"
 if [ "${CHAOS_KEEP:-0}" != 1 ]; then

@@ -126,3 +126,60 @@ def test_a_stack_is_live_for_three_sweep_periods_an_hour_at_least() -> None:
     assert _live_within({}) == timedelta(hours=1)
     assert _live_within({"SWEEP_SCHEDULE": "rate(30 minutes)"}) == timedelta(minutes=90)
     assert _live_within({"SWEEP_SCHEDULE": "cron(0 * * * ? *)"}) == timedelta(hours=3)
+
+
+def test_the_sink_is_read_from_the_variables_as_the_rust_writer_reads_it() -> None:
+    from dynamodb_outbox import InvalidEvent, InvalidSettings
+    from dynamodb_outbox._contract import EVENTBRIDGE_MAX_BYTES
+
+    bus = EventLimits.from_variables({"SINK": "eventbridge-bus", "EVENT_SOURCE": "shop.orders"})
+    assert bus == EventLimits("eventbridge-bus", EVENTBRIDGE_MAX_BYTES, source="shop.orders")
+    assert EventLimits.from_variables({"SINK": "eventbridge-bus"}).source == "outbox.orders"
+    assert EventLimits.from_variables({"SINK": "eventbridge-bus", "MAX_EVENT_BYTES": "2048"}).max_bytes == 2048
+    # The classic entry, its deduplication id (the event id) and 128 bytes
+    # for its event group.
+    assert bus.entry_size("Type", "01J", "{}") == 11 + 4 + 2 + 3 + 128
+    assert EventLimits.eventbridge("shop.orders").entry_size("Type", "01J", "{}") == 11 + 4 + 2
+    # An event group id: 1 to 128 bytes of any characters.
+    for group in ("has space", "é" * 64, "a" * 128):
+        bus.check_aggregate_id(group)
+    for group in ("", "é" * 65, "東" * 43, "a" * 129):
+        with pytest.raises(InvalidEvent, match="event group id"):
+            bus.check_aggregate_id(group)
+    with pytest.raises(InvalidSettings, match="EVENT_SOURCE"):
+        EventLimits.from_variables({"SINK": "eventbridge-bus", "EVENT_SOURCE": "é" * 129})  # 258 bytes
+    with pytest.raises(InvalidSettings, match="MAX_EVENT_BYTES"):
+        EventLimits.from_variables({"SINK": "eventbridge-bus", "MAX_EVENT_BYTES": "1023"})
+    # Parsed as the Rust writer parses it: trimmed, an optional `+`, ASCII digits only.
+    for raw in (" 2048", "+2048", "2048 "):
+        assert EventLimits.from_variables({"MAX_EVENT_BYTES": raw}).max_bytes == 2048
+    for raw in ("²", "١٠٢٤", "2e3", "-2048", "20 48"):
+        with pytest.raises(InvalidSettings, match="MAX_EVENT_BYTES"):
+            EventLimits.from_variables({"MAX_EVENT_BYTES": raw})
+    with pytest.raises(InvalidSettings) as refused:
+        EventLimits.from_variables({"SINK": "eventbridgev2"})
+    assert "expected `eventbridge`, `eventbridge-bus` or `sns`" in str(refused.value)
+
+
+def test_a_custom_event_bus_counts_the_event_id_and_the_group_in_an_entry() -> None:
+    from typing import Any
+
+    from dynamodb_outbox import EventTooLarge, InvalidEvent
+
+    classic = OutboxSettings("orders", EventLimits.eventbridge(max_bytes=1024), 8)
+    bus = OutboxSettings("orders", EventLimits.eventbridge_bus(max_bytes=1024), 8)
+
+    def order(settings: OutboxSettings, pad: int, aggregate_id: str = "1") -> list[dict[str, Any]]:
+        tx = OutboxTransaction(settings).event("ORDER#1", "OrderCreated", "Order", aggregate_id, 1, {"pad": "x" * pad})
+        return tx.build()
+
+    envelope = order(classic, 0)[0]["Put"]["Item"]["envelope"]["S"]
+    # 60 bytes under the limit as a classic entry (the time's fraction moves
+    # it by 4 at most), 94 over as the bus's.
+    pad = 1024 - 60 - EventLimits.eventbridge().entry_size("OrderCreated", "", envelope)
+    order(classic, pad)
+    with pytest.raises(EventTooLarge):
+        order(bus, pad)
+    with pytest.raises(InvalidEvent):
+        order(bus, 0, "東" * 43)
+    order(bus, 0, "o 1 ✓")

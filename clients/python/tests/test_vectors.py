@@ -26,12 +26,13 @@ VECTORS = json.loads(
 
 def settings_of(s: dict[str, Any]) -> OutboxSettings:
     sink = s["sink"]
+    max_bytes = {"max_bytes": sink["maxBytes"]} if "maxBytes" in sink else {}
     if sink["kind"] == "sns":
-        limits = EventLimits.sns(sink["fifo"], **({"max_bytes": sink["maxBytes"]} if "maxBytes" in sink else {}))
+        limits = EventLimits.sns(sink["fifo"], **max_bytes)
+    elif sink["kind"] == "eventbridge-bus":
+        limits = EventLimits.eventbridge_bus(sink["source"], **max_bytes)
     else:
-        limits = EventLimits.eventbridge(
-            sink["source"], **({"max_bytes": sink["maxBytes"]} if "maxBytes" in sink else {})
-        )
+        limits = EventLimits.eventbridge(sink["source"], **max_bytes)
     keys = KeySchema.from_variables(s["keys"] or {}).with_home_region(s["homeRegion"])
     return OutboxSettings(s["table"], limits, s["shards"], keys)
 
@@ -122,3 +123,4 @@ def test_limits_are_the_rust_writers() -> None:
         limits["snsMaxBytes"],
         limits["maxFifoGroupId"],
     )
+    assert c.MAX_BUS_SYSTEM_ID == limits["maxBusSystemId"]

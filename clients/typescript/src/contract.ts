@@ -16,6 +16,7 @@ export const MAX_TRANSACTION_ACTIONS = 100;
 export const EVENTBRIDGE_MAX_BYTES = 1024 * 1024;
 export const SNS_MAX_BYTES = 256 * 1024;
 export const MAX_FIFO_GROUP_ID = 128;
+export const MAX_BUS_SYSTEM_ID = 128;
 export const DEFAULT_EVENT_SOURCE = "outbox.orders";
 export const DEFAULT_SHARDS = 8;
 
@@ -218,11 +219,16 @@ export function shardOf(aggregateId: string, shards: number): number {
 /** What the stack's sink accepts: each event is checked against it first. */
 export type EventLimits =
   | { kind: "eventbridge"; source: string; maxBytes: number }
+  | { kind: "eventbridge-bus"; source: string; maxBytes: number }
   | { kind: "sns"; fifo: boolean; maxBytes: number };
 
 export const EventLimits = {
   eventbridge(source: string = DEFAULT_EVENT_SOURCE, maxBytes: number = EVENTBRIDGE_MAX_BYTES): EventLimits {
     return { kind: "eventbridge", source, maxBytes };
+  },
+  /** A Custom Event Bus (`SINK=eventbridge-bus`). */
+  eventbridgeBus(source: string = DEFAULT_EVENT_SOURCE, maxBytes: number = EVENTBRIDGE_MAX_BYTES): EventLimits {
+    return { kind: "eventbridge-bus", source, maxBytes };
   },
   sns(fifo: boolean, maxBytes: number = SNS_MAX_BYTES): EventLimits {
     return { kind: "sns", fifo, maxBytes };
@@ -232,23 +238,30 @@ export const EventLimits = {
     const max = (fallback: number): number => {
       const raw = get(variables, "MAX_EVENT_BYTES");
       if (raw === undefined) return fallback;
-      const n = /^\d+$/.test(raw) ? Number(raw) : NaN;
+      // As the Rust writer parses it: trimmed, an optional `+`, ASCII digits.
+      const digits = raw.trim();
+      const n = /^\+?[0-9]+$/.test(digits) ? Number(digits) : NaN;
       if (!(n >= 1024 && n <= EVENTBRIDGE_MAX_BYTES))
         throw new InvalidSettings(`MAX_EVENT_BYTES=${JSON.stringify(raw)} is invalid: 1024 to ${EVENTBRIDGE_MAX_BYTES}`);
       return n;
     };
+    const source = (): string => {
+      const value = get(variables, "EVENT_SOURCE") ?? DEFAULT_EVENT_SOURCE;
+      // Bytes, as the Rust writer counts them.
+      if (utf8(value) > 256) throw new InvalidSettings(`EVENT_SOURCE is invalid: longer than 256 characters`);
+      return value;
+    };
     const sink = get(variables, "SINK") ?? "eventbridge";
-    if (sink === "eventbridge") {
-      const source = get(variables, "EVENT_SOURCE") ?? DEFAULT_EVENT_SOURCE;
-      if (source.length > 256) throw new InvalidSettings(`EVENT_SOURCE is invalid: longer than 256 characters`);
-      return EventLimits.eventbridge(source, max(EVENTBRIDGE_MAX_BYTES));
-    }
+    if (sink === "eventbridge") return EventLimits.eventbridge(source(), max(EVENTBRIDGE_MAX_BYTES));
+    if (sink === "eventbridge-bus") return EventLimits.eventbridgeBus(source(), max(EVENTBRIDGE_MAX_BYTES));
     if (sink === "sns") {
       const topic = get(variables, "SNS_TOPIC_ARN");
       if (topic === undefined) throw new InvalidSettings("SNS_TOPIC_ARN is required but not set");
       return EventLimits.sns(topic.endsWith(".fifo"), max(SNS_MAX_BYTES));
     }
-    throw new InvalidSettings(`SINK=${JSON.stringify(sink)} is invalid: expected \`eventbridge\` or \`sns\``);
+    throw new InvalidSettings(
+      `SINK=${JSON.stringify(sink)} is invalid: expected \`eventbridge\`, \`eventbridge-bus\` or \`sns\``,
+    );
   },
 };
 
@@ -261,10 +274,15 @@ export function entrySize(limits: EventLimits, eventType: string, eventId: strin
     ];
     return utf8(envelope) + attributes.reduce((n, [k, v]) => n + utf8(k) + "String".length + utf8(v), 0);
   }
-  return utf8(limits.source) + utf8(eventType) + utf8(envelope);
+  const entry = utf8(limits.source) + utf8(eventType) + utf8(envelope);
+  // A Custom Event Bus: its DeduplicationId (the event id) and its
+  // EventGroupId (the aggregate id) counted at its largest.
+  return limits.kind === "eventbridge-bus" ? entry + utf8(eventId) + MAX_BUS_SYSTEM_ID : entry;
 }
 
 function checkAggregateId(limits: EventLimits, aggregateId: string): void {
+  if (limits.kind === "eventbridge-bus" && !(utf8(aggregateId) > 0 && utf8(aggregateId) <= MAX_BUS_SYSTEM_ID))
+    throw new InvalidEvent(`aggregateId must be 1 to ${MAX_BUS_SYSTEM_ID} bytes to be an event group id`);
   if (limits.kind === "sns" && limits.fifo) {
     const ok =
       utf8(aggregateId) > 0 &&

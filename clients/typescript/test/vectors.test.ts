@@ -28,7 +28,9 @@ function settingsOf(s: Json): OutboxSettings {
   const limits =
     sink.kind === "sns"
       ? EventLimits.sns(sink.fifo, sink.maxBytes ?? undefined)
-      : EventLimits.eventbridge(sink.source, sink.maxBytes ?? undefined);
+      : sink.kind === "eventbridge-bus"
+        ? EventLimits.eventbridgeBus(sink.source, sink.maxBytes ?? undefined)
+        : EventLimits.eventbridge(sink.source, sink.maxBytes ?? undefined);
   const keys = keySchemaFromVariables(s.keys ?? {});
   if (s.homeRegion) keys.homeRegion = s.homeRegion;
   return OutboxSettings.of(s.table, limits, s.shards, keys);
@@ -101,8 +103,8 @@ for (const vector of vectors.transactions) {
 test("limits are the Rust writer's", () => {
   const l = vectors.limits;
   assert.deepEqual(
-    [contract.MAX_TRANSACTION_ACTIONS, contract.MAX_TRANSACTION_BYTES, contract.MAX_ITEM_BYTES, contract.EVENTBRIDGE_MAX_BYTES, contract.SNS_MAX_BYTES, contract.MAX_FIFO_GROUP_ID],
-    [l.maxTransactionActions, l.maxTransactionBytes, l.maxItemBytes, l.eventBridgeMaxBytes, l.snsMaxBytes, l.maxFifoGroupId],
+    [contract.MAX_TRANSACTION_ACTIONS, contract.MAX_TRANSACTION_BYTES, contract.MAX_ITEM_BYTES, contract.EVENTBRIDGE_MAX_BYTES, contract.SNS_MAX_BYTES, contract.MAX_FIFO_GROUP_ID, contract.MAX_BUS_SYSTEM_ID],
+    [l.maxTransactionActions, l.maxTransactionBytes, l.maxItemBytes, l.eventBridgeMaxBytes, l.snsMaxBytes, l.maxFifoGroupId, l.maxBusSystemId],
   );
 });
 

@@ -281,6 +281,12 @@ fn cases() -> Vec<Case> {
     let sns = json!({"kind": "sns", "fifo": false});
     let sns_small = json!({"kind": "sns", "fifo": false, "maxBytes": 2048});
     let eb_small = json!({"kind": "eventbridge", "source": "outbox.orders", "maxBytes": 1500});
+    let bus = json!({"kind": "eventbridge-bus", "source": "outbox.orders"});
+    let bus_small = json!({"kind": "eventbridge-bus", "source": "outbox.orders", "maxBytes": 1500});
+    // An event group id at the bus's 128 bytes (64 characters) and one past
+    // it in fewer than 128 characters (43 of 3 bytes).
+    let group_128 = "é".repeat(64);
+    let group_129 = "東".repeat(43);
     let mut traced = event(6, "o-trace", 3, json!({"k": "v"}));
     traced["traceparent"] = json!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
     traced["schemaVersion"] = json!(2);
@@ -316,6 +322,12 @@ fn cases() -> Vec<Case> {
         Case { sink: eb_small.clone(), event: padded(12, &eb_small, 1501), ..plain("EventBridge, MAX_EVENT_BYTES 1500, an entry one byte over", 12, "o", json!({})) },
         Case { event: padded(13, &eventbridge(), 400 * 1024), ..plain("EventBridge, an item over DynamoDB's 400 KB (its entry within the 1 MB)", 13, "o", json!({})) },
         Case { sink: sns.clone(), ..plain("standard SNS: any aggregate id", 16, "o 16 ✓", json!({})) },
+        Case { sink: bus.clone(), ..plain("Custom Event Bus", 18, "o-18", json!({"n": 1})) },
+        Case { sink: bus_small.clone(), event: padded(19, &bus_small, 1500), ..plain("Custom Event Bus, MAX_EVENT_BYTES 1500, an entry of exactly 1500 bytes (the event id and 128 bytes for the group counted)", 19, "o", json!({})) },
+        Case { sink: bus_small.clone(), event: padded(20, &bus_small, 1501), ..plain("Custom Event Bus, MAX_EVENT_BYTES 1500, an entry one byte over", 20, "o", json!({})) },
+        Case { sink: bus.clone(), ..plain("Custom Event Bus, an aggregate id of 128 bytes (64 characters)", 21, group_128.as_str(), json!({})) },
+        Case { sink: bus.clone(), ..plain("Custom Event Bus, an aggregate id of 129 bytes (43 characters): no event group id", 22, group_129.as_str(), json!({})) },
+        Case { sink: bus, ..plain("Custom Event Bus: an aggregate id with spaces and non-ASCII (unlike SNS FIFO)", 23, "o 23 ✓ é", json!({})) },
         Case { sink: sns_fifo, ..plain("SNS FIFO, an aggregate id that is no group id", 14, "o 14", json!({})) },
         Case { event: bad_type, ..plain("an event type that is not a name", 7, "o", json!({})) },
         Case { event: bad_trace, ..plain("a traceparent that is not W3C", 8, "o", json!({})) },
@@ -361,6 +373,7 @@ pub fn vectors() -> Value {
             "eventBridgeMaxBytes": size::DEFAULT_EVENTBRIDGE_BYTES,
             "snsMaxBytes": size::DEFAULT_SNS_BYTES,
             "maxFifoGroupId": size::MAX_FIFO_GROUP_ID,
+            "maxBusSystemId": size::MAX_BUS_SYSTEM_ID,
         },
         "events": items,
         "shards": shards,

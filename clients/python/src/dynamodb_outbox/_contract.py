@@ -23,6 +23,7 @@ MAX_TRANSACTION_ACTIONS = 100
 EVENTBRIDGE_MAX_BYTES = 1024 * 1024
 SNS_MAX_BYTES = 256 * 1024
 MAX_FIFO_GROUP_ID = 128
+MAX_BUS_SYSTEM_ID = 128
 DEFAULT_EVENT_SOURCE = "outbox.orders"
 DEFAULT_SHARDS = 8
 
@@ -233,7 +234,8 @@ def shard_of(aggregate_id: str, shards: int) -> int:
 class EventLimits:
     """What the stack's sink accepts: each event is checked against it before
     the transaction is sent. ``kind`` is ``eventbridge`` (``source``: the
-    stack's ``EVENT_SOURCE``) or ``sns`` (``fifo``: a FIFO topic)."""
+    stack's ``EVENT_SOURCE``), ``eventbridge-bus`` (a Custom Event Bus,
+    ``source`` likewise) or ``sns`` (``fifo``: a FIFO topic)."""
 
     kind: str
     max_bytes: int
@@ -243,6 +245,10 @@ class EventLimits:
     @classmethod
     def eventbridge(cls, source: str = DEFAULT_EVENT_SOURCE, max_bytes: int = EVENTBRIDGE_MAX_BYTES) -> EventLimits:
         return cls("eventbridge", max_bytes, source=source)
+
+    @classmethod
+    def eventbridge_bus(cls, source: str = DEFAULT_EVENT_SOURCE, max_bytes: int = EVENTBRIDGE_MAX_BYTES) -> EventLimits:
+        return cls("eventbridge-bus", max_bytes, source=source)
 
     @classmethod
     def sns(cls, fifo: bool, max_bytes: int = SNS_MAX_BYTES) -> EventLimits:
@@ -260,22 +266,29 @@ class EventLimits:
             raw = get("MAX_EVENT_BYTES")
             if raw is None:
                 return default
-            if not raw.isdigit() or not 1024 <= int(raw) <= EVENTBRIDGE_MAX_BYTES:
+            # As the Rust writer parses it: trimmed, an optional `+`, ASCII digits.
+            digits = raw.strip()
+            if re.fullmatch(r"\+?[0-9]+", digits) is None or not 1024 <= int(digits) <= EVENTBRIDGE_MAX_BYTES:
                 raise InvalidSettings(f"MAX_EVENT_BYTES={raw!r} is invalid: 1024 to {EVENTBRIDGE_MAX_BYTES}")
-            return int(raw)
+            return int(digits)
+
+        def source() -> str:
+            value = get("EVENT_SOURCE") or DEFAULT_EVENT_SOURCE
+            if len(value.encode()) > 256:  # bytes, as the Rust writer counts
+                raise InvalidSettings(f"EVENT_SOURCE={value!r} is invalid: longer than 256 characters")
+            return value
 
         sink = get("SINK") or "eventbridge"
         if sink == "eventbridge":
-            source = get("EVENT_SOURCE") or DEFAULT_EVENT_SOURCE
-            if len(source) > 256:
-                raise InvalidSettings(f"EVENT_SOURCE={source!r} is invalid: longer than 256 characters")
-            return cls.eventbridge(source, max_bytes(EVENTBRIDGE_MAX_BYTES))
+            return cls.eventbridge(source(), max_bytes(EVENTBRIDGE_MAX_BYTES))
+        if sink == "eventbridge-bus":
+            return cls.eventbridge_bus(source(), max_bytes(EVENTBRIDGE_MAX_BYTES))
         if sink == "sns":
             topic = get("SNS_TOPIC_ARN")
             if topic is None:
                 raise InvalidSettings("SNS_TOPIC_ARN is required but not set")
             return cls.sns(topic.endswith(".fifo"), max_bytes(SNS_MAX_BYTES))
-        raise InvalidSettings(f"SINK={sink!r} is invalid: expected `eventbridge` or `sns`")
+        raise InvalidSettings(f"SINK={sink!r} is invalid: expected `eventbridge`, `eventbridge-bus` or `sns`")
 
     def entry_size(self, event_type: str, event_id: str, envelope: str) -> int:
         """The entry's size as the sink counts it."""
@@ -283,9 +296,16 @@ class EventLimits:
             body = len(envelope.encode())
             attributes = [("eventType", event_type), ("eventId", event_id)]
             return body + sum(len(n.encode()) + len("String") + len(v.encode()) for n, v in attributes)
-        return len(self.source.encode()) + len(event_type.encode()) + len(envelope.encode())
+        entry = len(self.source.encode()) + len(event_type.encode()) + len(envelope.encode())
+        if self.kind == "eventbridge-bus":
+            # Its DeduplicationId (the event id) and its EventGroupId (the
+            # aggregate id) counted at its largest.
+            return entry + len(event_id.encode()) + MAX_BUS_SYSTEM_ID
+        return entry
 
     def check_aggregate_id(self, aggregate_id: str) -> None:
+        if self.kind == "eventbridge-bus" and not 0 < len(aggregate_id.encode()) <= MAX_BUS_SYSTEM_ID:
+            raise InvalidEvent(f"aggregateId must be 1 to {MAX_BUS_SYSTEM_ID} bytes to be an event group id")
         if self.kind == "sns" and self.fifo:
             ok = 0 < len(aggregate_id.encode()) <= MAX_FIFO_GROUP_ID and all("!" <= c <= "~" for c in aggregate_id)
             if not ok:

@@ -32,6 +32,10 @@
 //!   subscriber (AWS holds its group only), tried again every 200 ms;
 //! - an event without a group goes to a FIFO queue in the group
 //!   [`UNGROUPED`];
+//! - a delivery to a FIFO queue carries no `MessageDeduplicationId` (the
+//!   pages do not say a subscriber sets one): the queue must have
+//!   content-based deduplication, as `template.yaml`'s `ProjectorQueue`
+//!   and the queues of [`create_custom_bus`] do, or SQS refuses it;
 //! - the delivered message is the event as the classic bus delivers it
 //!   (`version`, `id`, `detail-type`, `source`, `account`, `time`,
 //!   `region`, `resources`, `detail`).
@@ -144,7 +148,6 @@ struct Subscriber {
 #[derive(Clone)]
 struct Delivery {
     group: Option<String>,
-    event_id: String,
     body: String,
 }
 
@@ -694,7 +697,6 @@ async fn put_events(shared: &Shared, state: &mut State, input: &Input) -> Result
         });
         accepted.push(Delivery {
             group: entry.group.clone(),
-            event_id: event_id.clone(),
             body: body.to_string(),
         });
         results.push(map(vec![
@@ -759,10 +761,12 @@ async fn deliver(shared: &Shared) -> bool {
                 .send_message()
                 .queue_url(&queue_url)
                 .message_body(&next.body);
+            // No MessageDeduplicationId: the pages do not say a subscriber
+            // sets one, so the queue must derive it (content-based
+            // deduplication, as template.yaml's ProjectorQueue has it); a
+            // FIFO queue without it refuses the send, as SQS does.
             if fifo {
-                send = send
-                    .message_group_id(next.group.as_deref().unwrap_or(UNGROUPED))
-                    .message_deduplication_id(&next.event_id);
+                send = send.message_group_id(next.group.as_deref().unwrap_or(UNGROUPED));
             }
             match send.send().await {
                 Ok(_) => {
@@ -813,7 +817,8 @@ pub async fn create_custom_bus(
     let bus_arn = bus
         .event_bus_arn
         .ok_or_else(|| fail(name)("no bus ARN".into()))?;
-    let queue = crate::create_queue(sdk, &format!("{name}-subscriber.fifo"), true).await?;
+    let queue =
+        crate::stack::create_bus_fifo_queue(sdk, &format!("{name}-subscriber.fifo"), &[]).await?;
     subscribe_fifo(
         events,
         &bus_arn,

@@ -396,18 +396,39 @@ async fn read_model_queues(
         "maxReceiveCount": PROJECTOR_MAX_RECEIVES,
     })
     .to_string();
-    let mut attributes = vec![
+    let attributes = [
         (QueueAttributeName::RedrivePolicy, redrive),
         (
             QueueAttributeName::VisibilityTimeout,
             visibility_seconds.to_string(),
         ),
     ];
-    if fifo {
-        attributes.push((QueueAttributeName::FifoQueue, "true".to_owned()));
-    }
-    let queue = create_queue_with(sdk, &format!("{table}-projector{suffix}"), &attributes).await?;
+    let name = format!("{table}-projector{suffix}");
+    let queue = if fifo {
+        create_bus_fifo_queue(sdk, &name, &attributes).await?
+    } else {
+        create_queue_with(sdk, &name, &attributes).await?
+    };
     Ok((queue, dead_letters))
+}
+
+/// An SQS FIFO queue a Custom Event Bus's FIFO subscriber delivers to:
+/// content-based deduplication on (the subscriber sends no deduplication
+/// id), and `attributes`.
+pub(crate) async fn create_bus_fifo_queue(
+    sdk: &SdkConfig,
+    name: &str,
+    attributes: &[(QueueAttributeName, String)],
+) -> Result<Subscriber, StackError> {
+    let fifo = [
+        (QueueAttributeName::FifoQueue, "true".to_owned()),
+        (
+            QueueAttributeName::ContentBasedDeduplication,
+            "true".to_owned(),
+        ),
+    ];
+    let all: Vec<_> = fifo.into_iter().chain(attributes.iter().cloned()).collect();
+    create_queue_with(sdk, name, &all).await
 }
 
 /// The read-model table alone: `PK`/`SK`, on-demand, TTL on `expiresAt`.

@@ -284,3 +284,32 @@ async fn what_the_local_bus_does_not_implement_is_refused() {
         Some(3)
     );
 }
+
+/// The subscriber sends no `MessageDeduplicationId` (the pages do not say
+/// it sets one): a FIFO queue without content-based deduplication refuses
+/// the delivery, as SQS does, and the bus keeps the event and tries again;
+/// the queue `create_custom_bus` makes derives it from the body.
+#[tokio::test]
+async fn a_fifo_queue_without_content_based_deduplication_refuses_the_delivery() {
+    let f = fixture().await;
+    let sdk = crate::sdk_config().await.expect("a local run");
+    let name = format!(
+        "plain-{}.fifo",
+        ulid::Ulid::new().to_string().to_ascii_lowercase()
+    );
+    let plain = crate::create_queue(&sdk, &name, true)
+        .await
+        .expect("a FIFO queue without content-based deduplication");
+    crate::bus::subscribe_fifo(&f.events, &f.arn, "plain-subscriber", &plain.queue_arn)
+        .await
+        .expect("a second FIFO subscriber");
+    f.put(vec![entry("g", "e1")]).await.expect("accepted");
+    assert!(
+        !f.bus.settle().await,
+        "the plain queue refuses the delivery"
+    );
+    assert!(f.bus.stats().delivery_failures > 0);
+    // The subscriber whose queue derives the id got it (its pass runs
+    // before the refusing one's).
+    assert_eq!(f.bus.stats().delivered, 1);
+}

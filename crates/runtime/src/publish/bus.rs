@@ -49,6 +49,7 @@ impl EventBusSink {
 
     /// The `PutEvents` entry of an item; `None` only if the builder were to
     /// refuse it (it requires `Source` and `DetailType`, which are set).
+    /// [`EventSink::publish_batch`] keeps such an item, failed.
     fn entry(&self, item: &OutboxItem) -> Option<PutEventsRequestEntry> {
         PutEventsRequestEntry::builder()
             .source(&self.source)
@@ -108,11 +109,31 @@ impl EventSink for EventBusSink {
                 }
             })
             .collect();
-        let sent: Vec<usize> = (0..items.len()).filter(|&i| outcomes[i].is_ok()).collect();
-        let entries: Option<Vec<_>> = sent.iter().map(|&i| self.entry(items[i])).collect();
-        let Some(entries) = entries.filter(|e| !e.is_empty()) else {
+        // An entry the builder refuses is not sent and not reported as
+        // published: its item is kept, failed.
+        let mut sent = Vec::new();
+        let mut entries = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            if outcomes[i].is_err() {
+                continue;
+            }
+            match self.entry(item) {
+                Some(entry) => {
+                    sent.push(i);
+                    entries.push(entry);
+                }
+                None => {
+                    outcomes[i] = Err(PublishFailure::new(
+                        FailureKind::Rejected,
+                        "EntryNotBuilt",
+                        "the PutEvents entry could not be built",
+                    ))
+                }
+            }
+        }
+        if entries.is_empty() {
             return outcomes;
-        };
+        }
         let response = match self
             .client
             .put_events()
@@ -129,7 +150,16 @@ impl EventSink for EventBusSink {
         {
             Ok(response) => response,
             Err(err) => {
-                let failure = sdk_failure(&err);
+                let mut failure = sdk_failure(&err);
+                // A bus being created or updated takes events again soon.
+                if failure.code == "InvalidStateException" {
+                    failure = PublishFailure::new(
+                        FailureKind::Transient,
+                        failure.code.clone(),
+                        failure.message.clone(),
+                    )
+                    .of_whole_call();
+                }
                 for &i in &sent {
                     outcomes[i] = Err(failure.clone());
                 }
@@ -138,7 +168,7 @@ impl EventSink for EventBusSink {
         };
         let results = response.entries();
         let read = super::in_request_order(
-            sent.len(),
+            (sent.len(), results.len()),
             |j| {
                 results.get(j).map(|e| {
                     // A DEDUPLICATED entry was published before.
@@ -154,16 +184,31 @@ impl EventSink for EventBusSink {
         outcomes
     }
 
+    /// The bus exists and takes events: `ACTIVE`, or `UPDATING` (a bus
+    /// being created, deleted or that failed to be is refused, its state
+    /// and reason named).
     async fn verify(&self) -> Result<(), SinkError> {
-        self.client
+        use aws_sdk_eventbridgev2::types::BusState;
+        let error = |reason: String| SinkError {
+            target: format!("event bus {}", self.bus_arn),
+            reason,
+        };
+        let bus = self
+            .client
             .describe_event_bus()
             .event_bus_arn(&self.bus_arn)
             .send()
             .await
-            .map(|_| ())
-            .map_err(|e| SinkError {
-                target: format!("event bus {}", self.bus_arn),
-                reason: sdk_failure(&e).to_string(),
-            })
+            .map_err(|e| error(sdk_failure(&e).to_string()))?;
+        match bus.state() {
+            None | Some(BusState::Active | BusState::Updating) => Ok(()),
+            Some(state) => Err(error(format!(
+                "the bus is {}{}",
+                state.as_str(),
+                bus.state_reason()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ))),
+        }
     }
 }

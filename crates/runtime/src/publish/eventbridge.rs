@@ -91,7 +91,7 @@ impl EventSink for EventBridgeSink {
         };
         let results = response.entries();
         super::in_request_order(
-            items.len(),
+            (items.len(), results.len()),
             |i| {
                 results
                     .get(i)

@@ -355,17 +355,28 @@ impl EventSink for AnySink {
 }
 
 /// The outcomes of a call whose answer lists one result per entry in
-/// request order (`PutEvents` of both buses): `result(i)` is the `i`th
+/// request order (`PutEvents` of both buses): `(entries, returned)` are the
+/// entries sent and the results returned; `result(i)` is the `i`th
 /// result's error code, message and whether it names an event. A 200 with
 /// `FailedEntryCount` > 0 is a partial failure, so each result is read; a
 /// result with neither an event nor an error is not a success, nor is a
-/// missing one.
+/// missing one. An answer with more or fewer results than entries cannot
+/// be matched to them by position: every entry is then failed, transient
+/// (sent again, a duplicate at worst).
 #[cfg(any(feature = "eventbridge", feature = "eventbridge-bus"))]
 pub(crate) fn in_request_order<'a>(
-    entries: usize,
+    (entries, returned): (usize, usize),
     result: impl Fn(usize) -> Option<(Option<&'a str>, Option<&'a str>, bool)>,
     poison: &[&str],
 ) -> Vec<EntryOutcome> {
+    if returned != entries {
+        let failure = PublishFailure::new(
+            FailureKind::Transient,
+            "ResultCountMismatch",
+            format!("PutEvents returned {returned} results for {entries} entries"),
+        );
+        return vec![Err(failure); entries];
+    }
     (0..entries)
         .map(|i| match result(i) {
             Some((Some(code), message, _)) => Err(PublishFailure::new(
@@ -445,5 +456,29 @@ mod tests {
             FailureKind::Rejected
         );
         assert_eq!(classify("SomethingNew", &[]), FailureKind::Rejected);
+    }
+
+    /// Results are matched to entries by position only when there is one
+    /// per entry: with one missing (anywhere) or one too many, no entry
+    /// is taken as published.
+    #[cfg(feature = "eventbridge")]
+    #[test]
+    fn results_that_do_not_match_the_entries_publish_nothing() {
+        let ok = |_: usize| Some((None, None, true));
+        let kinds = |outcomes: Vec<EntryOutcome>| -> Vec<Option<(FailureKind, String)>> {
+            outcomes
+                .into_iter()
+                .map(|o| o.err().map(|f| (f.kind, f.code)))
+                .collect()
+        };
+        assert_eq!(kinds(in_request_order((3, 3), ok, &[])), vec![None; 3]);
+        let mismatch = Some((FailureKind::Transient, "ResultCountMismatch".to_owned()));
+        for returned in [2, 4, 0] {
+            assert_eq!(
+                kinds(in_request_order((3, returned), ok, &[])),
+                vec![mismatch.clone(); 3],
+                "{returned} results"
+            );
+        }
     }
 }

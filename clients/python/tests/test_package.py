@@ -156,6 +156,9 @@ def test_the_sink_is_read_from_the_variables_as_the_rust_writer_reads_it() -> No
     for raw in ("²", "١٠٢٤", "2e3", "-2048", "20 48"):
         with pytest.raises(InvalidSettings, match="MAX_EVENT_BYTES"):
             EventLimits.from_variables({"MAX_EVENT_BYTES": raw})
+    for sink in ("eventbridge", "eventbridge-bus"):
+        with pytest.raises(InvalidSettings, match="aws. prefix"):
+            EventLimits.from_variables({"SINK": sink, "EVENT_SOURCE": "aws.orders"})
     with pytest.raises(InvalidSettings) as refused:
         EventLimits.from_variables({"SINK": "eventbridgev2"})
     assert "expected `eventbridge`, `eventbridge-bus` or `sns`" in str(refused.value)

@@ -249,6 +249,9 @@ export const EventLimits = {
       const value = get(variables, "EVENT_SOURCE") ?? DEFAULT_EVENT_SOURCE;
       // Bytes, as the Rust writer counts them.
       if (utf8(value) > 256) throw new InvalidSettings(`EVENT_SOURCE is invalid: longer than 256 characters`);
+      // Both buses refuse every entry of it.
+      if (value.startsWith("aws."))
+        throw new InvalidSettings(`EVENT_SOURCE=${JSON.stringify(value)} is invalid: the aws. prefix is reserved for AWS services`);
       return value;
     };
     const sink = get(variables, "SINK") ?? "eventbridge";

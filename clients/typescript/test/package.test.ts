@@ -75,6 +75,8 @@ test("the sink is read from the variables as the Rust writer reads it", async ()
   for (const raw of [" 2048", "+2048", "2048 "]) assert.equal(EventLimits.fromVariables({ MAX_EVENT_BYTES: raw }).maxBytes, 2048);
   for (const raw of ["²", "١٠٢٤", "2e3", "-2048", "20 48"])
     assert.throws(() => EventLimits.fromVariables({ MAX_EVENT_BYTES: raw }), /MAX_EVENT_BYTES/);
+  for (const SINK of ["eventbridge", "eventbridge-bus"])
+    assert.throws(() => EventLimits.fromVariables({ SINK, EVENT_SOURCE: "aws.orders" }), /aws\. prefix/);
   assert.throws(
     () => EventLimits.fromVariables({ SINK: "eventbridgev2" }),
     (e: unknown) => e instanceof InvalidSettings && e.message.includes("expected `eventbridge`, `eventbridge-bus` or `sns`"),

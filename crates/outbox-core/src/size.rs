@@ -108,6 +108,17 @@ impl EventLimits {
                     reason: "longer than 256 characters".to_owned(),
                 });
             }
+            // Both buses refuse every entry of such a source
+            // (botocore's eventbridgev2 model: "The aws. value prefix is
+            // service-reserved"; the classic bus answers
+            // NotAuthorizedForSourceException).
+            if source.starts_with("aws.") {
+                return Err(ConfigError::Invalid {
+                    name: "EVENT_SOURCE",
+                    value: source,
+                    reason: "the aws. prefix is reserved for AWS services".to_owned(),
+                });
+            }
             Ok(source)
         };
         match get("SINK").as_deref().unwrap_or("eventbridge") {
@@ -277,6 +288,24 @@ fn number_size(n: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An `aws.` source is refused at configuration, on both buses: the
+    /// bus would refuse every entry of it.
+    #[test]
+    fn an_aws_source_is_refused() {
+        for sink in ["eventbridge", "eventbridge-bus"] {
+            let vars = [("SINK", sink), ("EVENT_SOURCE", "aws.orders")];
+            let lookup = |name: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| (*v).to_owned())
+            };
+            let err = EventLimits::from_lookup(lookup).expect_err(sink);
+            assert!(err.to_string().contains("aws. prefix"), "{sink}: {err}");
+        }
+        let ok = |name: &str| (name == "EVENT_SOURCE").then(|| "my.aws.orders".to_owned());
+        assert!(EventLimits::from_lookup(ok).is_ok());
+    }
 
     #[test]
     fn item_size_counts_names_and_values() {

@@ -276,6 +276,9 @@ class EventLimits:
             value = get("EVENT_SOURCE") or DEFAULT_EVENT_SOURCE
             if len(value.encode()) > 256:  # bytes, as the Rust writer counts
                 raise InvalidSettings(f"EVENT_SOURCE={value!r} is invalid: longer than 256 characters")
+            if value.startswith("aws."):  # both buses refuse every entry of it
+                reason = "the aws. prefix is reserved for AWS services"
+                raise InvalidSettings(f"EVENT_SOURCE={value!r} is invalid: {reason}")
             return value
 
         sink = get("SINK") or "eventbridge"

@@ -232,17 +232,7 @@ async fn partial_put_events(
 ) -> Result<Response<Full<Bytes>>, BoxError> {
     let mut request: serde_json::Value = serde_json::from_slice(&body)?;
     let entries = request["Entries"].as_array().cloned().unwrap_or_default();
-    let refused: Vec<bool> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| refuse(i, e["Detail"].as_str().unwrap_or("")))
-        .collect();
-    let kept: Vec<serde_json::Value> = entries
-        .iter()
-        .zip(&refused)
-        .filter(|(_, r)| !**r)
-        .map(|(e, _)| e.clone())
-        .collect();
+    let (refused, kept) = split(&entries, |e| e["Detail"].as_str().unwrap_or(""), refuse);
     let mut answers: Vec<serde_json::Value> = Vec::new();
     if !kept.is_empty() {
         let ids: Vec<String> = kept
@@ -259,21 +249,55 @@ async fn partial_put_events(
         let answer: serde_json::Value = serde_json::from_slice(&body)?;
         answers = answer["Entries"].as_array().cloned().unwrap_or_default();
     }
+    let failed =
+        serde_json::json!({"ErrorCode": code, "ErrorMessage": "injected by the fault proxy"});
+    let missing = serde_json::Value::Null;
+    let (failed, merged) = merge(&refused, answers, (&failed, &missing));
+    let body = serde_json::json!({"FailedEntryCount": failed, "Entries": merged}).to_string();
+    Ok(answer("application/x-amz-json-1.1", body))
+}
+
+/// Which of a sink call's `entries` `refuse` picks (by position and
+/// `detail`), and the others, kept in order.
+fn split<T: Clone>(
+    entries: &[T],
+    detail: impl Fn(&T) -> &str,
+    refuse: impl Fn(usize, &str) -> bool,
+) -> (Vec<bool>, Vec<T>) {
+    let refused: Vec<bool> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| refuse(i, detail(e)))
+        .collect();
+    let kept = entries
+        .iter()
+        .zip(&refused)
+        .filter(|(_, r)| !**r)
+        .map(|(e, _)| e.clone())
+        .collect();
+    (refused, kept)
+}
+
+/// The results of every entry in request order: `failed` for a refused
+/// one, the forwarded call's `answers` in turn for the others (`missing`
+/// if it gave too few); and how many were refused.
+fn merge<T: Clone>(
+    refused: &[bool],
+    answers: Vec<T>,
+    (failed, missing): (&T, &T),
+) -> (usize, Vec<T>) {
     let mut answers = answers.into_iter();
-    let mut failed = 0;
-    let merged: Vec<serde_json::Value> = refused
+    let merged = refused
         .iter()
         .map(|r| {
             if *r {
-                failed += 1;
-                serde_json::json!({"ErrorCode": code, "ErrorMessage": "injected by the fault proxy"})
+                failed.clone()
             } else {
-                answers.next().unwrap_or_default()
+                answers.next().unwrap_or_else(|| missing.clone())
             }
         })
         .collect();
-    let body = serde_json::json!({"FailedEntryCount": failed, "Entries": merged}).to_string();
-    Ok(answer("application/x-amz-json-1.1", body))
+    (refused.iter().filter(|r| **r).count(), merged)
 }
 
 /// Forwards the Custom Event Bus `PutEvents` entries that `refuse` spares
@@ -289,17 +313,7 @@ async fn partial_custom_bus(
 ) -> Result<Response<Full<Bytes>>, BoxError> {
     let members = cbor::members(&body).ok_or("a PutEvents body that is no CBOR map")?;
     let entries = cbor::entries(&members);
-    let refused: Vec<bool> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| refuse(i, cbor::detail(e)))
-        .collect();
-    let kept: Vec<ciborium::Value> = entries
-        .iter()
-        .zip(&refused)
-        .filter(|(_, r)| !**r)
-        .map(|(e, _)| e.clone())
-        .collect();
+    let (refused, kept) = split(&entries, cbor::detail, refuse);
     let mut answers = Vec::new();
     if !kept.is_empty() {
         let ids: Vec<String> = kept
@@ -315,18 +329,8 @@ async fn partial_custom_bus(
         let answer = cbor::members(&body).ok_or("a PutEvents answer that is no CBOR map")?;
         answers = cbor::entries(&answer);
     }
-    let mut answers = answers.into_iter();
-    let failed = refused.iter().filter(|r| **r).count();
-    let merged = refused
-        .iter()
-        .map(|r| {
-            if *r {
-                cbor::failed_entry(code)
-            } else {
-                answers.next().unwrap_or(ciborium::Value::Map(Vec::new()))
-            }
-        })
-        .collect();
+    let missing = ciborium::Value::Map(Vec::new());
+    let (failed, merged) = merge(&refused, answers, (&cbor::failed_entry(code), &missing));
     Ok(cbor::answer(
         StatusCode::OK,
         &cbor::put_events_answer(failed, merged),

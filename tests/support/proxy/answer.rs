@@ -115,10 +115,11 @@ async fn partial(
         partial_publish_batch(upstream, parts, body, code, refuse, &mut delivered).await
     } else if is_custom_bus(&parts) {
         let code = code.unwrap_or("InternalFailure");
-        partial_custom_bus(upstream, parts, body, code, refuse, &mut delivered).await
+        partial_put_events::<CborBody>(upstream, parts, body, code, refuse, &mut delivered).await
     } else {
         let code = code.unwrap_or("InternalFailure");
-        partial_put_events(upstream, parts, body, code, refuse, &mut delivered).await
+        type Json = serde_json::Value;
+        partial_put_events::<Json>(upstream, parts, body, code, refuse, &mut delivered).await
     };
     (result, delivered)
 }
@@ -220,9 +221,84 @@ async fn forward(
     Ok(Response::from_parts(parts, Full::new(body)))
 }
 
+/// A `PutEvents` body in its wire format: the classic bus's JSON or the
+/// Custom Event Bus's CBOR.
+trait PutEventsWire: Sized {
+    /// An entry, or an entry's result.
+    type Entry: Clone;
+    fn parse(body: &[u8]) -> Result<Self, BoxError>;
+    fn entries(&self) -> Vec<Self::Entry>;
+    fn detail(entry: &Self::Entry) -> &str;
+    /// The body with `entries` in place of its own.
+    fn with_entries(&self, entries: Vec<Self::Entry>) -> Bytes;
+    /// A refused entry's result, and the result of one the answer lacks.
+    fn failed(code: &str) -> Self::Entry;
+    fn missing() -> Self::Entry;
+    fn answer(failed: usize, results: Vec<Self::Entry>) -> Response<Full<Bytes>>;
+}
+
+impl PutEventsWire for serde_json::Value {
+    type Entry = serde_json::Value;
+    fn parse(body: &[u8]) -> Result<Self, BoxError> {
+        Ok(serde_json::from_slice(body)?)
+    }
+    fn entries(&self) -> Vec<Self::Entry> {
+        self["Entries"].as_array().cloned().unwrap_or_default()
+    }
+    fn detail(entry: &Self::Entry) -> &str {
+        entry["Detail"].as_str().unwrap_or("")
+    }
+    fn with_entries(&self, entries: Vec<Self::Entry>) -> Bytes {
+        let mut request = self.clone();
+        request["Entries"] = serde_json::Value::Array(entries);
+        Bytes::from(request.to_string())
+    }
+    fn failed(code: &str) -> Self::Entry {
+        serde_json::json!({"ErrorCode": code, "ErrorMessage": "injected by the fault proxy"})
+    }
+    fn missing() -> Self::Entry {
+        serde_json::Value::Null
+    }
+    fn answer(failed: usize, results: Vec<Self::Entry>) -> Response<Full<Bytes>> {
+        let body = serde_json::json!({"FailedEntryCount": failed, "Entries": results});
+        answer("application/x-amz-json-1.1", body.to_string())
+    }
+}
+
+/// The Custom Event Bus's CBOR map.
+struct CborBody(Vec<(ciborium::Value, ciborium::Value)>);
+
+impl PutEventsWire for CborBody {
+    type Entry = ciborium::Value;
+    fn parse(body: &[u8]) -> Result<Self, BoxError> {
+        Ok(Self(
+            cbor::members(body).ok_or("a body that is no CBOR map")?,
+        ))
+    }
+    fn entries(&self) -> Vec<Self::Entry> {
+        cbor::entries(&self.0)
+    }
+    fn detail(entry: &Self::Entry) -> &str {
+        cbor::detail(entry)
+    }
+    fn with_entries(&self, entries: Vec<Self::Entry>) -> Bytes {
+        cbor::with_entries(&self.0, entries)
+    }
+    fn failed(code: &str) -> Self::Entry {
+        cbor::failed_entry(code)
+    }
+    fn missing() -> Self::Entry {
+        ciborium::Value::Map(Vec::new())
+    }
+    fn answer(failed: usize, results: Vec<Self::Entry>) -> Response<Full<Bytes>> {
+        cbor::answer(StatusCode::OK, &cbor::put_events_answer(failed, results))
+    }
+}
+
 /// Forwards the `PutEvents` entries that `refuse` spares (by position and
-/// `Detail`) and answers for all of them, the refused ones failed with `code`, in request order.
-async fn partial_put_events(
+/// `Detail`), in the body's wire format `W`, and answers for all of them,
+/// the refused ones failed with `code`, in request order.
+async fn partial_put_events<W: PutEventsWire>(
     upstream: &str,
     parts: hyper::http::request::Parts,
     body: Bytes,
@@ -230,111 +306,42 @@ async fn partial_put_events(
     refuse: impl Fn(usize, &str) -> bool,
     delivered: &mut Vec<String>,
 ) -> Result<Response<Full<Bytes>>, BoxError> {
-    let mut request: serde_json::Value = serde_json::from_slice(&body)?;
-    let entries = request["Entries"].as_array().cloned().unwrap_or_default();
-    let (refused, kept) = split(&entries, |e| e["Detail"].as_str().unwrap_or(""), refuse);
-    let mut answers: Vec<serde_json::Value> = Vec::new();
-    if !kept.is_empty() {
-        let ids: Vec<String> = kept
-            .iter()
-            .filter_map(|e| e["Detail"].as_str().and_then(event_id))
-            .collect();
-        request["Entries"] = serde_json::Value::Array(kept);
-        let forwarded = forward(upstream, parts, Bytes::from(request.to_string())).await?;
-        if !forwarded.status().is_success() {
-            return Ok(forwarded);
-        }
-        *delivered = ids;
-        let body = forwarded.into_body().collect().await?.to_bytes();
-        let answer: serde_json::Value = serde_json::from_slice(&body)?;
-        answers = answer["Entries"].as_array().cloned().unwrap_or_default();
-    }
-    let failed =
-        serde_json::json!({"ErrorCode": code, "ErrorMessage": "injected by the fault proxy"});
-    let missing = serde_json::Value::Null;
-    let (failed, merged) = merge(&refused, answers, (&failed, &missing));
-    let body = serde_json::json!({"FailedEntryCount": failed, "Entries": merged}).to_string();
-    Ok(answer("application/x-amz-json-1.1", body))
-}
-
-/// Which of a sink call's `entries` `refuse` picks (by position and
-/// `detail`), and the others, kept in order.
-fn split<T: Clone>(
-    entries: &[T],
-    detail: impl Fn(&T) -> &str,
-    refuse: impl Fn(usize, &str) -> bool,
-) -> (Vec<bool>, Vec<T>) {
+    let request = W::parse(&body)?;
+    let entries = request.entries();
     let refused: Vec<bool> = entries
         .iter()
         .enumerate()
-        .map(|(i, e)| refuse(i, detail(e)))
+        .map(|(i, e)| refuse(i, W::detail(e)))
         .collect();
-    let kept = entries
+    let kept: Vec<W::Entry> = entries
         .iter()
         .zip(&refused)
         .filter(|(_, r)| !**r)
         .map(|(e, _)| e.clone())
         .collect();
-    (refused, kept)
-}
-
-/// The results of every entry in request order: `failed` for a refused
-/// one, the forwarded call's `answers` in turn for the others (`missing`
-/// if it gave too few); and how many were refused.
-fn merge<T: Clone>(
-    refused: &[bool],
-    answers: Vec<T>,
-    (failed, missing): (&T, &T),
-) -> (usize, Vec<T>) {
-    let mut answers = answers.into_iter();
-    let merged = refused
-        .iter()
-        .map(|r| {
-            if *r {
-                failed.clone()
-            } else {
-                answers.next().unwrap_or_else(|| missing.clone())
-            }
-        })
-        .collect();
-    (refused.iter().filter(|r| **r).count(), merged)
-}
-
-/// Forwards the Custom Event Bus `PutEvents` entries that `refuse` spares
-/// (by position and `Detail`) and answers for all of them, the refused ones
-/// failed with `code`, in request order: [`partial_put_events`] in CBOR.
-async fn partial_custom_bus(
-    upstream: &str,
-    parts: hyper::http::request::Parts,
-    body: Bytes,
-    code: &str,
-    refuse: impl Fn(usize, &str) -> bool,
-    delivered: &mut Vec<String>,
-) -> Result<Response<Full<Bytes>>, BoxError> {
-    let members = cbor::members(&body).ok_or("a PutEvents body that is no CBOR map")?;
-    let entries = cbor::entries(&members);
-    let (refused, kept) = split(&entries, cbor::detail, refuse);
     let mut answers = Vec::new();
     if !kept.is_empty() {
-        let ids: Vec<String> = kept
-            .iter()
-            .filter_map(|e| event_id(cbor::detail(e)))
-            .collect();
-        let forwarded = forward(upstream, parts, cbor::with_entries(&members, kept)).await?;
+        let ids: Vec<String> = kept.iter().filter_map(|e| event_id(W::detail(e))).collect();
+        let forwarded = forward(upstream, parts, request.with_entries(kept)).await?;
         if !forwarded.status().is_success() {
             return Ok(forwarded);
         }
         *delivered = ids;
         let body = forwarded.into_body().collect().await?.to_bytes();
-        let answer = cbor::members(&body).ok_or("a PutEvents answer that is no CBOR map")?;
-        answers = cbor::entries(&answer);
+        answers = W::parse(&body)?.entries();
     }
-    let missing = ciborium::Value::Map(Vec::new());
-    let (failed, merged) = merge(&refused, answers, (&cbor::failed_entry(code), &missing));
-    Ok(cbor::answer(
-        StatusCode::OK,
-        &cbor::put_events_answer(failed, merged),
-    ))
+    let mut answers = answers.into_iter();
+    let results = refused
+        .iter()
+        .map(|r| {
+            if *r {
+                W::failed(code)
+            } else {
+                answers.next().unwrap_or_else(W::missing)
+            }
+        })
+        .collect();
+    Ok(W::answer(refused.iter().filter(|r| **r).count(), results))
 }
 
 /// Forwards the SNS `PublishBatch` members whose `Message` `refuse` spares

@@ -352,6 +352,82 @@ async fn the_custom_bus_branch_grants_what_the_custom_bus_sink_uses() {
     );
 }
 
+/// Large events (#66): with `PayloadBucket` (a team's own bucket), the
+/// publisher reads a claim-checked event's object (s3:GetObject on
+/// `outbox/*`, seen on the wire); S3 itself consults s3:ListBucket when
+/// that object is missing (NoSuchKey rather than AccessDenied: "GetObject",
+/// Permissions), which no request shows, so it is added as the service's
+/// use. The sweeper's S3 grants are the publisher's.
+#[tokio::test]
+async fn the_payload_bucket_branch_grants_what_the_claim_check_uses() {
+    let mut stack = Stack::with_bus().await;
+    let (bus, _) = stack.bus.clone().unwrap();
+    let s3 = aws_sdk_s3::Client::new(&stack.sdk);
+    let bucket = unique("payloads").to_lowercase();
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    stack.deployment = stack
+        .deployment
+        .clone()
+        .with_parameter("PayloadBucket", &bucket);
+    stack.record_settings().await;
+    let failures = testkit::queue_with(&stack.sdk, "publisher-failures", &[]).await;
+    let proxy = FaultProxy::start().await;
+    let publisher = function("publisher", &stack, &proxy, &[]);
+    let strict = function("publisher", &stack, &proxy, &[("ORDERING", "strict")]);
+
+    // The large event first, then the publisher's whole workload (which
+    // uses every other grant): the large event goes with its first batch.
+    let settings = outbox_core::transaction::OutboxSettings::from_stack(&stack.ddb, &stack.table)
+        .load()
+        .await
+        .unwrap();
+    let large = outbox_core::EventEnvelope::new(
+        "OrderDocumentAttached",
+        "Order",
+        "o-large",
+        1,
+        serde_json::json!({"document": "x".repeat(500_000)}),
+    )
+    .unwrap();
+    outbox_core::transaction::OutboxTransaction::new(&settings)
+        .event("ORDER#o-large", &large)
+        .send_with_payloads(&stack.ddb, &s3)
+        .await
+        .unwrap();
+    publisher_workload(&stack, &proxy, (&publisher, &strict), Some(&failures)).await;
+    let published = stack.outbox_raw().await.iter().all(|item| {
+        item["eventId"].as_s().map(String::as_str) != Ok(large.event_id.to_string().as_str())
+    });
+    assert!(published, "the large event was published and deleted");
+
+    let mut seen = proxy.grants_used();
+    assert!(
+        seen.contains(&("s3:GetObject".to_owned(), format!("{bucket}/outbox/*"))),
+        "{seen:?}"
+    );
+    seen.insert(("s3:ListBucket".to_owned(), bucket.clone()));
+    let names = |sweeper: bool| {
+        let mut names = vec![
+            ("OutboxTable", format!("table/{}", stack.table)),
+            ("EventBus", format!("event-bus/{bus}")),
+            ("PublisherFailureQueue", queue_name(&failures)),
+            ("PayloadBucket", bucket.clone()),
+        ];
+        if sweeper {
+            names.push(("OperationsDeadLetterQueue", "queue/operations".into()));
+        }
+        Bindings::new(false, &names)
+    };
+    assert_exact("PublisherRole", "PublisherFunction", &names(false), &seen);
+    let s3_only = |grants: Grants| -> Grants {
+        grants
+            .into_iter()
+            .filter(|(a, _)| a.starts_with("s3:"))
+            .collect()
+    };
+    assert_eq!(s3_only(granted("SweeperRole", &names(true))), s3_only(seen));
+}
+
 #[tokio::test]
 async fn the_projector_role_grants_what_the_projector_uses() {
     let sdk = testkit::sdk().await;

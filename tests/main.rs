@@ -10,6 +10,7 @@
 
 mod adopt;
 mod chaos;
+mod claim_check;
 mod contracts;
 mod custom_bus;
 mod dashboard;

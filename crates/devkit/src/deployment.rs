@@ -155,6 +155,11 @@ impl LocalDeployment {
                 "ProjectorFunction".to_owned(),
                 format!("{}-projector", self.stack_name),
             ),
+            // PayloadBucket create: the bucket the stack would create.
+            (
+                "PayloadStore".to_owned(),
+                format!("{}-payloads", self.stack_name.to_lowercase()),
+            ),
         ]);
         match &self.sink {
             LocalSink::Bus(bus) => resources.insert("EventBus".into(), bus.clone()),

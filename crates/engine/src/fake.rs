@@ -45,6 +45,8 @@ pub struct FakeSink {
     /// at once.
     in_flight: Mutex<(Vec<HashSet<String>>, usize)>,
     before_answer: Option<Hook>,
+    /// With [`FakeSink::keep_items`]: every item sent, as it was sent.
+    kept: Option<Mutex<Vec<OutboxItem>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -78,6 +80,7 @@ impl FakeSink {
             overlap: false,
             in_flight: Mutex::new((Vec::new(), 0)),
             before_answer: None,
+            kept: None,
         }
     }
 
@@ -175,6 +178,22 @@ impl FakeSink {
         }
     }
 
+    /// Keeps a copy of every item sent ([`FakeSink::kept`]).
+    pub fn keep_items(self) -> Self {
+        Self {
+            kept: Some(Mutex::new(Vec::new())),
+            ..self
+        }
+    }
+
+    /// Every item sent so far, as it was sent (with [`FakeSink::keep_items`]).
+    pub fn kept(&self) -> Vec<OutboxItem> {
+        self.kept
+            .as_ref()
+            .map(|k| lock(k).clone())
+            .unwrap_or_default()
+    }
+
     /// The event types of each call so far, in order.
     pub fn calls(&self) -> Vec<Vec<String>> {
         lock(&self.calls).clone()
@@ -253,6 +272,9 @@ impl EventSink for FakeSink {
         }
         if self.record {
             lock(&self.calls).push(items.iter().map(|i| i.event_type.clone()).collect());
+        }
+        if let Some(kept) = &self.kept {
+            lock(kept).extend(items.iter().map(|i| (*i).clone()));
         }
         if let Some(store) = self.watch {
             lock(&self.stored).push(store.items().len());

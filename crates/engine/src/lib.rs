@@ -11,6 +11,10 @@
 //!   already within the sink's limits and says, per entry and in order,
 //!   what happened ([`EntryOutcome`], [`PublishFailure`], [`FailureKind`]);
 //!   [`SendCounter`], the transmissions of a call.
+//! - `claim.rs`: [`ClaimChecked`], a sink resolving claim-checked events
+//!   (their object read through `outbox_core::claim::PayloadStore`, its
+//!   hash checked; whole when it fits the sink, else the claim check; a
+//!   missing or altered object poison).
 //! - `store/`: the store port, by role ([`PublishStore`]: the relay;
 //!   [`SweepStore`]: the scheduled sweep; [`OperatorStore`]: the operator's
 //!   commands; [`OutboxStore`]: all three), the types they speak in
@@ -39,6 +43,7 @@
 //! the key schema is `outbox_core::keys`: both are the contract's, shared
 //! with the writer.
 
+mod claim;
 #[cfg(any(test, feature = "testing"))]
 mod fake;
 mod ordering;
@@ -49,6 +54,7 @@ mod sink;
 mod store;
 mod sweep;
 
+pub use claim::{ClaimChecked, PAYLOAD_MISMATCH, PAYLOAD_MISSING};
 #[cfg(any(test, feature = "testing"))]
 pub use fake::FakeSink;
 pub use ordering::{Ordering, DEFAULT_SEND_CONCURRENCY};

@@ -61,7 +61,14 @@ pub struct EventEnvelope {
     )]
     pub traceparent: Option<String>,
     /// State-carrying: the full aggregate after the change, not only its id.
+    /// `null` in a claim check's stub, whose `payloadRef` says where the
+    /// whole envelope is.
     pub payload: serde_json::Value,
+    /// Only in a claim check's stub (an event too large for the sink): the
+    /// S3 object holding the whole envelope, its SHA-256 and size
+    /// (docs/events.md, "Large events").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_ref: Option<crate::claim::PayloadRef>,
 }
 
 impl EventEnvelope {
@@ -95,6 +102,7 @@ impl EventEnvelope {
             occurred_at: ulid_time(event_id),
             traceparent: None,
             payload,
+            payload_ref: None,
         })
     }
 
@@ -118,6 +126,38 @@ impl EventEnvelope {
     /// The JSON published as `Detail`.
     pub fn to_json(&self) -> Result<String, OutboxError> {
         serde_json::to_string(self).map_err(|e| OutboxError::Serialize(e.to_string()))
+    }
+
+    /// The claim check's stub of this envelope: every field but `payload`,
+    /// which is `null`, and `payloadRef`, which names the object holding
+    /// the whole envelope.
+    pub fn stub(&self, payload_ref: crate::claim::PayloadRef) -> Self {
+        Self {
+            payload: serde_json::Value::Null,
+            payload_ref: Some(payload_ref),
+            ..self.clone_without_payload()
+        }
+    }
+
+    /// Whether this is a claim check's stub, whose whole envelope is the
+    /// object its `payloadRef` names.
+    pub fn is_stub(&self) -> bool {
+        self.payload_ref.is_some()
+    }
+
+    fn clone_without_payload(&self) -> Self {
+        Self {
+            event_id: self.event_id,
+            event_type: self.event_type.clone(),
+            schema_version: self.schema_version,
+            aggregate_type: self.aggregate_type.clone(),
+            aggregate_id: self.aggregate_id.clone(),
+            aggregate_version: self.aggregate_version,
+            occurred_at: self.occurred_at,
+            traceparent: self.traceparent.clone(),
+            payload: serde_json::Value::Null,
+            payload_ref: None,
+        }
     }
 }
 

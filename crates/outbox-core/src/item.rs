@@ -41,8 +41,13 @@ pub struct OutboxItem {
     /// The W3C trace context of the write, passed on to the sink.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
-    /// The [`EventEnvelope`] as JSON.
+    /// The [`EventEnvelope`] as JSON; a claim check's stub when
+    /// `payloadRef` is set.
     pub envelope: String,
+    /// A claim-checked event (its envelope larger than an item holds or
+    /// the sink takes): the S3 object holding the whole envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_ref: Option<crate::claim::PayloadRef>,
     /// RFC 3339, UTC.
     pub created_at: String,
     /// Failed publish attempts recorded by the sweeper.
@@ -126,6 +131,73 @@ impl OutboxItem {
             .check_aggregate_id(&envelope.aggregate_id)
             .map_err(OutboxError::InvalidEvent)?;
         let json = envelope.to_json()?;
+        Self::checked(schema, pk, envelope, json, None, limits, shards).map(|(item, _)| item)
+    }
+
+    /// The same with the claim check `claim`: an event whose item would be
+    /// larger than its threshold, or whose entry the sink would refuse for
+    /// its size, becomes a stub item (the envelope's [stub](EventEnvelope::stub),
+    /// `payloadRef`) and the [`Offload`](crate::claim::Offload) to store
+    /// before the transaction commits.
+    pub fn claim_checked(
+        schema: &keys::KeySchema,
+        pk: &str,
+        envelope: &EventEnvelope,
+        limits: &size::EventLimits,
+        shards: u16,
+        claim: &crate::claim::ClaimCheck,
+    ) -> Result<(Self, Option<crate::claim::Offload>), OutboxError> {
+        limits
+            .check_aggregate_id(&envelope.aggregate_id)
+            .map_err(OutboxError::InvalidEvent)?;
+        if envelope.is_stub() {
+            return Err(OutboxError::InvalidEvent(
+                "payloadRef is the outbox's own field: give the whole payload".into(),
+            ));
+        }
+        let json = envelope.to_json()?;
+        let entry = limits.entry_size(&envelope.event_type, &envelope.event_id.to_string(), &json);
+        if entry <= limits.max_bytes() {
+            if let Ok((item, bytes)) =
+                Self::checked(schema, pk, envelope, json.clone(), None, limits, shards)
+            {
+                if bytes <= claim.threshold {
+                    return Ok((item, None));
+                }
+            }
+        }
+        let body = json.into_bytes();
+        let payload_ref =
+            crate::claim::PayloadRef::of(&claim.bucket, claim.key(envelope.event_id), &body);
+        let stub = envelope.stub(payload_ref.clone());
+        let (item, _) = Self::checked(
+            schema,
+            pk,
+            &stub,
+            stub.to_json()?,
+            Some(payload_ref.clone()),
+            limits,
+            shards,
+        )?;
+        let offload = crate::claim::Offload {
+            event_id: envelope.event_id,
+            payload_ref,
+            body,
+        };
+        Ok((item, Some(offload)))
+    }
+
+    /// The item of `envelope` whose JSON is `json`, checked against the
+    /// sink's entry limit and the item limit, with its size.
+    fn checked(
+        schema: &keys::KeySchema,
+        pk: &str,
+        envelope: &EventEnvelope,
+        json: String,
+        payload_ref: Option<crate::claim::PayloadRef>,
+        limits: &size::EventLimits,
+        shards: u16,
+    ) -> Result<(Self, usize), OutboxError> {
         let entry = limits.entry_size(&envelope.event_type, &envelope.event_id.to_string(), &json);
         if entry > limits.max_bytes() {
             return Err(OutboxError::EventTooLarge {
@@ -147,6 +219,7 @@ impl OutboxItem {
             aggregate_version: Some(envelope.aggregate_version),
             traceparent: envelope.traceparent.clone(),
             envelope: json,
+            payload_ref,
             created_at,
             attempts: 0,
             pending_pk: Some(schema.pending_pk(keys::shard_of(&envelope.aggregate_id, shards))),
@@ -171,7 +244,7 @@ impl OutboxItem {
                 limit: size::MAX_ITEM_BYTES,
             });
         }
-        Ok(item)
+        Ok((item, bytes))
     }
 
     /// The item's primary key.

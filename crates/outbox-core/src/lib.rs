@@ -21,6 +21,10 @@
 //! - `error.rs`: [`OutboxError`] (an event that cannot be stored) and
 //!   [`DecodeError`] (an item that cannot be read).
 //! - [`size`]: service limits and size arithmetic.
+//! - [`claim`]: the claim check of events too large for an item or the
+//!   sink: [`claim::ClaimCheck`] (the writer's setting), [`claim::PayloadRef`]
+//!   (where the whole envelope is, its hash), [`claim::PayloadStore`] (the
+//!   S3 port; the client its adapter with feature `s3`).
 //! - [`codes`]: the one classification of AWS error codes worth retrying
 //!   (the SDK's lists plus the per-entry codes it never sees).
 //! - [`transaction`]: [`transaction::OutboxTransaction`], one
@@ -31,6 +35,7 @@
 //!   consistent `GetItem`, one `TransactWriteItems`), the SDK client as its
 //!   adapter, and `MemoryTable` (feature `testing`) for unit tests.
 
+pub mod claim;
 pub mod codes;
 #[cfg(feature = "schema")]
 pub mod contract;

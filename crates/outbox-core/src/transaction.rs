@@ -97,6 +97,25 @@ pub enum TransactionError {
     /// unexpected service error); the SDK's error is the source.
     #[error("the DynamoDB call failed")]
     Aws(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// An event is claim-checked ([`crate::claim`]) and the transaction
+    /// was sent without a payload store: use
+    /// [`OutboxTransaction::send_with_payloads`].
+    #[error("event {event_id} is stored in S3 first (a claim check): send the transaction with send_with_payloads")]
+    NoPayloadStore {
+        /// The first claim-checked event.
+        event_id: Ulid,
+    },
+    /// A claim-checked event's object could not be stored: nothing was
+    /// committed (objects stored before it are orphans, which the bucket's
+    /// lifecycle rule expires).
+    #[error("the payload of event {event_id} was not stored in S3: {source}")]
+    Payload {
+        /// The event.
+        event_id: Ulid,
+        /// What S3 answered.
+        #[source]
+        source: crate::claim::PayloadError,
+    },
 }
 
 impl TransactionError {
@@ -116,6 +135,8 @@ impl TransactionError {
             Self::InProgress => "InProgress",
             Self::Rejected { .. } => "Rejected",
             Self::Aws(_) => "Aws",
+            Self::NoPayloadStore { .. } => "NoPayloadStore",
+            Self::Payload { .. } => "PayloadNotStored",
         }
     }
 }
@@ -135,6 +156,15 @@ impl TransactionError {
         matches!(
             self,
             Self::Conflict { .. } | Self::Throttled | Self::InProgress | Self::Aws(_)
+        ) || matches!(
+            self,
+            Self::Payload {
+                source: crate::claim::PayloadError::Failed {
+                    transient: true,
+                    ..
+                },
+                ..
+            }
         )
     }
 }
@@ -213,6 +243,7 @@ pub struct OutboxTransaction {
     settings: OutboxSettings,
     actions: Vec<Action>,
     event_ids: Vec<Ulid>,
+    offloads: Vec<crate::claim::Offload>,
     token: Option<String>,
     error: Option<TransactionErrorSeed>,
 }
@@ -232,6 +263,7 @@ impl OutboxTransaction {
             settings: settings.clone(),
             actions: Vec::new(),
             event_ids: Vec::new(),
+            offloads: Vec::new(),
             token: None,
             error: None,
         }
@@ -259,18 +291,24 @@ impl OutboxTransaction {
 
     /// Adds an outbox event, stored in the item collection `pk` (the
     /// aggregate's partition key) as `SK=OUTBOX#<event id>`. Its label is
-    /// `event:<event id>`.
+    /// `event:<event id>`. With a claim check configured, an event too
+    /// large for an item or the sink is stored in S3 first
+    /// ([`send_with_payloads`](Self::send_with_payloads)) and its item holds
+    /// the envelope's stub.
     pub fn event(mut self, pk: &str, envelope: &EventEnvelope) -> Self {
         let keys = &self.settings.keys;
-        let item = match OutboxItem::in_table(
-            keys,
-            pk,
-            envelope,
-            &self.settings.limits,
-            self.settings.shards,
-        )
-        .and_then(|item| item.to_attributes())
-        .map(|item| keys.to_table(item))
+        let (limits, shards) = (&self.settings.limits, self.settings.shards);
+        let stored = match &self.settings.claim_check {
+            None => OutboxItem::in_table(keys, pk, envelope, limits, shards).map(|i| (i, None)),
+            Some(claim) => OutboxItem::claim_checked(keys, pk, envelope, limits, shards, claim),
+        };
+        let mut offload = None;
+        let item = match stored
+            .and_then(|(item, o)| {
+                offload = o;
+                item.to_attributes()
+            })
+            .map(|item| keys.to_table(item))
         {
             Ok(item) => item,
             Err(e) => {
@@ -293,7 +331,14 @@ impl OutboxTransaction {
             }
         };
         self.event_ids.push(envelope.event_id);
+        self.offloads.extend(offload);
         self.put(&format!("event:{}", envelope.event_id), put)
+    }
+
+    /// The objects [`send_with_payloads`](Self::send_with_payloads) stores
+    /// before it commits: the whole envelopes of the claim-checked events.
+    pub fn offloads(&self) -> &[crate::claim::Offload] {
+        &self.offloads
     }
 
     /// Makes the call idempotent for ten minutes (`ClientRequestToken`): a
@@ -357,8 +402,47 @@ impl OutboxTransaction {
     }
 
     /// Sends the transaction: one `TransactWriteItems` call, through the
-    /// SDK client or any other [`ItemTable`].
+    /// SDK client or any other [`ItemTable`]. A transaction with a
+    /// claim-checked event is refused ([`TransactionError::NoPayloadStore`]):
+    /// see [`send_with_payloads`](Self::send_with_payloads).
     pub async fn send(self, table: &impl ItemTable) -> Result<Committed, TransactionError> {
+        if let Some(offload) = self.offloads.first() {
+            self.build()?;
+            return Err(TransactionError::NoPayloadStore {
+                event_id: offload.event_id,
+            });
+        }
+        self.commit(table).await
+    }
+
+    /// Stores the whole envelope of every claim-checked event in S3 (one
+    /// `PutObject` each, in order, S3 checking its SHA-256), then sends the
+    /// transaction as [`send`](Self::send) does. The objects go first: a
+    /// transaction that is then cancelled leaves at most orphan objects
+    /// (the bucket's lifecycle rule expires them), never an item whose
+    /// object is missing. An object that could not be stored fails the
+    /// call before anything is committed.
+    pub async fn send_with_payloads(
+        self,
+        table: &impl ItemTable,
+        payloads: &impl crate::claim::PayloadStore,
+    ) -> Result<Committed, TransactionError> {
+        self.build()?;
+        // One after the other: the first failure stops the rest, so a
+        // failed call leaves as few orphans as it can.
+        for offload in &self.offloads {
+            payloads
+                .put_payload(offload)
+                .await
+                .map_err(|source| TransactionError::Payload {
+                    event_id: offload.event_id,
+                    source,
+                })?;
+        }
+        self.commit(table).await
+    }
+
+    async fn commit(self, table: &impl ItemTable) -> Result<Committed, TransactionError> {
         let items = self.build()?;
         let result = table.transact_write(items, self.token.clone()).await;
         match result {

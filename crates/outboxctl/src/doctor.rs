@@ -18,8 +18,8 @@ use aws_sdk_lambda::types::EventSourceMappingConfiguration;
 use outbox_core::KeySchema;
 use outbox_engine::EventSink;
 use outbox_runtime::error_line;
-use outbox_runtime::AnySink;
 use outbox_runtime::Config;
+use outbox_runtime::SinkAdapter;
 use serde::Serialize;
 
 use crate::context::{JsonArg, TableArg};
@@ -597,7 +597,7 @@ async fn check_sink(sdk: &SdkConfig, table: &str, sink: &SinkToCheck) -> Option<
         }
     };
     let target = sink.bus.clone().or(sink.topic.clone()).unwrap_or_default();
-    Some(match AnySink::from_config(&config, sdk).verify().await {
+    Some(match SinkAdapter::from_config(&config, sdk).verify().await {
         Ok(()) => Finding::ok(
             "sink",
             format!("{target} exists and accepts {} bytes per event", config.max_event_bytes),

@@ -95,7 +95,7 @@ pub const VARIABLES: &[&str] = &concat::<
 );
 
 /// [`VARIABLES`] before the key schema's.
-const BEFORE_KEYS: [&str; 17] = [
+const BEFORE_KEYS: [&str; 20] = [
     "TABLE_NAME",
     "EVENT_SOURCE",
     "SINK",
@@ -113,6 +113,10 @@ const BEFORE_KEYS: [&str; 17] = [
     "SEND_CONCURRENCY",
     "MAX_EVENT_BYTES",
     "ORDERING",
+    // The claim check (outbox_core::claim), recorded for the writers.
+    "PAYLOAD_BUCKET",
+    "PAYLOAD_PREFIX",
+    "PAYLOAD_THRESHOLD_BYTES",
 ];
 
 /// [`VARIABLES`] after the key schema's.
@@ -233,6 +237,12 @@ pub struct Config {
     /// `OUTBOX_PREFIX`, the two indexes, `TTL_ATTRIBUTE`:
     /// [`outbox_core::keys::KeySchema`]).
     pub keys: outbox_core::keys::KeySchema,
+    /// The claim check of large events (`PAYLOAD_BUCKET`,
+    /// `PAYLOAD_PREFIX`, `PAYLOAD_THRESHOLD_BYTES`): the writer's setting,
+    /// which writers learn from the recorded settings. The publisher and
+    /// the sweeper read each event's object from the bucket its
+    /// `payloadRef` names.
+    pub claim_check: Option<outbox_core::claim::ClaimCheck>,
 }
 
 /// The period of the template's default sweep schedule, `rate(5 minutes)`.
@@ -330,6 +340,7 @@ impl Config {
             ));
         }
         Ok(Self {
+            claim_check: outbox_core::claim::ClaimCheck::from_lookup(&lookup)?,
             keys: outbox_core::keys::KeySchema::from_lookup(&lookup)?,
             table_name,
             event_source,

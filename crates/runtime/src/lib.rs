@@ -8,8 +8,9 @@
 //!
 //! # Layout
 //! - `publish/`: the sink adapters (EventBridge and SNS, behind the
-//!   features `eventbridge` and `sns`; `AnySink`, both, from the
-//!   configuration) of the engine's `EventSink`, and the publishing
+//!   features `eventbridge` and `sns`; `SinkAdapter`, both, from the
+//!   configuration; `AnySink`, it resolving claim checks through S3) of
+//!   the engine's `EventSink`, and the publishing
 //!   functions' cold start and one-stack check.
 //! - `dynamo/`: [`DynamoStore`], the DynamoDB adapter of the engine's store
 //!   port (`PublishStore`, `SweepStore`, `OperatorStore`): `mod.rs` (the
@@ -77,7 +78,7 @@ pub use publish::eventbridge::EventBridgeSink;
 #[cfg(feature = "sns")]
 pub use publish::sns::SnsSink;
 #[cfg(feature = "sinks")]
-pub use publish::{cold_start, connect, AnySink, ColdStartError};
+pub use publish::{cold_start, connect, sink_from_config, AnySink, ColdStartError, SinkAdapter};
 pub use publish::{
     record_settings, refuse_rivals, settings_record, Heartbeat, OtherStack, PUBLISHER_HEARTBEAT,
 };

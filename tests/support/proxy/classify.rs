@@ -22,12 +22,59 @@ fn custom_bus_resource(body: &[u8]) -> String {
     arn.splitn(6, ':').nth(5).unwrap_or("?").to_owned()
 }
 
+/// The service of a request's SigV4 scope (`Credential=<key>/<date>/<region>/<service>/…`).
+fn signing_service(request: &hyper::http::request::Parts) -> &str {
+    request
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').nth(3))
+        .unwrap_or("")
+}
+
+/// An S3 request (REST, path style on a loopback endpoint): its bucket
+/// and object key (empty for a call on the bucket).
+fn s3_path(request: &hyper::http::request::Parts) -> Option<(String, String)> {
+    if signing_service(request) != "s3" {
+        return None;
+    }
+    let path = request.uri.path().trim_start_matches('/');
+    let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
+    let key = percent_decoded(key);
+    Some((bucket.to_owned(), key))
+}
+
+fn percent_decoded(text: &str) -> String {
+    form_urlencoded::parse(format!("k={}", text.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// The S3 operation of a REST request, by method and by whether it names
+/// an object (the few the claim check and its tests make).
+fn s3_operation(request: &hyper::http::request::Parts, key: &str) -> &'static str {
+    match (request.method.as_str(), key.is_empty()) {
+        ("GET", false) => "GetObject",
+        ("PUT", false) => "PutObject",
+        ("HEAD", false) => "HeadObject",
+        ("DELETE", false) => "DeleteObject",
+        ("GET", true) => "ListObjectsV2",
+        ("PUT", true) => "CreateBucket",
+        _ => "Unknown",
+    }
+}
+
 /// The operation of a request: `X-Amz-Target` for the JSON protocols,
 /// `Action` of the form body for the query protocol (SNS), the path for
-/// the Custom Event Bus's RPC v2 CBOR.
+/// the Custom Event Bus's RPC v2 CBOR, the method and path for S3's REST.
 pub(super) fn operation(request: &hyper::http::request::Parts, body: &[u8]) -> String {
     if let Some(operation) = request.uri.path().strip_prefix(CUSTOM_BUS_PATH) {
         return operation.to_owned();
+    }
+    if let Some((_, key)) = s3_path(request) {
+        return s3_operation(request, &key).to_owned();
     }
     let target = target(request);
     if !target.is_empty() {
@@ -50,13 +97,7 @@ pub(super) fn target(request: &hyper::http::request::Parts) -> &str {
 /// IAM authorizes under another name.
 fn iam_action(request: &hyper::http::request::Parts, operation: &str) -> String {
     let target = target(request);
-    let scope = request
-        .headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|a| a.split("Credential=").nth(1))
-        .and_then(|c| c.split('/').nth(3))
-        .unwrap_or("");
+    let scope = signing_service(request);
     let service = if target.starts_with("DynamoDB") {
         "dynamodb"
     } else if target.starts_with("AWSEvents") || is_custom_bus(request) {
@@ -69,6 +110,8 @@ fn iam_action(request: &hyper::http::request::Parts, operation: &str) -> String 
     };
     let operation = match (service, operation) {
         ("sns", "PublishBatch") => "Publish",
+        // S3 authorizes a listing as ListBucket.
+        ("s3", "ListObjectsV2") => "ListBucket",
         (_, op) => op,
     };
     format!("{service}:{operation}")
@@ -97,6 +140,17 @@ pub(super) fn iam_requests(
     };
     if is_custom_bus(request) {
         return vec![(action, custom_bus_resource(body))];
+    }
+    // An object as `<bucket>/outbox/*` (the claim check's objects, which
+    // the roles grant by that prefix), another as `<bucket>/<key>`; a call
+    // on the bucket as `<bucket>`.
+    if let Some((bucket, key)) = s3_path(request) {
+        let resource = match key.as_str() {
+            "" => bucket,
+            claim if claim.starts_with("outbox/") => format!("{bucket}/outbox/*"),
+            other => format!("{bucket}/{other}"),
+        };
+        return vec![(action, resource)];
     }
     match (action.split(':').next().unwrap_or(""), operation) {
         ("dynamodb", "TransactWriteItems" | "TransactGetItems") => json["TransactItems"]

@@ -27,6 +27,9 @@ pub struct OutboxSettings {
     pub key_attributes: Vec<String>,
     /// The outbox table's key schema (names, outbox prefix, home region).
     pub keys: keys::KeySchema,
+    /// The claim check of large events (`PAYLOAD_BUCKET`): `None`, the
+    /// default, refuses an event too large for an item or the sink.
+    pub claim_check: Option<crate::claim::ClaimCheck>,
 }
 
 impl OutboxSettings {
@@ -43,7 +46,16 @@ impl OutboxSettings {
             shards,
             key_attributes: vec![keys::PK.to_owned(), keys::SK.to_owned()],
             keys: keys::KeySchema::default(),
+            claim_check: None,
         }
+    }
+
+    /// The same settings storing events too large for an item or the sink
+    /// in S3 first ([`crate::claim`]); the transaction is then sent with
+    /// [`OutboxTransaction::send_with_payloads`](crate::transaction::OutboxTransaction::send_with_payloads).
+    pub fn with_claim_check(mut self, claim: crate::claim::ClaimCheck) -> Self {
+        self.claim_check = Some(claim);
+        self
     }
 
     /// The same settings for a table with the key schema `schema`.
@@ -60,8 +72,8 @@ impl OutboxSettings {
     }
 
     /// The settings a stack's recorded settings give for `table`: its key
-    /// schema and home region, `OUTBOX_SHARDS`, and its sink's limits, read
-    /// as its functions read them.
+    /// schema and home region, `OUTBOX_SHARDS`, its sink's limits and its
+    /// claim check (`PAYLOAD_BUCKET`), read as its functions read them.
     pub fn from_record(
         table: impl Into<String>,
         record: &RecordedSettings,
@@ -71,8 +83,10 @@ impl OutboxSettings {
             None => DEFAULT_SHARDS,
             Some(raw) => ConfigError::bounded("OUTBOX_SHARDS", &raw, 1, 256)?,
         };
-        Ok(Self::new(table, EventLimits::from_lookup(lookup)?, shards)
-            .with_keys(keys::KeySchema::from_lookup(lookup)?))
+        let mut settings = Self::new(table, EventLimits::from_lookup(lookup)?, shards)
+            .with_keys(keys::KeySchema::from_lookup(lookup)?);
+        settings.claim_check = crate::claim::ClaimCheck::from_lookup(lookup)?;
+        Ok(settings)
     }
 
     /// Reads the settings of the outbox stack publishing from `table` in

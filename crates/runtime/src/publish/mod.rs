@@ -7,8 +7,9 @@
 //! # Layout
 //! - `eventbridge::EventBridgeSink` and `sns::SnsSink`: the adapters, behind
 //!   the crate's `eventbridge` and `sns` features (the writer and the
-//!   projector link neither client); `AnySink` (both features, `sinks`)
-//!   picks one from the configuration; `classify`, which of a service's
+//!   projector link neither client); `SinkAdapter` (both features, `sinks`)
+//!   picks one from the configuration, and `AnySink` is it resolving claim
+//!   checks (`outbox_engine::ClaimChecked` over the S3 client); `classify`, which of a service's
 //!   error codes are transient, poison or neither; `sdk_failure`, a whole
 //!   call's SDK error as every entry's failure.
 //! - `heartbeat_tests.rs`: the heartbeat against the engine's memory store.
@@ -38,10 +39,26 @@ use outbox_engine::{EventSink, SinkError};
 #[cfg(any(feature = "eventbridge", feature = "eventbridge-bus", feature = "sns"))]
 use outbox_engine::{FailureKind, PublishFailure};
 
-/// The configured sink.
+/// The configured sink as the functions publish to it: the adapter
+/// `SINK` names, resolving claim-checked events (`payloadRef`) through S3
+/// ([`outbox_engine::ClaimChecked`]; built by [`sink_from_config`]).
+#[cfg(feature = "sinks")]
+pub type AnySink = outbox_engine::ClaimChecked<SinkAdapter, aws_sdk_s3::Client>;
+
+/// The configured sink and an S3 client for its claim checks (the bucket
+/// is the one each event's `payloadRef` names).
+#[cfg(feature = "sinks")]
+pub fn sink_from_config(config: &Config, sdk: &aws_config::SdkConfig) -> AnySink {
+    outbox_engine::ClaimChecked::new(
+        SinkAdapter::from_config(config, sdk),
+        aws_sdk_s3::Client::new(sdk),
+    )
+}
+
+/// The adapter of the configured sink.
 #[cfg(feature = "sinks")]
 #[derive(Debug, Clone)]
-pub enum AnySink {
+pub enum SinkAdapter {
     /// `SINK=eventbridge`.
     EventBridge(eventbridge::EventBridgeSink),
     /// `SINK=sns`.
@@ -51,7 +68,7 @@ pub enum AnySink {
 }
 
 #[cfg(feature = "sinks")]
-impl AnySink {
+impl SinkAdapter {
     /// Builds the sink named by `SINK` with clients from `sdk`.
     pub fn from_config(config: &Config, sdk: &aws_config::SdkConfig) -> Self {
         match &config.sink {
@@ -86,7 +103,7 @@ pub async fn connect(
     config: &Config,
     sdk: &aws_config::SdkConfig,
 ) -> Result<(AnySink, crate::DynamoStore), SinkError> {
-    let sink = AnySink::from_config(config, sdk);
+    let sink = sink_from_config(config, sdk);
     sink.verify().await?;
     let store = crate::DynamoStore::new(
         aws_sdk_dynamodb::Client::new(sdk),
@@ -311,7 +328,7 @@ pub async fn refuse_rivals<T: outbox_engine::PublishStore>(
 }
 
 #[cfg(feature = "sinks")]
-impl EventSink for AnySink {
+impl EventSink for SinkAdapter {
     fn max_entries(&self) -> usize {
         match self {
             Self::EventBridge(s) => s.max_entries(),

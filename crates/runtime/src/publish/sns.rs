@@ -4,8 +4,7 @@
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 
 use super::{classify, sdk_failure};
-use outbox_core::size;
-use outbox_core::OutboxItem;
+use outbox_core::{claim, size, OutboxItem};
 use outbox_engine::{EntryOutcome, EventSink, FailureKind, PublishFailure, SinkError};
 
 /// Entry error codes that mean the entry itself can never be accepted.
@@ -54,17 +53,32 @@ impl SnsSink {
                 .string_value(value)
                 .build()
         };
-        let mut builder = PublishBatchRequestEntry::builder()
-            .id(id.to_string())
-            .message(&item.envelope);
+        let invalid = |e: aws_sdk_sns::error::BuildError| {
+            PublishFailure::new(FailureKind::Poison, "InvalidAttribute", e.to_string())
+        };
+        let mut builder = PublishBatchRequestEntry::builder().id(id.to_string());
+        builder = match &item.payload_ref {
+            None => builder.message(&item.envelope),
+            // A claim check (ClaimChecked leaves the reference only on an
+            // event too large for the topic): the Extended Client
+            // libraries' pointer and size, which their SQS client on a
+            // raw-delivery subscription fetches unchanged.
+            Some(r) => builder
+                .message(r.extended_client_pointer())
+                .message_attributes(
+                    claim::EXTENDED_PAYLOAD_SIZE,
+                    MessageAttributeValue::builder()
+                        .data_type("Number")
+                        .string_value(r.size.to_string())
+                        .build()
+                        .map_err(invalid)?,
+                ),
+        };
         for (name, value) in [
             ("eventType", item.event_type.as_str()),
             ("eventId", &item.event_id.to_string()),
         ] {
-            let value = attribute(value).map_err(|e| {
-                PublishFailure::new(FailureKind::Poison, "InvalidAttribute", e.to_string())
-            })?;
-            builder = builder.message_attributes(name, value);
+            builder = builder.message_attributes(name, attribute(value).map_err(invalid)?);
         }
         if self.fifo {
             builder = builder
@@ -87,7 +101,18 @@ impl EventSink for SnsSink {
     }
 
     fn entry_size(&self, item: &OutboxItem) -> usize {
-        size::sns_entry_size(&item.event_type, &item.event_id.to_string(), &item.envelope)
+        let id = item.event_id.to_string();
+        match &item.payload_ref {
+            None => size::sns_entry_size(&item.event_type, &id, &item.envelope),
+            Some(r) => size::sns_message_size(
+                &r.extended_client_pointer(),
+                &[
+                    ("eventType", &item.event_type),
+                    ("eventId", &id),
+                    (claim::EXTENDED_PAYLOAD_SIZE, &r.size.to_string()),
+                ],
+            ),
+        }
     }
 
     async fn publish_batch(

@@ -1,0 +1,270 @@
+//! #66: events larger than a DynamoDB item, through a claim check in S3
+//! (moto's S3), written by the library as a service writes them and
+//! published by the real publisher binary from real stream records, with
+//! the templates' environment and `PayloadBucket` set to the test's own
+//! bucket (a team's own bucket: the stack's `create` makes one like it).
+//!
+//! The faults each test names: an object deleted before its event is
+//! published (a lifecycle rule that expired it, an operator), and a
+//! transaction cancelled after its upload.
+
+use aws_sdk_dynamodb::types::{AttributeValue, Put};
+use outbox_core::claim::{PayloadRef, PayloadStore, EXTENDED_PAYLOAD_SIZE};
+use outbox_core::transaction::{OutboxSettings, OutboxTransaction, TransactionError};
+use outbox_core::{EventEnvelope, OutboxItem};
+use testkit::{queue_with, unique, Stack};
+
+/// A new bucket on moto, the stack's `PayloadBucket` (its settings
+/// recorded again, as the stack's functions record them at cold start, so
+/// writers learn it); the S3 client and the bucket.
+async fn with_payload_bucket(stack: &mut Stack) -> (aws_sdk_s3::Client, String) {
+    let s3 = aws_sdk_s3::Client::new(&stack.sdk);
+    let bucket = unique("payloads").to_lowercase();
+    s3.create_bucket()
+        .bucket(&bucket)
+        .send()
+        .await
+        .expect("CreateBucket on moto");
+    stack.deployment = stack
+        .deployment
+        .clone()
+        .with_parameter("PayloadBucket", &bucket);
+    stack.record_settings().await;
+    (s3, bucket)
+}
+
+/// What a writer of the team's learns from the stack's recorded settings.
+async fn writer_settings(stack: &Stack) -> OutboxSettings {
+    OutboxSettings::from_stack(&stack.ddb, &stack.table)
+        .load()
+        .await
+        .expect("the stack's recorded settings")
+}
+
+/// An event of `bytes` payload bytes about order `id`.
+fn large(id: &str, bytes: usize) -> EventEnvelope {
+    EventEnvelope::new(
+        "OrderDocumentAttached",
+        "Order",
+        id,
+        1,
+        serde_json::json!({"orderId": id, "document": "x".repeat(bytes)}),
+    )
+    .expect("a valid event")
+}
+
+/// The order's item: a put that fails when it exists already.
+fn order_put(table: &str, id: &str) -> Put {
+    Put::builder()
+        .table_name(table)
+        .item("PK", AttributeValue::S(format!("ORDER#{id}")))
+        .item("SK", AttributeValue::S("META".into()))
+        .condition_expression("attribute_not_exists(PK)")
+        .build()
+        .expect("a put")
+}
+
+/// Writes `event` with its order in one transaction, its object first.
+async fn write(
+    stack: &Stack,
+    settings: &OutboxSettings,
+    s3: &aws_sdk_s3::Client,
+    event: &EventEnvelope,
+) -> Result<(), TransactionError> {
+    OutboxTransaction::new(settings)
+        .put("order", order_put(&stack.table, &event.aggregate_id))
+        .event(&format!("ORDER#{}", event.aggregate_id), event)
+        .send_with_payloads(&stack.ddb, s3)
+        .await
+        .map(|_| ())
+}
+
+async fn object_keys(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
+    s3.list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("ListObjectsV2")
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect()
+}
+
+/// The stream into the real publisher binary (the templates' environment
+/// with the stack's PayloadBucket) until the stream is idle.
+async fn publish_through_the_binary(stack: &Stack) {
+    let publisher = stack.function(devkit::Function::Publisher, &[], &[]);
+    assert!(
+        publisher.env("PAYLOAD_BUCKET").is_some(),
+        "the template sets it"
+    );
+    let on_failure = queue_with(&stack.sdk, "on-failure", &[]).await;
+    let mut pump = stack.pump(&publisher, Some(&on_failure));
+    pump.run_until_idle().await.expect("the mapping runs");
+    assert_eq!(pump.stats.on_failure_messages, 0);
+}
+
+#[tokio::test]
+async fn a_900_kb_event_is_stored_in_s3_and_published_whole_on_eventbridge() {
+    let mut stack = Stack::with_bus().await;
+    let (s3, bucket) = with_payload_bucket(&mut stack).await;
+    let settings = writer_settings(&stack).await;
+    assert_eq!(
+        settings.claim_check.as_ref().map(|c| c.bucket.as_str()),
+        Some(bucket.as_str()),
+        "PAYLOAD_BUCKET, learnt from the stack"
+    );
+    let event = large("o-900", 900 * 1000);
+    write(&stack, &settings, &s3, &event)
+        .await
+        .expect("committed");
+
+    // The item holds the stub and the reference; the object the envelope.
+    let items = stack.outbox_items().await;
+    assert_eq!(items.len(), 1);
+    let r = items[0].payload_ref.clone().expect("a payloadRef");
+    assert_eq!(
+        (r.bucket.as_str(), r.key.clone()),
+        (bucket.as_str(), format!("outbox/{}", event.event_id))
+    );
+    assert!(items[0].envelope.len() < 2_000, "the stub is small");
+    let object = s3.get_payload(&r).await.expect("the object");
+    assert!(r.check(&object).is_ok());
+
+    publish_through_the_binary(&stack).await;
+    let delivered = stack.drain_subscriber_checked().await;
+    assert_eq!(delivered.len(), 1);
+    let detail: EventEnvelope =
+        serde_json::from_value(delivered[0]["detail"].clone()).expect("the envelope");
+    assert_eq!(detail, event, "published whole: the payload, no payloadRef");
+    assert!(
+        stack.outbox_items().await.is_empty(),
+        "deleted once published"
+    );
+}
+
+#[tokio::test]
+async fn a_2_mb_event_goes_to_sns_as_an_extended_client_pointer() {
+    let mut stack = Stack::new().await;
+    let (topic, queue) = testkit::create_fifo_topic(&stack.sdk, &unique("large"))
+        .await
+        .expect("topic and raw-delivery queue");
+    stack.use_topic(&topic).await;
+    let (s3, bucket) = with_payload_bucket(&mut stack).await;
+    let settings = writer_settings(&stack).await;
+    let event = large("o-2mb", 2 * 1024 * 1024);
+    write(&stack, &settings, &s3, &event)
+        .await
+        .expect("committed");
+
+    publish_through_the_binary(&stack).await;
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let received = sqs
+        .receive_message()
+        .queue_url(&queue.queue_url)
+        .message_attribute_names("All")
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .expect("ReceiveMessage");
+    let messages = received.messages();
+    assert_eq!(messages.len(), 1);
+    let key = format!("outbox/{}", event.event_id);
+    // The body the SNS and SQS Extended Client libraries send and fetch.
+    let pointer: serde_json::Value =
+        serde_json::from_str(messages[0].body().unwrap_or_default()).expect("a JSON pointer");
+    assert_eq!(
+        pointer,
+        serde_json::json!([
+            "software.amazon.payloadoffloading.PayloadS3Pointer",
+            {"s3BucketName": bucket, "s3Key": key}
+        ])
+    );
+    let attributes = messages[0]
+        .message_attributes()
+        .expect("message attributes");
+    let whole = event.to_json().expect("JSON").len();
+    assert_eq!(
+        attributes[EXTENDED_PAYLOAD_SIZE].string_value(),
+        Some(whole.to_string().as_str())
+    );
+    assert_eq!(
+        attributes["eventId"].string_value(),
+        Some(event.event_id.to_string().as_str())
+    );
+    // What the pointer names is the whole envelope.
+    let r = PayloadRef {
+        bucket: bucket.clone(),
+        key,
+        sha256: String::new(),
+        size: 0,
+    };
+    let object = s3.get_payload(&r).await.expect("the object");
+    assert_eq!(
+        serde_json::from_slice::<EventEnvelope>(&object).expect("an envelope"),
+        event
+    );
+    assert!(stack.outbox_items().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_object_deleted_before_publishing_makes_a_dead_letter_not_a_publish() {
+    let mut stack = Stack::with_bus().await;
+    let (s3, bucket) = with_payload_bucket(&mut stack).await;
+    let settings = writer_settings(&stack).await;
+    let (gone, kept) = (large("o-gone", 500 * 1000), large("o-kept", 500 * 1000));
+    for event in [&gone, &kept] {
+        write(&stack, &settings, &s3, event)
+            .await
+            .expect("committed");
+    }
+    s3.delete_object()
+        .bucket(&bucket)
+        .key(format!("outbox/{}", gone.event_id))
+        .send()
+        .await
+        .expect("DeleteObject");
+
+    publish_through_the_binary(&stack).await;
+    let delivered = stack.drain_subscriber_checked().await;
+    assert_eq!(delivered.len(), 1, "the other event still flows");
+    assert_eq!(delivered[0]["detail"]["aggregateId"], "o-kept");
+    let left: Vec<OutboxItem> = stack.outbox_items().await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].event_id, gone.event_id);
+    let reason = left[0].dead_letter_reason.as_deref().unwrap_or_default();
+    assert!(left[0].dead_lettered_at.is_some(), "a dead letter");
+    assert!(reason.contains("PayloadMissing"), "its reason: {reason}");
+}
+
+#[tokio::test]
+async fn a_transaction_cancelled_after_its_upload_leaves_only_an_orphan_object() {
+    let mut stack = Stack::with_bus().await;
+    let (s3, bucket) = with_payload_bucket(&mut stack).await;
+    let settings = writer_settings(&stack).await;
+    let first = large("o-twice", 450 * 1000);
+    write(&stack, &settings, &s3, &first)
+        .await
+        .expect("committed");
+    // The same order again: its put's condition cancels the transaction,
+    // after the second event's object is stored.
+    let again = large("o-twice", 450 * 1000);
+    let err = write(&stack, &settings, &s3, &again)
+        .await
+        .expect_err("cancelled");
+    assert!(err.failed_condition("order").is_some(), "{err}");
+
+    let keys = object_keys(&s3, &bucket).await;
+    assert!(
+        keys.contains(&format!("outbox/{}", again.event_id)),
+        "the orphan"
+    );
+    let items = stack.outbox_items().await;
+    assert_eq!(
+        items.len(),
+        1,
+        "no item without its object, none for the cancelled event"
+    );
+    assert_eq!(items[0].event_id, first.event_id);
+}

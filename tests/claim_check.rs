@@ -79,6 +79,14 @@ async fn write(
         .map(|_| ())
 }
 
+/// The key of `event`'s object: `outbox/<eventId>/<sha256 of its JSON>`.
+fn key_of(event: &EventEnvelope) -> String {
+    let body = event.to_json().expect("JSON");
+    outbox_core::claim::ClaimCheck::new("any")
+        .reference(event.event_id, body.as_bytes())
+        .key
+}
+
 async fn object_keys(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
     s3.list_objects_v2()
         .bucket(bucket)
@@ -126,7 +134,7 @@ async fn a_900_kb_event_is_stored_in_s3_and_published_whole_on_eventbridge() {
     let r = items[0].payload_ref.clone().expect("a payloadRef");
     assert_eq!(
         (r.bucket.as_str(), r.key.clone()),
-        (bucket.as_str(), format!("outbox/{}", event.event_id))
+        (bucket.as_str(), key_of(&event))
     );
     assert!(items[0].envelope.len() < 2_000, "the stub is small");
     let object = s3.get_payload(&r).await.expect("the object");
@@ -170,7 +178,7 @@ async fn a_2_mb_event_goes_to_sns_as_an_extended_client_pointer() {
         .expect("ReceiveMessage");
     let messages = received.messages();
     assert_eq!(messages.len(), 1);
-    let key = format!("outbox/{}", event.event_id);
+    let key = key_of(&event);
     // The body the SNS and SQS Extended Client libraries send and fetch.
     let pointer: serde_json::Value =
         serde_json::from_str(messages[0].body().unwrap_or_default()).expect("a JSON pointer");
@@ -221,7 +229,7 @@ async fn an_object_deleted_before_publishing_makes_a_dead_letter_not_a_publish()
     }
     s3.delete_object()
         .bucket(&bucket)
-        .key(format!("outbox/{}", gone.event_id))
+        .key(key_of(&gone))
         .send()
         .await
         .expect("DeleteObject");
@@ -256,10 +264,7 @@ async fn a_transaction_cancelled_after_its_upload_leaves_only_an_orphan_object()
     assert!(err.failed_condition("order").is_some(), "{err}");
 
     let keys = object_keys(&s3, &bucket).await;
-    assert!(
-        keys.contains(&format!("outbox/{}", again.event_id)),
-        "the orphan"
-    );
+    assert!(keys.contains(&key_of(&again)), "the orphan");
     let items = stack.outbox_items().await;
     assert_eq!(
         items.len(),
@@ -267,4 +272,49 @@ async fn a_transaction_cancelled_after_its_upload_leaves_only_an_orphan_object()
         "no item without its object, none for the cancelled event"
     );
     assert_eq!(items[0].event_id, first.event_id);
+}
+
+/// The consumer's side: an order event larger than the bus takes (1.5 MB)
+/// goes out as its stub; the real projector binary, with the templates'
+/// environment, resolves it from S3 (hash checked) and applies the order.
+#[tokio::test]
+async fn the_projector_resolves_a_stub_from_s3_and_applies_the_order() {
+    let mut stack = Stack::with_bus().await;
+    let (bus, _) = stack.bus.clone().expect("a bus");
+    let read_model =
+        devkit::create_read_model(&stack.sdk, &unique("read-model"), &bus, "outbox.orders", 1)
+            .await
+            .expect("the read model and its queue");
+    let (s3, _) = with_payload_bucket(&mut stack).await;
+    stack.deployment.read_model = Some(read_model.table.clone());
+    let settings = writer_settings(&stack).await;
+    let order = serde_json::json!({
+        "orderId": "o-big", "customerId": "c-1", "currency": "EUR",
+        "items": [{"sku": "A", "quantity": 1, "unitPriceCents": 100}],
+        "totalCents": 100, "status": "PENDING", "version": 1,
+        "createdAt": "2026-12-07T00:00:00Z", "updatedAt": "2026-12-07T00:00:00Z",
+        "attachment": "x".repeat(1_500_000),
+    });
+    let event = EventEnvelope::new("OrderCreated", "Order", "o-big", 1, order).expect("an event");
+    write(&stack, &settings, &s3, &event)
+        .await
+        .expect("committed");
+    publish_through_the_binary(&stack).await;
+
+    let projector = stack.function(devkit::Function::Projector, &[], &[]);
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let stats =
+        testkit::lambda::drain_queue_through(&sqs, &read_model.queue.queue_url, &projector).await;
+    assert_eq!(stats.deleted, 1, "the stub handled, not reported");
+    let row = stack
+        .ddb
+        .get_item()
+        .table_name(&read_model.table)
+        .key("PK", AttributeValue::S("CUSTOMER#c-1".into()))
+        .key("SK", AttributeValue::S("ORDER#o-big".into()))
+        .send()
+        .await
+        .expect("GetItem")
+        .item;
+    assert!(row.is_some(), "the order row, from the resolved envelope");
 }

@@ -45,6 +45,7 @@ fn projector(sdk: &aws_config::SdkConfig, table: &str) -> Projector {
     Projector::new(
         aws_sdk_dynamodb::Client::new(sdk),
         Inbox::new(table, inbox::DEFAULT_TTL_SECONDS).unwrap(),
+        aws_sdk_s3::Client::new(sdk),
     )
 }
 

@@ -24,6 +24,7 @@ topic='/^  EventTopicArn:/,/Description/ s/Default: ""/Default: "arn:aws:sns:us-
 sed -e "$sns" "$root/template.yaml" >"$work/sns.yaml"
 sed -e "$sns" -e "$fifo" -e "$limit" "$root/template.yaml" >"$work/sns-fifo.yaml"
 sed -e "$custom_bus" "$root/template.yaml" >"$work/custom-bus.yaml"
+sed -e "$payload_create" "$root/template.yaml" >"$work/payload-bucket.yaml"
 # The copies of template.yaml nest infra/outbox.yaml beside them.
 mkdir -p "$work/infra"
 cp "$root/infra/outbox.yaml" "$work/infra/outbox.yaml"
@@ -32,7 +33,7 @@ sed -e "$bus_arn" "$root/infra/outbox.yaml" >"$work/infra/outbox-custom-bus.yaml
 sed -e "$payload_create" "$root/infra/outbox.yaml" >"$work/infra/outbox-payload-bucket.yaml"
 sed -e "$payload_own" "$root/infra/outbox.yaml" >"$work/infra/outbox-own-payload-bucket.yaml"
 templates=("$root/infra/outbox.yaml" "$root/template.yaml")
-for mode in sns sns-fifo custom-bus infra/outbox-sns-fifo infra/outbox-custom-bus infra/outbox-payload-bucket infra/outbox-own-payload-bucket; do
+for mode in sns sns-fifo custom-bus payload-bucket infra/outbox-sns-fifo infra/outbox-custom-bus infra/outbox-payload-bucket infra/outbox-own-payload-bucket; do
   original=$root/template.yaml
   [[ $mode == infra/* ]] && original=$root/infra/outbox.yaml
   if cmp -s "$work/$mode.yaml" "$original"; then

@@ -82,7 +82,9 @@ impl Bindings {
             "NoExistingBus" => true,
             // Large events: on where the test binds the reusable stack's
             // `PayloadBucket` (its own bucket, which the stack does not create).
-            "HasPayloadBucket" => self.names.contains_key("PayloadBucket"),
+            "HasPayloadBucket" | "ProjectorReadsPayloads" => {
+                self.names.contains_key("PayloadBucket")
+            }
             "CreatePayloadBucket" => false,
             other => panic!("unknown condition {other}"),
         }
@@ -215,8 +217,15 @@ pub(super) fn granted_in(template: &Value, role: &str, bindings: &Bindings) -> G
         .collect();
     for (_, resource) in resources {
         let kind = resource["Type"].as_str().unwrap_or("");
+        // A policy resource with a condition exists only where it holds.
+        let exists = || {
+            resource["Condition"]
+                .as_str()
+                .is_none_or(|condition| bindings.condition(condition))
+        };
         if matches!(kind, "AWS::IAM::Policy" | "AWS::IAM::ManagedPolicy")
             && refs(&resource["Properties"]["Roles"], role)
+            && exists()
         {
             documents.push(resource["Properties"]["PolicyDocument"].clone());
         }

@@ -17,6 +17,14 @@ pub const PAYLOAD_MISSING: &str = "PayloadMissing";
 /// The code of a claim-checked event whose object is not the one the
 /// outbox item records (its size or its SHA-256).
 pub const PAYLOAD_MISMATCH: &str = "PayloadMismatch";
+/// The code of a claim-checked event larger than a claim check takes
+/// (`outbox_core::claim::MAX_PAYLOAD_BYTES`): not read, dead-lettered.
+pub const PAYLOAD_TOO_LARGE: &str = "PayloadTooLarge";
+
+/// Objects read at once, across every call of one sink (its clones
+/// included): with [`MAX_PAYLOAD_BYTES`](outbox_core::claim::MAX_PAYLOAD_BYTES)
+/// each, a bound on the memory they take.
+pub const CONCURRENT_READS: usize = 4;
 
 /// `sink`, resolving claim checks through `payloads` (every event without
 /// a `payloadRef` goes through untouched, with no call to `payloads`).
@@ -24,12 +32,18 @@ pub const PAYLOAD_MISMATCH: &str = "PayloadMismatch";
 pub struct ClaimChecked<S, P> {
     sink: S,
     payloads: P,
+    reads: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl<S, P> ClaimChecked<S, P> {
-    /// `sink` reading claim-checked events' objects from `payloads`.
+    /// `sink` reading claim-checked events' objects from `payloads`, at
+    /// most [`CONCURRENT_READS`] at once.
     pub fn new(sink: S, payloads: P) -> Self {
-        Self { sink, payloads }
+        Self {
+            sink,
+            payloads,
+            reads: std::sync::Arc::new(tokio::sync::Semaphore::new(CONCURRENT_READS)),
+        }
     }
 
     /// The sink it publishes to.
@@ -64,6 +78,19 @@ impl<S: EventSink, P: PayloadStore> ClaimChecked<S, P> {
         let Some(r) = &item.payload_ref else {
             return Ok(None);
         };
+        if r.size > outbox_core::claim::MAX_PAYLOAD_BYTES as u64 {
+            return Err(PublishFailure::new(
+                FailureKind::Poison,
+                PAYLOAD_TOO_LARGE,
+                format!(
+                    "the object is {} bytes; a claim check takes at most {}",
+                    r.size,
+                    outbox_core::claim::MAX_PAYLOAD_BYTES
+                ),
+            ));
+        }
+        // Never closed: a permit always comes.
+        let _permit = self.reads.acquire().await.ok();
         let body = self.payloads.get_payload(r).await.map_err(|e| match e {
             PayloadError::Missing { key } => PublishFailure::new(
                 FailureKind::Poison,

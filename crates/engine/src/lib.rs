@@ -54,7 +54,9 @@ mod sink;
 mod store;
 mod sweep;
 
-pub use claim::{ClaimChecked, PAYLOAD_MISMATCH, PAYLOAD_MISSING};
+pub use claim::{
+    ClaimChecked, CONCURRENT_READS, PAYLOAD_MISMATCH, PAYLOAD_MISSING, PAYLOAD_TOO_LARGE,
+};
 #[cfg(any(test, feature = "testing"))]
 pub use fake::FakeSink;
 pub use ordering::{Ordering, DEFAULT_SEND_CONCURRENCY};

@@ -78,9 +78,17 @@
 //!   `outbox_core`'s transaction builder (the writer's), with guarded actions.
 //! - [`EventOutcome`] and [`InboxError`]: what became of an event; whether a retry
 //!   can help.
+//! - `claim.rs`: [`resolve`], a large event's claim check (its stub)
+//!   turned into the whole envelope from S3, hash checked ([`ClaimError`]);
+//!   the S3 client is the `outbox_core::claim::PayloadStore` (feature `s3`
+//!   of `dynamodb-outbox-core`).
 
 use std::collections::HashMap;
 use std::time::Duration;
+
+mod claim;
+
+pub use claim::{resolve, ClaimError};
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem, Update,
@@ -161,6 +169,9 @@ pub enum InboxError {
     /// retry can help.
     #[error(transparent)]
     Transaction(#[from] TransactionError),
+    /// A claim-checked event's payload could not be read ([`resolve`]).
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
 }
 
 impl InboxError {
@@ -171,6 +182,7 @@ impl InboxError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Transaction(e) => e.is_retryable(),
+            Self::Claim(e) => e.is_retryable(),
             Self::Config(_) | Self::ConditionFailed(_) => false,
         }
     }

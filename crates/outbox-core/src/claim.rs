@@ -3,8 +3,10 @@
 //! before the transaction, and its outbox item carries a stub envelope and
 //! a [`PayloadRef`] to the object (docs/events.md, "Large events").
 //!
-//! - [`ClaimCheck`]: the writer's setting (bucket, key prefix, threshold),
-//!   from `PAYLOAD_BUCKET`, `PAYLOAD_PREFIX`, `PAYLOAD_THRESHOLD_BYTES`.
+//! - [`ClaimCheck`]: the writer's setting (bucket, threshold), from
+//!   `PAYLOAD_BUCKET` and `PAYLOAD_THRESHOLD_BYTES`; objects are keyed
+//!   `outbox/<eventId>/<sha256>` ([`PREFIX`]), so an object is never
+//!   overwritten by other bytes; at most [`MAX_PAYLOAD_BYTES`].
 //! - [`PayloadRef`]: where the whole envelope is, its SHA-256 and size;
 //!   [`PayloadRef::check`], the one check of an object read back.
 //! - [`Offload`]: an object the transaction must store before it commits.
@@ -26,9 +28,15 @@ use crate::ConfigError;
 /// ever meets the item limit.
 pub const DEFAULT_THRESHOLD_BYTES: usize = crate::size::MAX_ITEM_BYTES - 16 * 1024;
 
-/// `PAYLOAD_PREFIX` by default: the objects' key prefix (the lifecycle
-/// rule's filter).
-pub const DEFAULT_PREFIX: &str = "outbox/";
+/// The objects' key prefix: the stack's grants and lifecycle rule name it.
+pub const PREFIX: &str = "outbox/";
+
+/// The largest whole envelope a claim check takes (8 MiB): the publisher
+/// holds a few at once in memory (its default 256 MB) to check their
+/// hashes. A larger event is refused by the writer
+/// ([`OutboxError::PayloadTooLarge`](crate::OutboxError::PayloadTooLarge)),
+/// and a larger object met at publish time is a dead letter.
+pub const MAX_PAYLOAD_BYTES: usize = 8 * 1024 * 1024;
 
 /// The message attribute holding the whole body's size in the SNS and SQS
 /// Extended Client libraries' format (their reserved attribute; older
@@ -48,7 +56,7 @@ pub const S3_POINTER_CLASS: &str = "software.amazon.payloadoffloading.PayloadS3P
 pub struct PayloadRef {
     /// The S3 bucket.
     pub bucket: String,
-    /// The object's key: `<prefix><eventId>`.
+    /// The object's key: `outbox/<eventId>/<sha256>`.
     pub key: String,
     /// The SHA-256 of the object's body, 64 lowercase hex digits.
     #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9a-f]{64}$")))]
@@ -134,18 +142,15 @@ impl PayloadRef {
 pub struct ClaimCheck {
     /// `PAYLOAD_BUCKET`.
     pub bucket: String,
-    /// `PAYLOAD_PREFIX` (default `outbox/`).
-    pub prefix: String,
     /// `PAYLOAD_THRESHOLD_BYTES` (default [`DEFAULT_THRESHOLD_BYTES`]).
     pub threshold: usize,
 }
 
 impl ClaimCheck {
-    /// A claim check into `bucket`, with the default prefix and threshold.
+    /// A claim check into `bucket`, with the default threshold.
     pub fn new(bucket: impl Into<String>) -> Self {
         Self {
             bucket: bucket.into(),
-            prefix: DEFAULT_PREFIX.to_owned(),
             threshold: DEFAULT_THRESHOLD_BYTES,
         }
     }
@@ -175,14 +180,6 @@ impl ClaimCheck {
                         .to_owned(),
             });
         }
-        let prefix = get("PAYLOAD_PREFIX").unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
-        if prefix.len() > 512 {
-            return Err(ConfigError::Invalid {
-                name: "PAYLOAD_PREFIX",
-                value: prefix,
-                reason: "longer than 512 bytes".to_owned(),
-            });
-        }
         let threshold = match get("PAYLOAD_THRESHOLD_BYTES") {
             None => DEFAULT_THRESHOLD_BYTES,
             Some(raw) => ConfigError::bounded(
@@ -192,16 +189,21 @@ impl ClaimCheck {
                 DEFAULT_THRESHOLD_BYTES,
             )?,
         };
-        Ok(Some(Self {
-            bucket,
-            prefix,
-            threshold,
-        }))
+        Ok(Some(Self { bucket, threshold }))
     }
 
-    /// The object key of the event `event_id`.
-    pub fn key(&self, event_id: ulid::Ulid) -> String {
-        format!("{}{event_id}", self.prefix)
+    /// The reference to `body`, the whole envelope of the event
+    /// `event_id`, at `outbox/<eventId>/<sha256>`: content-addressed, so a
+    /// retry that rebuilt the event with other bytes writes another object
+    /// and never replaces the one a committed item names.
+    pub fn reference(&self, event_id: ulid::Ulid, body: &[u8]) -> PayloadRef {
+        let sha256 = hex::encode(Sha256::digest(body));
+        PayloadRef {
+            bucket: self.bucket.clone(),
+            key: format!("{PREFIX}{event_id}/{sha256}"),
+            sha256,
+            size: body.len() as u64,
+        }
     }
 }
 
@@ -486,21 +488,19 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(on, ClaimCheck::new("my-payloads"));
+        let r = on.reference(ulid::Ulid::nil(), b"{}");
         assert_eq!(
-            on.key(ulid::Ulid::nil()),
-            "outbox/00000000000000000000000000"
+            r.key,
+            format!("outbox/00000000000000000000000000/{}", r.sha256)
         );
+        assert!(r.check(b"{}").is_ok());
         let shaped = ClaimCheck::from_lookup(vars(&[
             ("PAYLOAD_BUCKET", "my-payloads"),
-            ("PAYLOAD_PREFIX", "events/large/"),
             ("PAYLOAD_THRESHOLD_BYTES", "2048"),
         ]))
         .unwrap()
         .unwrap();
-        assert_eq!(
-            (shaped.prefix.as_str(), shaped.threshold),
-            ("events/large/", 2048)
-        );
+        assert_eq!(shaped.threshold, 2048);
         for bad in [
             &[("PAYLOAD_BUCKET", "My_Bucket")][..],
             &[("PAYLOAD_BUCKET", "ab")],

@@ -34,6 +34,16 @@ pub enum OutboxError {
     /// The event does not serialize.
     #[error("event could not be serialized: {0}")]
     Serialize(String),
+    /// Larger than a claim check takes (`claim::MAX_PAYLOAD_BYTES`).
+    #[error("event {event_id} is {size} bytes; a claim check takes at most {limit}")]
+    PayloadTooLarge {
+        /// The event.
+        event_id: Ulid,
+        /// Its envelope's size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl OutboxError {
@@ -44,6 +54,7 @@ impl OutboxError {
             Self::EventTooLarge { .. } => "EventTooLarge",
             Self::ItemTooLarge { .. } => "ItemTooLarge",
             Self::Serialize(_) => "Serialize",
+            Self::PayloadTooLarge { .. } => "PayloadTooLarge",
         }
     }
 }

@@ -158,17 +158,22 @@ impl OutboxItem {
         let json = envelope.to_json()?;
         let entry = limits.entry_size(&envelope.event_type, &envelope.event_id.to_string(), &json);
         if entry <= limits.max_bytes() {
-            if let Ok((item, bytes)) =
-                Self::checked(schema, pk, envelope, json.clone(), None, limits, shards)
-            {
-                if bytes <= claim.threshold {
-                    return Ok((item, None));
-                }
+            match Self::checked(schema, pk, envelope, json.clone(), None, limits, shards) {
+                Ok((item, bytes)) if bytes <= claim.threshold => return Ok((item, None)),
+                // Over the threshold, or over the item limit: claim-checked.
+                Ok(_) | Err(OutboxError::ItemTooLarge { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
+        if json.len() > crate::claim::MAX_PAYLOAD_BYTES {
+            return Err(OutboxError::PayloadTooLarge {
+                event_id: envelope.event_id,
+                size: json.len(),
+                limit: crate::claim::MAX_PAYLOAD_BYTES,
+            });
+        }
         let body = json.into_bytes();
-        let payload_ref =
-            crate::claim::PayloadRef::of(&claim.bucket, claim.key(envelope.event_id), &body);
+        let payload_ref = claim.reference(envelope.event_id, &body);
         let stub = envelope.stub(payload_ref.clone());
         let (item, _) = Self::checked(
             schema,

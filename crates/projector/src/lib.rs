@@ -9,6 +9,9 @@
 //!   otherwise the message is logged (ids and the error's position only,
 //!   never the body) and reported, so it is retried and, after the queue's
 //!   `maxReceiveCount`, lands in the queue's dead-letter queue (alarmed);
+//! - a large event's claim check (its stub) is resolved from S3, size and
+//!   SHA-256 checked (`inbox::resolve`); a missing or altered object is
+//!   reported like a malformed message, an S3 failure for retry;
 //! - `OrderCreated` and `OrderPaid` are applied with the inbox library: the
 //!   inbox record, the order row and the customer summary in one
 //!   transaction, without reads (`model.rs`);
@@ -45,6 +48,7 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use inbox::{EventOutcome, Inbox, InboxError};
 use lambda_runtime::{Error, LambdaEvent};
 use model::{OrderState, Stored};
+use outbox_core::claim::PayloadStore;
 use outbox_core::table::ItemTable;
 use outbox_core::EventEnvelope;
 use outbox_engine::Deadline;
@@ -111,20 +115,29 @@ pub struct Projected {
 /// client, or `MemoryTable` in unit tests) and the inbox settings (whose
 /// table is the read model's).
 #[derive(Debug, Clone)]
-pub struct Projector<T = aws_sdk_dynamodb::Client> {
+pub struct Projector<T = aws_sdk_dynamodb::Client, P = aws_sdk_s3::Client> {
     table: T,
     inbox: Inbox,
+    payloads: P,
 }
 
-impl<T: ItemTable> Projector<T> {
-    /// A projector writing through `table` with `inbox`.
-    pub fn new(table: T, inbox: Inbox) -> Self {
-        Self { table, inbox }
+impl<T: ItemTable, P: PayloadStore> Projector<T, P> {
+    /// A projector writing through `table` with `inbox`, reading large
+    /// events' claim checks through `payloads` (the S3 client).
+    pub fn new(table: T, inbox: Inbox, payloads: P) -> Self {
+        Self {
+            table,
+            inbox,
+            payloads,
+        }
     }
 
-    /// Applies one SQS message body.
+    /// Applies one SQS message body (a claim check's stub resolved first:
+    /// `inbox::resolve`).
     pub async fn project(&self, body: &str) -> Result<Projected, ProjectError> {
-        let envelope = parse(body)?;
+        let envelope = inbox::resolve(parse(body)?, &self.payloads)
+            .await
+            .map_err(InboxError::from)?;
         let trace_id = envelope
             .traceparent
             .as_deref()
@@ -270,7 +283,7 @@ pub fn emf(counts: &Counts, lag: Option<time::Duration>) -> String {
 /// Applies a batch before `deadline` and names the messages to retry. The
 /// EMF line is printed; the counts are returned for tests.
 pub async fn project_batch(
-    projector: &Projector<impl ItemTable>,
+    projector: &Projector<impl ItemTable, impl PayloadStore>,
     event: &SqsEvent,
     deadline: &Deadline,
 ) -> (SqsBatchResponse, Counts) {
@@ -318,7 +331,7 @@ pub async fn project_batch(
 /// The Lambda handler: a batch in, the messages to retry out. A message
 /// without an id cannot be reported alone, so the whole batch fails then.
 pub async fn handler(
-    projector: &Projector<impl ItemTable>,
+    projector: &Projector<impl ItemTable, impl PayloadStore>,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let deadline = Deadline::from_epoch_millis(event.context.deadline, DEADLINE_MARGIN);
@@ -337,6 +350,7 @@ pub async fn handler(
 mod tests {
     use super::*;
     use aws_sdk_dynamodb::types::AttributeValue;
+    use outbox_core::claim::MemoryPayloads;
     use outbox_core::keys::{ItemKey, KeySchema};
     use outbox_core::table::MemoryTable;
     use EventOutcome::{Applied, Duplicate, Ignored, Stale};
@@ -362,9 +376,13 @@ mod tests {
 
     const TABLE: &str = "read-model";
 
-    fn projector() -> Projector<MemoryTable> {
+    fn projector() -> Projector<MemoryTable, MemoryPayloads> {
         let inbox = Inbox::new(TABLE, 7 * 86_400).expect("inbox settings");
-        Projector::new(MemoryTable::new(KeySchema::default()), inbox)
+        Projector::new(
+            MemoryTable::new(KeySchema::default()),
+            inbox,
+            MemoryPayloads::new(),
+        )
     }
 
     fn body(envelope: &EventEnvelope) -> String {
@@ -386,7 +404,11 @@ mod tests {
     }
 
     /// `sk`'s `attributes` as stored, numbers and strings alike.
-    fn stored(projector: &Projector<MemoryTable>, sk: &str, attributes: &[&str]) -> Vec<String> {
+    fn stored(
+        projector: &Projector<MemoryTable, MemoryPayloads>,
+        sk: &str,
+        attributes: &[&str],
+    ) -> Vec<String> {
         let key = ItemKey::new("CUSTOMER#c-1", sk);
         let item = projector.table.item(TABLE, &key).unwrap_or_default();
         let text = |v: &AttributeValue| v.as_n().or_else(|_| v.as_s()).ok().cloned();
@@ -394,7 +416,10 @@ mod tests {
         attributes.iter().map(value).collect()
     }
 
-    async fn outcome(projector: &Projector<MemoryTable>, envelope: &EventEnvelope) -> EventOutcome {
+    async fn outcome(
+        projector: &Projector<MemoryTable, MemoryPayloads>,
+        envelope: &EventEnvelope,
+    ) -> EventOutcome {
         projector
             .project(&body(envelope))
             .await

@@ -95,7 +95,7 @@ pub const VARIABLES: &[&str] = &concat::<
 );
 
 /// [`VARIABLES`] before the key schema's.
-const BEFORE_KEYS: [&str; 20] = [
+const BEFORE_KEYS: [&str; 19] = [
     "TABLE_NAME",
     "EVENT_SOURCE",
     "SINK",
@@ -115,7 +115,6 @@ const BEFORE_KEYS: [&str; 20] = [
     "ORDERING",
     // The claim check (outbox_core::claim), recorded for the writers.
     "PAYLOAD_BUCKET",
-    "PAYLOAD_PREFIX",
     "PAYLOAD_THRESHOLD_BYTES",
 ];
 
@@ -238,7 +237,7 @@ pub struct Config {
     /// [`outbox_core::keys::KeySchema`]).
     pub keys: outbox_core::keys::KeySchema,
     /// The claim check of large events (`PAYLOAD_BUCKET`,
-    /// `PAYLOAD_PREFIX`, `PAYLOAD_THRESHOLD_BYTES`): the writer's setting,
+    /// `PAYLOAD_THRESHOLD_BYTES`): the writer's setting,
     /// which writers learn from the recorded settings. The publisher and
     /// the sweeper read each event's object from the bucket its
     /// `payloadRef` names.

@@ -170,7 +170,7 @@ mod claim_check {
         let r = item.payload_ref.clone().expect("a payloadRef");
         assert_eq!(
             (r.bucket.as_str(), r.key.clone()),
-            ("payloads", format!("outbox/{}", env.event_id))
+            ("payloads", format!("outbox/{}/{}", env.event_id, r.sha256))
         );
         // The object is the whole envelope, byte for byte what `to_json` gives.
         let body = payloads.object("payloads", &r.key).unwrap();
@@ -247,6 +247,16 @@ mod claim_check {
             "the orphan, which the lifecycle rule expires"
         );
         assert!(table.items("t").is_empty());
+    }
+
+    #[test]
+    fn an_event_larger_than_a_claim_check_takes_is_refused() {
+        let tx = OutboxTransaction::new(&claim_settings())
+            .event("ORDER#1", &big("1", crate::claim::MAX_PAYLOAD_BYTES));
+        assert!(matches!(
+            tx.build(),
+            Err(TransactionError::Event(OutboxError::PayloadTooLarge { .. }))
+        ));
     }
 
     #[test]

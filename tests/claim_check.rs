@@ -79,6 +79,24 @@ async fn write(
         .map(|_| ())
 }
 
+/// The bodies `tests/claim_check/extended_client.py` receives from
+/// `queue_url` with the SQS Extended Client (the project's pinned venv).
+fn extended_client(queue_url: &str) -> Vec<String> {
+    let python = testkit::root().join(".venv/bin/python");
+    let script = testkit::root().join("tests/claim_check/extended_client.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(queue_url)
+        .output()
+        .expect("the venv's python (make venv)");
+    assert!(
+        out.status.success(),
+        "extended_client.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a JSON list of bodies")
+}
+
 /// The key of `event`'s object: `outbox/<eventId>/<sha256 of its JSON>`.
 fn key_of(event: &EventEnvelope) -> String {
     let body = event.to_json().expect("JSON");
@@ -200,6 +218,22 @@ async fn a_2_mb_event_goes_to_sns_as_an_extended_client_pointer() {
     assert_eq!(
         attributes["eventId"].string_value(),
         Some(event.event_id.to_string().as_str())
+    );
+    // A Python subscriber with the SQS Extended Client reads the whole
+    // envelope from the same message (visible again at once).
+    sqs.change_message_visibility()
+        .queue_url(&queue.queue_url)
+        .receipt_handle(messages[0].receipt_handle().unwrap_or_default())
+        .visibility_timeout(0)
+        .send()
+        .await
+        .expect("ChangeMessageVisibility");
+    let bodies = extended_client(&queue.queue_url);
+    assert_eq!(bodies.len(), 1);
+    let read: EventEnvelope = serde_json::from_str(&bodies[0]).expect("the whole envelope");
+    assert_eq!(
+        read, event,
+        "the Extended Client fetched the whole envelope"
     );
     // What the pointer names is the whole envelope.
     let r = PayloadRef {

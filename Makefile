@@ -218,6 +218,8 @@ check-template: venv-infra
 	# docs/deploy.md's fixed monthly cost is what the templates give, and
 	# the reusable stack idles within three dollars a month (#64).
 	.venv-infra/bin/python infra/bench/cost.py --check-fixed docs/deploy.md infra/bench/prices.json
+	# And docs/events.md's cost of a million large events (the claim check).
+	.venv-infra/bin/python infra/bench/cost.py --check-large docs/events.md infra/bench/prices.json
 
 # The published crates (dynamodb-outbox, dynamodb-outbox-core,
 # dynamodb-outbox-inbox, and outboxctl with dynamodb-outbox-engine and

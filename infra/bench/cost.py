@@ -26,6 +26,11 @@ usage: cost.py BENCH_DIR PRICES_JSON
        cost.py --check-fixed PAGE PRICES_JSON
                                        (PAGE's fixed-cost block is this output, and the
                                        reusable stack's total is within IDLE_BUDGET)
+       cost.py --large-events PRICES_JSON
+                                       (what a million large events add through the claim
+                                       check, docs/events.md "Large events")
+       cost.py --check-large PAGE PRICES_JSON
+                                       (PAGE's large-events block is that output)
 """
 import json
 import math
@@ -339,7 +344,62 @@ def check_fixed(page, prices):
           f"(budget ${IDLE_BUDGET:,.2f})")
 
 
+def large_events(prices, subscribers=1):
+    """What one million claim-checked events add, by envelope size: the
+    writer's PutObject, the publisher's GetObject (and one per subscriber
+    that resolves a stub or pointer), and the objects' storage for the
+    stack's PayloadRetentionDays default; beside it, the bus's 64 KB chunks
+    of what it carries (the whole envelope when it fits 1 MB, else the
+    stub), which are paid with or without a claim check. Without one, an
+    envelope over 400 KB cannot be committed at all."""
+    s3 = prices["s3"]
+    retention = template("infra/outbox.yaml")["Parameters"]["PayloadRetentionDays"]["Default"]
+    events = 1_000_000
+    eb_chunk = prices["eventbridge"]["chunk_bytes"]
+    eb_price = prices["eventbridge"]["custom_events_per_million"]
+    stub = 1 * KB
+    print(f"One million large events through the claim check, {prices['region']}, list prices as of "
+          f"{prices['as_of']} (infra/bench/prices.json); objects kept {retention} days "
+          f"(PayloadRetentionDays), {subscribers} subscriber resolving stubs.\n")
+    print("| envelope | S3 PUT | S3 GET (publisher, subscriber) | S3 storage | claim check adds | "
+          "EventBridge chunks (paid either way) |")
+    print("|---|---|---|---|---|---|")
+    for size in (500 * KB, 900 * KB, 2 * KB * KB, 8 * KB * KB):
+        put = events * s3["put_requests_per_thousand"] / 1000
+        whole = size + 200 <= KB * KB
+        gets = events * (1 + (0 if whole else subscribers)) * s3["get_requests_per_thousand"] / 1000
+        storage = events * size / KB ** 3 * s3["standard_gb_month"] * retention / 30
+        carried = size if whole else stub
+        chunks = events * units(carried, eb_chunk) * eb_price / 1e6
+        label = f"{size // KB:,} KB" if size < KB * KB else f"{size // (KB * KB)} MiB"
+        print(f"| {label} ({'published whole' if whole else 'stub'}) | ${put:,.2f} | ${gets:,.2f} | "
+              f"${storage:,.2f} | **${put + gets + storage:,.2f}** | ${chunks:,.2f} |")
+
+
+def check_large(page, prices):
+    """PAGE's `large-events` block is what `--large-events` prints."""
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        large_events(prices)
+    text = (ROOT / page).read_text()
+    m = re.search(r"<!-- large-events:start -->\n(.*?)<!-- large-events:end -->", text, re.S)
+    if not m:
+        sys.exit(f"cost.py: {page} has no large-events block")
+    if m.group(1).strip() != out.getvalue().strip():
+        sys.exit(f"cost.py: {page}'s large-events block is stale; paste the output of "
+                 "`infra/bench/cost.py --large-events infra/bench/prices.json` between its markers")
+    print(f"cost.py: {page}'s cost of large events is current")
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--check-large":
+        check_large(sys.argv[2], json.loads(pathlib.Path(sys.argv[3]).read_text()))
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--large-events":
+        large_events(json.loads(pathlib.Path(sys.argv[2]).read_text()))
+        return
     if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         return

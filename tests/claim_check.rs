@@ -11,7 +11,7 @@
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use outbox_core::claim::{PayloadRef, PayloadStore, EXTENDED_PAYLOAD_SIZE};
 use outbox_core::transaction::{OutboxSettings, OutboxTransaction, TransactionError};
-use outbox_core::{EventEnvelope, OutboxItem};
+use outbox_core::{ulid_time, EventEnvelope, OutboxItem};
 use testkit::{queue_with, unique, Stack};
 
 /// A new bucket on moto, the stack's `PayloadBucket` (its settings
@@ -351,4 +351,58 @@ async fn the_projector_resolves_a_stub_from_s3_and_applies_the_order() {
         .expect("GetItem")
         .item;
     assert!(row.is_some(), "the order row, from the resolved envelope");
+}
+
+/// The sweeper's path: a large event the stream never delivered (stranded
+/// past `STRANDED_AFTER_SECONDS`, a day at the templates' default) is
+/// republished whole by the real sweeper binary from its checked object;
+/// one whose object is gone is dead-lettered by it, not published.
+#[tokio::test]
+async fn the_sweeper_republishes_a_stranded_large_event_from_its_object() {
+    let mut stack = Stack::with_bus().await;
+    let (s3, bucket) = with_payload_bucket(&mut stack).await;
+    let settings = writer_settings(&stack).await;
+    // Two days old: its id and occurredAt from then, as a writer of then
+    // made them.
+    let aged = |id: &str| {
+        let mut event = large(id, 600 * 1000);
+        let at = time::OffsetDateTime::now_utc() - time::Duration::days(2);
+        let millis = (at.unix_timestamp_nanos() / 1_000_000) as u64;
+        event.event_id = ulid::Ulid::from_parts(millis, fastrand::u128(..));
+        event.occurred_at = ulid_time(event.event_id);
+        event
+    };
+    let (kept, gone) = (aged("o-stranded"), aged("o-stranded-gone"));
+    for event in [&kept, &gone] {
+        write(&stack, &settings, &s3, event)
+            .await
+            .expect("committed");
+    }
+    s3.delete_object()
+        .bucket(&bucket)
+        .key(key_of(&gone))
+        .send()
+        .await
+        .expect("DeleteObject");
+
+    let sweeper = stack.function(devkit::Function::Sweeper, &[], &[]);
+    assert!(
+        sweeper.env("PAYLOAD_BUCKET").is_some(),
+        "the template sets it"
+    );
+    sweeper.sweep_scheduled().await;
+    let delivered = stack.drain_subscriber_checked().await;
+    assert_eq!(
+        delivered.len(),
+        1,
+        "the stranded event, not the one without its object"
+    );
+    let detail: EventEnvelope =
+        serde_json::from_value(delivered[0]["detail"].clone()).expect("the envelope");
+    assert_eq!(detail, kept, "republished whole");
+    let left = stack.outbox_items().await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].event_id, gone.event_id);
+    let reason = left[0].dead_letter_reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("PayloadMissing"), "a dead letter: {reason}");
 }

@@ -406,3 +406,89 @@ async fn the_sweeper_republishes_a_stranded_large_event_from_its_object() {
     let reason = left[0].dead_letter_reason.as_deref().unwrap_or_default();
     assert!(reason.contains("PayloadMissing"), "a dead letter: {reason}");
 }
+
+/// The Python writer package (`clients/python`, boto3): a 700 KB event,
+/// its bucket learnt from the stack's recorded settings, stored in S3 and
+/// committed by `send_with_payloads`; the real publisher publishes it whole.
+const PYTHON_WRITER: &str = r#"
+import sys, boto3
+from dynamodb_outbox import OutboxSettings, OutboxTransaction
+table, bucket, order = sys.argv[1], sys.argv[2], sys.argv[3]
+ddb, s3 = boto3.client("dynamodb"), boto3.client("s3")
+settings = OutboxSettings.from_stack(ddb, table)
+assert settings.claim_check is not None and settings.claim_check.bucket == bucket, settings
+tx = (OutboxTransaction(settings)
+      .put("order", {"TableName": table, "Item": {"PK": {"S": "ORDER#" + order}, "SK": {"S": "META"}},
+                     "ConditionExpression": "attribute_not_exists(PK)"})
+      .event("ORDER#" + order, "OrderDocumentAttached", "Order", order, 1,
+             {"orderId": order, "document": "x" * 700000}))
+assert len(tx.offloads) == 1
+print(tx.send_with_payloads(ddb, s3)[0])
+"#;
+
+/// The TypeScript writer package (`clients/typescript`, the AWS SDK v3,
+/// `@aws-sdk/client-s3` loaded only by `sendWithPayloads`): the same.
+const TYPESCRIPT_WRITER: &str = r#"
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { S3Client } from "@aws-sdk/client-s3";
+import { OutboxSettings, OutboxTransaction } from "./dist/src/index.js";
+const [table, bucket, order] = process.argv.slice(1);
+const ddb = new DynamoDBClient({}), s3 = new S3Client({ forcePathStyle: true });
+const settings = await OutboxSettings.fromStack(ddb, table);
+if (settings.claimCheck?.bucket !== bucket) throw new Error(`no claim check: ${JSON.stringify(settings)}`);
+const tx = new OutboxTransaction(settings)
+  .put("order", { TableName: table, Item: { PK: { S: `ORDER#${order}` }, SK: { S: "META" } },
+                  ConditionExpression: "attribute_not_exists(PK)" })
+  .event(`ORDER#${order}`, { eventType: "OrderDocumentAttached", aggregateType: "Order", aggregateId: order,
+                             aggregateVersion: 1, payload: { orderId: order, document: "x".repeat(700000) } });
+if (tx.offloads.length !== 1) throw new Error("not claim-checked");
+console.log((await tx.sendWithPayloads(ddb, s3))[0]);
+"#;
+
+#[tokio::test]
+async fn the_python_and_typescript_writers_store_large_events_in_s3_first() {
+    let mut stack = Stack::with_bus().await;
+    let (s3, bucket) = with_payload_bucket(&mut stack).await;
+    let table = stack.table.clone();
+    let python_id =
+        testkit::scenario::python(&["-c", PYTHON_WRITER, &table, &bucket, "py-big"], &[]);
+    let node_id = testkit::scenario::node(
+        &[
+            "--input-type=module",
+            "-e",
+            TYPESCRIPT_WRITER,
+            &table,
+            &bucket,
+            "ts-big",
+        ],
+        &[],
+        "clients/typescript",
+    );
+    let keys = object_keys(&s3, &bucket).await;
+    for id in [&python_id, &node_id] {
+        let id = id.trim();
+        assert!(
+            keys.iter().any(|k| k.starts_with(&format!("outbox/{id}/"))),
+            "{id}: {keys:?}"
+        );
+    }
+    publish_through_the_binary(&stack).await;
+    let delivered = stack.drain_subscriber_checked().await;
+    let mut ids: Vec<String> = delivered
+        .iter()
+        .map(|m| {
+            let envelope: EventEnvelope =
+                serde_json::from_value(m["detail"].clone()).expect("an envelope");
+            assert_eq!(
+                envelope.payload["document"].as_str().map(str::len),
+                Some(700_000)
+            );
+            envelope.event_id.to_string()
+        })
+        .collect();
+    ids.sort();
+    let mut written = vec![python_id.trim().to_owned(), node_id.trim().to_owned()];
+    written.sort();
+    assert_eq!(ids, written, "both published whole");
+    assert!(stack.outbox_items().await.is_empty());
+}

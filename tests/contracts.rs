@@ -70,17 +70,24 @@ fn the_vectors_items_validate_against_the_item_schema() {
         if vector["settings"]["keys"].is_object() {
             continue; // the schema names the default attributes
         }
-        let plain: serde_json::Map<String, Value> = item
-            .iter()
-            .map(|(k, v)| {
-                let value = match (v.get("S"), v.get("N")) {
-                    (Some(s), _) => s.clone(),
-                    (_, Some(n)) => serde_json::from_str(n.as_str().unwrap()).unwrap(),
-                    _ => panic!("unexpected attribute {k}: {v}"),
-                };
-                (k.clone(), value)
-            })
-            .collect();
+        // DynamoDB JSON as plain JSON: strings, numbers, maps (a claim
+        // check's payloadRef).
+        fn plain_of(v: &Value) -> Value {
+            match (v.get("S"), v.get("N"), v.get("M")) {
+                (Some(s), _, _) => s.clone(),
+                (_, Some(n), _) => serde_json::from_str(n.as_str().unwrap()).unwrap(),
+                (_, _, Some(m)) => Value::Object(
+                    m.as_object()
+                        .unwrap()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), plain_of(v)))
+                        .collect(),
+                ),
+                _ => panic!("unexpected attribute value {v}"),
+            }
+        }
+        let plain: serde_json::Map<String, Value> =
+            item.iter().map(|(k, v)| (k.clone(), plain_of(v))).collect();
         let plain = Value::Object(plain);
         assert!(validator.is_valid(&plain), "{}: {plain}", vector["name"]);
         let mut held = plain.clone();

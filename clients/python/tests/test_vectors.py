@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dynamodb_outbox import (
+    ClaimCheck,
     EventLimits,
     KeySchema,
     OutboxError,
@@ -34,7 +35,9 @@ def settings_of(s: dict[str, Any]) -> OutboxSettings:
     else:
         limits = EventLimits.eventbridge(sink["source"], **max_bytes)
     keys = KeySchema.from_variables(s["keys"] or {}).with_home_region(s["homeRegion"])
-    return OutboxSettings(s["table"], limits, s["shards"], keys)
+    claim = s.get("claimCheck")
+    claim_check = ClaimCheck(claim["bucket"], claim["thresholdBytes"]) if claim else None
+    return OutboxSettings(s["table"], limits, s["shards"], keys, claim_check)
 
 
 def event_of(e: dict[str, Any]) -> Event:
@@ -74,6 +77,9 @@ def test_event_vectors(vector: dict[str, Any]) -> None:
     # Byte for byte: the envelope is the text the stack publishes.
     envelope = next(v["S"] for k, v in put["Item"].items() if k == "envelope")
     assert envelope.encode() == expect["put"]["Item"]["envelope"]["S"].encode()
+    # A claim check: the object stored first, the whole envelope.
+    objects = [o.payload_ref() for o in tx.offloads]
+    assert objects == ([expect["object"]] if "object" in expect else [])
 
 
 @pytest.mark.parametrize("vector", VECTORS["shards"], ids=lambda v: f"{v['aggregateId']}/{v['shards']}")

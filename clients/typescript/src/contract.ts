@@ -5,12 +5,16 @@
  * the contract vectors the Rust writer generates.
  */
 
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 
-import { EventTooLarge, InvalidEvent, InvalidSettings, ItemTooLarge } from "./errors.js";
+import { EventTooLarge, InvalidEvent, InvalidSettings, ItemTooLarge, PayloadTooLarge } from "./errors.js";
 
 export const MAX_ITEM_BYTES = 400 * 1024;
+/** The claim check (the Rust writer's `outbox_core::claim`). */
+export const CLAIM_THRESHOLD_BYTES = MAX_ITEM_BYTES - 16 * 1024;
+export const MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
+export const PAYLOAD_PREFIX = "outbox/";
 export const MAX_TRANSACTION_BYTES = 4 * 1024 * 1024;
 export const MAX_TRANSACTION_ACTIONS = 100;
 export const EVENTBRIDGE_MAX_BYTES = 1024 * 1024;
@@ -378,7 +382,7 @@ function check(e: Event): void {
 }
 
 /** The envelope as the Rust writer writes it, published byte for byte. */
-export function envelopeJson(e: Event, eventId: string): string {
+export function envelopeJson(e: Event, eventId: string, payloadRef?: PayloadRef): string {
   const fields: [string, unknown][] = [
     ["eventId", eventId],
     ["eventType", e.eventType],
@@ -389,7 +393,9 @@ export function envelopeJson(e: Event, eventId: string): string {
     ["occurredAt", rfc3339Ms(ulidMs(eventId))],
   ];
   if (e.traceparent !== undefined) fields.push(["traceparent", e.traceparent]);
-  fields.push(["payload", e.payload]);
+  // A claim check's stub: `payload` null, then `payloadRef`.
+  if (payloadRef === undefined) fields.push(["payload", e.payload]);
+  else fields.push(["payload", null], ["payloadRef", payloadRef]);
   return "{" + fields.map(([k, v]) => JSON.stringify(k) + ":" + json(v)).join(",") + "}";
 }
 
@@ -421,6 +427,55 @@ export function itemSize(item: Record<string, AttributeValue>): number {
  * with the table's names, checked against the sink's limits and DynamoDB's
  * item limit.
  */
+/**
+ * The claim check of events too large for an item or the sink
+ * (`PAYLOAD_BUCKET`, `PAYLOAD_THRESHOLD_BYTES`; docs/events.md, "Large
+ * events"): such an event's whole envelope is stored in the bucket first,
+ * at `outbox/<eventId>/<sha256>`, and its item holds a stub.
+ */
+export interface ClaimCheck {
+  bucket: string;
+  threshold: number;
+}
+
+export const ClaimCheck = {
+  of(bucket: string, threshold: number = CLAIM_THRESHOLD_BYTES): ClaimCheck {
+    if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket))
+      throw new InvalidSettings(
+        `PAYLOAD_BUCKET=${JSON.stringify(bucket)} is invalid: not an S3 bucket name (3 to 63 lowercase letters, digits, dots and hyphens)`,
+      );
+    if (!Number.isInteger(threshold) || threshold < 1024 || threshold > CLAIM_THRESHOLD_BYTES)
+      throw new InvalidSettings(`PAYLOAD_THRESHOLD_BYTES=${threshold} is invalid: 1024 to ${CLAIM_THRESHOLD_BYTES}`);
+    return { bucket, threshold };
+  },
+  /** From the stack's `PAYLOAD_BUCKET` (none: off) and `PAYLOAD_THRESHOLD_BYTES`. */
+  fromVariables(variables: Variables): ClaimCheck | undefined {
+    const bucket = get(variables, "PAYLOAD_BUCKET");
+    if (bucket === undefined) return undefined;
+    const raw = get(variables, "PAYLOAD_THRESHOLD_BYTES");
+    if (raw === undefined) return ClaimCheck.of(bucket.trim());
+    const digits = raw.trim();
+    if (!/^\+?[0-9]+$/.test(digits))
+      throw new InvalidSettings(`PAYLOAD_THRESHOLD_BYTES=${JSON.stringify(raw)} is invalid: 1024 to ${CLAIM_THRESHOLD_BYTES}`);
+    return ClaimCheck.of(bucket.trim(), Number(digits));
+  },
+};
+
+/** Where a claim-checked event's whole envelope is (the item's `payloadRef`). */
+export interface PayloadRef {
+  bucket: string;
+  key: string;
+  sha256: string;
+  size: number;
+}
+
+/** An object a transaction stores before it commits: an event's whole envelope. */
+export interface Offload {
+  eventId: string;
+  payloadRef: PayloadRef;
+  body: Buffer;
+}
+
 export function outboxItem(
   keys: KeySchema,
   limits: EventLimits,
@@ -429,9 +484,54 @@ export function outboxItem(
   event: Event,
   eventId: string,
 ): Record<string, AttributeValue> {
+  return storedItem(keys, limits, shards, pk, event, eventId, undefined)[0];
+}
+
+/**
+ * `outboxItem` with the claim check `claim`: an event whose item would be
+ * larger than its threshold, or whose entry the sink would refuse for its
+ * size, becomes a stub item and the `Offload` to store before the
+ * transaction (the Rust writer's `claim_checked`).
+ */
+export function storedItem(
+  keys: KeySchema,
+  limits: EventLimits,
+  shards: number,
+  pk: string,
+  event: Event,
+  eventId: string,
+  claim: ClaimCheck | undefined,
+): [Record<string, AttributeValue>, Offload | undefined] {
   check(event);
   checkAggregateId(limits, event.aggregateId);
   const envelope = envelopeJson(event, eventId);
+  if (claim === undefined) return [item(keys, limits, shards, pk, event, eventId, envelope, undefined), undefined];
+  if (entrySize(limits, event.eventType, eventId, envelope) <= limits.maxBytes) {
+    try {
+      const whole = item(keys, limits, shards, pk, event, eventId, envelope, undefined);
+      if (itemSize(whole) <= claim.threshold) return [whole, undefined];
+    } catch (e) {
+      if (!(e instanceof ItemTooLarge)) throw e;
+    }
+  }
+  const body = Buffer.from(envelope, "utf8");
+  if (body.length > MAX_PAYLOAD_BYTES) throw new PayloadTooLarge(eventId, body.length, MAX_PAYLOAD_BYTES);
+  const sha256 = createHash("sha256").update(body).digest("hex");
+  const payloadRef: PayloadRef = { bucket: claim.bucket, key: `${PAYLOAD_PREFIX}${eventId}/${sha256}`, sha256, size: body.length };
+  const stub = envelopeJson(event, eventId, payloadRef);
+  return [item(keys, limits, shards, pk, event, eventId, stub, payloadRef), { eventId, payloadRef, body }];
+}
+
+function item(
+  keys: KeySchema,
+  limits: EventLimits,
+  shards: number,
+  pk: string,
+  event: Event,
+  eventId: string,
+  envelope: string,
+  payloadRef: PayloadRef | undefined,
+): Record<string, AttributeValue> {
   const entry = entrySize(limits, event.eventType, eventId, envelope);
   if (entry > limits.maxBytes) throw new EventTooLarge(eventId, entry, limits.maxBytes);
   const at = rfc3339Ms(ulidMs(eventId));
@@ -448,6 +548,15 @@ export function outboxItem(
     [keys.pendingPartitionKey]: { S: pendingPk(keys, shardOf(event.aggregateId, shards)) },
     [keys.pendingSortKey]: { S: eventId },
   };
+  if (payloadRef !== undefined)
+    item.payloadRef = {
+      M: {
+        bucket: { S: payloadRef.bucket },
+        key: { S: payloadRef.key },
+        sha256: { S: payloadRef.sha256 },
+        size: { N: String(payloadRef.size) },
+      },
+    };
   if (event.traceparent !== undefined) item.traceparent = { S: event.traceparent };
   if (keys.homeRegion !== undefined) item.homeRegion = { S: keys.homeRegion };
   const size = itemSize(item);

@@ -36,6 +36,18 @@ export class EventTooLarge extends OutboxError {
   }
 }
 
+/** The event's envelope is larger than a claim check takes (8 MiB). */
+export class PayloadTooLarge extends OutboxError {
+  override readonly code = "PayloadTooLarge";
+  constructor(
+    readonly eventId: string,
+    readonly size: number,
+    readonly limit: number,
+  ) {
+    super(`event ${eventId} is ${size} bytes; a claim check takes at most ${limit}`);
+  }
+}
+
 /** The outbox item would exceed DynamoDB's 400 KB item limit. */
 export class ItemTooLarge extends OutboxError {
   override readonly code = "ItemTooLarge";
@@ -127,6 +139,32 @@ export class Throttled extends TransactionError {
 }
 
 /** Cancelled for another reason. */
+/**
+ * An event is claim-checked (stored in S3 first) and the transaction was
+ * sent without an S3 client: use `sendWithPayloads`.
+ */
+export class NoPayloadStore extends TransactionError {
+  override readonly code = "NoPayloadStore";
+  constructor(readonly eventId: string) {
+    super(`event ${eventId} is stored in S3 first (a claim check): send the transaction with sendWithPayloads`);
+  }
+}
+
+/**
+ * A claim-checked event's object could not be stored: nothing was
+ * committed (objects stored before it are orphans the bucket's lifecycle
+ * rule expires).
+ */
+export class PayloadNotStored extends TransactionError {
+  override readonly code = "PayloadNotStored";
+  constructor(
+    readonly eventId: string,
+    reason: string,
+  ) {
+    super(`the payload of event ${eventId} was not stored in S3: ${reason}`);
+  }
+}
+
 export class Rejected extends TransactionError {
   override readonly code = "Rejected";
   constructor(

@@ -8,6 +8,7 @@
  */
 
 export {
+  ClaimCheck,
   DEFAULT_KEYS,
   EventLimits,
   MonotonicIds,
@@ -15,6 +16,8 @@ export {
   shardOf,
   type Event,
   type KeySchema,
+  type Offload,
+  type PayloadRef,
 } from "./contract.js";
 export * from "./errors.js";
 export { OutboxSettings, OutboxTransaction } from "./transaction.js";

@@ -17,8 +17,10 @@ import {
   type TransactWriteItem,
   type Update,
 } from "@aws-sdk/client-dynamodb";
+import type { S3Client } from "@aws-sdk/client-s3";
 
 import {
+  ClaimCheck,
   DEFAULT_KEYS,
   DEFAULT_SHARDS,
   EVENT_IDS,
@@ -28,10 +30,11 @@ import {
   MonotonicIds,
   itemSize,
   keySchemaFromVariables,
-  outboxItem,
+  storedItem,
   validateKeys,
   type Event,
   type KeySchema,
+  type Offload,
 } from "./contract.js";
 import {
   ConditionFailed,
@@ -40,7 +43,9 @@ import {
   Empty,
   InvalidSettings,
   InvalidToken,
+  NoPayloadStore,
   OutboxError,
+  PayloadNotStored,
   Rejected,
   StackSettingsError,
   Throttled,
@@ -59,14 +64,27 @@ export interface OutboxSettings {
   /** Shards of the pending index (`OUTBOX_SHARDS`, 1 to 256). */
   shards: number;
   keys: KeySchema;
+  /**
+   * The claim check of large events (the stack's `PAYLOAD_BUCKET`): such
+   * an event is stored in S3 first; send with `sendWithPayloads`.
+   */
+  claimCheck?: ClaimCheck;
 }
 
 export const OutboxSettings = {
   /** Settings given explicitly (the default key schema unless `keys`). */
-  of(table: string, limits: EventLimits, shards: number = DEFAULT_SHARDS, keys: KeySchema = { ...DEFAULT_KEYS }): OutboxSettings {
+  of(
+    table: string,
+    limits: EventLimits,
+    shards: number = DEFAULT_SHARDS,
+    keys: KeySchema = { ...DEFAULT_KEYS },
+    claimCheck?: ClaimCheck,
+  ): OutboxSettings {
     if (!Number.isInteger(shards) || shards < 1 || shards > 256)
       throw new InvalidSettings(`OUTBOX_SHARDS=${shards} is invalid: 1 to 256`);
-    return { table, limits, shards, keys: validateKeys(keys) };
+    const settings: OutboxSettings = { table, limits, shards, keys: validateKeys(keys) };
+    if (claimCheck !== undefined) settings.claimCheck = claimCheck;
+    return settings;
   },
 
   /** The settings a stack's variables give, read as its functions read them. */
@@ -78,6 +96,7 @@ export const OutboxSettings = {
       EventLimits.fromVariables(variables),
       raw ? Number(raw) : DEFAULT_SHARDS,
       keySchemaFromVariables(variables),
+      ClaimCheck.fromVariables(variables),
     );
   },
 
@@ -215,6 +234,8 @@ export class OutboxTransaction {
   private error: OutboxError | undefined;
   private token: string | undefined;
   readonly eventIds: string[] = [];
+  /** The objects `sendWithPayloads` stores first: claim-checked events' whole envelopes. */
+  readonly offloads: Offload[] = [];
 
   constructor(
     readonly settings: OutboxSettings,
@@ -247,13 +268,15 @@ export class OutboxTransaction {
   eventWithId(pk: string, event: Event, eventId: string): this {
     const s = this.settings;
     let item: Record<string, AttributeValue>;
+    let offload: Offload | undefined;
     try {
-      item = outboxItem(s.keys, s.limits, s.shards, pk, event, eventId);
+      [item, offload] = storedItem(s.keys, s.limits, s.shards, pk, event, eventId, s.claimCheck);
     } catch (e) {
       if (!(e instanceof OutboxError)) throw e;
       this.error ??= e;
       return this;
     }
+    if (offload !== undefined) this.offloads.push(offload);
     this.eventIds.push(eventId);
     return this.add(`event:${eventId}`, "Put", {
       TableName: s.table,
@@ -311,10 +334,49 @@ export class OutboxTransaction {
    * Sends the transaction (one `TransactWriteItems`); returns the ids of the
    * events written. A cancelled transaction throws `ConditionFailed` (with
    * each failed action's old item), `Conflict` or `Rejected`; nothing was
-   * written.
+   * written. A transaction holding a claim-checked event throws
+   * `NoPayloadStore`: see `sendWithPayloads`.
    */
   async send(client: DynamoDBClient): Promise<string[]> {
     const TransactItems = this.build();
+    const first = this.offloads[0];
+    if (first !== undefined) throw new NoPayloadStore(first.eventId);
+    return this.commit(client, TransactItems);
+  }
+
+  /**
+   * Stores the whole envelope of every claim-checked event with `s3` (one
+   * `PutObject` each, in order, S3 checking its `ChecksumSHA256`), then
+   * sends the transaction as `send` does. A failed upload throws
+   * `PayloadNotStored` before anything is committed; a transaction
+   * cancelled afterwards leaves orphan objects (the bucket's lifecycle rule
+   * expires them), never an item without its object. `@aws-sdk/client-s3`
+   * is an optional peer dependency, loaded only here.
+   */
+  async sendWithPayloads(client: DynamoDBClient, s3: S3Client): Promise<string[]> {
+    const TransactItems = this.build();
+    if (this.offloads.length > 0) {
+      const { PutObjectCommand } = await import("@aws-sdk/client-s3");
+      for (const o of this.offloads) {
+        try {
+          await s3.send(
+            new PutObjectCommand({
+              Bucket: o.payloadRef.bucket,
+              Key: o.payloadRef.key,
+              Body: o.body,
+              ContentType: "application/json",
+              ChecksumSHA256: Buffer.from(o.payloadRef.sha256, "hex").toString("base64"),
+            }),
+          );
+        } catch (e) {
+          throw new PayloadNotStored(o.eventId, e instanceof Error ? e.message : String(e));
+        }
+      }
+    }
+    return this.commit(client, TransactItems);
+  }
+
+  private async commit(client: DynamoDBClient, TransactItems: TransactWriteItem[]): Promise<string[]> {
     try {
       await client.send(new TransactWriteItemsCommand({ TransactItems, ClientRequestToken: this.token }));
     } catch (e) {

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import {
+  ClaimCheck,
   DEFAULT_KEYS,
   EventLimits,
   OutboxError,
@@ -33,7 +34,8 @@ function settingsOf(s: Json): OutboxSettings {
         : EventLimits.eventbridge(sink.source, sink.maxBytes ?? undefined);
   const keys = keySchemaFromVariables(s.keys ?? {});
   if (s.homeRegion) keys.homeRegion = s.homeRegion;
-  return OutboxSettings.of(s.table, limits, s.shards, keys);
+  const claim = s.claimCheck ? ClaimCheck.of(s.claimCheck.bucket, s.claimCheck.thresholdBytes) : undefined;
+  return OutboxSettings.of(s.table, limits, s.shards, keys, claim);
 }
 
 function eventOf(e: Json): Event {
@@ -57,6 +59,7 @@ for (const vector of vectors.events) {
   test(`event: ${vector.name}`, () => {
     const expect = vector.expect;
     let put: Json;
+    let objects: Json[];
     try {
       const tx = new OutboxTransaction(settingsOf(vector.settings)).eventWithId(
         vector.event.pk,
@@ -64,6 +67,7 @@ for (const vector of vectors.events) {
         vector.event.eventId,
       );
       put = tx.build()[0]?.Put;
+      objects = tx.offloads.map((o) => o.payloadRef);
     } catch (e) {
       if (!(e instanceof OutboxError)) throw e;
       assert.equal(e.code, expect.error, `refused with ${e.code}: ${e.message}`);
@@ -72,6 +76,8 @@ for (const vector of vectors.events) {
     assert.ok(expect.put, `accepted; the Rust writer refuses with ${expect.error}`);
     assert.deepEqual(put, expect.put);
     assert.ok(Buffer.from(put.Item.envelope.S).equals(Buffer.from(expect.put.Item.envelope.S)), "envelope byte for byte");
+    // A claim check: the object stored first, the whole envelope.
+    assert.deepEqual(objects, expect.object ? [expect.object] : []);
   });
 }
 

@@ -86,6 +86,9 @@ struct Case {
     shards: u16,
     sink: Value,
     event: Value,
+    /// The claim check's bucket and threshold (`PAYLOAD_BUCKET`,
+    /// `PAYLOAD_THRESHOLD_BYTES`), when on.
+    claim: Option<(&'static str, usize)>,
 }
 
 /// A sink's limits: `kind`, `source` or `fifo`, and `maxBytes` when the
@@ -126,7 +129,13 @@ fn settings_of(case: &Case) -> Result<OutboxSettings, String> {
     })
     .map_err(|e| e.to_string())?
     .with_home_region(case.home_region.map(str::to_owned));
-    Ok(OutboxSettings::new("orders", limits_of(&case.sink), case.shards).with_keys(schema))
+    let settings =
+        OutboxSettings::new("orders", limits_of(&case.sink), case.shards).with_keys(schema);
+    Ok(match case.claim {
+        Some((bucket, threshold)) => settings
+            .with_claim_check(crate::claim::ClaimCheck::new(bucket).with_threshold(threshold)),
+        None => settings,
+    })
 }
 
 /// The payload of a case: `payload`, or with `payloadPadding: N` the
@@ -177,15 +186,24 @@ fn expect_of(case: &Case) -> Value {
     let tx = OutboxTransaction::new(&settings).event(pk, &envelope);
     match tx.build() {
         Ok(actions) => match actions.first().and_then(|a| a.put()) {
-            Some(put) => json!({"put": {
-                "TableName": put.table_name(),
-                "Item": dynamodb_json(put.item()),
-                "ConditionExpression": put.condition_expression(),
-                "ExpressionAttributeNames": put.expression_attribute_names(),
-                "ReturnValuesOnConditionCheckFailure": put
-                    .return_values_on_condition_check_failure()
-                    .map(|r| r.as_str()),
-            }}),
+            Some(put) => {
+                let mut expect = json!({"put": {
+                    "TableName": put.table_name(),
+                    "Item": dynamodb_json(put.item()),
+                    "ConditionExpression": put.condition_expression(),
+                    "ExpressionAttributeNames": put.expression_attribute_names(),
+                    "ReturnValuesOnConditionCheckFailure": put
+                        .return_values_on_condition_check_failure()
+                        .map(|r| r.as_str()),
+                }});
+                // A claim check: the object stored first (its body is the
+                // whole envelope's JSON, whose SHA-256 and size these are).
+                if let Some(offload) = tx.offloads().first() {
+                    expect["object"] =
+                        serde_json::to_value(&offload.payload_ref).unwrap_or_default();
+                }
+                expect
+            }
             None => json!({"error": "NoPut"}),
         },
         Err(e) => json!({"error": e.code()}),
@@ -273,6 +291,7 @@ fn cases() -> Vec<Case> {
         shards: 8,
         sink: eventbridge(),
         event: event(n, aggregate, 1, payload),
+        claim: None,
     };
     let order = json!({"orderId": "o-1", "customerId": "c-1", "currency": "EUR",
         "items": [{"sku": "A", "quantity": 2, "unitPriceCents": 150}], "totalCents": 300,
@@ -332,6 +351,10 @@ fn cases() -> Vec<Case> {
         Case { event: bad_type, ..plain("an event type that is not a name", 7, "o", json!({})) },
         Case { event: bad_trace, ..plain("a traceparent that is not W3C", 8, "o", json!({})) },
         Case { keys: Some(vec![("OUTBOX_PREFIX", "EVT!")]), ..plain("an outbox prefix with a reserved character", 15, "o", json!({})) },
+        Case { claim: Some(("payloads", 1024)), event: padded(24, &eventbridge(), 1200), ..plain("claim check: an item over PAYLOAD_THRESHOLD_BYTES (1024) is stored in S3 first; the item holds the stub and payloadRef", 24, "o", json!({})) },
+        Case { claim: Some(("payloads", 1024)), ..plain("claim check: an event under the threshold stays whole", 25, "o-25", json!({"n": 1})) },
+        Case { claim: Some(("payloads", crate::claim::DEFAULT_THRESHOLD_BYTES)), sink: sns_small.clone(), event: padded(26, &sns_small, 4096), ..plain("claim check: an event over the sink's limit (SNS, MAX_EVENT_BYTES 2048), under the threshold", 26, "o", json!({})) },
+        Case { claim: Some(("payloads", crate::claim::DEFAULT_THRESHOLD_BYTES)), event: padded(27, &eventbridge(), crate::claim::MAX_PAYLOAD_BYTES + 100), ..plain("claim check: an envelope over 8 MiB is refused", 27, "o", json!({})) },
     ]
 }
 
@@ -348,6 +371,7 @@ pub fn vectors() -> Value {
                     "keys": case.keys.as_ref().map(|k| k.iter().map(|(n, v)| (n.to_string(), json!(v))).collect::<serde_json::Map<_, _>>()),
                     "homeRegion": case.home_region,
                     "sink": case.sink,
+                    "claimCheck": case.claim.map(|(bucket, threshold)| json!({"bucket": bucket, "thresholdBytes": threshold})),
                 },
                 "event": case.event,
                 "expect": expect_of(case),
@@ -365,7 +389,7 @@ pub fn vectors() -> Value {
         .collect();
     json!({
         "$id": "urn:outbox-dynamodb:contract-vectors.v1",
-        "description": "Generated by the Rust writer (outbox_core::contract::vectors): for each input, the exact Put of one outbox event in a TransactWriteItems, in DynamoDB JSON, or the error code of the refusal. Event ids are fixed; createdAt and occurredAt are the id's time. The envelope is JSON with its fields in the order of envelope.v1.schema.json and the payload's object keys sorted by their UTF-8 bytes, no spaces; the item's attributes are sorted here for reading, not on the wire.",
+        "description": "Generated by the Rust writer (outbox_core::contract::vectors): for each input, the exact Put of one outbox event in a TransactWriteItems, in DynamoDB JSON, and with a claim check (settings.claimCheck) the S3 object stored before it (expect.object: bucket, key, sha256 and size of the whole envelope's JSON), or the error code of the refusal. Event ids are fixed; createdAt and occurredAt are the id's time. The envelope is JSON with its fields in the order of envelope.v1.schema.json and the payload's object keys sorted by their UTF-8 bytes, no spaces; the item's attributes are sorted here for reading, not on the wire.",
         "limits": {
             "maxTransactionActions": size::MAX_TRANSACTION_ACTIONS,
             "maxTransactionBytes": size::MAX_TRANSACTION_BYTES,
@@ -374,6 +398,8 @@ pub fn vectors() -> Value {
             "snsMaxBytes": size::DEFAULT_SNS_BYTES,
             "maxFifoGroupId": size::MAX_FIFO_GROUP_ID,
             "maxBusSystemId": size::MAX_BUS_SYSTEM_ID,
+            "claimCheckThresholdBytes": crate::claim::DEFAULT_THRESHOLD_BYTES,
+            "maxPayloadBytes": crate::claim::MAX_PAYLOAD_BYTES,
         },
         "events": items,
         "shards": shards,

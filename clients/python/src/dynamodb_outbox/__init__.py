@@ -17,7 +17,7 @@ was committed.
 The item contract is ``schemas/outbox-item.v1.schema.json``; this package
 reproduces ``schemas/contract-vectors.v1.json`` byte for byte."""
 
-from ._contract import EventLimits, KeySchema, MonotonicIds, shard_of
+from ._contract import ClaimCheck, EventLimits, KeySchema, MonotonicIds, Offload, shard_of
 from .errors import (
     ConditionFailed,
     Conflict,
@@ -29,7 +29,10 @@ from .errors import (
     InvalidSettings,
     InvalidToken,
     ItemTooLarge,
+    NoPayloadStore,
     OutboxError,
+    PayloadNotStored,
+    PayloadTooLarge,
     Rejected,
     StackSettingsError,
     Throttled,
@@ -40,6 +43,7 @@ from .errors import (
 from .transaction import OutboxSettings, OutboxTransaction
 
 __all__ = [
+    "ClaimCheck",
     "ConditionFailed",
     "Conflict",
     "DuplicateItem",
@@ -53,13 +57,17 @@ __all__ = [
     "ItemTooLarge",
     "KeySchema",
     "MonotonicIds",
+    "NoPayloadStore",
+    "Offload",
     "OutboxError",
     "OutboxSettings",
     "OutboxTransaction",
+    "PayloadNotStored",
+    "PayloadTooLarge",
     "Rejected",
     "StackSettingsError",
-    "TooLarge",
     "Throttled",
+    "TooLarge",
     "TooManyActions",
     "TransactionError",
     "shard_of",

@@ -5,6 +5,7 @@ the contract vectors the Rust writer generates."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,9 +16,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import EventTooLarge, InvalidEvent, InvalidSettings, ItemTooLarge
+from .errors import EventTooLarge, InvalidEvent, InvalidSettings, ItemTooLarge, PayloadTooLarge
 
 MAX_ITEM_BYTES = 400 * 1024
+# The claim check (the Rust writer's outbox_core::claim).
+CLAIM_THRESHOLD_BYTES = MAX_ITEM_BYTES - 16 * 1024
+MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+PAYLOAD_PREFIX = "outbox/"
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
 MAX_TRANSACTION_ACTIONS = 100
 EVENTBRIDGE_MAX_BYTES = 1024 * 1024
@@ -381,9 +387,10 @@ class Event:
             raise InvalidEvent("aggregateVersion and schemaVersion are positive integers")
         return self
 
-    def envelope_json(self) -> str:
+    def envelope_json(self, payload_ref: Mapping[str, Any] | None = None) -> str:
         """The envelope as the Rust writer writes it (envelope.v1.schema.json's
-        field order), published byte for byte."""
+        field order), published byte for byte; with ``payload_ref``, a claim
+        check's stub (``payload`` null, then ``payloadRef``)."""
         fields: list[tuple[str, Any]] = [
             ("eventId", self.event_id),
             ("eventType", self.event_type),
@@ -396,7 +403,10 @@ class Event:
         if self.traceparent is not None:
             fields.append(("traceparent", self.traceparent))
         try:
-            fields.append(("payload", json.loads(_json(self.payload))))
+            if payload_ref is None:
+                fields.append(("payload", json.loads(_json(self.payload))))
+            else:
+                fields += [("payload", None), ("payloadRef", dict(payload_ref))]
             return "{" + ",".join(f"{_json(k)}:{_json(v)}" for k, v in fields) + "}"
         except (TypeError, ValueError) as e:
             raise InvalidEvent(f"payload is not JSON: {e}") from e
@@ -436,17 +446,105 @@ def item_size(item: Mapping[str, Mapping[str, Any]]) -> int:
     return sum(len(k.encode()) + _value_size(v) for k, v in item.items())
 
 
+@dataclass(frozen=True)
+class ClaimCheck:
+    """The claim check of events too large for an item or the sink
+    (``PAYLOAD_BUCKET``, ``PAYLOAD_THRESHOLD_BYTES``; docs/events.md, "Large
+    events"): such an event's whole envelope is stored in the bucket first,
+    at ``outbox/<eventId>/<sha256>``, and its item holds a stub."""
+
+    bucket: str
+    threshold: int = CLAIM_THRESHOLD_BYTES
+
+    def __post_init__(self) -> None:
+        if not _BUCKET.fullmatch(self.bucket):
+            raise InvalidSettings(
+                f"PAYLOAD_BUCKET={self.bucket!r} is invalid: not an S3 bucket name"
+                " (3 to 63 lowercase letters, digits, dots and hyphens)"
+            )
+        if not isinstance(self.threshold, int) or not 1024 <= self.threshold <= CLAIM_THRESHOLD_BYTES:
+            raise InvalidSettings(
+                f"PAYLOAD_THRESHOLD_BYTES={self.threshold} is invalid: 1024 to {CLAIM_THRESHOLD_BYTES}"
+            )
+
+    @classmethod
+    def from_variables(cls, variables: Mapping[str, str]) -> ClaimCheck | None:
+        """From the stack's ``PAYLOAD_BUCKET`` (none: off) and
+        ``PAYLOAD_THRESHOLD_BYTES``, as its functions read them."""
+        bucket = setting(variables, "PAYLOAD_BUCKET")
+        if bucket is None:
+            return None
+        raw = setting(variables, "PAYLOAD_THRESHOLD_BYTES")
+        if raw is None:
+            return cls(bucket.strip())
+        digits = raw.strip()
+        if re.fullmatch(r"\+?[0-9]+", digits) is None:
+            raise InvalidSettings(f"PAYLOAD_THRESHOLD_BYTES={raw!r} is invalid: 1024 to {CLAIM_THRESHOLD_BYTES}")
+        return cls(bucket.strip(), int(digits))
+
+
+@dataclass(frozen=True)
+class Offload:
+    """An object a transaction stores before it commits: an event's whole
+    envelope (``body``), at ``key`` in ``bucket``."""
+
+    event_id: str
+    bucket: str
+    key: str
+    sha256: str
+    body: bytes
+
+    def payload_ref(self) -> dict[str, Any]:
+        return {"bucket": self.bucket, "key": self.key, "sha256": self.sha256, "size": len(self.body)}
+
+
 def outbox_item(keys: KeySchema, limits: EventLimits, shards: int, pk: str, event: Event) -> dict[str, Any]:
     """The outbox item of ``event`` in the item collection ``pk``, in
     low-level attribute values with the table's names, checked against the
     sink's limits and DynamoDB's item limit."""
+    return stored_item(keys, limits, shards, pk, event, None)[0]
+
+
+def stored_item(
+    keys: KeySchema, limits: EventLimits, shards: int, pk: str, event: Event, claim: ClaimCheck | None
+) -> tuple[dict[str, Any], Offload | None]:
+    """:func:`outbox_item`, with the claim check ``claim``: an event whose
+    item would be larger than its threshold, or whose entry the sink would
+    refuse for its size, becomes a stub item and the :class:`Offload` to
+    store before the transaction (the Rust writer's ``claim_checked``)."""
     event.checked()
     limits.check_aggregate_id(event.aggregate_id)
     envelope = event.envelope_json()
     try:
-        envelope.encode()
+        body = envelope.encode()
     except UnicodeEncodeError as e:  # a lone surrogate: no UTF-8, no DynamoDB string
         raise InvalidEvent(f"the event is not valid Unicode: {e.reason}") from e
+    if claim is None:
+        return _item(keys, limits, shards, pk, event, envelope, None), None
+    if limits.entry_size(event.event_type, event.event_id, envelope) <= limits.max_bytes:
+        try:
+            item = _item(keys, limits, shards, pk, event, envelope, None)
+            if item_size(item) <= claim.threshold:
+                return item, None
+        except ItemTooLarge:
+            pass
+    if len(body) > MAX_PAYLOAD_BYTES:
+        raise PayloadTooLarge(event.event_id, len(body), MAX_PAYLOAD_BYTES)
+    sha256 = hashlib.sha256(body).hexdigest()
+    offload = Offload(event.event_id, claim.bucket, f"{PAYLOAD_PREFIX}{event.event_id}/{sha256}", sha256, body)
+    stub = event.envelope_json(offload.payload_ref())
+    return _item(keys, limits, shards, pk, event, stub, offload.payload_ref()), offload
+
+
+def _item(
+    keys: KeySchema,
+    limits: EventLimits,
+    shards: int,
+    pk: str,
+    event: Event,
+    envelope: str,
+    payload_ref: Mapping[str, Any] | None,
+) -> dict[str, Any]:
     entry = limits.entry_size(event.event_type, event.event_id, envelope)
     if entry > limits.max_bytes:
         raise EventTooLarge(event.event_id, entry, limits.max_bytes)
@@ -463,6 +561,15 @@ def outbox_item(keys: KeySchema, limits: EventLimits, shards: int, pk: str, even
         "GSI1PK": {"S": keys.pending_pk(shard_of(event.aggregate_id, shards))},
         "GSI1SK": {"S": event.event_id},
     }
+    if payload_ref is not None:
+        item["payloadRef"] = {
+            "M": {
+                "bucket": {"S": payload_ref["bucket"]},
+                "key": {"S": payload_ref["key"]},
+                "sha256": {"S": payload_ref["sha256"]},
+                "size": {"N": str(payload_ref["size"])},
+            }
+        }
     if event.traceparent is not None:
         item["traceparent"] = {"S": event.traceparent}
     if keys.home_region is not None:

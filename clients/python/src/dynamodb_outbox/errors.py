@@ -54,6 +54,16 @@ class ItemTooLarge(OutboxError):
         self.event_id, self.size, self.limit = event_id, size, limit
 
 
+class PayloadTooLarge(OutboxError):
+    """The event's envelope is larger than a claim check takes (8 MiB)."""
+
+    code = "PayloadTooLarge"
+
+    def __init__(self, event_id: str, size: int, limit: int) -> None:
+        super().__init__(f"event {event_id} is {size} bytes; a claim check takes at most {limit}")
+        self.event_id, self.size, self.limit = event_id, size, limit
+
+
 class TransactionError(OutboxError):
     """The transaction was not committed: nothing was written. ``retryable``:
     whether the same call may succeed later (a conflict, throttling)."""
@@ -145,6 +155,31 @@ class Rejected(TransactionError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"DynamoDB rejected the transaction: {reason}: {message}")
         self.reason = reason
+
+
+class NoPayloadStore(TransactionError):
+    """An event is claim-checked (stored in S3 first) and the transaction was
+    sent without an S3 client: use ``send_with_payloads``."""
+
+    code = "NoPayloadStore"
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__(
+            f"event {event_id} is stored in S3 first (a claim check): send the transaction with send_with_payloads"
+        )
+        self.event_id = event_id
+
+
+class PayloadNotStored(TransactionError):
+    """A claim-checked event's object could not be stored: nothing was
+    committed (objects stored before it are orphans the bucket's lifecycle
+    rule expires)."""
+
+    code = "PayloadNotStored"
+
+    def __init__(self, event_id: str, reason: str) -> None:
+        super().__init__(f"the payload of event {event_id} was not stored in S3: {reason}")
+        self.event_id = event_id
 
 
 class StackSettingsError(OutboxError):

@@ -5,6 +5,7 @@ stack's functions record in the table."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 from collections.abc import Mapping
@@ -18,12 +19,14 @@ from ._contract import (
     EVENT_IDS,
     MAX_TRANSACTION_ACTIONS,
     MAX_TRANSACTION_BYTES,
+    ClaimCheck,
     Event,
     EventLimits,
     KeySchema,
     MonotonicIds,
+    Offload,
     item_size,
-    outbox_item,
+    stored_item,
 )
 
 SETTINGS_PK = "OUTBOX_SETTINGS"
@@ -35,12 +38,16 @@ class OutboxSettings:
     """Where outbox items go and how they are shaped: the table, the sink's
     limits, the pending index's shard count (``OUTBOX_SHARDS``) and the key
     schema. Prefer :meth:`from_stack`, which takes all of them from the
-    stack, so a writer and its stack cannot drift apart."""
+    stack, so a writer and its stack cannot drift apart. ``claim_check``
+    (the stack's ``PAYLOAD_BUCKET``) stores events too large for an item or
+    the sink in S3 first: send such a transaction with
+    :meth:`OutboxTransaction.send_with_payloads`."""
 
     table: str
     limits: EventLimits
     shards: int = DEFAULT_SHARDS
     keys: KeySchema = field(default_factory=KeySchema)
+    claim_check: ClaimCheck | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.shards, int) or isinstance(self.shards, bool) or not 1 <= self.shards <= 256:
@@ -59,6 +66,7 @@ class OutboxSettings:
             EventLimits.from_variables(variables),
             int(raw) if raw else DEFAULT_SHARDS,
             KeySchema.from_variables(variables),
+            ClaimCheck.from_variables(variables),
         )
 
     @classmethod
@@ -209,6 +217,7 @@ class OutboxTransaction:
         self._error: errors.OutboxError | None = None
         self._token: str | None = None
         self.event_ids: list[str] = []
+        self.offloads: list[Offload] = []
 
     def put(self, label: str, put: Mapping[str, Any]) -> OutboxTransaction:
         return self._add(label, "Put", put)
@@ -244,10 +253,12 @@ class OutboxTransaction:
         ev = Event(**{**ev.__dict__, "event_id": event_id})
         s = self.settings
         try:
-            item = outbox_item(s.keys, s.limits, s.shards, pk, ev)
+            item, offload = stored_item(s.keys, s.limits, s.shards, pk, ev, s.claim_check)
         except errors.OutboxError as e:
             self._error = self._error or e
             return self
+        if offload is not None:
+            self.offloads.append(offload)
         put = {
             "TableName": s.table,
             "Item": item,
@@ -312,8 +323,38 @@ class OutboxTransaction:
         DynamoDB client; returns the ids of the events written. A cancelled
         transaction raises :class:`~dynamodb_outbox.errors.ConditionFailed`
         (with each failed action's old item), ``Conflict`` or ``Rejected``;
-        nothing was written."""
+        nothing was written. A transaction holding a claim-checked event
+        raises :class:`~dynamodb_outbox.errors.NoPayloadStore`: see
+        :meth:`send_with_payloads`."""
         items = self.build()
+        if self.offloads:
+            raise errors.NoPayloadStore(self.offloads[0].event_id)
+        return self._commit(client, items)
+
+    def send_with_payloads(self, client: Any, s3: Any) -> list[str]:
+        """Stores the whole envelope of every claim-checked event with the
+        boto3 S3 client ``s3`` (one ``PutObject`` each, in order, S3 checking
+        its ``ChecksumSHA256``), then sends the transaction as :meth:`send`
+        does. A failed upload raises
+        :class:`~dynamodb_outbox.errors.PayloadNotStored` before anything is
+        committed; a transaction cancelled afterwards leaves orphan objects
+        (the bucket's lifecycle rule expires them), never an item without
+        its object."""
+        items = self.build()
+        for o in self.offloads:
+            try:
+                s3.put_object(
+                    Bucket=o.bucket,
+                    Key=o.key,
+                    Body=o.body,
+                    ContentType="application/json",
+                    ChecksumSHA256=base64.b64encode(bytes.fromhex(o.sha256)).decode(),
+                )
+            except Exception as e:  # botocore's ClientError and transport errors
+                raise errors.PayloadNotStored(o.event_id, str(e)) from e
+        return self._commit(client, items)
+
+    def _commit(self, client: Any, items: list[dict[str, Any]]) -> list[str]:
         request: dict[str, Any] = {"TransactItems": items}
         if self._token is not None:
             request["ClientRequestToken"] = self._token

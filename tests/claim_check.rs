@@ -97,6 +97,26 @@ fn extended_client(queue_url: &str) -> Vec<String> {
     serde_json::from_slice(&out.stdout).expect("a JSON list of bodies")
 }
 
+/// Writes `gone` and `kept`, then deletes `gone`'s object (a lifecycle
+/// rule that expired it, an operator): the fault before publishing.
+async fn write_losing_one(
+    stack: &Stack,
+    settings: &OutboxSettings,
+    (s3, bucket): (&aws_sdk_s3::Client, &str),
+    gone: &EventEnvelope,
+    kept: &EventEnvelope,
+) {
+    for event in [gone, kept] {
+        write(stack, settings, s3, event).await.expect("committed");
+    }
+    s3.delete_object()
+        .bucket(bucket)
+        .key(key_of(gone))
+        .send()
+        .await
+        .expect("DeleteObject");
+}
+
 /// The key of `event`'s object: `outbox/<eventId>/<sha256 of its JSON>`.
 fn key_of(event: &EventEnvelope) -> String {
     let body = event.to_json().expect("JSON");
@@ -256,17 +276,7 @@ async fn an_object_deleted_before_publishing_makes_a_dead_letter_not_a_publish()
     let (s3, bucket) = with_payload_bucket(&mut stack).await;
     let settings = writer_settings(&stack).await;
     let (gone, kept) = (large("o-gone", 500 * 1000), large("o-kept", 500 * 1000));
-    for event in [&gone, &kept] {
-        write(&stack, &settings, &s3, event)
-            .await
-            .expect("committed");
-    }
-    s3.delete_object()
-        .bucket(&bucket)
-        .key(key_of(&gone))
-        .send()
-        .await
-        .expect("DeleteObject");
+    write_losing_one(&stack, &settings, (&s3, &bucket), &gone, &kept).await;
 
     publish_through_the_binary(&stack).await;
     let delivered = stack.drain_subscriber_checked().await;
@@ -373,17 +383,7 @@ async fn the_sweeper_republishes_a_stranded_large_event_from_its_object() {
         event
     };
     let (kept, gone) = (aged("o-stranded"), aged("o-stranded-gone"));
-    for event in [&kept, &gone] {
-        write(&stack, &settings, &s3, event)
-            .await
-            .expect("committed");
-    }
-    s3.delete_object()
-        .bucket(&bucket)
-        .key(key_of(&gone))
-        .send()
-        .await
-        .expect("DeleteObject");
+    write_losing_one(&stack, &settings, (&s3, &bucket), &gone, &kept).await;
 
     let sweeper = stack.function(devkit::Function::Sweeper, &[], &[]);
     assert!(

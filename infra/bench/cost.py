@@ -322,21 +322,28 @@ def fixed_cost(prices, show=True):
     return totals
 
 
-def check_fixed(page, prices):
-    """PAGE's `fixed-cost` block is what `--fixed` prints, and the reusable
-    stack's total is within IDLE_BUDGET."""
+def check_block(page, name, produce, command):
+    """PAGE's `<!-- NAME:start -->` block is what `produce()` prints (the
+    output of `command`); returns what `produce` returned."""
     import contextlib
     import io
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        totals = fixed_cost(prices)
+        result = produce()
     text = (ROOT / page).read_text()
-    m = re.search(r"<!-- fixed-cost:start -->\n(.*?)<!-- fixed-cost:end -->", text, re.S)
+    m = re.search(rf"<!-- {name}:start -->\n(.*?)<!-- {name}:end -->", text, re.S)
     if not m:
-        sys.exit(f"cost.py: {page} has no fixed-cost block")
+        sys.exit(f"cost.py: {page} has no {name} block")
     if m.group(1).strip() != out.getvalue().strip():
-        sys.exit(f"cost.py: {page}'s fixed-cost block is stale; paste the output of "
-                 "`infra/bench/cost.py --fixed infra/bench/prices.json` between its markers")
+        sys.exit(f"cost.py: {page}'s {name} block is stale; paste the output of `{command}` between its markers")
+    return result
+
+
+def check_fixed(page, prices):
+    """PAGE's `fixed-cost` block is what `--fixed` prints, and the reusable
+    stack's total is within IDLE_BUDGET."""
+    totals = check_block(page, "fixed-cost", lambda: fixed_cost(prices),
+                         "infra/bench/cost.py --fixed infra/bench/prices.json")
     if totals[1] > IDLE_BUDGET + 1e-9:
         sys.exit(f"cost.py: the reusable stack costs ${totals[1]:,.2f} a month idle, "
                  f"over the ${IDLE_BUDGET:,.2f} budget")
@@ -378,18 +385,8 @@ def large_events(prices, subscribers=1):
 
 def check_large(page, prices):
     """PAGE's `large-events` block is what `--large-events` prints."""
-    import contextlib
-    import io
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        large_events(prices)
-    text = (ROOT / page).read_text()
-    m = re.search(r"<!-- large-events:start -->\n(.*?)<!-- large-events:end -->", text, re.S)
-    if not m:
-        sys.exit(f"cost.py: {page} has no large-events block")
-    if m.group(1).strip() != out.getvalue().strip():
-        sys.exit(f"cost.py: {page}'s large-events block is stale; paste the output of "
-                 "`infra/bench/cost.py --large-events infra/bench/prices.json` between its markers")
+    check_block(page, "large-events", lambda: large_events(prices),
+                "infra/bench/cost.py --large-events infra/bench/prices.json")
     print(f"cost.py: {page}'s cost of large events is current")
 
 

@@ -178,18 +178,11 @@ impl<S: EventSink, P: PayloadStore> EventSink for ClaimChecked<S, P> {
                 outcomes[i] = Some(outcome);
             }
         }
-        outcomes
-            .into_iter()
-            .map(|o| {
-                o.unwrap_or_else(|| {
-                    Err(PublishFailure::new(
-                        FailureKind::Transient,
-                        "ResultCountMismatch",
-                        "the sink answered fewer entries than it was sent",
-                    ))
-                })
-            })
-            .collect()
+        crate::sink::answered(
+            outcomes,
+            "ResultCountMismatch",
+            "the sink answered fewer entries than it was sent",
+        )
     }
 
     async fn verify(&self) -> Result<(), SinkError> {

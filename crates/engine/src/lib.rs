@@ -64,8 +64,8 @@ pub use redrive::{redrive_now, RedriveNow, REDRIVE_CLAIM_LEASE};
 pub use relay::{Entry, Mode, Relay, RelayOutcome, RelayReport, FINISH_GRACE, MAX_SENDS_PER_ENTRY};
 pub use retry::{Backoff, Deadline, Jitter, RetryPolicy};
 pub use sink::{
-    EntryOutcome, EventSink, FailureKind, PublishFailure, SendCounter, SinkError, DEADLINE_REACHED,
-    NOT_DELETED,
+    answered, EntryOutcome, EventSink, FailureKind, PublishFailure, SendCounter, SinkError,
+    DEADLINE_REACHED, NOT_DELETED,
 };
 pub use store::{
     sanitize, AdoptOutcome, AdoptedFrom, Adoption, Claim, ClaimOutcome, CollectionRead, Created,

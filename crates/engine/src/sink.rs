@@ -101,6 +101,22 @@ impl std::fmt::Display for PublishFailure {
 /// What a sink says about one entry of a batch.
 pub type EntryOutcome = Result<(), PublishFailure>;
 
+/// One outcome per entry from the answers a call gathered, `None` where
+/// none came: that entry fails transient with `code` and `message` (sent
+/// again, a duplicate at worst).
+pub fn answered(
+    outcomes: Vec<Option<EntryOutcome>>,
+    code: &str,
+    message: &str,
+) -> Vec<EntryOutcome> {
+    outcomes
+        .into_iter()
+        .map(|o| {
+            o.unwrap_or_else(|| Err(PublishFailure::new(FailureKind::Transient, code, message)))
+        })
+        .collect()
+}
+
 /// The sink could not be verified at start-up.
 #[derive(Debug, thiserror::Error)]
 #[error("event sink {target} is not usable: {reason}")]

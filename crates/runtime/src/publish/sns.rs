@@ -184,18 +184,11 @@ impl EventSink for SnsSink {
                 }
             }
         }
-        outcomes
-            .into_iter()
-            .map(|o| {
-                o.unwrap_or_else(|| {
-                    Err(PublishFailure::new(
-                        FailureKind::Transient,
-                        "MissingResult",
-                        "PublishBatch returned no result for this entry",
-                    ))
-                })
-            })
-            .collect()
+        outbox_engine::answered(
+            outcomes,
+            "MissingResult",
+            "PublishBatch returned no result for this entry",
+        )
     }
 
     /// Checks that the topic exists and that `MAX_EVENT_BYTES` fits its

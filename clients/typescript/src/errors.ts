@@ -157,11 +157,15 @@ export class NoPayloadStore extends TransactionError {
  */
 export class PayloadNotStored extends TransactionError {
   override readonly code = "PayloadNotStored";
+  /** Throttling, a 5xx or the connection: the same call may succeed later. */
+  override readonly retryable: boolean;
   constructor(
     readonly eventId: string,
     reason: string,
+    retryable = false,
   ) {
     super(`the payload of event ${eventId} was not stored in S3: ${reason}`);
+    this.retryable = retryable;
   }
 }
 

@@ -369,7 +369,7 @@ export class OutboxTransaction {
             }),
           );
         } catch (e) {
-          throw new PayloadNotStored(o.eventId, e instanceof Error ? e.message : String(e));
+          throw new PayloadNotStored(o.eventId, e instanceof Error ? e.message : String(e), transient(e));
         }
       }
     }
@@ -403,4 +403,14 @@ export class OutboxTransaction {
     }
     return new Rejected("TransactionCanceled", e.message);
   }
+}
+
+/**
+ * Whether an S3 call's failure may pass: throttling, a 5xx, or no answer
+ * at all (the SDK's `$metadata` and `$retryable`).
+ */
+function transient(e: unknown): boolean {
+  const err = e as { $metadata?: { httpStatusCode?: number }; $retryable?: unknown; name?: string };
+  if (err.$metadata?.httpStatusCode === undefined) return true;
+  return err.$metadata.httpStatusCode >= 500 || err.$retryable !== undefined || err.name === "SlowDown";
 }

@@ -24,6 +24,10 @@
 //!   [`transaction::OutboxSettings::from_stack`], the stack's settings read
 //!   from the table, so the writer never restates them.
 //! - [`OutboxItem`] and [`size`]: the stored form and the service limits.
+//! - [`claim`]: the claim check of events too large for an item or the sink
+//!   (the stack's `PayloadBucket`): [`claim::ClaimCheck`], [`claim::PayloadRef`],
+//!   and the S3 client as [`claim::PayloadStore`] with feature `s3`, for
+//!   [`transaction::OutboxTransaction::send_with_payloads`].
 //! - [`inbox`] (feature `inbox`, on by default): an inbox record in the
 //!   consumer's own transaction, and version guards.
 //! - `doctests.rs` (only under `cfg(doctest)`): the Rust examples of the
@@ -81,8 +85,8 @@
 mod doctests;
 
 pub use outbox_core::{
-    codes, keys, size, transaction, DecodeError, EventEnvelope, ItemKey, KeySchema, OutboxError,
-    OutboxItem,
+    claim, codes, keys, size, transaction, DecodeError, EventEnvelope, ItemKey, KeySchema,
+    OutboxError, OutboxItem,
 };
 
 #[cfg(feature = "inbox")]

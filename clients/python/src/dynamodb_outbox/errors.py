@@ -177,9 +177,11 @@ class PayloadNotStored(TransactionError):
 
     code = "PayloadNotStored"
 
-    def __init__(self, event_id: str, reason: str) -> None:
+    def __init__(self, event_id: str, reason: str, retryable: bool = False) -> None:
         super().__init__(f"the payload of event {event_id} was not stored in S3: {reason}")
         self.event_id = event_id
+        # Throttling, a 5xx or the connection: the same call may succeed later.
+        self.retryable = retryable
 
 
 class StackSettingsError(OutboxError):

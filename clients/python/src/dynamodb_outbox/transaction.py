@@ -351,7 +351,7 @@ class OutboxTransaction:
                     ChecksumSHA256=base64.b64encode(bytes.fromhex(o.sha256)).decode(),
                 )
             except Exception as e:  # botocore's ClientError and transport errors
-                raise errors.PayloadNotStored(o.event_id, str(e)) from e
+                raise errors.PayloadNotStored(o.event_id, str(e), _transient(e)) from e
         return self._commit(client, items)
 
     def _commit(self, client: Any, items: list[dict[str, Any]]) -> list[str]:
@@ -383,3 +383,14 @@ class OutboxTransaction:
                 return errors.Rejected(code, r.get("Message", ""))
         message = response.get("Error", {}).get("Message", "")
         return errors.Rejected("TransactionCanceled", message)
+
+
+def _transient(e: Exception) -> bool:
+    """Whether an S3 call's failure may pass: throttling, a 5xx, or no
+    answer at all (botocore's connection and timeout errors)."""
+    response = getattr(e, "response", None)
+    if not isinstance(response, Mapping):
+        return True
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return status >= 500 or code in ("SlowDown", "Throttling", "ThrottlingException", "RequestTimeout")

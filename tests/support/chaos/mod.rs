@@ -126,7 +126,18 @@ pub struct ChaosConfig {
     /// Other template parameters than the defaults (name, value): a run
     /// that sets one says why.
     pub parameters: Vec<(String, String)>,
+    /// Large events (#66): orders whose one event, of `LARGE_EVENT_BYTES`,
+    /// a service writes through the claim check (the Rust writer's
+    /// `send_with_payloads`, its object in a bucket on moto given as the
+    /// stack's `PayloadBucket`) beside the API's orders: each must be
+    /// delivered whole, like any other event. Their S3 reads are not
+    /// faulted; the sink and delete faults reach them as any event.
+    pub large: usize,
 }
+
+/// The envelope bytes of a chaos run's large event: over the item's
+/// claim-check threshold, within the bus's 1 MB, so published whole.
+pub const LARGE_EVENT_BYTES: usize = 500 * 1000;
 
 impl ChaosConfig {
     /// The configuration `make test` runs: small, every fault kind.
@@ -150,6 +161,7 @@ impl ChaosConfig {
             parallelization: 1,
             ordering: None,
             parameters: Vec::new(),
+            large: 0,
         }
     }
 }
@@ -221,6 +233,20 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     for (name, value) in parameters {
         stack.deployment = stack.deployment.clone().with_parameter(name, value);
     }
+    // Large events: a bucket of the run's own as the stack's PayloadBucket.
+    let s3 = aws_sdk_s3::Client::new(&stack.sdk);
+    if config.large > 0 {
+        let bucket = crate::unique("chaos-payloads").to_lowercase();
+        s3.create_bucket()
+            .bucket(&bucket)
+            .send()
+            .await
+            .map_err(|e| outbox_runtime::error_line("CreateBucket", &e))?;
+        stack.deployment = stack
+            .deployment
+            .clone()
+            .with_parameter("PayloadBucket", &bucket);
+    }
     stack.record_settings().await;
     // The mapping as this stack deploys it, as the pump runs it.
     let mapping = stack.deployment.mapping().map_err(|e| e.to_string())?;
@@ -288,6 +314,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Verdict, String> {
     };
     let first_wave = config.orders.saturating_sub(late);
     let requested = workload(config, &writers, 0..first_wave).await;
+    let requested = requested.merge(workload::large_events(config, &stack, &s3).await?);
     phases.push(("writes", mark.elapsed()));
     timeline.push(since("writes", mark));
     mark = Instant::now();

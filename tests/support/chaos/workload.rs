@@ -162,3 +162,63 @@ pub(super) async fn workload(
         unanswered: unanswered.load(Ordering::SeqCst) as usize,
     }
 }
+
+/// The run's large events ([`ChaosConfig::large`]): each a new order
+/// `large-<seed>-<i>` (its item at version 1) and its one event of
+/// [`super::LARGE_EVENT_BYTES`], written as a service writes them through
+/// the claim check: the object in S3, then one transaction. Acknowledged
+/// as the API's creates are.
+pub(super) async fn large_events(
+    config: &ChaosConfig,
+    stack: &crate::Stack,
+    s3: &aws_sdk_s3::Client,
+) -> Result<Outcome, String> {
+    if config.large == 0 {
+        return Ok(Outcome::default());
+    }
+    let settings = outbox_core::transaction::OutboxSettings::from_stack(&stack.ddb, &stack.table)
+        .load()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut outcome = Outcome::default();
+    for i in 0..config.large {
+        let id = format!("large-{}-{i}", config.seed);
+        let document = "x".repeat(super::LARGE_EVENT_BYTES);
+        let event = outbox_core::EventEnvelope::new(
+            "OrderCreated",
+            "Order",
+            &id,
+            1,
+            json!({"orderId": id, "document": document}),
+        )
+        .map_err(|e| e.to_string())?;
+        let meta = aws_sdk_dynamodb::types::Put::builder()
+            .table_name(&stack.table)
+            .item(
+                "PK",
+                aws_sdk_dynamodb::types::AttributeValue::S(format!("ORDER#{id}")),
+            )
+            .item(
+                "SK",
+                aws_sdk_dynamodb::types::AttributeValue::S("META".into()),
+            )
+            .item(
+                "version",
+                aws_sdk_dynamodb::types::AttributeValue::N("1".into()),
+            )
+            .build()
+            .map_err(|e| e.to_string())?;
+        let tx = outbox_core::transaction::OutboxTransaction::new(&settings)
+            .put("order", meta)
+            .event(&format!("ORDER#{id}"), &event);
+        if tx.offloads().len() != 1 {
+            return Err(format!("{id}: not claim-checked"));
+        }
+        outcome.requests += 1;
+        tx.send_with_payloads(&stack.ddb, s3)
+            .await
+            .map_err(|e| format!("{id}: {e}"))?;
+        outcome.acknowledged.push((id, 1));
+    }
+    Ok(outcome)
+}

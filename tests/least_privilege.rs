@@ -481,6 +481,72 @@ async fn the_projector_role_grants_what_the_projector_uses() {
     assert_exact("ProjectorRole", "ProjectorFunction", &bindings, &seen);
 }
 
+/// Large events (#66) at the example's projector: with `PayloadBucket`, a
+/// stub on its queue is resolved from S3 (s3:GetObject on `outbox/*`,
+/// seen on the wire, granted by `ProjectorPayloadPolicy`); s3:ListBucket,
+/// which S3 consults itself for a missing object, is added as the
+/// service's use, as for the publisher.
+#[tokio::test]
+async fn the_projector_payload_policy_grants_what_resolving_a_stub_uses() {
+    let sdk = testkit::sdk().await;
+    let table = unique("read-model");
+    devkit::create_read_model_table(&sdk, &table).await.unwrap();
+    let s3 = aws_sdk_s3::Client::new(&sdk);
+    let bucket = unique("payloads").to_lowercase();
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let envelope = outbox_core::EventEnvelope::new(
+        "OrderCreated",
+        "Order",
+        "o-large",
+        1,
+        serde_json::json!({"orderId": "o-large", "customerId": "c", "status": "PENDING",
+            "currency": "EUR", "totalCents": 5, "document": "x".repeat(2_000)}),
+    )
+    .unwrap();
+    let body = envelope.to_json().unwrap().into_bytes();
+    let reference =
+        outbox_core::claim::ClaimCheck::new(&bucket).reference(envelope.event_id, &body);
+    s3.put_object()
+        .bucket(&bucket)
+        .key(&reference.key)
+        .body(body.into())
+        .send()
+        .await
+        .unwrap();
+    let stub = envelope.stub(reference);
+    let message = serde_json::json!({"version": "0", "id": "x", "detail-type": "OrderCreated",
+        "source": "outbox.orders", "detail": stub})
+    .to_string();
+    let queue = testkit::queue_with(&sdk, "projector", &[message]).await;
+    let proxy = FaultProxy::start().await;
+    let mut stack = Stack::new().await;
+    stack.deployment = stack
+        .deployment
+        .clone()
+        .with_parameter("PayloadBucket", &bucket);
+    stack.deployment.read_model = Some(table.clone());
+    let projector = function("projector", &stack, &proxy, &[]);
+    let proxied = aws_sdk_sqs::Client::new(&proxy.sdk().await);
+    let stats = drain_queue_through(&proxied, &queue, &projector).await;
+    assert_eq!(stats.deleted, 1, "the stub resolved and applied");
+
+    let mut seen = proxy.grants_used();
+    assert!(
+        seen.contains(&("s3:GetObject".to_owned(), format!("{bucket}/outbox/*"))),
+        "{seen:?}"
+    );
+    seen.insert(("s3:ListBucket".to_owned(), bucket.clone()));
+    let bindings = Bindings::new(
+        false,
+        &[
+            ("ReadModelTable", format!("table/{table}")),
+            ("ProjectorQueue", queue_name(&queue)),
+            ("PayloadBucket", bucket.clone()),
+        ],
+    );
+    assert_exact("ProjectorRole", "ProjectorFunction", &bindings, &seen);
+}
+
 /// The checker itself: resources are compared, not only actions; a
 /// separate policy resource attached to the role is read; a managed policy
 /// is refused.

@@ -110,6 +110,11 @@ impl Bindings {
                             arg.split_once('.').unwrap_or_else(|| panic!("{arg}"));
                         match attribute {
                             "Arn" => vec![self.name(logical)],
+                            // The nested outbox stack's bucket (the example's
+                            // ProjectorPayloadPolicy): the bound PayloadBucket.
+                            "Outputs.PayloadBucketName" if logical == "Outbox" => {
+                                vec![self.name("PayloadBucket")]
+                            }
                             "StreamArn" => vec![format!("{}/stream", self.name(logical))],
                             other => panic!("unknown attribute {other}"),
                         }

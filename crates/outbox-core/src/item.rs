@@ -97,6 +97,17 @@ pub struct OutboxItem {
     pub home_region: Option<String>,
 }
 
+/// A stub given as the event (its `payloadRef` set) is refused: only the
+/// claim check makes one, from the whole envelope, with its object.
+fn refuse_stub(envelope: &EventEnvelope) -> Result<(), OutboxError> {
+    if envelope.is_stub() {
+        return Err(OutboxError::InvalidEvent(
+            "payloadRef is the outbox's own field: give the whole payload".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl OutboxItem {
     /// Whether the sweeper may publish it at `now`: no failed attempt
     /// recorded, or its `nextAttemptAt` has come.
@@ -130,6 +141,7 @@ impl OutboxItem {
         limits
             .check_aggregate_id(&envelope.aggregate_id)
             .map_err(OutboxError::InvalidEvent)?;
+        refuse_stub(envelope)?;
         let json = envelope.to_json()?;
         Self::checked(schema, pk, envelope, json, None, limits, shards).map(|(item, _)| item)
     }
@@ -150,11 +162,7 @@ impl OutboxItem {
         limits
             .check_aggregate_id(&envelope.aggregate_id)
             .map_err(OutboxError::InvalidEvent)?;
-        if envelope.is_stub() {
-            return Err(OutboxError::InvalidEvent(
-                "payloadRef is the outbox's own field: give the whole payload".into(),
-            ));
-        }
+        refuse_stub(envelope)?;
         let json = envelope.to_json()?;
         let entry = limits.entry_size(&envelope.event_type, &envelope.event_id.to_string(), &json);
         if entry <= limits.max_bytes() {

@@ -263,10 +263,12 @@ mod claim_check {
     fn a_stub_given_as_the_event_is_refused() {
         let env = big("1", 10);
         let r = crate::claim::PayloadRef::of("payloads", "k".into(), b"{}");
-        let tx = OutboxTransaction::new(&claim_settings()).event("ORDER#1", &env.stub(r));
-        assert!(matches!(
-            tx.build(),
-            Err(TransactionError::Event(OutboxError::InvalidEvent(_)))
-        ));
+        for settings in [claim_settings(), settings()] {
+            let tx = OutboxTransaction::new(&settings).event("ORDER#1", &env.stub(r.clone()));
+            assert!(matches!(
+                tx.build(),
+                Err(TransactionError::Event(OutboxError::InvalidEvent(_)))
+            ));
+        }
     }
 }

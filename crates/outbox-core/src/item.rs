@@ -97,15 +97,22 @@ pub struct OutboxItem {
     pub home_region: Option<String>,
 }
 
-/// A stub given as the event (its `payloadRef` set) is refused: only the
-/// claim check makes one, from the whole envelope, with its object.
-fn refuse_stub(envelope: &EventEnvelope) -> Result<(), OutboxError> {
+/// The JSON of an event the writer accepts: its aggregate id can route it
+/// on the sink, and it is not a stub (its `payloadRef` set: only the claim
+/// check makes one, from the whole envelope, with its object).
+fn accepted_json(
+    envelope: &EventEnvelope,
+    limits: &size::EventLimits,
+) -> Result<String, OutboxError> {
+    limits
+        .check_aggregate_id(&envelope.aggregate_id)
+        .map_err(OutboxError::InvalidEvent)?;
     if envelope.is_stub() {
         return Err(OutboxError::InvalidEvent(
             "payloadRef is the outbox's own field: give the whole payload".into(),
         ));
     }
-    Ok(())
+    envelope.to_json()
 }
 
 impl OutboxItem {
@@ -138,11 +145,7 @@ impl OutboxItem {
         limits: &size::EventLimits,
         shards: u16,
     ) -> Result<Self, OutboxError> {
-        limits
-            .check_aggregate_id(&envelope.aggregate_id)
-            .map_err(OutboxError::InvalidEvent)?;
-        refuse_stub(envelope)?;
-        let json = envelope.to_json()?;
+        let json = accepted_json(envelope, limits)?;
         Self::checked(schema, pk, envelope, json, None, limits, shards).map(|(item, _)| item)
     }
 
@@ -159,11 +162,7 @@ impl OutboxItem {
         shards: u16,
         claim: &crate::claim::ClaimCheck,
     ) -> Result<(Self, Option<crate::claim::Offload>), OutboxError> {
-        limits
-            .check_aggregate_id(&envelope.aggregate_id)
-            .map_err(OutboxError::InvalidEvent)?;
-        refuse_stub(envelope)?;
-        let json = envelope.to_json()?;
+        let json = accepted_json(envelope, limits)?;
         let entry = limits.entry_size(&envelope.event_type, &envelope.event_id.to_string(), &json);
         if entry <= limits.max_bytes() {
             match Self::checked(schema, pk, envelope, json.clone(), None, limits, shards) {

@@ -236,12 +236,6 @@ pub struct Config {
     /// `OUTBOX_PREFIX`, the two indexes, `TTL_ATTRIBUTE`:
     /// [`outbox_core::keys::KeySchema`]).
     pub keys: outbox_core::keys::KeySchema,
-    /// The claim check of large events (`PAYLOAD_BUCKET`,
-    /// `PAYLOAD_THRESHOLD_BYTES`): the writer's setting,
-    /// which writers learn from the recorded settings. The publisher and
-    /// the sweeper read each event's object from the bucket its
-    /// `payloadRef` names.
-    pub claim_check: Option<outbox_core::claim::ClaimCheck>,
 }
 
 /// The period of the template's default sweep schedule, `rate(5 minutes)`.
@@ -338,8 +332,12 @@ impl Config {
                 "expected `true` or `false`",
             ));
         }
+        // The claim check (`PAYLOAD_BUCKET`, `PAYLOAD_THRESHOLD_BYTES`) is
+        // the writers' setting, recorded for them; the publisher and the
+        // sweeper read each event's object where its `payloadRef` says. A
+        // bad value is still refused here, at cold start.
+        outbox_core::claim::ClaimCheck::from_lookup(&lookup)?;
         Ok(Self {
-            claim_check: outbox_core::claim::ClaimCheck::from_lookup(&lookup)?,
             keys: outbox_core::keys::KeySchema::from_lookup(&lookup)?,
             table_name,
             event_source,
